@@ -1,0 +1,51 @@
+# nova-operator. `make test` is what CI runs; `make run` starts the operator.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PY ?= .venv/bin/python
+export PYTHONPATH := tools
+
+.PHONY: help venv envtest lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+venv: .venv/.installed  ## create .venv with the project and its test and dev extras
+.venv/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,dev]'
+	touch $@
+
+envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster binaries
+	bash tools/envtest/build.sh
+
+lint: venv  ## ruff, mypy --strict, import-linter contracts
+	$(PY) -m ruff check nova_operator tests tools
+	$(PY) -m ruff format --check nova_operator tests tools
+	$(PY) -m mypy
+	.venv/bin/lint-imports
+
+fmt: venv  ## format and autofix
+	$(PY) -m ruff format nova_operator tests tools
+	$(PY) -m ruff check --fix nova_operator tests tools
+
+manifests: venv  ## regenerate config/crd and config/rbac from the code
+	$(PY) -m nova_operator.models.crd write config
+
+verify-manifests: venv  ## fail when config/ is stale
+	$(PY) -m nova_operator.models.crd verify config
+
+test-unit: venv  ## unit tests (no cluster)
+	$(PY) -m pytest tests/unit
+
+test-integration: venv  ## integration tests against a real kube-apiserver + etcd
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests/integration
+
+test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests/e2e
+
+test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests
+
+run: venv  ## run the operator against $$KUBECONFIG, or start a local cluster and run it there
+	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run

@@ -1,0 +1,90 @@
+"""Fixtures shared by every tier.
+
+The control plane is started lazily, once per session, only when a test asks for it.
+When a test that used it fails, the tails of the etcd and kube-apiserver logs are
+attached to the test's report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, config
+from simcluster import ControlPlane, find_binaries
+
+_PLANE: ControlPlane | None = None
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    global _PLANE
+    plane = ControlPlane(tmp_path_factory.mktemp("envtest"), find_binaries()).start()
+    _PLANE = plane
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        _PLANE = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and _PLANE is not None and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", _PLANE.logs()))
+    return report
+
+
+async def _api_client(plane: ControlPlane, context: str) -> client.ApiClient:
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(plane.kubeconfig), context=context, client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
+
+
+@pytest.fixture
+async def admin_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    """An API client with cluster-admin rights (it plays the missing controllers)."""
+    api = await _api_client(control_plane, "admin")
+    async with api:
+        yield api
+
+
+@pytest.fixture
+async def operator_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    """An API client authenticated as the operator's ServiceAccount (RBAC applies)."""
+    api = await _api_client(control_plane, "operator")
+    async with api:
+        yield api
+
+
+@pytest.fixture
+async def namespace(admin_api: client.ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace per test. Never waited on: a bare control plane has no namespace controller."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(admin_api)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    await core.delete_namespace(name)
+
+
+@pytest.fixture(autouse=True)
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves asyncio tasks running behind it."""
+    before = set(asyncio.all_tasks())
+    yield
+    await asyncio.sleep(0)
+    leaked = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+    if leaked:
+        for t in leaked:
+            t.cancel()
+        pytest.fail(f"leaked asyncio tasks: {[t.get_name() + ' ' + repr(t.get_coro()) for t in leaked]}")
+
+
+@pytest.fixture
+def repo_root() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parents[1]

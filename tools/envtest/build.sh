@@ -10,6 +10,9 @@ CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
 export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
 mkdir -p "$CACHE"
+# One build at a time per cache: a second caller waits for the first, then finds the binaries.
+exec 9>"$CACHE/.build.lock"
+flock 9
 cd "$HERE"
 KV="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 KWOK_V="$(cd ../kwok && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"

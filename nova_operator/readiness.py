@@ -1,0 +1,116 @@
+"""Pure readiness predicates over live objects as the API server returns them (plain dicts).
+
+reconciler.md §7: "available" is surge-tolerant and gates the steady state; "fully rolled
+out" is the stricter test an upgrade's RollingUpdate phase needs; a Job's result is read
+only from its terminal condition.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+
+def _conditions(obj: Obj) -> dict[str, Obj]:
+    status = obj.get("status") or {}
+    return {c.get("type", ""): c for c in status.get("conditions") or []}
+
+
+def _is_true(obj: Obj, cond_type: str) -> bool:
+    c = _conditions(obj).get(cond_type)
+    return c is not None and c.get("status") == "True"
+
+
+def _generation_observed(obj: Obj) -> bool:
+    status = obj.get("status") or {}
+    generation = (obj.get("metadata") or {}).get("generation", 0)
+    return int(status.get("observedGeneration", 0)) >= int(generation)
+
+
+def desired_replicas(deployment: Obj) -> int:
+    """``spec.replicas``, or 1 when unset (an HPA-owned API Deployment counts as one)."""
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def deployment_available(deployment: Obj) -> bool:
+    """Observed, enough ready replicas, and the ``Available`` condition True (§7.1)."""
+    status = deployment.get("status") or {}
+    return (
+        _generation_observed(deployment)
+        and int(status.get("readyReplicas", 0)) >= desired_replicas(deployment)
+        and _is_true(deployment, "Available")
+    )
+
+
+def deployment_rolled_out(deployment: Obj) -> bool:
+    """Observed and updated == ready == total == desired replicas (§7.2)."""
+    status = deployment.get("status") or {}
+    want = desired_replicas(deployment)
+    return _generation_observed(deployment) and (
+        int(status.get("updatedReplicas", 0))
+        == int(status.get("readyReplicas", 0))
+        == int(status.get("replicas", 0))
+        == want
+    )
+
+
+def first_container_image(workload: Obj) -> str:
+    """The image of the first container of a Deployment, DaemonSet or Job pod template."""
+    containers = (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or [{}]
+    return str(containers[0].get("image", ""))
+
+
+class JobState(enum.Enum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+def job_state(job: Obj) -> JobState:
+    """``Failed`` wins over ``Complete``; Suspended, FailureTarget, SuccessCriteriaMet are not terminal."""
+    if _is_true(job, "Failed"):
+        return JobState.FAILED
+    if _is_true(job, "Complete"):
+        return JobState.COMPLETE
+    return JobState.RUNNING
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def job_duration_seconds(job: Obj) -> float | None:
+    """Terminal condition's lastTransitionTime minus the Job's creation, clamped at 0; None if running."""
+    state = job_state(job)
+    if state is JobState.RUNNING:
+        return None
+    cond = _conditions(job)["Failed" if state is JobState.FAILED else "Complete"]
+    created = (job.get("metadata") or {}).get("creationTimestamp")
+    ended = cond.get("lastTransitionTime")
+    if not created or not ended:
+        return 0.0
+    return max(0.0, (_parse_time(str(ended)) - _parse_time(str(created))).total_seconds())
+
+
+def route_accepted(route: Obj) -> bool:
+    """An HTTPRoute is accepted when any parent reports ``Accepted=True`` for the current generation."""
+    generation = int((route.get("metadata") or {}).get("generation", 0))
+    for parent in (route.get("status") or {}).get("parents") or []:
+        for c in parent.get("conditions") or []:
+            if c.get("type") == "Accepted" and c.get("status") == "True":
+                observed = c.get("observedGeneration")
+                if observed is None or int(observed) >= generation:
+                    return True
+    return False
+
+
+def custom_resource_ready(obj: Obj) -> bool:
+    """MariaDB, Database, User, Grant: ``Ready=True`` in ``status.conditions``."""
+    return _is_true(obj, "Ready")

@@ -1,0 +1,171 @@
+"""The extraConfig option catalogs: which ``[section] key`` pairs a nova release knows.
+
+One JSON catalog per supported release lives in ``nova_operator/data/catalog-<release>.json``.
+They are generated from the real ``nova`` package of each release by
+``tools/catalogs/generate.py`` (nova's oslo.config option registry over the namespaces of
+its own ``nova-config-generator.conf``); never edit them by hand.
+
+CEL cannot hold a catalog of thousands of keys, and there is no admission webhook, so this
+check runs in the reconciler's Config step (reported as a condition and an event).  This
+module is pure: no I/O beyond reading the packaged data, no clock.
+
+A key is *known* in a section when it is an option of that section, or a deprecated name
+(``<section>/<name>``) of an option of any section: oslo.config still honours those, and
+:func:`deprecated_options` reports them with their replacement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import NamedTuple
+
+__all__ = [
+    "Catalog",
+    "DeprecatedOption",
+    "NoCatalogError",
+    "OptionInfo",
+    "deprecated_options",
+    "format_deprecated",
+    "format_unknown",
+    "load_catalog",
+    "no_catalog_warning",
+    "supported_releases",
+    "unknown_option_messages",
+    "unknown_options",
+]
+
+_PREFIX = "catalog-"
+_SUFFIX = ".json"
+
+
+class NoCatalogError(LookupError):
+    """No option catalog is shipped for the release (the check then fails open)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OptionInfo:
+    type: str
+    deprecated_names: tuple[str, ...]
+    deprecated_for_removal: bool
+
+
+class DeprecatedOption(NamedTuple):
+    section: str
+    key: str
+    replacement: str | None  # "<section>/<key>" of the option that replaces it, or None
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    release: str
+    nova_version: str
+    sections: Mapping[str, Mapping[str, OptionInfo]]
+    # "<section>/<key>" of a deprecated name -> "<section>/<key>" of the option it names now
+    aliases: Mapping[str, str]
+
+    def has_section(self, section: str) -> bool:
+        return section in self.sections or any(a.partition("/")[0] == section for a in self.aliases)
+
+    def knows(self, section: str, key: str) -> bool:
+        return key in self.sections.get(section, {}) or f"{section}/{key}" in self.aliases
+
+
+def supported_releases() -> tuple[str, ...]:
+    """The releases a catalog is shipped for, sorted."""
+    names = (entry.name for entry in _data().iterdir())
+    return tuple(sorted(n[len(_PREFIX) : -len(_SUFFIX)] for n in names if _is_catalog(n)))
+
+
+def _data() -> resources.abc.Traversable:
+    return resources.files("nova_operator").joinpath("data")
+
+
+def _is_catalog(name: str) -> bool:
+    return name.startswith(_PREFIX) and name.endswith(_SUFFIX)
+
+
+@cache
+def load_catalog(release: str) -> Catalog:
+    """The catalog of ``release``; :class:`NoCatalogError` when none is shipped."""
+    if release not in supported_releases():
+        raise NoCatalogError(release)
+    raw = json.loads(
+        resources.files("nova_operator.data").joinpath(f"{_PREFIX}{release}{_SUFFIX}").read_text()
+    )
+    sections: dict[str, dict[str, OptionInfo]] = {}
+    aliases: dict[str, str] = {}
+    for section, options in raw["sections"].items():
+        entries = sections.setdefault(section, {})
+        for key, info in options.items():
+            entries[key] = OptionInfo(
+                type=info["type"],
+                deprecated_names=tuple(info["deprecated_names"]),
+                deprecated_for_removal=bool(info["deprecated_for_removal"]),
+            )
+            for old in info["deprecated_names"]:
+                aliases.setdefault(old, f"{section}/{key}")
+    return Catalog(release=release, nova_version=raw["nova_version"], sections=sections, aliases=aliases)
+
+
+def unknown_options(
+    release: str,
+    extra_config: Mapping[str, Mapping[str, str]],
+    *,
+    exempt: Collection[tuple[str, str]] = (),
+) -> list[tuple[str, str]]:
+    """Every ``(section, key)`` of ``extra_config`` the release's catalog does not know, sorted.
+
+    ``exempt`` holds pairs never reported (the operator-owned keys).  Raises
+    :class:`NoCatalogError` when no catalog is shipped for ``release``.
+    """
+    catalog = load_catalog(release)
+    return sorted(
+        (section, key)
+        for section, options in extra_config.items()
+        for key in options
+        if (section, key) not in exempt and not catalog.knows(section, key)
+    )
+
+
+def deprecated_options(release: str, extra_config: Mapping[str, Mapping[str, str]]) -> list[DeprecatedOption]:
+    """Known keys of ``extra_config`` that are deprecated names or deprecated for removal, sorted."""
+    catalog = load_catalog(release)
+    found: list[DeprecatedOption] = []
+    for section, options in extra_config.items():
+        for key in options:
+            info = catalog.sections.get(section, {}).get(key)
+            if info is not None:
+                if info.deprecated_for_removal:
+                    found.append(DeprecatedOption(section, key, None))
+            elif (alias := catalog.aliases.get(f"{section}/{key}")) is not None:
+                found.append(DeprecatedOption(section, key, alias))
+    return sorted(found)
+
+
+def format_unknown(release: str, section: str, key: str) -> str:
+    """The message for one unknown pair, naming the section and the key."""
+    catalog = load_catalog(release)
+    what = "option" if catalog.has_section(section) else "section"
+    return f"spec.extraConfig[{section}][{key}]: no such {what} in the nova {release} option catalog"
+
+
+def unknown_option_messages(release: str, extra_config: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """One message per unknown pair (see :func:`format_unknown`), in sorted order."""
+    return [format_unknown(release, s, k) for s, k in unknown_options(release, extra_config)]
+
+
+def format_deprecated(release: str, option: DeprecatedOption) -> str:
+    tail = f"replaced by {option.replacement}" if option.replacement else "with no replacement"
+    return f"spec.extraConfig [{option.section}] {option.key}: deprecated option in nova {release}, {tail}"
+
+
+def no_catalog_warning(release: str) -> str:
+    shipped = ", ".join(supported_releases())
+    return (
+        f"spec.extraConfig was not validated against an option catalog: none is shipped for "
+        f"release {release} (catalogs: {shipped})"
+    )

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Create (or reuse) one virtualenv per supported release with the real `nova` package from
+# PyPI and its dependencies, plus the sdist's etc/nova/nova-config-generator.conf, the
+# list of oslo.config namespaces nova's own sample config is generated from.
+#
+#   bash tools/catalogs/ensure_venvs.sh            # all releases in tools/catalogs/releases.txt
+#   NOVA_VENV_CACHE=/elsewhere bash tools/catalogs/ensure_venvs.sh 2026.1
+#
+# The venvs live outside the repository (default /var/cache/nova-operator/nova-venvs/<release>);
+# a venv is reused when its marker names the wanted nova version. Cold: a few minutes per
+# release on 2 cores; warm: returns at once. Used by the catalog generator
+# (tools/catalogs/generate.py) and by the oslo-config-validator test of the renderers.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
+python="${NOVA_VENV_PYTHON:-python3}"
+mkdir -p "$cache"
+
+want=("$@")
+exec 9>"$cache/.lock"
+flock 9
+
+while read -r release version; do
+  [[ -z "$release" || "$release" == \#* ]] && continue
+  if ((${#want[@]})); then
+    match=0
+    for w in "${want[@]}"; do [[ "$w" == "$release" ]] && match=1; done
+    ((match)) || continue
+  fi
+  dir="$cache/$release"
+  if [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "nova==$version" ]]; then
+    echo "nova venv $release (nova $version): cached at $dir" >&2
+    continue
+  fi
+  echo "nova venv $release: installing nova==$version into $dir" >&2
+  start=$SECONDS
+  tmp="$dir.tmp.$$"
+  rm -rf "$tmp"
+  "$python" -m venv "$tmp"
+  "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.
+  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "nova[osprofiler]==$version"
+  sdist="$(mktemp -d)"
+  "$tmp/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$sdist" "nova==$version"
+  tar -xzf "$sdist"/nova-"$version".tar.gz -C "$sdist" "nova-$version/etc/nova/nova-config-generator.conf"
+  cp "$sdist/nova-$version/etc/nova/nova-config-generator.conf" "$tmp/nova-config-generator.conf"
+  rm -rf "$sdist"
+  "$tmp/bin/python" -c "import nova, oslo_config" # fail here, not in a test, when the install is broken
+  echo "nova==$version" >"$tmp/.installed"
+  # venvs hard-code their path: rebuild scripts by moving only after success and fixing shebangs.
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  grep -rlI --null "$tmp" "$dir/bin" | xargs -0 -r sed -i "s#$tmp#$dir#g"
+  echo "nova venv $release: ready in $((SECONDS - start))s" >&2
+done <"$here/releases.txt"

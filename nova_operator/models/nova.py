@@ -1,0 +1,393 @@
+"""The ``Nova`` kind: the whole compute control plane of one cell.
+
+Defaults the upstream mutating webhook applied are schema defaults here (there is no
+webhook): a block that is absent is defaulted as a whole (``spec.metadata.deployment``
+becomes ``{replicas: 1}``), a block that is present gets its fields' defaults
+(``replicas: 3``). What a default cannot express is resolved at render time:
+``consoleProxy.deployment`` is ``{replicas: 1}`` while the proxy is enabled and the block
+is absent (see ``NovaConsoleProxySpec.effective_deployment``), since a structural default
+cannot depend on the sibling ``enabled``.
+
+Rules CEL cannot express are pydantic validators (the reconciler reports them):
+the cron grammar of ``dbArchive.schedule`` and the label grammar of ``nodeSelector`` maps.
+The existence of a PriorityClass and the extraConfig option catalog are checked by the
+reconciler, which has API access.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, field_validator
+
+from nova_operator.models._schema import CRDModel, Rule, Schema
+from nova_operator.models.common import (
+    AutoscalingSpec,
+    BusDeploymentSpec,
+    CacheSpec,
+    DatabaseSpec,
+    DeploymentSpec,
+    ExtraConfigSection,
+    GatewaySpec,
+    HttpURL,
+    ImageSpec,
+    JobSpec,
+    LoggingSpec,
+    MessagingSpec,
+    NameRef,
+    NetworkPolicySpec,
+    PasswordSecretRef,
+    SecretStoreRefSpec,
+    SharedSecretRef,
+    SingleLine,
+    TransportURLSecretRef,
+    UWSGISpec,
+    extra_config_shape_rules,
+    rejected_key_rule,
+)
+from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
+
+API_VERSION: Final = "nova.openstack.c5c3.io/v1alpha1"
+
+# (section, key, owner, impact): extraConfig keys refused at admission (spec §6.6).
+_CONFIGMAP = "the config ConfigMap every pod mounts"
+NOVA_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "DEFAULT",
+        "transport_url",
+        "spec.messaging",
+        f"it is injected as OS_DEFAULT__TRANSPORT_URL; a file value is inert and would copy the broker "
+        f"credentials into {_CONFIGMAP}",
+    ),
+    ("DEFAULT", "web", "operator-computed", "it is the noVNC client directory the operator mounts"),
+    (
+        "database",
+        "connection",
+        "spec.database",
+        f"it is injected as OS_DATABASE__CONNECTION; a file value is inert and would copy the database "
+        f"password into {_CONFIGMAP}",
+    ),
+    (
+        "api_database",
+        "connection",
+        "spec.apiDatabase",
+        f"it is injected as OS_API_DATABASE__CONNECTION; a file value is inert and would copy the database "
+        f"password into {_CONFIGMAP}",
+    ),
+    *(
+        (
+            section,
+            "password",
+            "spec.serviceUser.secretRef",
+            f"it is injected as OS_{section.upper()}__PASSWORD; a file value is inert and would copy the "
+            f"service-user password into {_CONFIGMAP}",
+        )
+        for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
+    ),
+    (
+        "neutron",
+        "metadata_proxy_shared_secret",
+        "spec.metadata.sharedSecretRef",
+        f"it is injected as OS_NEUTRON__METADATA_PROXY_SHARED_SECRET; a file value is inert and would copy "
+        f"the secret a proxied request's signature is verified with into {_CONFIGMAP}",
+    ),
+    (
+        "oslo_messaging_rabbit",
+        "ssl",
+        "spec.messaging.tls",
+        "it selects bus encryption, which follows messaging.tls",
+    ),
+    (
+        "oslo_messaging_rabbit",
+        "ssl_ca_file",
+        "spec.messaging.tls.caBundleSecretRef",
+        "it points at the CA bundle the operator mounts",
+    ),
+    (
+        "vnc",
+        "novncproxy_host",
+        "operator-computed",
+        "the proxy Service routes to the address the operator sets",
+    ),
+    ("vnc", "novncproxy_port", "operator-computed", "the proxy Service routes to the port the operator sets"),
+)
+
+NovaExtraConfig = Annotated[
+    dict[str, ExtraConfigSection],
+    Field(max_length=64),
+    *extra_config_shape_rules(),
+    *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
+]
+
+_CHILD_SUFFIXES = ("-api", "-metadata", "-scheduler", "-conductor", "-novncproxy", "-console")
+_SUFFIX_LIST = "[" + ", ".join(f"'{s}'" for s in _CHILD_SUFFIXES) + "]"
+
+
+def _harakiri_rule() -> Rule:
+    grace = (
+        "(has(self.deployment.terminationGracePeriodSeconds) ? "
+        "self.deployment.terminationGracePeriodSeconds : 30)"
+    )
+    pre_stop = "(has(self.deployment.preStopSleepSeconds) ? self.deployment.preStopSleepSeconds : 5)"
+    return Rule(
+        f"!has(self.uwsgi) || !has(self.uwsgi.harakiri) || !has(self.deployment) || "
+        f"self.uwsgi.harakiri < {grace} - {pre_stop}",
+        "harakiri must be strictly less than terminationGracePeriodSeconds - preStopSleepSeconds",
+    )
+
+
+class NovaAPISpec(CRDModel):
+    __crd_rules__ = (_harakiri_rule(),)
+
+    deployment: Annotated[DeploymentSpec, Schema(default={})] = Field(default_factory=DeploymentSpec)
+    uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)
+
+
+class NovaMetadataSpec(CRDModel):
+    __crd_rules__ = (_harakiri_rule(),)
+
+    deployment: Annotated[DeploymentSpec, Schema(default={"replicas": 1})] = Field(
+        default_factory=lambda: DeploymentSpec(replicas=1)
+    )
+    uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)
+    shared_secret_ref: SharedSecretRef
+    gateway: GatewaySpec | None = None
+
+
+class NovaSchedulerSpec(CRDModel):
+    deployment: Annotated[BusDeploymentSpec, Schema(default={"replicas": 1})] = Field(
+        default_factory=lambda: BusDeploymentSpec(replicas=1)
+    )
+    workers: Annotated[Int32, Field(ge=1)] = 2
+
+
+class NovaConductorSpec(NovaSchedulerSpec):
+    pass
+
+
+class NovaConsoleProxySpec(CRDModel):
+    __crd_rules__ = (
+        Rule(
+            "!has(self.enabled) || self.enabled || !has(self.deployment)",
+            "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
+        ),
+        Rule(
+            "!has(self.gateway) || !has(self.gateway.path) || "
+            "self.gateway.path == '' || self.gateway.path == '/'",
+            "consoleProxy.gateway.path must be empty or /: the console page and its WebSocket are served "
+            "from the root of the console hostname",
+        ),
+    )
+
+    enabled: bool = True
+    deployment: DeploymentSpec | None = None
+    gateway: GatewaySpec | None = None
+
+    @property
+    def effective_deployment(self) -> DeploymentSpec | None:
+        """The block the proxy runs with: ``{replicas: 1}`` when enabled and unset, ``None`` when disabled."""
+        if not self.enabled:
+            return None
+        return self.deployment if self.deployment is not None else DeploymentSpec(replicas=1)
+
+
+class ServiceUserSpec(CRDModel):
+    username: SingleLine = "nova"
+    project_name: SingleLine = "service"
+    user_domain_name: SingleLine = "Default"
+    project_domain_name: SingleLine = "Default"
+    secret_ref: PasswordSecretRef
+
+
+class EndpointOverrideSpec(CRDModel):
+    override: HttpURL | None = None
+
+
+class OptionalEndpointSpec(EndpointOverrideSpec):
+    enabled: bool = False
+
+
+class NovaEndpointsSpec(CRDModel):
+    placement: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(
+        default_factory=EndpointOverrideSpec
+    )
+    neutron: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(default_factory=EndpointOverrideSpec)
+    glance: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(default_factory=EndpointOverrideSpec)
+    cinder: Annotated[OptionalEndpointSpec, Schema(default={})] = Field(default_factory=OptionalEndpointSpec)
+    barbican: Annotated[OptionalEndpointSpec, Schema(default={})] = Field(
+        default_factory=OptionalEndpointSpec
+    )
+
+
+class NovaRemoteComputeSpec(CRDModel):
+    keystone_endpoint: Annotated[HttpURL, Field(pattern=r"^https://")]
+    transport_url_secret_ref: TransportURLSecretRef = Field(alias="transportURLSecretRef")
+
+
+_CRON_FIELD = re.compile(r"^(\*|\?|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?$")
+_CRON_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
+
+def check_cron(schedule: str) -> str:
+    """The CronJob schedule grammar: five fields or a descriptor (``@daily``, ``@every 1h``)."""
+    text = schedule.strip()
+    if text.startswith(("TZ=", "CRON_TZ=")):
+        raise ValueError(
+            "invalid cron expression: time zones are set with spec.timeZone, not in the schedule"
+        )
+    if text in _CRON_DESCRIPTORS or re.fullmatch(r"@every [0-9smhµun.]+", text):
+        return schedule
+    fields = text.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(part) for f in fields for part in f.split(",")):
+        raise ValueError(f"invalid cron expression: {schedule!r}")
+    return schedule
+
+
+class DBArchiveSpec(CRDModel):
+    """The db-archive CronJob; every unset knob is resolved at reconcile time (``@daily``, 1000, 1)."""
+
+    schedule: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    max_rows: Annotated[Int32, Field(ge=1)] | None = None
+    sleep: Annotated[Int32, Field(ge=0)] | None = None
+    retention_days: Annotated[Int32, Field(ge=1)] | None = None
+    suspend: bool | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
+
+
+class NovaSpec(CRDModel):
+    __crd_rules__ = (
+        Rule(
+            "self.apiDatabase.database != self.database.database",
+            "apiDatabase and database must name different schemas",
+        ),
+        Rule(
+            "self.apiDatabase.database != self.database.database + '_cell0'",
+            "apiDatabase must not name the cell0 schema derived from database",
+        ),
+        Rule(
+            "(has(self.apiDatabase.credentialsMode) ? self.apiDatabase.credentialsMode : 'Static') == "
+            "(has(self.database.credentialsMode) ? self.database.credentialsMode : 'Static')",
+            "apiDatabase and database must use the same credentialsMode",
+        ),
+        Rule(
+            "!has(self.remoteCompute) || has(self.messaging.tls)",
+            "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against "
+            "the messaging CA bundle",
+        ),
+        Rule(
+            "!has(self.autoscaling) || has(self.autoscaling.minReplicas) || !has(self.api) || "
+            "!has(self.api.deployment) || self.autoscaling.maxReplicas >= self.api.deployment.replicas",
+            "autoscaling.maxReplicas must be at least spec.api.deployment.replicas: minReplicas defaults to "
+            "spec.api.deployment.replicas",
+        ),
+    )
+
+    open_stack_release: Annotated[str, Field(pattern=r"^\d{4}\.[12]$")]
+    image: ImageSpec
+    api_database: Annotated[
+        DatabaseSpec,
+        Rule(
+            "self.database == oldSelf.database",
+            "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
+        ),
+        Rule(
+            "has(self.clusterRef) == has(oldSelf.clusterRef)",
+            "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
+        ),
+    ]
+    database: Annotated[
+        DatabaseSpec,
+        Rule(
+            "self.database == oldSelf.database",
+            "database.database is immutable: the cell mappings store the schema name",
+        ),
+        Rule(
+            "has(self.clusterRef) == has(oldSelf.clusterRef)",
+            "database mode (managed clusterRef vs brownfield host) is immutable",
+        ),
+        Rule(
+            "self.database.size() <= 58",
+            "database.database must be at most 58 characters: cell0 is provisioned as <database>_cell0 under "
+            "the 64-character schema limit",
+        ),
+    ]
+    cache: CacheSpec
+    messaging: MessagingSpec
+    api: Annotated[NovaAPISpec, Schema(default={})] = Field(default_factory=NovaAPISpec)
+    metadata: NovaMetadataSpec
+    scheduler: Annotated[NovaSchedulerSpec, Schema(default={})] = Field(default_factory=NovaSchedulerSpec)
+    conductor: Annotated[NovaConductorSpec, Schema(default={})] = Field(default_factory=NovaConductorSpec)
+    console_proxy: Annotated[NovaConsoleProxySpec, Schema(default={})] = Field(
+        default_factory=NovaConsoleProxySpec
+    )
+    jobs: JobSpec | None = None
+    keystone_endpoint: HttpURL
+    keystone_public_endpoint: HttpURL | None = None
+    remote_compute: NovaRemoteComputeSpec | None = None
+    service_user: ServiceUserSpec
+    region: SingleLine | None = None
+    endpoints: Annotated[NovaEndpointsSpec, Schema(default={})] = Field(default_factory=NovaEndpointsSpec)
+    db_archive: DBArchiveSpec | None = None
+    gateway: GatewaySpec | None = None
+    network_policy: NetworkPolicySpec | None = None
+    autoscaling: AutoscalingSpec | None = None
+    logging: Annotated[LoggingSpec, Schema(default={})] = Field(default_factory=LoggingSpec)
+    extra_config: NovaExtraConfig | None = None
+    secret_store_ref: SecretStoreRefSpec | None = None
+
+
+class CellStatus(CRDModel):
+    name: Annotated[str, Field(max_length=255)]
+    uuid: Annotated[str, Field(max_length=36)]
+
+
+class NovaStatus(CRDModel):
+    conditions: Conditions | None = None
+    observed_generation: Int64 | None = None
+    endpoint: str | None = None
+    installed_release: str | None = None
+    target_release: str | None = None
+    upgrade_phase: Literal["Expanding", "Migrating", "RollingUpdate", "Contracting"] | None = None
+    cells: Annotated[list[CellStatus], Field(max_length=8)] | None = None
+    compute_config_secret_ref: NameRef | None = None
+    remote_compute_config_secret_ref: NameRef | None = None
+
+
+class Nova(CRDModel):
+    """A ``Nova`` object as the API server stores it."""
+
+    __crd_rules__ = (
+        Rule(
+            "self.metadata.name.size() <= 41",
+            'name must be at most 41 characters: the db-archive CronJob appends "-db-archive" and Kubernetes '
+            "caps CronJob names at 52 characters",
+        ),
+        Rule(
+            f"!{_SUFFIX_LIST}.exists(s, self.metadata.name.endsWith(s))",
+            "name must not end in " + ", ".join(f'"{s}"' for s in _CHILD_SUFFIXES) + ": a Nova named like "
+            "one of another Nova's children would share and delete that Nova's objects",
+            message_expression=(
+                f"{_SUFFIX_LIST}.filter(s, self.metadata.name.endsWith(s)).map(s, "
+                "'name must not end in \"' + s + '\": a Nova named \"' + "
+                "self.metadata.name.substring(0, self.metadata.name.size() - s.size()) + "
+                "'\" in this namespace names one of its own children \"' + self.metadata.name + "
+                "'\", so the two CRs would share and delete each other\\'s objects')[0]"
+            ),
+        ),
+        Rule(
+            "!self.metadata.name.endsWith('-cell0')",
+            'name must not end in "-cell0": the cell0 Database and Grant are named <name>-<database>-cell0, '
+            "so a Nova with this name could share them with another Nova in this namespace",
+        ),
+    )
+
+    api_version: Literal["nova.openstack.c5c3.io/v1alpha1"] = API_VERSION
+    kind: Literal["Nova"] = "Nova"
+    metadata: ObjectMeta
+    spec: NovaSpec
+    status: NovaStatus | None = None

@@ -1,0 +1,204 @@
+"""The ``NovaCompute`` kind: nova-compute on one node pool, joined to one Nova.
+
+Every default is a schema default (``libvirt: {virtType: kvm}``, ``updateStrategy:
+{type: RollingUpdate}``); the image, ``maxUnavailable = 1`` and resources are resolved at
+reconcile time and never written back. The upstream webhook's checks are CEL rules here,
+except the label grammar of ``nodeSelector`` (a pydantic validator) and the extraConfig
+option catalog (checked by the reconciler).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, field_validator
+
+from nova_operator.models._schema import CRDModel, Rule, Schema
+from nova_operator.models.common import (
+    ExtraConfigSection,
+    ImageSpec,
+    IntOrString,
+    ResourceRequirements,
+    Tolerations,
+    check_label_map,
+    extra_config_shape_rules,
+    rejected_key_rule,
+)
+from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
+
+API_VERSION: Final = "nova.openstack.c5c3.io/v1alpha1"
+OFFBOARDING_TAINT = "kvm.cloud.sap/offboarding"
+
+_CONTRACT = "the compute contract"
+_HOST_IP = "status.hostIP (downward API)"
+_LIVE_MIGRATION = "the operator computes the live-migration transport from the node's TLS setup"
+
+# (section, key, owner, impact): extraConfig keys of compute-pool.conf refused at admission.
+NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    ("DEFAULT", "host", "spec.nodeName (downward API)", "the service host must equal the node name"),
+    ("DEFAULT", "my_ip", _HOST_IP, "it must be the node's own address"),
+    (
+        "DEFAULT",
+        "transport_url",
+        _CONTRACT,
+        "a file value would copy the broker credentials into a ConfigMap",
+    ),
+    ("DEFAULT", "state_path", "the /var/lib/nova host mount", "instances live under the mounted path"),
+    ("oslo_concurrency", "lock_path", "the /var/lib/nova host mount", "locks must be shared on the host"),
+    ("libvirt", "connection_uri", "the /run/libvirt host mount", "nova-compute talks to the node's libvirt"),
+    ("libvirt", "live_migration_scheme", "operator-computed", _LIVE_MIGRATION),
+    ("libvirt", "live_migration_with_native_tls", "operator-computed", _LIVE_MIGRATION),
+    ("libvirt", "live_migration_uri", "operator-computed", _LIVE_MIGRATION),
+    ("libvirt", "live_migration_tunnelled", "operator-computed", _LIVE_MIGRATION),
+    ("libvirt", "live_migration_inbound_addr", _HOST_IP, "migrations must arrive at the node's own address"),
+    ("os_vif_ovs", "ovsdb_connection", "the /run/openvswitch host mount", "os-vif talks to the node's OVS"),
+    ("vnc", "server_proxyclient_address", _HOST_IP, "the console proxy must reach the node's own address"),
+    *(
+        (section, "password", _CONTRACT, "a file value would copy the service-user password into a ConfigMap")
+        for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
+    ),
+)
+
+NovaComputeExtraConfig = Annotated[
+    dict[str, ExtraConfigSection],
+    Field(max_length=64),
+    *extra_config_shape_rules(),
+    *(rejected_key_rule(*entry) for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
+]
+
+
+class NovaRef(CRDModel):
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class NovaComputeLibvirtSpec(CRDModel):
+    __crd_rules__ = (
+        Rule(
+            "(has(self.cpuMode) && self.cpuMode == 'custom') == "
+            "(has(self.cpuModels) && size(self.cpuModels) > 0)",
+            "cpuModels is required when cpuMode is custom and must be empty otherwise",
+        ),
+    )
+
+    virt_type: Literal["kvm", "qemu"] = "kvm"
+    cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] | None = None
+    cpu_models: (
+        Annotated[
+            list[Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")]], Field(max_length=32)
+        ]
+        | None
+    ) = None
+    images_type: Literal["default", "qcow2", "raw", "flat"] | None = None
+
+
+class NovaComputeUpdateStrategy(CRDModel):
+    __crd_rules__ = (
+        Rule(
+            "!has(self.maxUnavailable) || self.type == 'RollingUpdate'",
+            "maxUnavailable applies to RollingUpdate only",
+        ),
+        Rule(
+            "!has(self.maxUnavailable) || type(self.maxUnavailable) == int || "
+            "string(self.maxUnavailable).matches('^[0-9]+%$')",
+            'maxUnavailable must be an integer or a percentage such as "25%"',
+        ),
+        Rule(
+            "!has(self.maxUnavailable) || "
+            "(type(self.maxUnavailable) == int ? int(self.maxUnavailable) >= 1 : "
+            "!string(self.maxUnavailable).matches('^0+%$'))",
+            "maxUnavailable must resolve to at least 1 for RollingUpdate",
+        ),
+    )
+
+    type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    max_unavailable: Annotated[IntOrString, Schema(max_length=8)] | None = None
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _short(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, str) and len(value) > 8:
+            raise ValueError('maxUnavailable must be an integer or a percentage such as "25%"')
+        return value
+
+
+_TOLERATES_OFFBOARDING = (
+    "(has(t.tolerationSeconds) || "
+    "(has(t.effect) && t.effect != '' && t.effect != 'NoExecute') || "
+    "!((has(t.key) && t.key == '" + OFFBOARDING_TAINT + "') || "
+    "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists')))"
+)
+
+
+class NovaComputeSpec(CRDModel):
+    __crd_rules__ = (
+        Rule("self.novaRef.name == oldSelf.novaRef.name", "novaRef is immutable"),
+        Rule(
+            f"!has(self.tolerations) || self.tolerations.all(t, {_TOLERATES_OFFBOARDING})",
+            f"a toleration tolerates {OFFBOARDING_TAINT}:NoExecute; "
+            "openstack-hypervisor-operator deletes the compute service only after every agent pod "
+            "on the node is gone, and a nova-compute that stays "
+            "re-registers it",
+        ),
+    )
+
+    nova_ref: NovaRef
+    node_selector: Annotated[
+        dict[str, Annotated[str, Field(max_length=63)]], Field(min_length=1, max_length=32)
+    ]
+    tolerations: Tolerations | None = None
+    image: ImageSpec | None = None
+    libvirt: Annotated[NovaComputeLibvirtSpec, Schema(default={})] = Field(
+        default_factory=NovaComputeLibvirtSpec
+    )
+    update_strategy: Annotated[NovaComputeUpdateStrategy, Schema(default={})] = Field(
+        default_factory=NovaComputeUpdateStrategy
+    )
+    resources: ResourceRequirements | None = None
+    extra_config: NovaComputeExtraConfig | None = None
+
+    _labels = field_validator("node_selector")(check_label_map)
+
+
+class NovaComputeNodeStatus(CRDModel):
+    name: Annotated[str, Field(max_length=253)]
+    phase: Literal["Pending", "Active", "Draining", "Releasing", "Conflict"]
+    zone: str | None = None
+    service_id: str | None = Field(default=None, alias="serviceID")
+    service_status: str | None = None
+    service_state: str | None = None
+    disabled_reason: str | None = None
+    instances: Int32 | None = None
+    conflicts_with: str | None = None
+
+
+class NovaComputeStatus(CRDModel):
+    conditions: Conditions | None = None
+    observed_generation: Int64 | None = None
+    installed_image: str | None = None
+    desired_number_scheduled: Int32 | None = None
+    number_ready: Int32 | None = None
+    nodes: (
+        Annotated[
+            list[NovaComputeNodeStatus],
+            Schema(x_kubernetes_list_type="map", x_kubernetes_list_map_keys=["name"]),
+        ]
+        | None
+    ) = None
+
+
+class NovaCompute(CRDModel):
+    """A ``NovaCompute`` object as the API server stores it."""
+
+    __crd_rules__ = (
+        Rule(
+            "self.metadata.name.size() <= 63",
+            "name must be at most 63 characters: "
+            "it is the app.kubernetes.io/instance label value of every child",
+        ),
+    )
+
+    api_version: Literal["nova.openstack.c5c3.io/v1alpha1"] = API_VERSION
+    kind: Literal["NovaCompute"] = "NovaCompute"
+    metadata: ObjectMeta
+    spec: NovaComputeSpec
+    status: NovaComputeStatus | None = None

@@ -1,0 +1,207 @@
+"""Every kind the operator touches, as data: ``ResourceRef`` plus the verbs it needs.
+
+The table is the single source of the operator's RBAC: ``render_rbac()`` turns it into
+the ServiceAccount, ClusterRole and ClusterRoleBinding in ``config/rbac/``. A kind or
+verb missing here is a 403 in production, so code that calls the API should use the
+constants below rather than spelling group/version/plural again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+SERVICE_ACCOUNT = "nova-operator"
+OPERATOR_NAMESPACE = "nova-system"
+CLUSTER_ROLE = "nova-operator"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """One API resource: where it lives and what its objects are called."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    status_subresource: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The REST path; ``namespace=None`` on a namespaced kind means all namespaces."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "update", "patch", "delete")
+ALL = READ + WRITE
+
+# core
+CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap")
+SECRETS = ResourceRef("", "v1", "secrets", "Secret")
+SERVICES = ResourceRef("", "v1", "services", "Service", status_subresource=True)
+PODS = ResourceRef("", "v1", "pods", "Pod", status_subresource=True)
+NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False, status_subresource=True)
+EVENTS = ResourceRef("", "v1", "events", "Event")
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True)
+# apps, batch
+DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment", status_subresource=True)
+DAEMONSETS = ResourceRef("apps", "v1", "daemonsets", "DaemonSet", status_subresource=True)
+JOBS = ResourceRef("batch", "v1", "jobs", "Job", status_subresource=True)
+CRONJOBS = ResourceRef("batch", "v1", "cronjobs", "CronJob", status_subresource=True)
+# policy, autoscaling, networking
+PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", status_subresource=True)
+HPAS = ResourceRef(
+    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", status_subresource=True
+)
+NETWORK_POLICIES = ResourceRef("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+HTTPROUTES = ResourceRef(
+    "gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", status_subresource=True
+)
+# coordination, events
+LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease")
+EVENTS_V1 = ResourceRef("events.k8s.io", "v1", "events", "Event")
+# MariaDB operator, RabbitMQ operator, External Secrets
+MARIADBS = ResourceRef("k8s.mariadb.com", "v1alpha1", "mariadbs", "MariaDB", status_subresource=True)
+DATABASES = ResourceRef("k8s.mariadb.com", "v1alpha1", "databases", "Database", status_subresource=True)
+USERS = ResourceRef("k8s.mariadb.com", "v1alpha1", "users", "User", status_subresource=True)
+GRANTS = ResourceRef("k8s.mariadb.com", "v1alpha1", "grants", "Grant", status_subresource=True)
+RABBITMQ_CLUSTERS = ResourceRef(
+    "rabbitmq.com", "v1beta1", "rabbitmqclusters", "RabbitmqCluster", status_subresource=True
+)
+SECRET_STORES = ResourceRef(
+    "external-secrets.io", "v1", "secretstores", "SecretStore", status_subresource=True
+)
+CLUSTER_SECRET_STORES = ResourceRef(
+    "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", False, True
+)
+# ours
+NOVAS = ResourceRef("nova.openstack.c5c3.io", "v1alpha1", "novas", "Nova", status_subresource=True)
+NOVACOMPUTES = ResourceRef(
+    "nova.openstack.c5c3.io", "v1alpha1", "novacomputes", "NovaCompute", status_subresource=True
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What the operator may do with one resource (and, optionally, its subresources)."""
+
+    ref: ResourceRef
+    verbs: tuple[str, ...]
+    subresources: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+_STATUS_RW = (("status", ("get", "update", "patch")),)
+
+ACCESS: tuple[Access, ...] = (
+    Access(NOVAS, ("get", "list", "watch", "update", "patch"), (*_STATUS_RW, ("finalizers", ("update",)))),
+    Access(
+        NOVACOMPUTES, ("get", "list", "watch", "update", "patch"), (*_STATUS_RW, ("finalizers", ("update",)))
+    ),
+    Access(DEPLOYMENTS, ALL),
+    Access(DAEMONSETS, ALL),
+    Access(JOBS, ALL),
+    Access(CRONJOBS, ALL),
+    Access(CONFIGMAPS, ALL),
+    Access(SECRETS, ALL),
+    Access(SERVICES, ALL),
+    Access(PDBS, ALL),
+    Access(HPAS, ALL),
+    Access(NETWORK_POLICIES, ALL),
+    Access(HTTPROUTES, ALL),
+    Access(DATABASES, ALL),
+    Access(USERS, ALL),
+    Access(GRANTS, ALL),
+    Access(MARIADBS, READ),
+    Access(RABBITMQ_CLUSTERS, READ),
+    Access(SECRET_STORES, READ),
+    Access(CLUSTER_SECRET_STORES, READ),
+    Access(PODS, READ),
+    Access(NODES, ("get", "list", "watch", "patch", "update")),
+    Access(EVENTS, ("create", "patch")),
+    Access(EVENTS_V1, ("create", "patch")),
+    Access(LEASES, ("get", "list", "watch", "create", "update", "patch")),
+)
+
+KNOWN: tuple[ResourceRef, ...] = (*(a.ref for a in ACCESS), NAMESPACES)
+
+
+def ref_for(api_version: str, kind: str) -> ResourceRef:
+    """The ResourceRef for an object's ``apiVersion`` and ``kind`` (from the table)."""
+    for ref in KNOWN:
+        if ref.api_version == api_version and ref.kind == kind:
+            return ref
+    raise KeyError(f"unknown kind {kind} in {api_version}: add it to nova_operator.kube.resources")
+
+
+def _rules(access: Iterable[Access]) -> list[dict[str, Any]]:
+    merged: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    for a in access:
+        merged.setdefault((a.ref.group, tuple(sorted(a.verbs))), set()).add(a.ref.plural)
+        for sub, verbs in a.subresources:
+            merged.setdefault((a.ref.group, tuple(sorted(verbs))), set()).add(f"{a.ref.plural}/{sub}")
+    return [
+        {"apiGroups": [group], "resources": sorted(resources), "verbs": list(verbs)}
+        for (group, verbs), resources in sorted(merged.items())
+    ]
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def render_rbac() -> dict[str, str]:
+    """config/rbac/ as ``{file name: YAML text}``: ServiceAccount, ClusterRole, ClusterRoleBinding."""
+    labels = {"app.kubernetes.io/name": "nova-operator", "app.kubernetes.io/managed-by": "nova-operator"}
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE, "labels": labels},
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": CLUSTER_ROLE, "labels": labels},
+        "rules": _rules(ACCESS),
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": CLUSTER_ROLE, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE}],
+    }
+    header = "# Generated from nova_operator/kube/resources.py by render_rbac(); do not edit.\n"
+    files = {
+        "service_account.yaml": header + _dump(sa),
+        "role.yaml": header + _dump(role),
+        "role_binding.yaml": header + _dump(binding),
+    }
+    files["kustomization.yaml"] = header + _dump(
+        {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": ["service_account.yaml", "role.yaml", "role_binding.yaml"],
+        }
+    )
+    return files

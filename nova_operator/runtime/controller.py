@@ -1,0 +1,171 @@
+"""A controller: a work queue of ``Request``s, N workers, one reconciler.
+
+Concurrency model: informers call the handlers registered here, which only add keys to
+the queue. ``run()`` starts ``workers`` tasks; each takes a key, reconciles it, and
+then ``_settle`` (the one place that decides what happens next) picks the outcome:
+
+    raised TerminalError   -> log, forget the key's backoff, no retry
+    raised anything else   -> rate-limited requeue (per-key backoff max global bucket)
+    Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
+    Result()               -> forget the backoff; done until the next event
+
+The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
+the queue down: workers finish their current key and exit. Every log line of one
+reconcile carries controller, namespace, name and reconcile_id (structlog contextvars).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+
+import structlog
+
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.clock import Clock
+from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
+from nova_operator.runtime.informer import Informer
+from nova_operator.runtime.predicates import Predicate
+from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
+from nova_operator.runtime.reconciler import Reconciler
+from nova_operator.runtime.request import Request, Result, TerminalError
+from nova_operator.runtime.workqueue import ShutDown, WorkQueue
+from nova_operator.settings import QueueSettings
+
+log = structlog.get_logger("nova_operator.controller")
+
+
+class Controller:
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        *,
+        settings: QueueSettings | None = None,
+        metrics: Metrics | None = None,
+        rate_limiter: RateLimiter | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        s = settings if settings is not None else QueueSettings()
+        self.name = name
+        self.reconciler = reconciler
+        self.workers = s.workers if s.workers > 0 else QueueSettings().workers
+        self.reconcile_timeout = s.reconcile_timeout
+        self.metrics = metrics if metrics is not None else Metrics()
+        limiter = rate_limiter or default_rate_limiter(
+            base=s.backoff_base, cap=s.backoff_cap, rate=s.bucket_rate, burst=s.bucket_burst, clock=clock
+        )
+        self.queue: WorkQueue[Request] = WorkQueue(
+            name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics
+        )
+        self.primary: Informer | None = None
+        self.metrics.register_controller(name, self.workers)
+
+    # -- wiring (before run) -----------------------------------------------------------------
+
+    def enqueue(self, request: Request) -> None:
+        self.queue.add(request)
+
+    def watch_primary(self, informer: Informer, *predicates: Predicate) -> Controller:
+        """Reconcile every object of ``informer`` (its own key)."""
+        self.primary = informer
+        informer.add_handler(enqueue_for_object(self.enqueue, *predicates))
+        return self
+
+    def watch_owned(
+        self, informer: Informer, *, owner_group: str, owner_kind: str, predicates: Sequence[Predicate] = ()
+    ) -> Controller:
+        """Reconcile the controller owner (``owner_group``/``owner_kind``) of every object of ``informer``."""
+        informer.add_handler(
+            enqueue_for_owner(self.enqueue, group=owner_group, kind=owner_kind, predicates=predicates)
+        )
+        return self
+
+    def watch_mapped(self, informer: Informer, mapper: MapFunc, *predicates: Predicate) -> Controller:
+        """Reconcile the keys ``mapper`` returns for every object of ``informer``."""
+        informer.add_handler(enqueue_mapped(self.enqueue, mapper, *predicates))
+        return self
+
+    def resync(self) -> int:
+        """Enqueue every key of the primary cache (predicates bypassed); returns how many."""
+        if self.primary is None:
+            return 0
+        keys = self.primary.cache.list_keys()
+        for key in keys:
+            self.enqueue(key)
+        return len(keys)
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the workers until ``stop()``; returns when they have all finished."""
+        async with asyncio.TaskGroup() as tg:
+            for i in range(self.workers):
+                tg.create_task(self._worker(), name=f"{self.name} worker {i}")
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                request = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.reconcile_one(request)
+            finally:
+                self.queue.done(request)
+
+    async def reconcile_one(self, request: Request) -> str:
+        """Reconcile ``request`` once and settle the outcome; returns the result label."""
+        rid = uuid.uuid4().hex[:12]
+        gauge = self.metrics.active_workers.labels(self.name)
+        with structlog.contextvars.bound_contextvars(
+            controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
+        ):
+            gauge.inc()
+            started = time.monotonic()
+            result: Result | None = None
+            error: Exception | None = None
+            try:
+                if self.reconcile_timeout:
+                    async with asyncio.timeout(self.reconcile_timeout):
+                        result = await self.reconciler.reconcile(request)
+                else:
+                    result = await self.reconciler.reconcile(request)
+            except Exception as exc:
+                error = exc
+            finally:
+                gauge.dec()
+                self.metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
+            outcome = self._settle(request, result, error)
+        self.metrics.reconcile_total.labels(self.name, outcome).inc()
+        return outcome
+
+    def _settle(self, request: Request, result: Result | None, error: Exception | None) -> str:
+        """The one place that decides what happens to a key after a reconcile."""
+        if isinstance(error, TerminalError):
+            self.queue.forget(request)
+            self.metrics.reconcile_errors.labels(self.name).inc()
+            log.error("reconcile failed terminally; not retrying", error=str(error))
+            return "terminal_error"
+        if error is not None:
+            self.metrics.reconcile_errors.labels(self.name).inc()
+            log.error(
+                "reconcile failed; retrying with backoff",
+                error=str(error) or type(error).__name__,
+                error_type=type(error).__name__,
+                requeues=self.queue.num_requeues(request),
+                exc_info=error,
+            )
+            self.queue.add_rate_limited(request)
+            return "error"
+        if result is not None and result.requeue_after is not None and result.requeue_after >= 0:
+            self.queue.forget(request)
+            self.queue.add_after(request, result.requeue_after)
+            return "requeue_after"
+        self.queue.forget(request)
+        return "success"

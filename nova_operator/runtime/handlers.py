@@ -1,0 +1,87 @@
+"""Event handlers: they turn informer events into queue keys, and do nothing else.
+
+Three mappings cover every watch of the operator: the object itself, the object's
+controller owner (an ownerReference with ``controller: true`` of a given group and kind),
+or any function from an object to keys. On an update both the old and the new object
+are mapped, so a key that stops matching still gets one last reconcile.
+Handlers receive the cache's own objects: they must not change them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from nova_operator.runtime.predicates import Predicate
+from nova_operator.runtime.request import Request
+
+Object = dict[str, Any]
+Enqueue = Callable[[Request], None]
+MapFunc = Callable[[Object], Iterable[Request]]
+
+
+class EventHandler(Protocol):
+    def on_add(self, obj: Object) -> None: ...
+    def on_update(self, old: Object, new: Object) -> None: ...
+    def on_delete(self, obj: Object) -> None: ...
+
+
+def object_key(obj: Object) -> Request:
+    meta = obj.get("metadata") or {}
+    return Request(meta.get("namespace") or "", meta.get("name", ""))
+
+
+def controller_owner(obj: Object, *, group: str, kind: str) -> Request | None:
+    """The key of ``obj``'s controller owner if it is a ``kind`` of ``group`` (any version)."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        api_version = ref.get("apiVersion", "")
+        ref_group = api_version.rpartition("/")[0]
+        if ref.get("controller") and ref.get("kind") == kind and ref_group == group:
+            return Request(meta.get("namespace") or "", ref["name"])
+    return None
+
+
+class MappedHandler:
+    """Enqueue the keys ``mapper`` returns for each admitted event."""
+
+    def __init__(self, enqueue: Enqueue, mapper: MapFunc, predicates: Sequence[Predicate] = ()) -> None:
+        self._enqueue, self._map, self._predicates = enqueue, mapper, tuple(predicates)
+
+    def on_add(self, obj: Object) -> None:
+        if all(p.create(obj) for p in self._predicates):
+            self._emit(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if all(p.update(old, new) for p in self._predicates):
+            self._emit(old, new)
+
+    def on_delete(self, obj: Object) -> None:
+        if all(p.delete(obj) for p in self._predicates):
+            self._emit(obj)
+
+    def _emit(self, *objs: Object) -> None:
+        seen: set[Request] = set()
+        for obj in objs:
+            for key in self._map(obj):
+                if key not in seen:
+                    seen.add(key)
+                    self._enqueue(key)
+
+
+def enqueue_for_object(enqueue: Enqueue, *predicates: Predicate) -> MappedHandler:
+    return MappedHandler(enqueue, lambda obj: [object_key(obj)], predicates)
+
+
+def enqueue_for_owner(
+    enqueue: Enqueue, *, group: str, kind: str, predicates: Sequence[Predicate] = ()
+) -> MappedHandler:
+    def owner(obj: Object) -> list[Request]:
+        key = controller_owner(obj, group=group, kind=kind)
+        return [key] if key is not None else []
+
+    return MappedHandler(enqueue, owner, predicates)
+
+
+def enqueue_mapped(enqueue: Enqueue, mapper: MapFunc, *predicates: Predicate) -> MappedHandler:
+    return MappedHandler(enqueue, mapper, predicates)

@@ -1,0 +1,232 @@
+"""List+watch for one resource kind, feeding a ``Cache`` and then the event handlers.
+
+Concurrency model: ``run()`` starts one reflector loop per watched namespace (one loop
+for all namespaces or a cluster-scoped kind); all of them write the same cache. A loop:
+
+1. LIST (no resourceVersion: a consistent read); replace its part of the cache and
+   deliver the difference as add/update/delete. Once every loop has listed, the
+   informer ``has_synced``.
+2. WATCH from the list's resourceVersion with bookmarks and a randomized server-side
+   timeout; apply each event to the cache, then call the handlers. A bookmark only
+   advances the resourceVersion.
+3. A stream that ends normally is re-opened from the last resourceVersion. 410 Gone
+   means the resourceVersion is too old: relist at once (step 1). Any other error, or
+   no event and no bookmark within the inactivity timeout, re-opens after a backoff
+   (0.8 s doubling to 30 s, with jitter), from the last resourceVersion.
+
+Handlers run synchronously on the loop and only enqueue; an exception in one is logged
+and does not stop the informer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from nova_operator.kube.errors import Gone, KubeError
+from nova_operator.kube.resources import ResourceRef
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.cache import Cache, key_of, strip
+from nova_operator.runtime.handlers import EventHandler
+from nova_operator.settings import WatchSettings
+
+Object = dict[str, Any]
+log = structlog.get_logger("nova_operator.informer")
+
+
+class WatchEventLike(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def object(self) -> Object: ...
+
+
+class WatchStreamLike(Protocol):
+    async def __aenter__(self) -> AsyncIterator[WatchEventLike]: ...
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+class ListWatcher(Protocol):
+    """What an informer needs of the API (``nova_operator.kube.Kube`` provides it)."""
+
+    async def list(
+        self,
+        ref: ResourceRef,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+    ) -> Object: ...
+
+    def watch(
+        self,
+        ref: ResourceRef,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        allow_bookmarks: bool = True,
+    ) -> WatchStreamLike: ...
+
+
+class Informer:
+    def __init__(
+        self,
+        lw: ListWatcher,
+        ref: ResourceRef,
+        *,
+        namespaces: Sequence[str] = (),
+        label_selector: str | None = None,
+        settings: WatchSettings | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.ref = ref
+        self.label_selector = label_selector
+        self.namespaces: tuple[str | None, ...] = (
+            tuple(dict.fromkeys(namespaces)) if namespaces and ref.namespaced else (None,)
+        )
+        self.cache = Cache(str(ref))
+        self._lw = lw
+        self._settings = settings if settings is not None else WatchSettings()
+        self._metrics = metrics
+        self._handlers: list[EventHandler] = []
+        self._listed: set[str | None] = set()
+        self._synced = asyncio.Event()
+
+    def add_handler(self, handler: EventHandler) -> None:
+        """Register ``handler``; objects already cached are delivered to it as adds."""
+        self._handlers.append(handler)
+        for key in self.cache.list_keys():
+            obj = self.cache.peek(key)
+            if obj is not None:
+                self._safe(handler.on_add, obj)
+
+    @property
+    def has_synced(self) -> bool:
+        return self.cache.has_synced
+
+    async def wait_for_sync(self) -> None:
+        await self._synced.wait()
+
+    def resync(self) -> None:
+        """Deliver every cached object to the handlers as an update with old == new."""
+        for key in self.cache.list_keys():
+            obj = self.cache.peek(key)
+            if obj is not None:
+                for h in self._handlers:
+                    self._safe(h.on_update, obj, obj)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        async with asyncio.TaskGroup() as tg:
+            for ns in self.namespaces:
+                tg.create_task(self._reflect(ns), name=f"informer {self.ref} {ns or '*'}")
+            if self._settings.resync_period:
+                tg.create_task(self._resync_loop(self._settings.resync_period), name=f"resync {self.ref}")
+
+    # -- the reflector loop ------------------------------------------------------------------
+
+    async def _reflect(self, namespace: str | None) -> None:
+        s = self._settings
+        backoff = s.backoff_initial
+        rv: str | None = None
+        while True:
+            try:
+                if rv is None:
+                    rv = await self._list(namespace)
+                rv = await self._watch(namespace, rv)
+                backoff = s.backoff_initial
+            except Gone:
+                log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
+                rv = None
+            except (KubeError, TimeoutError, ValueError) as exc:
+                delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
+                log.warning(
+                    "watch failed, retrying",
+                    resource=str(self.ref),
+                    namespace=namespace,
+                    error=str(exc) or type(exc).__name__,
+                    retry_in=round(delay, 3),
+                )
+                await asyncio.sleep(delay)
+                backoff = min(backoff * 2, s.backoff_max)
+
+    async def _list(self, namespace: str | None) -> str:
+        doc = await self._lw.list(self.ref, namespace, label_selector=self.label_selector)
+        items = [strip(obj) for obj in doc.get("items") or []]
+        kind, api_version = self.ref.kind, self.ref.api_version
+        for obj in items:  # list items carry no kind/apiVersion; objects from a watch do
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", api_version)
+        changes = self.cache.replace(items, namespace)
+        if self._metrics is not None:
+            self._metrics.informer_relists.labels(str(self.ref)).inc()
+        for old, new in changes:
+            self._deliver(old, new)
+        self._listed.add(namespace)
+        if len(self._listed) == len(self.namespaces) and not self._synced.is_set():
+            self.cache.mark_synced()
+            self._synced.set()
+            log.debug("cache synced", resource=str(self.ref), objects=len(self.cache))
+        rv: str = doc.get("metadata", {}).get("resourceVersion", "")
+        return rv
+
+    async def _watch(self, namespace: str | None, rv: str) -> str:
+        """Watch from ``rv`` until the stream ends; return the last resourceVersion seen."""
+        s = self._settings
+        timeout = int(random.uniform(s.watch_timeout_min, s.watch_timeout_max))
+        async with self._lw.watch(
+            self.ref,
+            namespace,
+            resource_version=rv,
+            label_selector=self.label_selector,
+            timeout_seconds=timeout,
+        ) as stream:
+            events = aiter(stream)
+            while True:
+                try:
+                    async with asyncio.timeout(s.inactivity_timeout):
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    return rv
+                rv = self._apply(event.type, event.object) or rv
+
+    def _apply(self, kind: str, obj: Object) -> str | None:
+        new_rv: str | None = obj.get("metadata", {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            return new_rv
+        if self._metrics is not None:
+            self._metrics.informer_events.labels(str(self.ref), kind).inc()
+        if kind in ("ADDED", "MODIFIED"):
+            old = self.cache.upsert(obj)
+            self._deliver(old, obj)
+        elif kind == "DELETED":
+            old = self.cache.remove(key_of(obj))
+            self._deliver(old if old is not None else strip(obj), None)
+        return new_rv
+
+    def _deliver(self, old: Object | None, new: Object | None) -> None:
+        for h in self._handlers:
+            if old is None and new is not None:
+                self._safe(h.on_add, new)
+            elif old is not None and new is not None:
+                self._safe(h.on_update, old, new)
+            elif old is not None:
+                self._safe(h.on_delete, old)
+
+    async def _resync_loop(self, period: float) -> None:
+        await self._synced.wait()
+        while True:
+            await asyncio.sleep(period * (1 + random.uniform(0, 0.1)))
+            self.resync()
+
+    def _safe(self, fn: Any, *args: Object) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("event handler failed", resource=str(self.ref))

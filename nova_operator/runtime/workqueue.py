@@ -1,0 +1,220 @@
+"""A work queue with client-go semantics.
+
+Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``processing``
+(keys a worker holds) and the FIFO ``queue`` (dirty keys not being processed).
+
+- Duplicates collapse: adding a key that is already dirty does nothing.
+- A key is never handed to two workers at once: a key added while it is processing
+  only becomes dirty, and ``done`` puts it back in the queue.
+- ``add_after`` parks a key in a heap until its time; the earliest deadline wins.
+- ``shutdown`` stops handing out work (``get`` raises ``ShutDown``) and drops parked
+  keys; ``drain`` waits until every held key is ``done``.
+
+Everything runs on the event loop without helper tasks: ``get`` waits on a future that
+``add``/``done``/``shutdown`` resolve, and parked keys are promoted by one clock timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.clock import Clock, LoopClock, Timer
+from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
+
+T = TypeVar("T", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """The queue is shut down: no more work."""
+
+
+class WorkQueue(Generic[T]):
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        rate_limiter: RateLimiter | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.name = name
+        self._clock = clock if clock is not None else LoopClock()
+        self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter(clock=self._clock)
+        self._metrics = metrics
+        self._queue: deque[T] = deque()
+        self._dirty: set[T] = set()
+        self._processing: set[T] = set()
+        self._added_at: dict[T, float] = {}
+        self._started_at: dict[T, float] = {}
+        self._parked: list[tuple[float, int, T]] = []
+        self._parked_at: dict[T, float] = {}
+        self._seq = itertools.count()
+        self._timer: Timer | None = None
+        self._timer_at = float("inf")
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._drainers: list[asyncio.Future[None]] = []
+        self._shutting_down = False
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def add(self, item: T) -> None:
+        if self._shutting_down or item in self._dirty:
+            return
+        self._dirty.add(item)
+        if self._metrics is not None:
+            self._metrics.queue_adds.labels(self.name).inc()
+        self._added_at.setdefault(item, self._clock.now())
+        if item in self._processing:
+            return
+        self._queue.append(item)
+        self._set_depth()
+        self._wake_one()
+
+    def add_after(self, item: T, delay: float) -> None:
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(item)
+            return
+        at = self._clock.now() + delay
+        if self._parked_at.get(item, float("inf")) <= at:
+            return
+        self._parked_at[item] = at
+        heapq.heappush(self._parked, (at, next(self._seq), item))
+        self._arm_timer()
+
+    def add_rate_limited(self, item: T) -> None:
+        if self._metrics is not None:
+            self._metrics.queue_retries.labels(self.name).inc()
+        self.add_after(item, self._limiter.when(item))
+
+    def forget(self, item: T) -> None:
+        self._limiter.forget(item)
+
+    def num_requeues(self, item: T) -> int:
+        return self._limiter.num_requeues(item)
+
+    # -- processing --------------------------------------------------------------------------
+
+    async def get(self) -> T:
+        """The next key; the caller must call ``done(key)`` when finished with it."""
+        while not self._queue:
+            if self._shutting_down:
+                raise ShutDown(self.name)
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._getters.append(fut)
+            try:
+                await fut
+            finally:
+                if not fut.done():
+                    fut.cancel()
+                if fut in self._getters:
+                    self._getters.remove(fut)
+        if self._shutting_down:
+            raise ShutDown(self.name)
+        item = self._queue.popleft()
+        self._dirty.discard(item)
+        self._processing.add(item)
+        now = self._clock.now()
+        self._started_at[item] = now
+        added = self._added_at.pop(item, now)
+        if self._metrics is not None:
+            self._metrics.queue_latency.labels(self.name).observe(now - added)
+        self._set_depth()
+        return item
+
+    def done(self, item: T) -> None:
+        self._processing.discard(item)
+        started = self._started_at.pop(item, None)
+        if self._metrics is not None and started is not None:
+            self._metrics.queue_work.labels(self.name).observe(self._clock.now() - started)
+        if item in self._dirty and not self._shutting_down:
+            self._queue.append(item)
+            self._set_depth()
+            self._wake_one()
+        if not self._processing:
+            for fut in self._drainers:
+                if not fut.done():
+                    fut.set_result(None)
+            self._drainers.clear()
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Hand out no more keys; parked keys are dropped. Held keys finish (see ``drain``)."""
+        self._shutting_down = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._parked.clear()
+        self._parked_at.clear()
+        for fut in self._getters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until no key is being processed."""
+        if not self._processing:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drainers.append(fut)
+        await fut
+
+    async def shutdown_with_drain(self) -> None:
+        self.shutdown()
+        await self.drain()
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    def __len__(self) -> int:
+        """Keys ready to be handed out (the depth)."""
+        return len(self._queue)
+
+    def parked(self) -> int:
+        """Keys waiting for their ``add_after`` deadline."""
+        return len(self._parked_at)
+
+    def processing(self) -> frozenset[T]:
+        return frozenset(self._processing)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            fut = self._getters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def _set_depth(self) -> None:
+        if self._metrics is not None:
+            self._metrics.queue_depth.labels(self.name).set(len(self._queue))
+
+    def _arm_timer(self) -> None:
+        if not self._parked:
+            return
+        at = self._parked[0][0]
+        if at >= self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._clock.call_later(at - self._clock.now(), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, float("inf")
+        now = self._clock.now()
+        while self._parked and self._parked[0][0] <= now:
+            at, _, item = heapq.heappop(self._parked)
+            if self._parked_at.get(item) == at:
+                del self._parked_at[item]
+                self.add(item)
+        self._arm_timer()

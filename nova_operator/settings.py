@@ -1,0 +1,76 @@
+"""The operator's settings: one frozen tree, grouped by concern, passed explicitly.
+
+Defaults are the production values (reconciler spec §1 and issue 3); tests pass shorter
+intervals. ``cli.py`` builds a ``Settings`` from flags and ``NOVA_OPERATOR_*`` variables.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSettings:
+    kubeconfig: str | None = None  # None: $KUBECONFIG, ~/.kube/config, else in-cluster
+    context: str | None = None
+    request_timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    watch_timeout_min: float = 300.0  # server-side timeoutSeconds, randomized in [min, max]
+    watch_timeout_max: float = 600.0
+    inactivity_timeout: float = 70.0  # no event and no bookmark for this long: the stream is dead
+    backoff_initial: float = 0.8
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.2
+    resync_period: float | None = 10 * 3600.0
+    sync_timeout: float = 120.0  # caches not synced by then: the manager fails
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    workers: int = 2
+    backoff_base: float = 0.005
+    backoff_cap: float = 30.0
+    bucket_rate: float = 10.0
+    bucket_burst: int = 100
+    reconcile_timeout: float | None = None  # None: no per-reconcile timeout
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionSettings:
+    enabled: bool = True
+    namespace: str = "nova-system"
+    name: str = "nova-operator-leader"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    metrics_bind_address: str = ":8080"  # "0" disables
+    health_probe_bind_address: str = ":8081"  # "0" disables
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    format: Literal["json", "console"] = "json"
+    level: str = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    kube: KubeSettings = field(default_factory=KubeSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    servers: ServerSettings = field(default_factory=ServerSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    shutdown_timeout: float = 30.0  # graceful drain of in-flight reconciles, then cancel

@@ -1,0 +1,167 @@
+"""The controller's outcome switch, exception containment, and worker concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+import structlog
+
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.clock import FakeClock
+from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.ratelimit import ItemExponential
+from nova_operator.runtime.request import Request, Result, TerminalError
+from nova_operator.settings import QueueSettings
+
+KEY = Request("ns", "obj")
+
+
+class Scripted:
+    """Returns (or raises) the next scripted outcome per call."""
+
+    def __init__(self, *outcomes: Result | Exception) -> None:
+        self.outcomes = list(outcomes)
+        self.calls: list[Request] = []
+        self.context: list[dict[str, object]] = []
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls.append(request)
+        self.context.append(structlog.contextvars.get_contextvars())
+        outcome = self.outcomes.pop(0) if self.outcomes else Result()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+def make(rec: Scripted, clock: FakeClock) -> Controller:
+    return Controller("test", rec, clock=clock, rate_limiter=ItemExponential(), metrics=Metrics())
+
+
+def total(ctl: Controller, result: str) -> float:
+    value = ctl.metrics.registry.get_sample_value(
+        "nova_operator_controller_reconcile_total", {"controller": "test", "result": result}
+    )
+    return value or 0.0
+
+
+async def test_success_forgets_the_key_and_does_not_requeue() -> None:
+    clock = FakeClock()
+    ctl = make(Scripted(Result()), clock)
+    ctl.queue.add_rate_limited(KEY)  # one earlier failure on record
+    assert await ctl.reconcile_one(KEY) == "success"
+    assert ctl.queue.num_requeues(KEY) == 0
+    assert total(ctl, "success") == 1
+
+
+async def test_error_requeues_with_growing_backoff() -> None:
+    clock = FakeClock()
+    ctl = make(Scripted(RuntimeError("boom"), RuntimeError("boom")), clock)
+    assert await ctl.reconcile_one(KEY) == "error"
+    assert ctl.queue.parked() == 1
+    clock.advance(0.005)
+    assert len(ctl.queue) == 1
+    key = await ctl.queue.get()
+    assert await ctl.reconcile_one(key) == "error"
+    ctl.queue.done(key)
+    clock.advance(0.0099)
+    assert len(ctl.queue) == 0  # the second retry waits 10 ms
+    clock.advance(0.0002)
+    assert len(ctl.queue) == 1
+    assert total(ctl, "error") == 2
+
+
+async def test_requeue_after_bypasses_the_backoff() -> None:
+    clock = FakeClock()
+    ctl = make(Scripted(RuntimeError("x"), Result(requeue_after=7.0)), clock)
+    await ctl.reconcile_one(KEY)
+    assert ctl.queue.num_requeues(KEY) == 1
+    clock.advance(1)
+    ctl.queue.done(await ctl.queue.get())
+    assert await ctl.reconcile_one(KEY) == "requeue_after"
+    assert ctl.queue.num_requeues(KEY) == 0
+    clock.advance(6.9)
+    assert len(ctl.queue) == 0
+    clock.advance(0.1)
+    assert len(ctl.queue) == 1
+
+
+async def test_terminal_error_is_not_retried() -> None:
+    clock = FakeClock()
+    ctl = make(Scripted(TerminalError("bad spec")), clock)
+    assert await ctl.reconcile_one(KEY) == "terminal_error"
+    clock.advance(3600)
+    assert len(ctl.queue) == 0 and ctl.queue.parked() == 0
+    assert total(ctl, "terminal_error") == 1
+
+
+async def test_reconcile_log_context_carries_controller_key_and_reconcile_id() -> None:
+    rec = Scripted(Result(), Result())
+    ctl = make(rec, FakeClock())
+    await ctl.reconcile_one(KEY)
+    await ctl.reconcile_one(KEY)
+    first, second = rec.context
+    assert first["controller"] == "test" and first["namespace"] == "ns" and first["name"] == "obj"
+    assert first["reconcile_id"] != second["reconcile_id"]
+    assert "reconcile_id" not in structlog.contextvars.get_contextvars()
+
+
+async def test_workers_reconcile_different_keys_concurrently_and_never_one_key_twice() -> None:
+    running: Counter[Request] = Counter()
+    peak = 0
+    overlap = False
+    release = asyncio.Event()
+    seen: list[Request] = []
+
+    class Slow:
+        async def reconcile(self, request: Request) -> Result:
+            nonlocal peak, overlap
+            overlap = overlap or running[request] > 0
+            running[request] += 1
+            peak = max(peak, sum(running.values()))
+            seen.append(request)
+            await release.wait()
+            running[request] -= 1
+            return Result()
+
+    ctl = Controller("test", Slow(), settings=QueueSettings(workers=2), metrics=Metrics())
+    for name in ("a", "b", "a", "c"):
+        ctl.enqueue(Request("ns", name))
+    task = asyncio.create_task(ctl.run())
+    while len(seen) < 2:
+        await asyncio.sleep(0)
+    ctl.enqueue(Request("ns", "a"))  # while "a" is being reconciled
+    release.set()
+    while len(seen) < 4 or len(ctl.queue) or ctl.queue.processing():
+        await asyncio.sleep(0)
+    ctl.stop()
+    await asyncio.wait_for(task, 1)
+    assert peak == 2
+    assert not overlap
+    assert sorted(r.name for r in seen) == ["a", "a", "b", "c"]
+
+
+async def test_an_exception_in_one_key_does_not_stop_the_workers() -> None:
+    done = asyncio.Event()
+
+    class Flaky:
+        async def reconcile(self, request: Request) -> Result:
+            if request.name == "bad":
+                raise KeyError("missing")
+            done.set()
+            return Result()
+
+    ctl = Controller("test", Flaky(), metrics=Metrics(), settings=QueueSettings(workers=1))
+    ctl.enqueue(Request("ns", "bad"))
+    ctl.enqueue(Request("ns", "good"))
+    task = asyncio.create_task(ctl.run())
+    await asyncio.wait_for(done.wait(), 1)
+    ctl.stop()
+    await asyncio.wait_for(task, 1)
+
+
+@pytest.mark.parametrize("workers", [0, -3])
+def test_non_positive_worker_count_means_the_default(workers: int) -> None:
+    ctl = Controller("test", Scripted(), settings=QueueSettings(workers=workers), metrics=Metrics())
+    assert ctl.workers == 2

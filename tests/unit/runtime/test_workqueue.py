@@ -1,0 +1,173 @@
+"""The work queue: client-go semantics, driven by a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.clock import FakeClock
+from nova_operator.runtime.ratelimit import ItemExponential
+from nova_operator.runtime.workqueue import ShutDown, WorkQueue
+
+
+def make(clock: FakeClock | None = None, metrics: Metrics | None = None) -> WorkQueue[str]:
+    c = clock or FakeClock()
+    return WorkQueue(name="q", rate_limiter=ItemExponential(), clock=c, metrics=metrics)
+
+
+async def get_now(q: WorkQueue[str]) -> str:
+    return await asyncio.wait_for(q.get(), timeout=1)
+
+
+async def test_duplicates_collapse_and_order_is_fifo() -> None:
+    q = make()
+    for key in ["a", "b", "a", "c", "b"]:
+        q.add(key)
+    assert len(q) == 3
+    assert [await get_now(q) for _ in range(3)] == ["a", "b", "c"]
+    assert len(q) == 0
+
+
+async def test_a_key_is_never_handed_out_twice_while_processing() -> None:
+    q = make()
+    q.add("a")
+    assert await get_now(q) == "a"
+    q.add("a")  # re-added while a worker holds it
+    assert len(q) == 0  # ... only marked dirty
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    assert not getter.done()
+    q.done("a")  # now it is handed out again, exactly once
+    assert await asyncio.wait_for(getter, 1) == "a"
+    q.done("a")
+    assert len(q) == 0 and q.processing() == frozenset()
+
+
+async def test_concurrent_workers_never_overlap_on_one_key() -> None:
+    q = make()
+    active: set[str] = set()
+    overlaps: list[str] = []
+    processed: list[str] = []
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await q.get()
+            except ShutDown:
+                return
+            if key in active:
+                overlaps.append(key)
+            active.add(key)
+            await asyncio.sleep(0)
+            q.add(key) if len(processed) < 30 else None  # keep re-adding while processing
+            await asyncio.sleep(0)
+            active.discard(key)
+            processed.append(key)
+            q.done(key)
+
+    for key in "abc":
+        q.add(key)
+    workers = [asyncio.create_task(worker()) for _ in range(4)]
+    while len(processed) < 30 or len(q) or q.processing():
+        await asyncio.sleep(0)
+    q.shutdown()
+    await asyncio.gather(*workers)
+    assert overlaps == []
+    assert set(processed) == {"a", "b", "c"}
+
+
+async def test_add_after_releases_keys_in_deadline_order() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("late", 3.0)
+    q.add_after("early", 1.0)
+    q.add_after("middle", 2.0)
+    assert len(q) == 0 and q.parked() == 3
+    clock.advance(1.5)
+    assert len(q) == 1
+    clock.advance(10)
+    assert [await get_now(q) for _ in range(3)] == ["early", "middle", "late"]
+
+
+async def test_add_after_keeps_the_earliest_deadline_for_a_key() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("a", 5.0)
+    q.add_after("a", 1.0)
+    q.add_after("a", 9.0)
+    clock.advance(1.0)
+    assert await get_now(q) == "a"
+    q.done("a")
+    clock.advance(10)
+    assert len(q) == 0  # the later deadlines were folded into the first
+
+
+async def test_get_wakes_when_a_parked_key_comes_due() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("a", 2.0)
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    clock.advance(1.9)
+    await asyncio.sleep(0)
+    assert not getter.done()
+    clock.advance(0.1)
+    assert await asyncio.wait_for(getter, 1) == "a"
+
+
+async def test_rate_limited_adds_follow_the_backoff_sequence() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    expected = [0.005, 0.01, 0.02, 0.04]
+    for delay in expected:
+        q.add_rate_limited("a")
+        clock.advance(delay * 0.99)
+        assert len(q) == 0
+        clock.advance(delay * 0.02)
+        assert await get_now(q) == "a"
+        q.done("a")
+    assert q.num_requeues("a") == 4
+    q.forget("a")
+    assert q.num_requeues("a") == 0
+
+
+async def test_shutdown_wakes_getters_and_drain_waits_for_held_keys() -> None:
+    q = make()
+    q.add("a")
+    q.add("b")
+    held = await get_now(q)
+    idle = asyncio.ensure_future(q.get())
+    q.add_after("later", 1.0)
+    q.shutdown()
+    with pytest.raises(ShutDown):
+        await asyncio.wait_for(idle, 1)
+    with pytest.raises(ShutDown):  # "b" is not handed out any more
+        await get_now(q)
+    assert q.parked() == 0
+    drained = asyncio.ensure_future(q.drain())
+    await asyncio.sleep(0)
+    assert not drained.done()
+    q.add("c")  # ignored after shutdown
+    q.done(held)
+    await asyncio.wait_for(drained, 1)
+
+
+async def test_metrics_count_adds_depth_and_retries() -> None:
+    clock = FakeClock()
+    metrics = Metrics()
+    q = make(clock, metrics)
+    q.add("a")
+    q.add("a")
+    q.add("b")
+    assert metrics.registry.get_sample_value("nova_operator_workqueue_adds_total", {"name": "q"}) == 2
+    assert metrics.registry.get_sample_value("nova_operator_workqueue_depth", {"name": "q"}) == 2
+    clock.advance(2.0)
+    await get_now(q)
+    assert (
+        metrics.registry.get_sample_value("nova_operator_workqueue_queue_duration_seconds_sum", {"name": "q"})
+        == 2.0
+    )
+    q.add_rate_limited("z")
+    assert metrics.registry.get_sample_value("nova_operator_workqueue_retries_total", {"name": "q"}) == 1

@@ -33,7 +33,9 @@ NEWLINE_MESSAGE = (
 Opaque = Annotated[dict[str, Any], Schema(x_kubernetes_preserve_unknown_fields=True)]
 
 IntOrString = Annotated[int | str, Schema(x_kubernetes_int_or_string=True)]
-Quantity = Annotated[int | str, Schema(x_kubernetes_int_or_string=True, pattern=QUANTITY_PATTERN)]
+Quantity = Annotated[
+    int | str, Schema(x_kubernetes_int_or_string=True, pattern=QUANTITY_PATTERN, max_length=64)
+]
 
 SingleLine = Annotated[
     str,
@@ -211,7 +213,7 @@ class MessagingSpec(CRDModel):
 
 # --- pods ----------------------------------------------------------------------------------
 
-ResourceList = Annotated[dict[str, Quantity], Field(max_length=16)]
+ResourceList = Annotated[dict[str, Quantity], Field(max_length=8)]
 
 
 class ResourceRequirements(CRDModel):
@@ -453,7 +455,7 @@ def rejected_key_rule(section: str, key: str, owner: str, impact: str) -> Rule:
 
 ExtraConfigValue = Annotated[
     str,
-    Field(max_length=4096),
+    Field(max_length=2048),
     Rule(
         "!self.contains('\\n') && !self.contains('\\r')",
         "extraConfig key and value must not contain a newline or carriage return: "
@@ -462,7 +464,7 @@ ExtraConfigValue = Annotated[
 ]
 ExtraConfigSection = Annotated[
     dict[str, ExtraConfigValue],
-    Field(max_length=128),
+    Field(max_length=64),
     Rule(
         "self.all(k, !k.contains('\\n') && !k.contains('\\r'))",
         "extraConfig key and value must not contain a newline or carriage return: "

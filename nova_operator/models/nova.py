@@ -115,7 +115,7 @@ NOVA_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = (
 
 NovaExtraConfig = Annotated[
     dict[str, ExtraConfigSection],
-    Field(max_length=64),
+    Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]

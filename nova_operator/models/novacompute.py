@@ -61,7 +61,7 @@ NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = 
 
 NovaComputeExtraConfig = Annotated[
     dict[str, ExtraConfigSection],
-    Field(max_length=64),
+    Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
 ]

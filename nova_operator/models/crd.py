@@ -1,0 +1,347 @@
+"""Models -> CustomResourceDefinition YAML.
+
+``render_crds()`` walks the pydantic types and emits a structural OpenAPI v3 schema:
+
+- field names are the models' camelCase aliases; ``required`` lists fields without a default;
+- ``str``/``int``/``bool``, ``Literal`` (enum), ``list``, ``dict[str, X]`` (additionalProperties)
+  and nested models map one to one; ``X | None`` is an optional ``X``;
+- ``Field`` bounds become ``minLength``/``maxLength``, ``minItems``/``maxItems``,
+  ``minProperties``/``maxProperties`` (by the schema's type), ``minimum``/``maximum``, ``pattern``;
+- a scalar model default is the schema default; an object default is declared with
+  ``Schema(default=...)``; ``None`` has no schema default;
+- ``Rule`` markers and a model's ``__crd_rules__`` become ``x-kubernetes-validations``;
+  ``Schema`` markers add any other OpenAPI key.
+
+Command line (``make manifests`` / ``make verify-manifests``)::
+
+    python -m nova_operator.models.crd write <config-dir>    # writes <config-dir>/crd/*.yaml
+    python -m nova_operator.models.crd verify <config-dir>   # exits 1 with a diff when stale
+"""
+
+from __future__ import annotations
+
+import difflib
+import pathlib
+import sys
+import types
+import typing
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import annotated_types
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from nova_operator.models._schema import Rule, Schema
+from nova_operator.models.nova import Nova
+from nova_operator.models.novacompute import NovaCompute
+
+GROUP = "nova.openstack.c5c3.io"
+VERSION = "v1alpha1"
+HEADER = "# Generated from nova_operator/models by `make manifests`; do not edit.\n"
+
+
+@dataclass(frozen=True)
+class Kind:
+    model: type[BaseModel]
+    kind: str
+    plural: str
+    singular: str
+    printer_columns: tuple[tuple[str, str, str], ...]  # (name, type, jsonPath)
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{GROUP}_{self.plural}.yaml"
+
+
+_READY = ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status")
+_AGE = ("Age", "date", ".metadata.creationTimestamp")
+
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        Nova,
+        "Nova",
+        "novas",
+        "nova",
+        (
+            _READY,
+            ("Release", "string", ".status.installedRelease"),
+            ("Endpoint", "string", ".status.endpoint"),
+            _AGE,
+        ),
+    ),
+    Kind(
+        NovaCompute,
+        "NovaCompute",
+        "novacomputes",
+        "novacompute",
+        (
+            _READY,
+            ("Desired", "integer", ".status.desiredNumberScheduled"),
+            ("Ready pods", "integer", ".status.numberReady"),
+            _AGE,
+        ),
+    ),
+)
+
+
+# --- schema walk ---------------------------------------------------------------------------
+
+
+def _split_annotated(tp: Any) -> tuple[Any, list[Any]]:
+    """Strip ``Annotated`` and ``| None`` layers; return the bare type and all metadata (outer first)."""
+    metadata: list[Any] = []
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            metadata.extend(tp.__metadata__)
+            tp = tp.__origin__
+            continue
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1:
+                tp = args[0]
+                continue
+        return tp, metadata
+
+
+def _flatten(metadata: Sequence[Any]) -> Iterator[Any]:
+    for item in metadata:
+        if isinstance(item, FieldInfo):
+            yield from _flatten(item.metadata)
+        else:
+            yield item
+
+
+def _constraints(schema: dict[str, Any], metadata: Sequence[Any]) -> None:
+    kind = schema.get("type")
+    size_key = {"string": "Length", "array": "Items", "object": "Properties"}.get(kind or "", "Length")
+    rules: list[dict[str, Any]] = []
+    for item in _flatten(metadata):
+        if isinstance(item, annotated_types.MinLen):
+            schema[f"min{size_key}"] = item.min_length
+        elif isinstance(item, annotated_types.MaxLen):
+            schema[f"max{size_key}"] = item.max_length
+        elif isinstance(item, annotated_types.Ge):
+            schema["minimum"] = item.ge
+        elif isinstance(item, annotated_types.Le):
+            schema["maximum"] = item.le
+        elif isinstance(item, Rule):
+            rules.append(item.to_openapi())
+        elif isinstance(item, Schema):
+            schema.update(item.keys)
+        elif getattr(item, "pattern", None) is not None:
+            schema["pattern"] = item.pattern
+    if rules:
+        schema["x-kubernetes-validations"] = schema.get("x-kubernetes-validations", []) + rules
+
+
+def _model_rules(model: type[BaseModel]) -> list[dict[str, Any]]:
+    seen: list[Rule] = []
+    for klass in reversed(model.__mro__):
+        for rule in klass.__dict__.get("__crd_rules__", ()):
+            if rule not in seen:
+                seen.append(rule)
+    return [r.to_openapi() for r in seen]
+
+
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        properties[alias] = _field_schema(field)
+        if field.is_required():
+            required.append(alias)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = sorted(required)
+    extra = getattr(model, "__crd_schema__", None)
+    if extra is not None:
+        schema.update(extra.keys)
+    rules = _model_rules(model)
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    return schema
+
+
+def _field_schema(field: FieldInfo) -> dict[str, Any]:
+    schema = _type_schema(field.annotation, list(field.metadata))
+    default = field.default
+    if "default" not in schema and default is not PydanticUndefined and default is not None:
+        if not isinstance(default, str | int | bool):
+            raise TypeError(f"declare the schema default of {field!r} with Schema(default=...)")
+        schema["default"] = default
+    return schema
+
+
+def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
+    bare, inner = _split_annotated(tp)
+    metadata = [*inner, *outer]
+    markers = {k: v for m in _flatten(metadata) if isinstance(m, Schema) for k, v in m.keys.items()}
+    schema: dict[str, Any]
+    origin = typing.get_origin(bare)
+    if markers.get("x-kubernetes-int-or-string"):
+        schema = {}
+    elif markers.get("x-kubernetes-preserve-unknown-fields"):
+        schema = {"type": "object"}
+    elif origin is Literal:
+        values = list(typing.get_args(bare))
+        if not all(isinstance(v, str) for v in values):
+            raise TypeError(f"only string enums are supported: {bare!r}")
+        schema = {"type": "string", "enum": values}
+    elif bare is str:
+        schema = {"type": "string"}
+    elif bare is bool:
+        schema = {"type": "boolean"}
+    elif bare is int:
+        schema = {"type": "integer"}
+    elif bare is float:
+        schema = {"type": "number"}
+    elif origin is list:
+        (item,) = typing.get_args(bare)
+        schema = {"type": "array", "items": _type_schema(item, [])}
+    elif origin is dict:
+        key, value = typing.get_args(bare)
+        if key is not str:
+            raise TypeError(f"map keys must be strings: {bare!r}")
+        schema = {"type": "object", "additionalProperties": _type_schema(value, [])}
+    elif isinstance(bare, type) and issubclass(bare, BaseModel):
+        schema = _model_schema(bare)
+    else:
+        raise TypeError(f"no OpenAPI mapping for {bare!r}")
+    _constraints(schema, metadata)
+    return schema
+
+
+# --- CRDs ----------------------------------------------------------------------------------
+
+
+def _root_schema(model: type[BaseModel]) -> dict[str, Any]:
+    spec = model.model_fields["spec"]
+    status = model.model_fields["status"]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": _type_schema(spec.annotation, list(spec.metadata)),
+            "status": _type_schema(status.annotation, list(status.metadata)),
+        },
+        "required": ["spec"],
+    }
+    rules = _model_rules(model)
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    return schema
+
+
+def crd_object(kind: Kind) -> dict[str, Any]:
+    """The CustomResourceDefinition of one kind, as a dict."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": kind.crd_name},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind.kind,
+                "listKind": f"{kind.kind}List",
+                "plural": kind.plural,
+                "singular": kind.singular,
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": name, "type": type_, "jsonPath": path}
+                        for name, type_, path in kind.printer_columns
+                    ],
+                    "schema": {"openAPIV3Schema": _root_schema(kind.model)},
+                }
+            ],
+        },
+    }
+
+
+def render_crds() -> dict[str, str]:
+    """File name -> YAML text of every CRD (what ``config/crd/`` holds)."""
+    return {
+        kind.file_name: HEADER + yaml.safe_dump(crd_object(kind), sort_keys=True, width=100000)
+        for kind in KINDS
+    }
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def _crd_dir(config_dir: str) -> pathlib.Path:
+    return pathlib.Path(config_dir) / "crd"
+
+
+def write(config_dir: str) -> None:
+    target = _crd_dir(config_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    files = render_crds()
+    for stale in target.glob(f"{GROUP}_*.yaml"):
+        if stale.name not in files:
+            stale.unlink()
+    for name, text in files.items():
+        (target / name).write_text(text)
+
+
+def verify(config_dir: str) -> list[str]:
+    """A unified diff per stale or missing file (empty when config/crd/ is current)."""
+    target = _crd_dir(config_dir)
+    files = render_crds()
+    diffs: list[str] = []
+    on_disk = {p.name for p in target.glob(f"{GROUP}_*.yaml")}
+    for extra in sorted(on_disk - files.keys()):
+        diffs.append(f"{target / extra}: not generated by the models any more\n")
+    for name, text in files.items():
+        path = target / name
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            diffs.append(
+                "".join(
+                    difflib.unified_diff(
+                        current.splitlines(keepends=True),
+                        text.splitlines(keepends=True),
+                        fromfile=str(path),
+                        tofile=f"{path} (generated)",
+                    )
+                )
+            )
+    return diffs
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("write", "verify"):
+        print("usage: python -m nova_operator.models.crd {write|verify} <config-dir>", file=sys.stderr)
+        return 2
+    verb, config_dir = argv
+    if verb == "write":
+        write(config_dir)
+        return 0
+    diffs = verify(config_dir)
+    for diff in diffs:
+        sys.stdout.write(diff)
+    if diffs:
+        print(f"{_crd_dir(config_dir)} is stale: run `make manifests`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

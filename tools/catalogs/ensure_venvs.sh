@@ -16,6 +16,14 @@ cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
 python="${NOVA_VENV_PYTHON:-python3}"
 mkdir -p "$cache"
 
+# The machine-readable option data oslo-config-validator reads (--opt-data), written once
+# per venv by nova's own generator config, so a validation need not load every namespace.
+opt_data() {
+  "$1/bin/oslo-config-generator" --config-file "$1/nova-config-generator.conf" --format yaml \
+    --output-file "$1/nova-opt-data.yaml.tmp" 2>/dev/null
+  mv "$1/nova-opt-data.yaml.tmp" "$1/nova-opt-data.yaml"
+}
+
 want=("$@")
 exec 9>"$cache/.lock"
 flock 9
@@ -29,6 +37,9 @@ while read -r release version; do
   fi
   dir="$cache/$release"
   if [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "nova==$version" ]]; then
+    if [[ ! -s "$dir/nova-opt-data.yaml" ]]; then
+      opt_data "$dir"
+    fi
     echo "nova venv $release (nova $version): cached at $dir" >&2
     continue
   fi
@@ -52,5 +63,6 @@ while read -r release version; do
   rm -rf "$dir"
   mv "$tmp" "$dir"
   grep -rlI --null "$tmp" "$dir/bin" | xargs -0 -r sed -i "s#$tmp#$dir#g"
+  opt_data "$dir"
   echo "nova venv $release: ready in $((SECONDS - start))s" >&2
 done <"$here/releases.txt"

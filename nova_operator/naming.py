@@ -1,0 +1,96 @@
+"""Names of the children of a Nova, the standard label set and the selectors."""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+
+__all__ = [
+    "CONFIG_BASE_LABEL",
+    "Component",
+    "cell0_object_name",
+    "cell0_schema",
+    "common_labels",
+    "config_base",
+    "config_map_name",
+    "db_archive_name",
+    "deployment_name",
+    "labels",
+    "selector_labels",
+]
+
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MANAGED_BY = "nova-operator"
+# The label that groups a Nova's content-addressed ConfigMaps (spec nova-crd §8.1, §16: the
+# upstream key, kept as the one stable key of this implementation).
+CONFIG_BASE_LABEL = "cobaltcore.c5c3.io/config-base"
+
+
+class Component(StrEnum):
+    API = "api"
+    METADATA = "metadata"
+    SCHEDULER = "scheduler"
+    CONDUCTOR = "conductor"
+    NOVNCPROXY = "novncproxy"
+    COMPUTE_CONFIG = "compute-config"
+    REMOTE_COMPUTE_CONFIG = "remote-compute-config"
+    DB_ARCHIVE = "db-archive"
+
+
+def common_labels(name: str) -> dict[str, str]:
+    """name + instance + managed-by: what every child carries (and what the NetworkPolicy selects)."""
+    return {NAME_LABEL: "nova", INSTANCE_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}
+
+
+def labels(name: str, component: Component | str) -> dict[str, str]:
+    return {**common_labels(name), COMPONENT_LABEL: str(component)}
+
+
+def selector_labels(name: str, component: Component | str) -> dict[str, str]:
+    """A Deployment's selector: name + instance + component."""
+    return {NAME_LABEL: "nova", INSTANCE_LABEL: name, COMPONENT_LABEL: str(component)}
+
+
+_SUFFIX = {
+    Component.API: "",
+    Component.METADATA: "-metadata",
+    Component.SCHEDULER: "-scheduler",
+    Component.CONDUCTOR: "-conductor",
+    Component.NOVNCPROXY: "-novncproxy",
+}
+
+
+def deployment_name(name: str, component: Component) -> str:
+    return f"{name}{_SUFFIX[component]}"
+
+
+def config_base(name: str) -> str:
+    return f"{name}-config"
+
+
+def config_map_name(name: str, content_hash: str) -> str:
+    return f"{name}-config-{content_hash}"
+
+
+def _short(name: str, keep: int) -> str:
+    head = name[:keep].rstrip("-.")
+    return f"{head}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def db_archive_name(name: str) -> str:
+    """``{name}-db-archive``; a name over 41 characters is shortened to fit the 52-character CronJob cap."""
+    if len(name) <= 41:
+        return f"{name}-db-archive"
+    return f"{_short(name, 32)}-db-archive"
+
+
+def cell0_schema(database: str) -> str:
+    return f"{database}_cell0"
+
+
+def cell0_object_name(name: str, database: str) -> str:
+    """``{name}-<database>_cell0`` lowercased with ``_`` turned into ``-`` (e.g. ``nova-nova-cell0``)."""
+    return f"{name}-{cell0_schema(database).lower().replace('_', '-')}"

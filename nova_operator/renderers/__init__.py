@@ -1,0 +1,1 @@
+"""Pure renderers: (Nova, inputs) -> config text or manifest dicts; no I/O, no clock, no randomness."""

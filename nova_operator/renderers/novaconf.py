@@ -1,0 +1,448 @@
+"""nova.conf, the four role overlays, logging.ini and the two compute fragments.
+
+Everything here is a pure function of :class:`ConfInputs` (built from a ``Nova`` by
+:func:`conf_inputs`), so the bytes depend on nothing else.  Serialization (spec
+nova-crd §8.2): sections sorted by byte order (``DEFAULT`` first), keys sorted by byte
+order, ``key = value`` lines, one blank line between sections, a single trailing newline,
+no comments.  ``spec.extraConfig`` is merged over the operator defaults in ``nova.conf``
+only, never into the overlays or the compute fragments.
+
+No password, DSN, transport URL or shared secret is ever rendered: they reach the pods as
+``OS_<SECTION>__<KEY>`` environment overrides from Secrets (see ``workload.py``), which is
+why the placeholders below exist and why the keys that carry them are rejected in
+extraConfig (:data:`REJECTED_KEYS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
+from nova_operator.renderers.env import render
+
+if TYPE_CHECKING:
+    from nova_operator.models.nova import Nova
+
+__all__ = [
+    "COMPUTE_CONFIG_DIR",
+    "CONFIG_DIR",
+    "LOGGING_INI_PATH",
+    "OWNED_KEYS",
+    "REJECTED_KEYS",
+    "ConfInputs",
+    "ConfigError",
+    "RejectedKey",
+    "RemoteComputeInputs",
+    "compute_fragment_sections",
+    "conf_inputs",
+    "config_data",
+    "logging_ini",
+    "nova_conf",
+    "nova_conf_sections",
+    "novncproxy_conf",
+    "overridden_owned_keys",
+    "rejected_keys",
+    "render_compute_fragment",
+    "serialize",
+    "workers_conf",
+]
+
+Sections = dict[str, dict[str, str]]
+
+CONFIG_DIR = "/etc/nova/nova.conf.d"
+LOGGING_INI_PATH = f"{CONFIG_DIR}/logging.ini"
+COMPUTE_CONFIG_DIR = "/etc/nova/compute-config"
+RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
+NOVNC_WEB = "/usr/share/novnc"
+NOVNC_PORT = 6080
+PLACEHOLDER_CONNECTION = "mysql+pymysql://placeholder"
+
+# [filter_scheduler] (upstream-latest, spec nova-crd §8.2): the operator pins the failed-build
+# weigher to 0 and shuffles equally weighed hosts.  The seed is silent; the spec says to
+# implement upstream-latest facts unless the seed owner objects.  To drop them, set this to
+# False and remove the section from OWNED_KEYS.
+PIN_FILTER_SCHEDULER = True
+
+
+class ConfigError(ValueError):
+    """A rendered section would carry a newline or carriage return (or a rejected key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfInputs:
+    """Everything nova.conf and the compute fragments are rendered from."""
+
+    name: str
+    namespace: str
+    keystone_endpoint: str
+    keystone_public_endpoint: str | None = None
+    username: str = "nova"
+    project_name: str = "service"
+    user_domain_name: str = "Default"
+    project_domain_name: str = "Default"
+    region: str | None = None
+    cache_servers: str = ""
+    cache_backend: str = "dogpile.cache.pymemcache"
+    messaging_tls: bool = False
+    debug: bool = False
+    log_format: str = "text"
+    log_level: str = "INFO"
+    per_logger_levels: Mapping[str, str] = field(default_factory=dict)
+    placement_override: str | None = None
+    neutron_override: str | None = None
+    glance_override: str | None = None
+    cinder_enabled: bool = False
+    cinder_override: str | None = None
+    barbican_enabled: bool = False
+    barbican_override: str | None = None
+    console_enabled: bool = True
+    console_hostname: str | None = None
+    scheduler_workers: int = 2
+    conductor_workers: int = 2
+    extra_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteComputeInputs:
+    """Re-addressing of the remote compute fragment (spec nova-crd §11.2)."""
+
+    keystone_endpoint: str
+
+
+# --------------------------------------------------------------------------- owned keys
+
+_IDENTITY = ("auth_type", "auth_url", "username", "project_name", "user_domain_name", "project_domain_name")
+
+#: Operator-owned keys a user may override in extraConfig; the override is honoured and
+#: reported (ExtraConfigHealthy=False, OwnedKeysOverridden).  Static: conditionally
+#: rendered keys are registered unconditionally (spec nova-crd §8.5).
+OWNED_KEYS: Mapping[str, frozenset[str]] = {
+    "DEFAULT": frozenset({"use_stderr", "debug", "default_log_levels", "log_config_append", "state_path"}),
+    "api": frozenset({"local_metadata_per_cell"}),
+    "keystone_authtoken": frozenset({*_IDENTITY, "www_authenticate_uri", "region_name", "memcached_servers"}),
+    "service_user": frozenset({*_IDENTITY, "send_service_user_token", "region_name"}),
+    "placement": frozenset({*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override"}),
+    "neutron": frozenset(
+        {*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override", "service_metadata_proxy"}
+    ),
+    "glance": frozenset({"region_name", "valid_interfaces", "endpoint_override"}),
+    "cinder": frozenset({*_IDENTITY, "os_region_name", "catalog_info", "endpoint_template"}),
+    "key_manager": frozenset({"backend"}),
+    "barbican": frozenset(
+        {
+            "auth_endpoint",
+            "barbican_endpoint",
+            "barbican_endpoint_type",
+            "barbican_region_name",
+            "send_service_user_token",
+        }
+    ),
+    "oslo_messaging_rabbit": frozenset(
+        {"rabbit_quorum_queue", "rabbit_transient_quorum_queue", "use_queue_manager"}
+    ),
+    "oslo_messaging_notifications": frozenset({"driver"}),
+    "upgrade_levels": frozenset({"compute"}),
+    "oslo_concurrency": frozenset({"lock_path"}),
+    "cache": frozenset({"enabled", "backend", "memcache_servers"}),
+    "scheduler": frozenset({"discover_hosts_in_cells_interval", "workers"}),
+    "conductor": frozenset({"workers"}),
+    "filter_scheduler": frozenset({"build_failure_weight_multiplier", "shuffle_best_same_weighed_hosts"}),
+    "vnc": frozenset({"enabled", "novncproxy_base_url"}),
+}
+
+
+class RejectedKey(NamedTuple):
+    section: str
+    key: str
+    owner: str
+    impact: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.key} is managed via {self.owner} and must not be set in extraConfig ({self.impact})"
+
+
+#: Keys extraConfig must never set (spec nova-crd §6.6).  The registry lives with the model
+#: (the CRD refuses them at admission); the renderer refuses them again rather than write
+#: one into the ConfigMap.
+REJECTED_KEYS: tuple[RejectedKey, ...] = tuple(
+    RejectedKey(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS
+)
+
+
+def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]]) -> list[tuple[str, str]]:
+    """The reported owned keys ``extra_config`` overrides, sorted (drives ExtraConfigHealthy)."""
+    return sorted((s, k) for s, opts in extra_config.items() for k in opts if k in OWNED_KEYS.get(s, ()))
+
+
+def rejected_keys(extra_config: Mapping[str, Mapping[str, str]]) -> list[RejectedKey]:
+    """The rejected keys ``extra_config`` sets, in registry order."""
+    return [r for r in REJECTED_KEYS if r.key in extra_config.get(r.section, {})]
+
+
+# --------------------------------------------------------------------------- serializer
+
+
+def _check(sections: Mapping[str, Mapping[str, str]], what: str) -> None:
+    for section in sorted(sections):
+        if not section or "\n" in section or "\r" in section or "]" in section:
+            raise ConfigError(f"{what}: section name {section!r} is not renderable")
+        for key, value in sorted(sections[section].items()):
+            if not key or any(c in key for c in "\n\r=") or key.strip() != key:
+                raise ConfigError(f"{what}: [{section}] key {key!r} is not renderable")
+            if "\n" in value or "\r" in value:
+                raise ConfigError(f"{what}: [{section}] {key} contains a newline or carriage return")
+
+
+def serialize(sections: Mapping[str, Mapping[str, str]], *, what: str = "nova.conf") -> str:
+    """The deterministic INI text of ``sections`` (sorted sections and keys, ``key = value``)."""
+    _check(sections, what)
+    ordered = [(s, sorted(sections[s].items())) for s in sorted(sections)]
+    return render("nova.conf.j2", sections=ordered)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _identity(inputs: ConfInputs, auth_url: str, *, region: bool = True) -> dict[str, str]:
+    keys = {
+        "auth_type": "password",
+        "auth_url": auth_url,
+        "username": inputs.username,
+        "project_name": inputs.project_name,
+        "user_domain_name": inputs.user_domain_name,
+        "project_domain_name": inputs.project_domain_name,
+    }
+    if region and inputs.region:
+        keys["region_name"] = inputs.region
+    return keys
+
+
+def _with(keys: dict[str, str], key: str, value: str | None) -> dict[str, str]:
+    if value:
+        keys[key] = value
+    return keys
+
+
+def novncproxy_base_url(inputs: ConfInputs) -> str:
+    if inputs.console_hostname:
+        return f"https://{inputs.console_hostname}/vnc_lite.html"
+    return f"http://{inputs.name}-novncproxy.{inputs.namespace}.svc.cluster.local:{NOVNC_PORT}/vnc_lite.html"
+
+
+def _client_sections(
+    inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None
+) -> dict[str, dict[str, str]]:
+    """[keystone_authtoken] (without memcached_servers), the client sections, [vnc] and the switches."""
+    auth_url = remote.keystone_endpoint if remote else inputs.keystone_endpoint
+    interface = "public" if remote else "internal"
+
+    def override(value: str | None) -> str | None:
+        return None if remote else value
+
+    authtoken = _identity(inputs, auth_url)
+    authtoken["www_authenticate_uri"] = inputs.keystone_public_endpoint or inputs.keystone_endpoint
+    # Deviation from spec nova-crd §8.2, which lists `region_name (if set)` in [service_user]:
+    # nova registers no such option there (only the auth plugin's options; checked against
+    # nova 32.2.1, 33.0.2 and 34.0.0), so oslo-config-validator refuses it and nova would
+    # ignore it.  It stays in the owned-key registry, which is static.
+    service_user = _identity(inputs, auth_url, region=False)
+    service_user["send_service_user_token"] = "true"
+    sections: Sections = {
+        "keystone_authtoken": authtoken,
+        "service_user": service_user,
+        "placement": _with(
+            {**_identity(inputs, auth_url), "valid_interfaces": interface},
+            "endpoint_override",
+            override(inputs.placement_override),
+        ),
+        "neutron": _with(
+            {**_identity(inputs, auth_url), "valid_interfaces": interface},
+            "endpoint_override",
+            override(inputs.neutron_override),
+        ),
+        "glance": _with(
+            _with({"valid_interfaces": interface}, "region_name", inputs.region),
+            "endpoint_override",
+            override(inputs.glance_override),
+        ),
+        "vnc": {"enabled": _bool(inputs.console_enabled)},
+    }
+    if inputs.console_enabled:
+        sections["vnc"]["novncproxy_base_url"] = novncproxy_base_url(inputs)
+    if inputs.cinder_enabled:
+        cinder = _identity(inputs, auth_url, region=False)
+        cinder["catalog_info"] = f"block-storage:cinder:{interface}URL"
+        _with(cinder, "os_region_name", inputs.region)
+        sections["cinder"] = _with(cinder, "endpoint_template", override(inputs.cinder_override))
+    if inputs.barbican_enabled:
+        sections["key_manager"] = {"backend": "barbican"}
+        barbican = {
+            "auth_endpoint": auth_url,
+            "barbican_endpoint_type": interface,
+            "send_service_user_token": "true",
+        }
+        _with(barbican, "barbican_region_name", inputs.region)
+        sections["barbican"] = _with(barbican, "barbican_endpoint", override(inputs.barbican_override))
+    return sections
+
+
+def _rabbit(inputs: ConfInputs, ca_file: str) -> dict[str, str]:
+    keys = {
+        "rabbit_quorum_queue": "true",
+        "rabbit_transient_quorum_queue": "true",
+        "use_queue_manager": "true",
+    }
+    if inputs.messaging_tls:
+        keys.update(ssl="true", ssl_ca_file=ca_file)
+    return keys
+
+
+def nova_conf_sections(inputs: ConfInputs) -> Sections:
+    """The operator defaults of nova.conf, then ``extraConfig`` merged over them per key."""
+    default = {"use_stderr": "true", "debug": _bool(inputs.debug), "state_path": "/var/lib/nova"}
+    if inputs.per_logger_levels:
+        default["default_log_levels"] = ",".join(
+            f"{k}={v}" for k, v in sorted(inputs.per_logger_levels.items())
+        )
+    if inputs.log_format == "json":
+        default["log_config_append"] = LOGGING_INI_PATH
+    sections: Sections = {
+        "DEFAULT": default,
+        "api": {"local_metadata_per_cell": "false"},
+        "api_database": {"connection": PLACEHOLDER_CONNECTION},
+        "database": {"connection": PLACEHOLDER_CONNECTION},
+        **_client_sections(inputs),
+        "oslo_messaging_rabbit": _rabbit(inputs, RABBIT_CA_FILE),
+        "oslo_messaging_notifications": {"driver": "noop"},
+        "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
+        "upgrade_levels": {"compute": "auto"},
+        "cache": {"enabled": "true", "backend": inputs.cache_backend},
+        "scheduler": {"discover_hosts_in_cells_interval": "300"},
+    }
+    if inputs.cache_servers:
+        sections["cache"]["memcache_servers"] = inputs.cache_servers
+        sections["keystone_authtoken"]["memcached_servers"] = inputs.cache_servers
+    if PIN_FILTER_SCHEDULER:
+        sections["filter_scheduler"] = {
+            "build_failure_weight_multiplier": "0",
+            "shuffle_best_same_weighed_hosts": "true",
+        }
+    if rejected := rejected_keys(inputs.extra_config):
+        raise ConfigError("; ".join(f"spec.extraConfig[{r.section}][{r.key}]: {r.message}" for r in rejected))
+    for section, options in inputs.extra_config.items():
+        sections.setdefault(section, {}).update(options)
+    return sections
+
+
+def nova_conf(inputs: ConfInputs) -> str:
+    return serialize(nova_conf_sections(inputs))
+
+
+def compute_fragment_sections(inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None) -> Sections:
+    """The ``nova-compute.conf`` fragment of the compute contract (spec nova-crd §11)."""
+    return {
+        "DEFAULT": {"use_stderr": "true", "debug": _bool(inputs.debug)},
+        **_client_sections(inputs, remote=remote),
+        "oslo_messaging_rabbit": _rabbit(inputs, f"{COMPUTE_CONFIG_DIR}/ca.crt"),
+        "oslo_messaging_notifications": {"driver": "noop"},
+        "upgrade_levels": {"compute": "auto"},
+    }
+
+
+def render_compute_fragment(inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None) -> str:
+    what = "remote nova-compute.conf" if remote else "nova-compute.conf"
+    return serialize(compute_fragment_sections(inputs, remote=remote), what=what)
+
+
+# --------------------------------------------------------------------------- overlays
+
+
+def metadata_conf() -> str:
+    return render("metadata.conf.j2")
+
+
+def workers_conf(section: str, workers: int) -> str:
+    return render("workers.conf.j2", section=section, workers=int(workers))
+
+
+def novncproxy_conf() -> str:
+    return render("novncproxy.conf.j2", web=NOVNC_WEB, port=NOVNC_PORT)
+
+
+def logging_ini(level: str) -> str:
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError(f"logging level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    return render("logging.ini.j2", level=level)
+
+
+def config_data(inputs: ConfInputs) -> dict[str, str]:
+    """The ``{name}-config-<hash>`` ConfigMap data: nova.conf, four overlays, logging.ini under json."""
+    data = {
+        "nova.conf": nova_conf(inputs),
+        "metadata.conf": metadata_conf(),
+        "scheduler.conf": workers_conf("scheduler", inputs.scheduler_workers),
+        "conductor.conf": workers_conf("conductor", inputs.conductor_workers),
+        "novncproxy.conf": novncproxy_conf(),
+    }
+    if inputs.log_format == "json":
+        data["logging.ini"] = logging_ini(inputs.log_level)
+    return dict(sorted(data.items()))
+
+
+# --------------------------------------------------------------------------- from the CR
+
+
+def cache_servers(nova: Nova) -> str:
+    """``servers`` joined with ``,`` (brownfield) or ``{clusterRef.name}:11211`` (managed)."""
+    cache = nova.spec.cache
+    if cache.cluster_ref is not None and cache.cluster_ref.name:
+        return f"{cache.cluster_ref.name}:11211"
+    return ",".join(cache.servers or [])
+
+
+def conf_inputs(nova: Nova) -> ConfInputs:
+    """The :class:`ConfInputs` of a (defaulted) Nova; reads the model, never mutates it."""
+    spec = nova.spec
+    user = spec.service_user
+    endpoints = spec.endpoints
+    logging = spec.logging
+    console = spec.console_proxy
+    if not nova.metadata.name:
+        raise ConfigError("metadata.name is required to render nova.conf")
+    return ConfInputs(
+        name=nova.metadata.name,
+        namespace=nova.metadata.namespace or "default",
+        keystone_endpoint=spec.keystone_endpoint,
+        keystone_public_endpoint=spec.keystone_public_endpoint or None,
+        username=user.username,
+        project_name=user.project_name,
+        user_domain_name=user.user_domain_name,
+        project_domain_name=user.project_domain_name,
+        region=spec.region or None,
+        cache_servers=cache_servers(nova),
+        cache_backend=spec.cache.backend or "dogpile.cache.pymemcache",
+        messaging_tls=spec.messaging.tls is not None,
+        debug=bool(logging.debug),
+        log_format=logging.format or "text",
+        log_level=logging.level or "INFO",
+        per_logger_levels=dict(logging.per_logger_levels or {}),
+        placement_override=endpoints.placement.override or None,
+        neutron_override=endpoints.neutron.override or None,
+        glance_override=endpoints.glance.override or None,
+        cinder_enabled=bool(endpoints.cinder.enabled),
+        cinder_override=endpoints.cinder.override or None,
+        barbican_enabled=bool(endpoints.barbican.enabled),
+        barbican_override=endpoints.barbican.override or None,
+        console_enabled=console.enabled is not False,
+        console_hostname=console.gateway.hostname if console.gateway is not None else None,
+        scheduler_workers=spec.scheduler.workers or 2,
+        conductor_workers=spec.conductor.workers or 2,
+        extra_config={s: dict(opts) for s, opts in (spec.extra_config or {}).items()},
+    )

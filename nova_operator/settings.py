@@ -6,8 +6,8 @@ intervals. ``cli.py`` builds a ``Settings`` from flags and ``NOVA_OPERATOR_*`` v
 
 from __future__ import annotations
 
-import os
 import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,7 +47,8 @@ class LeaderElectionSettings:
     enabled: bool = True
     namespace: str = "nova-system"
     name: str = "nova-operator-leader"
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+    release_on_cancel: bool = True  # tests turn it off to play a crashed leader
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0

@@ -51,6 +51,8 @@ async def load_api_client(
 ) -> k8s_client.ApiClient:
     """An ApiClient from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config), else in-cluster config."""
     cfg = k8s_client.Configuration()
+    if kubeconfig and not _exists(kubeconfig):
+        raise ConfigError(f"kubeconfig file not found: {kubeconfig}")
     default = _default_kubeconfig()
     try:
         if kubeconfig or context or default is not None:
@@ -62,6 +64,10 @@ async def load_api_client(
     except (ConfigException, OSError, ValueError) as exc:
         raise ConfigError(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)) from exc
     return k8s_client.ApiClient(configuration=cfg)
+
+
+def _exists(path: str) -> bool:
+    return pathlib.Path(path).expanduser().is_file()
 
 
 def _default_kubeconfig() -> str | None:

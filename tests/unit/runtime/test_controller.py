@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
 import pytest
 import structlog
@@ -14,6 +15,8 @@ from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.ratelimit import ItemExponential
 from nova_operator.runtime.request import Request, Result, TerminalError
 from nova_operator.settings import QueueSettings
+
+Until = Callable[[Callable[[], bool]], Awaitable[None]]
 
 KEY = Request("ns", "obj")
 
@@ -92,7 +95,8 @@ async def test_terminal_error_is_not_retried() -> None:
     ctl = make(Scripted(TerminalError("bad spec")), clock)
     assert await ctl.reconcile_one(KEY) == "terminal_error"
     clock.advance(3600)
-    assert len(ctl.queue) == 0 and ctl.queue.parked() == 0
+    assert len(ctl.queue) == 0
+    assert ctl.queue.parked() == 0
     assert total(ctl, "terminal_error") == 1
 
 
@@ -102,12 +106,14 @@ async def test_reconcile_log_context_carries_controller_key_and_reconcile_id() -
     await ctl.reconcile_one(KEY)
     await ctl.reconcile_one(KEY)
     first, second = rec.context
-    assert first["controller"] == "test" and first["namespace"] == "ns" and first["name"] == "obj"
+    assert first["controller"] == "test"
+    assert first["namespace"] == "ns"
+    assert first["name"] == "obj"
     assert first["reconcile_id"] != second["reconcile_id"]
     assert "reconcile_id" not in structlog.contextvars.get_contextvars()
 
 
-async def test_workers_reconcile_different_keys_concurrently_and_never_one_key_twice() -> None:
+async def test_workers_reconcile_different_keys_concurrently_and_never_one_key_twice(until: Until) -> None:
     running: Counter[Request] = Counter()
     peak = 0
     overlap = False
@@ -129,12 +135,10 @@ async def test_workers_reconcile_different_keys_concurrently_and_never_one_key_t
     for name in ("a", "b", "a", "c"):
         ctl.enqueue(Request("ns", name))
     task = asyncio.create_task(ctl.run())
-    while len(seen) < 2:
-        await asyncio.sleep(0)
+    await until(lambda: len(seen) == 2)
     ctl.enqueue(Request("ns", "a"))  # while "a" is being reconciled
     release.set()
-    while len(seen) < 4 or len(ctl.queue) or ctl.queue.processing():
-        await asyncio.sleep(0)
+    await until(lambda: len(seen) == 4 and not ctl.queue.processing())
     ctl.stop()
     await asyncio.wait_for(task, 1)
     assert peak == 2

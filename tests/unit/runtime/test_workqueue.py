@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -10,6 +11,8 @@ from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.ratelimit import ItemExponential
 from nova_operator.runtime.workqueue import ShutDown, WorkQueue
+
+Until = Callable[[Callable[[], bool]], Awaitable[None]]
 
 
 def make(clock: FakeClock | None = None, metrics: Metrics | None = None) -> WorkQueue[str]:
@@ -42,10 +45,11 @@ async def test_a_key_is_never_handed_out_twice_while_processing() -> None:
     q.done("a")  # now it is handed out again, exactly once
     assert await asyncio.wait_for(getter, 1) == "a"
     q.done("a")
-    assert len(q) == 0 and q.processing() == frozenset()
+    assert len(q) == 0
+    assert q.processing() == frozenset()
 
 
-async def test_concurrent_workers_never_overlap_on_one_key() -> None:
+async def test_concurrent_workers_never_overlap_on_one_key(until: Until) -> None:
     q = make()
     active: set[str] = set()
     overlaps: list[str] = []
@@ -70,8 +74,7 @@ async def test_concurrent_workers_never_overlap_on_one_key() -> None:
     for key in "abc":
         q.add(key)
     workers = [asyncio.create_task(worker()) for _ in range(4)]
-    while len(processed) < 30 or len(q) or q.processing():
-        await asyncio.sleep(0)
+    await until(lambda: len(processed) >= 30 and not len(q) and not q.processing())
     q.shutdown()
     await asyncio.gather(*workers)
     assert overlaps == []
@@ -84,7 +87,8 @@ async def test_add_after_releases_keys_in_deadline_order() -> None:
     q.add_after("late", 3.0)
     q.add_after("early", 1.0)
     q.add_after("middle", 2.0)
-    assert len(q) == 0 and q.parked() == 3
+    assert len(q) == 0
+    assert q.parked() == 3
     clock.advance(1.5)
     assert len(q) == 1
     clock.advance(10)

@@ -1,0 +1,267 @@
+"""The manager: everything one operator process runs, started and stopped in order.
+
+    servers (/metrics, /healthz, /readyz)  ┐
+    informers (list+watch, one per kind)   ┘ background, for the whole life of the process
+    -> wait until every cache has synced (ready)
+    -> leader gate (a Lease; skipped with --no-leader-elect)
+    -> controllers (N workers each)
+
+Stopping (``stop()``, SIGTERM or SIGINT): the controllers' queues shut down, in-flight
+reconciles get ``shutdown_timeout`` seconds to finish, then are cancelled; the Lease is
+released; informers and servers are cancelled. A lost Lease stops the controllers and
+``run()`` raises ``LeaderElectionLost`` (the process should exit and restart).
+
+Controllers are registered from outside the runtime as factories, ``Manager -> Controller``:
+a factory asks the manager for shared informers (``manager.informer(ref, ...)``) and
+builds its controller with ``manager.controller(name, reconciler)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import structlog
+
+from nova_operator.health import HttpServer, health_routes, metrics_routes, parse_address
+from nova_operator.kube.client import Kube
+from nova_operator.kube.errors import KubeError, Unreachable
+from nova_operator.kube.resources import ResourceRef
+from nova_operator.leaderelection import LeaderElector
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.informer import Informer
+from nova_operator.runtime.reconciler import Reconciler
+from nova_operator.settings import Settings
+
+log = structlog.get_logger("nova_operator.manager")
+
+ControllerFactory = Callable[["Manager"], Controller]
+
+
+class CacheSyncTimeout(Exception):
+    """The informer caches did not sync within ``watch.sync_timeout``."""
+
+
+class Manager:
+    def __init__(self, kube: Kube, settings: Settings | None = None) -> None:
+        self.kube = kube
+        self.settings = settings if settings is not None else Settings()
+        self.metrics: Metrics = kube.metrics
+        self.controllers: list[Controller] = []
+        self.elector: LeaderElector | None = None
+        if self.settings.leader_election.enabled:
+            self.elector = LeaderElector(kube, self.settings.leader_election, metrics=self.metrics)
+        self.metrics_server: HttpServer | None = None
+        self.health_server: HttpServer | None = None
+        self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}
+        self._stop = asyncio.Event()
+        self._running = False
+
+    # -- registration ------------------------------------------------------------------------
+
+    def informer(
+        self, ref: ResourceRef, *, label_selector: str | None = None, namespaces: Sequence[str] | None = None
+    ) -> Informer:
+        """The shared informer for ``ref``, selector and namespaces (default: the watch settings)."""
+        if namespaces is None:
+            namespaces = self.settings.watch.namespaces
+        key = (ref, label_selector, tuple(namespaces) if ref.namespaced else ())
+        if key not in self._informers:
+            if self._running:
+                raise RuntimeError("informers must be registered before the manager runs")
+            self._informers[key] = Informer(
+                self.kube,
+                ref,
+                namespaces=key[2],
+                label_selector=label_selector,
+                settings=self.settings.watch,
+                metrics=self.metrics,
+            )
+        return self._informers[key]
+
+    def controller(self, name: str, reconciler: Reconciler) -> Controller:
+        """A new controller with the manager's queue settings and metrics, already registered."""
+        ctl = Controller(name, reconciler, settings=self.settings.queue, metrics=self.metrics)
+        self.add_controller(ctl)
+        return ctl
+
+    def add_controller(self, controller: Controller) -> None:
+        if any(c.name == controller.name for c in self.controllers):
+            raise ValueError(f"duplicate controller name {controller.name!r}")
+        if controller not in self.controllers:
+            self.controllers.append(controller)
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def ready(self) -> bool:
+        return all(inf.has_synced for inf in self._informers.values())
+
+    @property
+    def leading(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else self._running
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask for a graceful stop (idempotent; safe from a signal handler)."""
+        self._stop.set()
+
+    async def run(self, *, handle_signals: bool = False) -> None:
+        """Run until ``stop()`` (or a signal); raises if a component fails or the lease is lost."""
+        self._running = True
+        loop = asyncio.get_running_loop()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                background = [tg.create_task(inf.run(), name=f"informer {inf.ref}") for inf in self.informers]
+                background += [tg.create_task(srv.serve(), name="http") for srv in await self._servers()]
+                try:
+                    await self._main()
+                finally:
+                    for task in background:
+                        task.cancel()
+        except BaseExceptionGroup as group:
+            raise _first(group) from None
+        finally:
+            self._running = False
+            if handle_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("signal received, stopping", signal=sig.name)
+        self.stop()
+
+    async def _servers(self) -> list[HttpServer]:
+        servers: list[HttpServer] = []
+        s = self.settings.servers
+        if (addr := parse_address(s.metrics_bind_address)) is not None:
+            self.metrics_server = HttpServer(*addr, metrics_routes(self.metrics.render))
+            servers.append(self.metrics_server)
+        if (addr := parse_address(s.health_probe_bind_address)) is not None:
+            self.health_server = HttpServer(*addr, health_routes(self.ready))
+            servers.append(self.health_server)
+        for srv in servers:  # bind now, so a taken port fails the start, not a background task
+            await srv.start()
+        return servers
+
+    async def _main(self) -> None:
+        if not await self._until_stopped(self._wait_for_sync()):
+            return
+        log.info("caches synced", informers=len(self._informers))
+        if self.elector is None:
+            await self._lead()
+            return
+        elector = self.elector
+        election = asyncio.ensure_future(elector.run(self._lead))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({election, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not election.done() and not elector.is_leader:
+                election.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await election
+        finally:
+            stopping.cancel()
+            election.cancel()
+            await asyncio.gather(stopping, election, return_exceptions=True)
+
+    async def _wait_for_sync(self) -> None:
+        try:
+            async with asyncio.timeout(self.settings.watch.sync_timeout):
+                await asyncio.gather(*(inf.wait_for_sync() for inf in self.informers))
+        except TimeoutError:
+            pending = [str(inf.ref) for inf in self.informers if not inf.has_synced]
+            raise CacheSyncTimeout(f"caches not synced: {', '.join(pending)}") from None
+
+    async def _until_stopped(self, coro: Coroutine[Any, Any, None]) -> bool:
+        """Run ``coro`` unless ``stop()`` comes first; True when it finished."""
+        work = asyncio.ensure_future(coro)
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (work, stopping):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(work, stopping, return_exceptions=True)
+        if work.cancelled():
+            return False
+        work.result()
+        return True
+
+    async def _lead(self) -> None:
+        """Run every controller until ``stop()``; then drain within the shutdown timeout."""
+        log.info("starting controllers", controllers=[c.name for c in self.controllers])
+        tasks = [asyncio.ensure_future(c.run()) for c in self.controllers]
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            for c in self.controllers:
+                c.stop()
+            if tasks:
+                try:
+                    async with asyncio.timeout(self.settings.shutdown_timeout):
+                        await asyncio.wait(tasks)
+                except TimeoutError:
+                    log.warning("reconciles still running after the shutdown timeout; cancelling")
+        finally:
+            for c in self.controllers:
+                c.stop()
+            for task in (*tasks, stopping):
+                task.cancel()
+            results = await asyncio.gather(*tasks, stopping, return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def check_reachable(kube: Kube, within: float = 10.0) -> None:
+    """Raise ``Unreachable`` unless the API server answers GET /version within ``within`` seconds."""
+    try:
+        async with asyncio.timeout(within):
+            await kube.version()
+    except TimeoutError:
+        raise Unreachable(f"no answer from {kube.host} within {within:.0f} s") from None
+    except Unreachable:
+        raise
+    except KubeError as exc:
+        raise Unreachable(f"{kube.host}: {exc}") from exc
+
+
+async def run(
+    settings: Settings,
+    controllers: Sequence[ControllerFactory] = (),
+    *,
+    kube: Kube | None = None,
+    handle_signals: bool = True,
+) -> None:
+    """Connect, check the API server answers, build the controllers, run the manager."""
+    own = kube is None
+    if kube is None:
+        kube = await Kube.connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
+        kube.timeout = settings.kube.request_timeout
+    try:
+        await check_reachable(kube)
+        manager = Manager(kube, settings)
+        for factory in controllers:
+            manager.add_controller(factory(manager))
+        await manager.run(handle_signals=handle_signals)
+    finally:
+        if own:
+            await kube.close()

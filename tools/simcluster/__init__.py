@@ -1,8 +1,44 @@
-"""Local Kubernetes control planes for tests, `make run` and benchmarks.
+"""Local Kubernetes clusters for tests, `make run` and benchmarks.
 
-Never imported by the operator package. The binaries come from tools/envtest/build.sh.
+* ``ControlPlane``: etcd + kube-apiserver (the integration tier).
+* ``SimCluster``: that plus kube-controller-manager, kube-scheduler and kwok with fake nodes.
+* ``launch()``: a ``SimCluster`` with nodes, the dependency CRDs, the stand-in controllers
+  (mariadb-operator, RabbitMQ, Gateway API) and the fake Keystone + Nova API; returns a
+  ``SimHandle``. ``python -m simcluster up`` runs it until Ctrl-C.
+
+Never imported by the operator package, and never imports it. The binaries come from
+tools/envtest/build.sh.
 """
 
+from simcluster.cluster import (
+    CELL0_UUID,
+    COMPLETE_AFTER_ANNOTATION,
+    EXIT_CODE_ANNOTATION,
+    FAIL_LABEL,
+    POOL_LABEL,
+    TERMINATION_MESSAGE_ANNOTATION,
+    UNREADY_LABEL,
+    SimCluster,
+)
 from simcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from simcluster.fakeopenstack import FakeOpenStack
+from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, SimHandle, launch
 
-__all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
+__all__ = [
+    "CELL0_UUID",
+    "COMPLETE_AFTER_ANNOTATION",
+    "EXIT_CODE_ANNOTATION",
+    "FAIL_LABEL",
+    "POOL_LABEL",
+    "SERVICE_PASSWORD",
+    "SERVICE_USER",
+    "TERMINATION_MESSAGE_ANNOTATION",
+    "UNREADY_LABEL",
+    "ControlPlane",
+    "ControlPlaneError",
+    "FakeOpenStack",
+    "SimCluster",
+    "SimHandle",
+    "find_binaries",
+    "launch",
+]

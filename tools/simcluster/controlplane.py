@@ -30,6 +30,12 @@ OPERATOR_SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
 
 
+# Children get SIGTERM when the thread that started them dies, even by SIGKILL, so a killed test
+# run or launcher leaves no etcd or apiserver behind. setpriv (util-linux) execs the binary in
+# place, so the pid and process group stay the binary's own.
+_DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+
+
 class ControlPlaneError(RuntimeError):
     """A process of the control plane failed to start or exited early."""
 
@@ -107,7 +113,9 @@ class ControlPlane:
         self.etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
         sa_key = w / "sa.key"
         if not sa_key.exists():
-            subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
+            subprocess.run(
+                ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
+            )
         (w / "tokens.csv").write_text(
             f'{self.admin_token},envtest-admin,uid-admin,"system:masters"\n'
             f"{self.operator_token},{OPERATOR_USER},uid-nova-operator,"
@@ -197,7 +205,8 @@ class ControlPlane:
             f'users:\n- name: envtest-admin\n  user:\n    token: "{self.admin_token}"\n'
             f'- name: nova-operator\n  user:\n    token: "{self.operator_token}"\n'
             "contexts:\n"
-            "- name: admin\n  context:\n    cluster: envtest\n    user: envtest-admin\n    namespace: default\n"
+            "- name: admin\n  context:\n    cluster: envtest\n    user: envtest-admin\n"
+            "    namespace: default\n"
             "- name: operator\n  context:\n    cluster: envtest\n    user: nova-operator\n"
             f"    namespace: {OPERATOR_NAMESPACE}\n"
             "current-context: admin\n"
@@ -217,7 +226,7 @@ class ControlPlane:
         log = self.workdir / f"{name}.log"
         with log.open("ab") as fh:
             popen = subprocess.Popen(
-                [str(self.bindir / name), *args],
+                [*_DEATH_SIGNAL, str(self.bindir / name), *args],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -237,6 +246,9 @@ class ControlPlane:
             p.popen.kill()
             p.popen.wait()
 
+    def _name_of(self, proc: subprocess.Popen[bytes]) -> str:
+        return next((p.name for p in self._procs if p.popen is proc), "process")
+
     def _wait_ok(
         self, url: str, proc: subprocess.Popen[bytes], token: str | None = None, *, timeout: float
     ) -> None:
@@ -246,7 +258,7 @@ class ControlPlane:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise ControlPlaneError(
-                    f"{pathlib.Path(str(proc.args[0])).name} exited with {proc.returncode}\n{self.logs(4000)}"
+                    f"{self._name_of(proc)} exited with {proc.returncode}\n{self.logs(4000)}"
                 )
             try:
                 with urllib.request.urlopen(

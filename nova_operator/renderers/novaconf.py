@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from nova_operator import digests, naming
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.renderers.env import render
 
@@ -38,6 +39,7 @@ __all__ = [
     "compute_fragment_sections",
     "conf_inputs",
     "config_data",
+    "config_map",
     "logging_ini",
     "nova_conf",
     "nova_conf_sections",
@@ -446,3 +448,21 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         conductor_workers=spec.conductor.workers or 2,
         extra_config={s: dict(opts) for s, opts in (spec.extra_config or {}).items()},
     )
+
+
+def config_map(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
+    """The immutable, content-addressed ``{name}-config-<hash>`` ConfigMap of ``data``."""
+    name = nova.metadata.name or ""
+    if not name:
+        raise ConfigError("metadata.name is required to render the config ConfigMap")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": naming.config_map_name(name, digests.config_hash(data)),
+            "namespace": nova.metadata.namespace or "default",
+            "labels": {**naming.common_labels(name), naming.CONFIG_BASE_LABEL: naming.config_base(name)},
+        },
+        "immutable": True,
+        "data": dict(sorted(data.items())),
+    }

@@ -1,0 +1,200 @@
+"""The derived Secrets: the two pymysql DSNs, the ``rabbit://`` transport URL, the compute contracts.
+
+Pure: the credential values are inputs (the Secrets step reads them); nothing here reads
+the cluster.  These are the only renderers whose output carries credentials, and only in
+Secret ``data``.  Messages never quote a URL or a DSN (they carry passwords).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import quote
+
+from nova_operator import naming
+from nova_operator.models.common import DatabaseSpec
+from nova_operator.models.nova import Nova
+from nova_operator.naming import Component
+from nova_operator.renderers.workload import DB_TLS_DIR, plain
+
+__all__ = [
+    "TransportURLRejected",
+    "broker_port",
+    "check_transport_url",
+    "compute_config_secret",
+    "database_dsn",
+    "database_username",
+    "dsn_secret",
+    "encode_userinfo",
+    "managed_transport_url",
+    "transport_url_secret",
+]
+
+Block = Literal["api", "cell"]
+_SAFE = "-_.~$&+,;="
+
+
+class TransportURLRejected(ValueError):
+    """The transport URL cannot fill the cell mapping template; the message never names the URL."""
+
+
+def encode_userinfo(value: str) -> str:
+    """Percent-encode everything but ``A-Z a-z 0-9`` and ``-_.~$&+,;=`` (uppercase hex)."""
+    return quote(value, safe=_SAFE)
+
+
+def _name(nova: Nova) -> str:
+    if not nova.metadata.name:
+        raise ValueError("a Nova without metadata.name cannot be rendered")
+    return nova.metadata.name
+
+
+def _ns(nova: Nova) -> str:
+    return nova.metadata.namespace or "default"
+
+
+def _block(nova: Nova, which: Block) -> DatabaseSpec:
+    return nova.spec.api_database if which == "api" else nova.spec.database
+
+
+def instance_name(nova: Nova, which: Block) -> str:
+    """The managed instance (MariaDB Database/User/Grant) name: ``{name}-api`` or ``{name}``."""
+    return f"{_name(nova)}-api" if which == "api" else _name(nova)
+
+
+def database_username(nova: Nova, which: Block, secret_username: str) -> str:
+    """Static + managed: the instance name; brownfield or Dynamic: the Secret's ``username``."""
+    block = _block(nova, which)
+    if block.cluster_ref is not None and block.credentials_mode != "Dynamic":
+        return instance_name(nova, which)
+    return secret_username
+
+
+def database_dsn(nova: Nova, which: Block, *, username: str, password: str) -> str:
+    """``mysql+pymysql://<user>:<password>@<host>:<port>/<schema>?charset=utf8[&ssl_…]`` (spec §10.1)."""
+    block = _block(nova, which)
+    if not username or not password:
+        raise ValueError(f"{which} database credentials are incomplete")
+    port = block.port or 3306
+    if block.cluster_ref is not None:
+        host = f"{block.cluster_ref.name}.{_ns(nova)}.svc"
+    elif block.host:
+        host = block.host
+    else:
+        raise ValueError(f"{which} database names neither clusterRef nor host")
+    query = {"charset": "utf8"}
+    tls = block.tls
+    if tls is not None and tls.mode and tls.mode != "disabled":
+        directory = DB_TLS_DIR[which]
+        query.update(
+            ssl_ca=f"{directory}/ca.crt", ssl_cert=f"{directory}/tls.crt", ssl_key=f"{directory}/tls.key"
+        )
+        if tls.mode in ("verify-ca", "verify-full"):
+            query["ssl_verify_cert"] = "true"
+        if tls.mode == "verify-full":
+            query["ssl_verify_identity"] = "true"
+    user = database_username(nova, which, username)
+    params = "&".join(f"{k}={v}" for k, v in sorted(query.items()))
+    return f"mysql+pymysql://{encode_userinfo(user)}:{encode_userinfo(password)}@{host}:{port}/{block.database}?{params}"
+
+
+def _secret(
+    nova: Nova, name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    return plain(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": _ns(nova),
+                "labels": dict(labels) if labels is not None else naming.common_labels(_name(nova)),
+            },
+            "data": {k: base64.b64encode(v.encode("utf-8")).decode("ascii") for k, v in sorted(data.items())},
+        }
+    )
+
+
+def dsn_secret(nova: Nova, which: Block, dsn: str) -> dict[str, Any]:
+    """``{name}-api-db-connection`` / ``{name}-db-connection`` with the single key ``connection``."""
+    suffix = "api-db-connection" if which == "api" else "db-connection"
+    return _secret(nova, f"{_name(nova)}-{suffix}", {"connection": dsn})
+
+
+def managed_transport_url(*, username: str, password: str, host: str, port: int | str) -> str:
+    """``rabbit://<user>:<pass>@<host>:<port>/`` (userinfo encoded, IPv6 host bracketed, root vhost)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"rabbit://{encode_userinfo(username)}:{encode_userinfo(password)}@{host}:{port}/"
+
+
+def check_transport_url(url: str) -> int:
+    """The broker port of an acceptable transport URL; :class:`TransportURLRejected` otherwise.
+
+    nova fills the cell mapping's ``{hostname}:{port}`` from this URL with ``urlparse``, which
+    renders a missing port as ``None`` and drops IPv6 brackets; so the last host must name
+    a port and no host may be an IPv6 literal.  Multi-host URLs pass on their last host.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise TransportURLRejected("the transport URL has no scheme")
+    if scheme != "rabbit":
+        raise TransportURLRejected(f"the transport URL scheme must be rabbit, not {scheme!r}")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    hosts = [h.rpartition("@")[2] for h in netloc.split(",")]
+    if not hosts or not hosts[-1]:
+        raise TransportURLRejected("the transport URL names no host")
+    if any(h.startswith("[") for h in hosts):
+        raise TransportURLRejected(
+            "the transport URL uses an IPv6 literal host, which the cell template drops"
+        )
+    host, colon, port = hosts[-1].rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise TransportURLRejected("the transport URL's last host names no explicit port")
+    return int(port)
+
+
+def broker_port(url: str) -> int:
+    """The port of the transport URL's last host, 5672 when it names none (the probe input)."""
+    try:
+        return check_transport_url(url)
+    except TransportURLRejected:
+        return 5672
+
+
+def transport_url_secret(nova: Nova, url: str) -> dict[str, Any]:
+    """``{name}-transport-url`` with the single key ``transport_url``."""
+    return _secret(nova, f"{_name(nova)}-transport-url", {"transport_url": url})
+
+
+def compute_config_secret(
+    nova: Nova,
+    *,
+    fragment: str,
+    transport_url: str,
+    password: str,
+    metadata_secret: str,
+    ca_crt: str | None = None,
+    remote: bool = False,
+) -> dict[str, Any]:
+    """The compute contract ``{name}-compute-config`` (or ``{name}-remote-compute-config``).
+
+    Keys: ``nova-compute.conf``, ``transport_url``, ``password``, ``metadata_proxy_shared_secret``,
+    ``cell_name`` (``cell1``), and ``ca.crt`` only on a TLS bus.
+    """
+    name = _name(nova)
+    component = Component.REMOTE_COMPUTE_CONFIG if remote else Component.COMPUTE_CONFIG
+    data = {
+        "nova-compute.conf": fragment,
+        "transport_url": transport_url,
+        "password": password,
+        "metadata_proxy_shared_secret": metadata_secret,
+        "cell_name": "cell1",
+    }
+    if nova.spec.messaging.tls is not None:
+        if not ca_crt:
+            raise ValueError("the broker CA bundle is required while spec.messaging.tls is set")
+        data["ca.crt"] = ca_crt
+    return _secret(nova, f"{name}-{component}", data, naming.labels(name, component))

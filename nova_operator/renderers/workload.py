@@ -1,0 +1,571 @@
+"""The five Deployments of a Nova, and the pod pieces the Jobs share with them.
+
+Manifests are built as Python data (never YAML text), so no user value can change the
+structure.  Pure: a function of the Nova and :class:`WorkloadInputs` only.
+
+Environment order (spec nova-crd §9.2): bus, databases, passwords, role extras.  Every
+credential arrives as a ``secretKeyRef``; nothing secret is ever a literal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nova_operator import naming
+from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ResourceRequirements
+from nova_operator.models.nova import Nova
+from nova_operator.naming import Component
+from nova_operator.renderers.novaconf import CONFIG_DIR
+
+__all__ = [
+    "OPENSTACK_GID",
+    "OPENSTACK_UID",
+    "Digests",
+    "WorkloadInputs",
+    "config_volume",
+    "db_tls_volumes",
+    "deployment",
+    "deployments",
+    "image_ref",
+    "job_pod_settings",
+    "manage_env",
+    "memory_figure",
+    "plain",
+    "resolve_resources",
+    "restricted_container_security_context",
+]
+
+Manifest = dict[str, Any]
+
+OPENSTACK_UID = 42424
+OPENSTACK_GID = 42424
+STATE_PATH = "/var/lib/nova"
+RABBIT_CA_DIR = "/etc/rabbitmq-ca"
+DB_TLS_DIR = {"api": "/etc/nova-db-tls/api", "cell": "/etc/nova-db-tls/cell"}
+API_PASTE = "/var/lib/openstack/etc/nova/api-paste.ini"
+DEFAULT_GRACE = 30
+DEFAULT_PRE_STOP = 5
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """SHA-256 digests of the credentials (``digests.credential_digest``); empty = unknown, not stamped."""
+
+    api_db_connection: str = ""
+    db_connection: str = ""
+    authtoken: str = ""
+    transport_url: str = ""
+    metadata_secret: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInputs:
+    """What a pass hands the workload renderers besides the Nova."""
+
+    config_map: str  # the {name}-config-<hash> ConfigMap the pods mount
+    digests: Digests = field(default_factory=Digests)
+    broker_port: int = 5672  # port of the resolved transport URL (NOVA_AMQP_PORT)
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def plain(manifest: Manifest) -> Manifest:
+    """A deep, JSON-clean copy: no object shared between two places of a manifest or with the CR."""
+    return json.loads(json.dumps(manifest))  # type: ignore[no-any-return]
+
+
+def _name(nova: Nova) -> str:
+    if not nova.metadata.name:
+        raise ValueError("a Nova without metadata.name cannot be rendered")
+    return nova.metadata.name
+
+
+def _namespace(nova: Nova) -> str:
+    return nova.metadata.namespace or "default"
+
+
+def image_ref(nova: Nova) -> str:
+    """``repository@digest`` when a digest is set, else ``repository:tag``."""
+    image = nova.spec.image
+    if image.digest:
+        return f"{image.repository}@{image.digest}"
+    return f"{image.repository}:{image.tag}"
+
+
+def restricted_container_security_context() -> Manifest:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsGroup": OPENSTACK_GID,
+        "runAsNonRoot": True,
+        "runAsUser": OPENSTACK_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _pod_security_context() -> Manifest:
+    return {
+        "fsGroup": OPENSTACK_GID,
+        "runAsGroup": OPENSTACK_GID,
+        "runAsNonRoot": True,
+        "runAsUser": OPENSTACK_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _secret_env(name: str, secret: str, key: str) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _password_env(nova: Nova) -> list[Manifest]:
+    ref = nova.spec.service_user.secret_ref
+    sections = ["KEYSTONE_AUTHTOKEN", "SERVICE_USER", "PLACEMENT", "NEUTRON"]
+    if nova.spec.endpoints.cinder.enabled:
+        sections.append("CINDER")
+    return [_secret_env(f"OS_{s}__PASSWORD", ref.name, ref.key or "password") for s in sections]
+
+
+def _base_env(nova: Nova, *, api_db: bool = True) -> list[Manifest]:
+    name = _name(nova)
+    env = [
+        _secret_env("OS_DEFAULT__TRANSPORT_URL", f"{name}-transport-url", "transport_url"),
+        _secret_env("OS_DATABASE__CONNECTION", f"{name}-db-connection", "connection"),
+    ]
+    if api_db:
+        env.append(_secret_env("OS_API_DATABASE__CONNECTION", f"{name}-api-db-connection", "connection"))
+    return env + _password_env(nova)
+
+
+def manage_env(nova: Nova) -> list[Manifest]:
+    """The "manage" role environment of the Jobs and the CronJob: bus, both DSNs, the passwords."""
+    return _base_env(nova)
+
+
+def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[Manifest]:
+    env = _base_env(nova, api_db=component is not Component.NOVNCPROXY)
+    if component is Component.METADATA:
+        ref = nova.spec.metadata.shared_secret_ref
+        env.append(
+            _secret_env("OS_NEUTRON__METADATA_PROXY_SHARED_SECRET", ref.name, ref.key or "shared_secret")
+        )
+    if component in (Component.API, Component.METADATA):
+        files = f"{API_PASTE};nova.conf" + (";metadata.conf" if component is Component.METADATA else "")
+        env.append({"name": "OS_NOVA_CONFIG_DIR", "value": CONFIG_DIR})
+        env.append({"name": "OS_NOVA_CONFIG_FILES", "value": files})
+    if component in (Component.SCHEDULER, Component.CONDUCTOR):
+        env.append({"name": "NOVA_AMQP_PORT", "value": str(inputs.broker_port)})
+    return env
+
+
+def _db_tls_enabled(block: DatabaseSpec) -> bool:
+    return block.tls is not None and bool(block.tls.mode) and block.tls.mode != "disabled"
+
+
+def db_tls_volumes(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled."""
+    volumes: list[Manifest] = []
+    mounts: list[Manifest] = []
+    for which, block in (("api", nova.spec.api_database), ("cell", nova.spec.database)):
+        if not _db_tls_enabled(block) or block.tls is None:
+            continue
+        volumes.append(
+            {
+                "name": f"{which}-db-tls",
+                "projected": {
+                    "defaultMode": 0o400,
+                    "sources": [
+                        {
+                            "secret": {
+                                "name": block.tls.ca_bundle_secret_ref.name,
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                        {
+                            "secret": {
+                                "name": block.tls.client_cert_secret_ref.name,
+                                "items": [
+                                    {"key": "tls.crt", "path": "tls.crt"},
+                                    {"key": "tls.key", "path": "tls.key"},
+                                ],
+                            }
+                        },
+                    ],
+                },
+            }
+        )
+        mounts.append({"name": f"{which}-db-tls", "mountPath": DB_TLS_DIR[which], "readOnly": True})
+    return volumes, mounts
+
+
+def _rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    tls = nova.spec.messaging.tls
+    if tls is None:
+        return [], []
+    ref = tls.ca_bundle_secret_ref
+    volume = {
+        "name": "rabbitmq-ca",
+        "secret": {
+            "secretName": ref.name,
+            "defaultMode": 0o444,
+            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
+        },
+    }
+    return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+
+
+def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:
+    source: Manifest = {"name": config_map}
+    if items is not None:
+        source["items"] = [{"key": key, "path": key} for key in items]
+    return {"name": name, "configMap": source}
+
+
+def _json_logging(nova: Nova) -> bool:
+    return nova.spec.logging.format == "json"
+
+
+# --------------------------------------------------------------------------- resources
+
+
+def memory_figure(processes: int, threads: int = 1) -> str:
+    """``16Mi + processes * (352Mi + (threads - 1) * 32Mi)`` (spec nova-crd §2.11)."""
+    processes, threads = max(processes, 1), max(threads, 1)
+    return f"{16 + processes * (352 + (threads - 1) * 32)}Mi"
+
+
+def _quantity(value: int | str) -> int | str:
+    return value
+
+
+def resolve_resources(resources: ResourceRequirements | None, memory: str) -> Manifest:
+    """A CPU named nowhere gets a 70m request; a memory named nowhere gets ``memory`` as request = limit."""
+    requests = {k: _quantity(v) for k, v in ((resources.requests or {}) if resources else {}).items()}
+    limits = {k: _quantity(v) for k, v in ((resources.limits or {}) if resources else {}).items()}
+    if "cpu" not in requests and "cpu" not in limits:
+        requests["cpu"] = "70m"
+    if "memory" not in requests and "memory" not in limits:
+        requests["memory"] = memory
+        limits["memory"] = memory
+    out: Manifest = {}
+    if limits:
+        out["limits"] = dict(sorted(limits.items()))
+    if requests:
+        out["requests"] = dict(sorted(requests.items()))
+    return out
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def _deployment_block(nova: Nova, component: Component) -> DeploymentSpec:
+    spec = nova.spec
+    if component is Component.API:
+        return spec.api.deployment
+    if component is Component.METADATA:
+        return spec.metadata.deployment
+    if component is Component.SCHEDULER:
+        return spec.scheduler.deployment
+    if component is Component.CONDUCTOR:
+        return spec.conductor.deployment
+    block = spec.console_proxy.effective_deployment
+    return block if block is not None else DeploymentSpec(replicas=1)
+
+
+def _dump(value: Any) -> Any:
+    """A model (or list of models) as the API's camelCase JSON, unset fields left out."""
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return value.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return value
+
+
+def _placement(block: DeploymentSpec) -> Manifest:
+    out: Manifest = {}
+    if block.priority_class_name:
+        out["priorityClassName"] = block.priority_class_name
+    if block.node_selector:
+        out["nodeSelector"] = dict(block.node_selector)
+    if block.tolerations:
+        out["tolerations"] = _dump(list(block.tolerations))
+    if block.affinity:
+        out["affinity"] = dict(block.affinity)
+    return out
+
+
+def job_pod_settings(nova: Nova) -> tuple[Manifest, ResourceRequirements | None]:
+    """Pod placement of the Jobs and the CronJob: ``spec.jobs``, each field falling back to the API block.
+
+    priorityClassName / nodeSelector / tolerations: nil falls back, empty opts out.
+    affinity: nil copies only the API block's *node* affinity (never pod (anti-)affinity).
+    """
+    api = nova.spec.api.deployment
+    jobs = nova.spec.jobs
+    out: Manifest = {}
+    priority = jobs.priority_class_name if jobs is not None and jobs.priority_class_name is not None else None
+    if priority is None:
+        priority = api.priority_class_name
+    if priority:
+        out["priorityClassName"] = priority
+    node_selector = (
+        jobs.node_selector if jobs is not None and jobs.node_selector is not None else api.node_selector
+    )
+    if node_selector:
+        out["nodeSelector"] = dict(node_selector)
+    tolerations = jobs.tolerations if jobs is not None and jobs.tolerations is not None else api.tolerations
+    if tolerations:
+        out["tolerations"] = _dump(list(tolerations))
+    if jobs is not None and jobs.affinity is not None:
+        if jobs.affinity:
+            out["affinity"] = dict(jobs.affinity)
+    elif api.affinity and "nodeAffinity" in api.affinity:
+        out["affinity"] = {"nodeAffinity": api.affinity["nodeAffinity"]}
+    return out, jobs.resources if jobs is not None else None
+
+
+def _topology_spread(block: DeploymentSpec, selector: Mapping[str, str]) -> list[Manifest] | None:
+    if block.topology_spread_constraints is not None:
+        return [dict(c) for c in block.topology_spread_constraints] or None
+    return [
+        {
+            "labelSelector": {"matchLabels": dict(selector)},
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    ]
+
+
+def _strategy(block: DeploymentSpec) -> Manifest:
+    if block.strategy is not None and block.strategy.type is not None:
+        return _dump(block.strategy)  # type: ignore[no-any-return]
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+# --------------------------------------------------------------------------- the Deployments
+
+_PROBE_HTTP = {"scheme": "HTTP"}
+
+
+def _http_probes(port: str, path: str = "/") -> Manifest:
+    get = {"path": path, "port": port, **_PROBE_HTTP}
+    return {
+        "startupProbe": {"httpGet": get, "periodSeconds": 10, "failureThreshold": 30, "timeoutSeconds": 8},
+        # metadata: upstream sets no liveness timeout (kubelet's 1 s); 10 s as on the API is a safe deviation
+        "livenessProbe": {
+            "httpGet": get,
+            "initialDelaySeconds": 15,
+            "periodSeconds": 20,
+            "timeoutSeconds": 10,
+        },
+        "readinessProbe": {
+            "httpGet": get,
+            "initialDelaySeconds": 10,
+            "periodSeconds": 15,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
+    }
+
+
+_WSGI = {
+    Component.API: ("nova.wsgi.osapi_compute:application", 8774, "nova-api"),
+    Component.METADATA: ("nova.wsgi.metadata:application", 8775, "nova-metadata"),
+}
+
+
+def _uwsgi_command(nova: Nova, component: Component) -> list[str]:
+    module, port, _ = _WSGI[component]
+    uwsgi = nova.spec.api.uwsgi if component is Component.API else nova.spec.metadata.uwsgi
+    command = [
+        "uwsgi",
+        "--master",
+        "--die-on-term",
+        "--need-app",
+        "--http",
+        f":{port}",
+        "--module",
+        module,
+        "--processes",
+        str(uwsgi.processes),
+        "--threads",
+        str(uwsgi.threads),
+    ]
+    if uwsgi.http_keep_alive:
+        command.append("--http-keepalive")
+    if uwsgi.harakiri is not None:
+        command += ["--harakiri", str(uwsgi.harakiri)]
+    if uwsgi.http_keep_alive_timeout is not None:
+        command += ["--http-keepalive-timeout", str(uwsgi.http_keep_alive_timeout)]
+    return command
+
+
+def _memory(nova: Nova, component: Component) -> str:
+    spec = nova.spec
+    if component is Component.API:
+        return memory_figure(spec.api.uwsgi.processes, spec.api.uwsgi.threads)
+    if component is Component.METADATA:
+        return memory_figure(spec.metadata.uwsgi.processes, spec.metadata.uwsgi.threads)
+    if component is Component.SCHEDULER:
+        return memory_figure(spec.scheduler.workers)
+    if component is Component.CONDUCTOR:
+        return memory_figure(spec.conductor.workers)
+    return memory_figure(1)
+
+
+def _annotations(nova: Nova, component: Component, digests: Digests) -> dict[str, str]:
+    stamped = {
+        "nova.c5c3.io/api-db-connection-hash": digests.api_db_connection,
+        "nova.c5c3.io/db-connection-hash": digests.db_connection,
+        "nova.c5c3.io/authtoken-hash": digests.authtoken,
+        "nova.c5c3.io/transport-url-hash": digests.transport_url,
+    }
+    if component is Component.METADATA:
+        stamped["nova.c5c3.io/metadata-secret-hash"] = digests.metadata_secret
+    if component is not Component.API:
+        status = nova.status
+        installed = status.installed_release if status is not None and status.installed_release else None
+        stamped["nova.c5c3.io/installed-release"] = installed or nova.spec.open_stack_release
+    return {k: v for k, v in sorted(stamped.items()) if v}
+
+
+def _config_mounts(
+    nova: Nova, component: Component, config_map: str
+) -> tuple[list[Manifest], list[Manifest]]:
+    shared = ["nova.conf"]
+    if component is Component.METADATA:
+        shared.append("metadata.conf")
+    if _json_logging(nova):
+        shared.append("logging.ini")
+    volumes = [config_volume(config_map, sorted(shared))]
+    mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
+    overlay = {
+        Component.SCHEDULER: "scheduler.conf",
+        Component.CONDUCTOR: "conductor.conf",
+        Component.NOVNCPROXY: "novncproxy.conf",
+    }.get(component)
+    if overlay is not None:
+        role_dir = f"/etc/nova/{overlay}.d"
+        volumes.append(config_volume(config_map, [overlay], name="role-config"))
+        mounts.append({"name": "role-config", "mountPath": role_dir, "readOnly": True})
+    return volumes, mounts
+
+
+def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: DeploymentSpec) -> Manifest:
+    container: Manifest = {"name": str(component), "image": image_ref(nova)}
+    if component in _WSGI:
+        _, port, port_name = _WSGI[component]
+        container["command"] = _uwsgi_command(nova, component)
+        container["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
+        container.update(_http_probes(port_name))
+    elif component is Component.NOVNCPROXY:
+        container["command"] = [
+            "nova-novncproxy",
+            "--config-dir",
+            CONFIG_DIR,
+            "--config-dir",
+            "/etc/nova/novncproxy.conf.d",
+        ]
+        container["ports"] = [{"name": "novncproxy", "containerPort": 6080, "protocol": "TCP"}]
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/vnc_lite.html", "port": "novncproxy", **_PROBE_HTTP}
+        }
+    else:
+        process = f"nova-{component}"
+        container["command"] = [
+            process,
+            "--config-dir",
+            CONFIG_DIR,
+            "--config-dir",
+            f"/etc/nova/{component}.conf.d",
+        ]
+        container["readinessProbe"] = {
+            "exec": {"command": ["nova-amqp-ready"]},
+            "periodSeconds": 5,
+            "timeoutSeconds": 5,
+            "failureThreshold": 1,
+        }
+    container["env"] = _role_env(nova, component, inputs)
+    pre_stop = block.pre_stop_sleep_seconds if block.pre_stop_sleep_seconds is not None else DEFAULT_PRE_STOP
+    container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", str(pre_stop)]}}}
+    container["resources"] = resolve_resources(block.resources, _memory(nova, component))
+    container["securityContext"] = restricted_container_security_context()
+    return container
+
+
+def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Manifest:
+    """The Deployment of one of the five roles."""
+    name = _name(nova)
+    block = _deployment_block(nova, component)
+    selector = naming.selector_labels(name, component)
+    labels = naming.labels(name, component)
+
+    config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
+    tls_volumes, tls_mounts = db_tls_volumes(nova)
+    ca_volumes, ca_mounts = _rabbit_ca_volume(nova)
+    container = _container(nova, component, inputs, block)
+    container["volumeMounts"] = [
+        *config_mounts,
+        {"name": "state", "mountPath": STATE_PATH},
+        {"name": "tmp", "mountPath": "/tmp"},
+        *tls_mounts,
+        *ca_mounts,
+    ]
+    grace = block.termination_grace_period_seconds
+    pod_spec: Manifest = {
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "securityContext": _pod_security_context(),
+        "terminationGracePeriodSeconds": grace if grace is not None else DEFAULT_GRACE,
+        "volumes": [
+            *config_volumes,
+            {"name": "state", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            *tls_volumes,
+            *ca_volumes,
+        ],
+        **_placement(block),
+    }
+    if (spread := _topology_spread(block, selector)) is not None:
+        pod_spec["topologySpreadConstraints"] = spread
+    template_meta: Manifest = {"labels": labels}
+    if annotations := _annotations(nova, component, inputs.digests):
+        template_meta["annotations"] = annotations
+    spec: Manifest = {
+        "selector": {"matchLabels": selector},
+        "strategy": _strategy(block),
+        "template": {"metadata": template_meta, "spec": pod_spec},
+    }
+    if not (component is Component.API and nova.spec.autoscaling is not None):
+        spec["replicas"] = block.replicas  # while autoscaling is set, the HPA owns the API's count
+    return plain(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": naming.deployment_name(name, component),
+                "namespace": _namespace(nova),
+                "labels": labels,
+            },
+            "spec": spec,
+        }
+    )
+
+
+ROLES = (Component.API, Component.METADATA, Component.SCHEDULER, Component.CONDUCTOR, Component.NOVNCPROXY)
+
+
+def deployments(nova: Nova, inputs: WorkloadInputs) -> dict[Component, Manifest]:
+    """Every Deployment the Nova asks for (the console proxy only while it is enabled)."""
+    return {
+        role: deployment(nova, role, inputs)
+        for role in ROLES
+        if role is not Component.NOVNCPROXY or nova.spec.console_proxy.enabled
+    }

@@ -231,7 +231,8 @@ def _root_schema(model: type[BaseModel]) -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            # Declared so the name rules can point their fieldPath at metadata.name.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": _type_schema(spec.annotation, list(spec.metadata)),
             "status": _type_schema(status.annotation, list(status.metadata)),
         },

@@ -364,12 +364,16 @@ class Nova(CRDModel):
     __crd_rules__ = (
         Rule(
             "self.metadata.name.size() <= 41",
-            'name must be at most 41 characters: the db-archive CronJob appends "-db-archive" and Kubernetes '
-            "caps CronJob names at 52 characters",
+            field_path=".metadata.name",
+            message='name must be at most 41 characters: the db-archive CronJob appends "-db-archive" '
+            "and Kubernetes caps CronJob names at 52 characters",
         ),
         Rule(
             f"!{_SUFFIX_LIST}.exists(s, self.metadata.name.endsWith(s))",
-            "name must not end in " + ", ".join(f'"{s}"' for s in _CHILD_SUFFIXES) + ": a Nova named like "
+            field_path=".metadata.name",
+            message="name must not end in "
+            + ", ".join(f'"{s}"' for s in _CHILD_SUFFIXES)
+            + ": a Nova named like "
             "one of another Nova's children would share and delete that Nova's objects",
             message_expression=(
                 f"{_SUFFIX_LIST}.filter(s, self.metadata.name.endsWith(s)).map(s, "
@@ -381,8 +385,10 @@ class Nova(CRDModel):
         ),
         Rule(
             "!self.metadata.name.endsWith('-cell0')",
-            'name must not end in "-cell0": the cell0 Database and Grant are named <name>-<database>-cell0, '
-            "so a Nova with this name could share them with another Nova in this namespace",
+            field_path=".metadata.name",
+            message='name must not end in "-cell0": the cell0 Database and Grant are named '
+            "<name>-<database>-cell0, so a Nova with this name could share them with another Nova "
+            "in this namespace",
         ),
     )
 

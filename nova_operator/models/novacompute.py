@@ -54,7 +54,13 @@ NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = 
     ("os_vif_ovs", "ovsdb_connection", "the /run/openvswitch host mount", "os-vif talks to the node's OVS"),
     ("vnc", "server_proxyclient_address", _HOST_IP, "the console proxy must reach the node's own address"),
     *(
-        (section, "password", _CONTRACT, "a file value would copy the service-user password into a ConfigMap")
+        (
+            section,
+            "password",
+            _CONTRACT,
+            f"it is injected as OS_{section.upper()}__PASSWORD; a file value would copy the service-user "
+            "password into a ConfigMap",
+        )
         for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
     ),
 )
@@ -192,7 +198,8 @@ class NovaCompute(CRDModel):
     __crd_rules__ = (
         Rule(
             "self.metadata.name.size() <= 63",
-            "name must be at most 63 characters: "
+            field_path=".metadata.name",
+            message="name must be at most 63 characters: "
             "it is the app.kubernetes.io/instance label value of every child",
         ),
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -78,5 +77,6 @@ class Objects:
 
 
 @pytest.fixture
-async def objects(crds: ControlPlane, admin_api: client.ApiClient, namespace: str) -> AsyncIterator[Objects]:
-    yield Objects(admin_api, namespace)
+async def objects(crds: ControlPlane, admin_api: client.ApiClient, namespace: str) -> Objects:
+    """Custom objects in this test's fresh namespace, with the CRDs installed."""
+    return Objects(admin_api, namespace)

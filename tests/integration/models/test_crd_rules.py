@@ -1,0 +1,671 @@
+"""Every CEL rule of the generated CRDs, against the real API server.
+
+The rule table: for every CEL rule of the generated CRDs, an object the API server must
+refuse with that rule's message and the nearest object it must accept.
+
+A case names the rule it covers by the schema path the rule is attached to and the rule's
+``message``; ``test_every_rule_is_covered`` checks that these keys are exactly the rules
+of the generated CRDs. Shared blocks (deployment, resources, tolerations, URLs, ...) appear
+once per place they are used, because each place carries its own copy of the rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from nova_operator.models.crd import render_crds
+from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
+from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS
+
+if TYPE_CHECKING:
+    from conftest import Objects
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], None]
+
+NOVAS = "novas"
+NOVACOMPUTES = "novacomputes"
+
+
+def minimal_nova(name: str = "nova") -> Obj:
+    return {
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "Nova",
+        "metadata": {"name": name},
+        "spec": {
+            "openStackRelease": "2025.2",
+            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
+            "apiDatabase": {
+                "clusterRef": {"name": "mariadb"},
+                "database": "nova_api",
+                "secretRef": {"name": "nova-api-db-credentials"},
+            },
+            "database": {
+                "clusterRef": {"name": "mariadb"},
+                "database": "nova",
+                "secretRef": {"name": "nova-cell-db-credentials"},
+            },
+            "cache": {"clusterRef": {"name": "memcached"}},
+            "messaging": {"clusterRef": {"name": "rabbitmq"}},
+            "keystoneEndpoint": "http://keystone-api.openstack.svc:5000/v3",
+            "serviceUser": {"secretRef": {"name": "nova-service-user"}},
+            "metadata": {"sharedSecretRef": {"name": "nova-metadata-proxy"}},
+        },
+    }
+
+
+def minimal_novacompute(name: str = "pool") -> Obj:
+    return {
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "NovaCompute",
+        "metadata": {"name": name},
+        "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"example.org/pool": "a"}},
+    }
+
+
+BASES: dict[str, Callable[[], Obj]] = {NOVAS: minimal_nova, NOVACOMPUTES: minimal_novacompute}
+
+
+# --- mutations -----------------------------------------------------------------------------
+
+
+def _walk(obj: Obj, dotted: str) -> tuple[Obj, str]:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        obj = obj.setdefault(part, {})
+    return obj, leaf
+
+
+def put(dotted: str, value: Any) -> Mutation:
+    """Set ``dotted`` (creating missing objects on the way) to ``value``."""
+
+    def apply(obj: Obj) -> None:
+        parent, leaf = _walk(obj, dotted)
+        parent[leaf] = copy.deepcopy(value)
+
+    return apply
+
+
+def drop(dotted: str) -> Mutation:
+    def apply(obj: Obj) -> None:
+        parent, leaf = _walk(obj, dotted)
+        parent.pop(leaf, None)
+
+    return apply
+
+
+def both(*mutations: Mutation) -> Mutation:
+    def apply(obj: Obj) -> None:
+        for m in mutations:
+            m(obj)
+
+    return apply
+
+
+@dataclass(frozen=True)
+class Case:
+    plural: str
+    path: str  # schema path of the rule ("" = the object root), [*] for list items / map values
+    message: str  # the rule's message: the coverage key, and what the server must answer with
+    bad: Mutation
+    good: Mutation
+    update: bool = False  # a transition rule: applied as an update of a stored object
+    expect: str = ""  # what the error must contain, when it is not ``message`` (messageExpression)
+    error_path: str | None = None  # the field path the server names; default ``path`` (root: metadata.name)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.plural, self.path, self.message)
+
+    @property
+    def id(self) -> str:
+        return f"{self.plural}:{self.path or '<root>'}:{self.message[:60]}"
+
+
+# --- rule messages, read from the generated CRDs (so the table cannot drift) ---------------
+
+
+def crd_rules() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(plural, path, message, rule) for every x-kubernetes-validations entry of both CRDs."""
+    out: list[tuple[str, str, str, dict[str, Any]]] = []
+
+    def walk(plural: str, schema: dict[str, Any], path: str) -> None:
+        for rule in schema.get("x-kubernetes-validations", []):
+            out.append((plural, path, rule.get("message", ""), rule))
+        for name, sub in sorted(schema.get("properties", {}).items()):
+            walk(plural, sub, f"{path}.{name}" if path else name)
+        if isinstance(schema.get("items"), dict):
+            walk(plural, schema["items"], f"{path}[*]")
+        if isinstance(schema.get("additionalProperties"), dict):
+            walk(plural, schema["additionalProperties"], f"{path}[*]")
+
+    for text in render_crds().values():
+        crd = yaml.safe_load(text)
+        plural = crd["spec"]["names"]["plural"]
+        walk(plural, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "")
+    return out
+
+
+def message(plural: str, path: str, startswith: str) -> str:
+    """The full message of the one rule at ``path`` whose message starts with ``startswith``."""
+    found = [m for p, q, m, _ in crd_rules() if p == plural and q == path and m.startswith(startswith)]
+    if len(found) != 1:
+        raise LookupError(f"{plural} {path!r}: {len(found)} rules start with {startswith!r}")
+    return found[0]
+
+
+# --- the table -----------------------------------------------------------------------------
+
+DEPLOYMENTS = ("spec.api", "spec.metadata", "spec.scheduler", "spec.conductor", "spec.consoleProxy")
+URL_FIELDS = (
+    "spec.keystoneEndpoint",
+    "spec.keystonePublicEndpoint",
+    "spec.endpoints.placement.override",
+    "spec.endpoints.neutron.override",
+    "spec.endpoints.glance.override",
+    "spec.endpoints.cinder.override",
+    "spec.endpoints.barbican.override",
+)
+REMOTE = {
+    "keystoneEndpoint": "https://keystone.example.org/v3",
+    "transportURLSecretRef": {"name": "remote-url"},
+}
+MESSAGING_TLS = put("spec.messaging.tls", {"caBundleSecretRef": {"name": "rabbitmq-ca"}})
+
+
+def _shared_block_cases(plural: str, prefix: str) -> Iterator[Case]:
+    """resources and tolerations: wherever a pod block carries them."""
+    yield Case(
+        plural,
+        f"{prefix}.resources",
+        message(plural, f"{prefix}.resources", "a resource request"),
+        put(f"{prefix}.resources", {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}),
+        put(f"{prefix}.resources", {"requests": {"cpu": "1500m"}, "limits": {"cpu": 2}}),
+    )
+    yield Case(
+        plural,
+        f"{prefix}.tolerations[*]",
+        message(plural, f"{prefix}.tolerations[*]", "operator must be Exists"),
+        put(f"{prefix}.tolerations", [{"operator": "Equal", "value": "x", "effect": "NoSchedule"}]),
+        put(f"{prefix}.tolerations", [{"operator": "Exists", "effect": "NoSchedule"}]),
+        error_path=f"{prefix}.tolerations[0]",
+    )
+
+
+def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], ...]) -> Iterator[Case]:
+    path = "spec.extraConfig"
+    ok = {"DEFAULT": {"debug_option_x": "1"}}
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig section name must not be empty"),
+        put(path, {"": {"a": "b"}}),
+        put(path, ok),
+    )
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig section name must not contain"),
+        put(path, {"DEF\nAULT": {"a": "b"}}),
+        put(path, ok),
+    )
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig key must not be empty"),
+        put(path, {"DEFAULT": {"": "b"}}),
+        put(path, ok),
+    )
+    yield Case(
+        plural,
+        f"{path}[*]",
+        message(plural, f"{path}[*]", "extraConfig key and value"),
+        put(path, {"DEFAULT": {"a\rb": "b"}}),
+        put(path, ok),
+        error_path=f"{path}[DEFAULT]",
+    )
+    yield Case(
+        plural,
+        f"{path}[*][*]",
+        message(plural, f"{path}[*][*]", "extraConfig key and value"),
+        put(path, {"DEFAULT": {"a": "b\nc"}}),
+        put(path, {"DEFAULT": {"a": "b c"}}),
+        error_path=f"{path}[DEFAULT][a]",
+    )
+    for section, key, owner, impact in rejected:
+        yield Case(
+            plural,
+            path,
+            f"{key} is managed via {owner} and must not be set in extraConfig ({impact})",
+            put(path, {section: {key: "x", "other": "y"}}),
+            put(path, {section: {f"{key}_not_owned": "x", "other": "y"}}),
+        )
+
+
+def _nova_cases() -> Iterator[Case]:
+    n = NOVAS
+
+    def m(path: str, start: str) -> str:
+        return message(n, path, start)
+
+    # --- the object root: names that would collide with children
+    yield Case(
+        n,
+        "",
+        m("", "name must be at most 41"),
+        put("metadata.name", "n" * 42),
+        put("metadata.name", "n" * 41),
+    )
+    for suffix in ("-api", "-metadata", "-scheduler", "-conductor", "-novncproxy", "-console"):
+        yield Case(
+            n,
+            "",
+            m("", 'name must not end in "-api"'),
+            put("metadata.name", f"nova{suffix}"),
+            put("metadata.name", f"nova{suffix}x"),
+            expect=f'name must not end in "{suffix}": a Nova named "nova" in this namespace names one of its '
+            f'own children "nova{suffix}"',
+        )
+    yield Case(
+        n,
+        "",
+        m("", 'name must not end in "-cell0"'),
+        put("metadata.name", "nova-cell0"),
+        put("metadata.name", "nova-cell"),
+    )
+
+    # --- spec: the two database blocks, the remote compute, autoscaling
+    yield Case(
+        n,
+        "spec",
+        m("spec", "apiDatabase and database must name different schemas"),
+        put("spec.apiDatabase.database", "nova"),
+        put("spec.apiDatabase.database", "nova_api2"),
+    )
+    yield Case(
+        n,
+        "spec",
+        m("spec", "apiDatabase must not name the cell0"),
+        put("spec.apiDatabase.database", "nova_cell0"),
+        put("spec.apiDatabase.database", "nova_cell1"),
+    )
+    yield Case(
+        n,
+        "spec",
+        m("spec", "apiDatabase and database must use the same credentialsMode"),
+        put("spec.apiDatabase.credentialsMode", "Dynamic"),
+        both(
+            put("spec.apiDatabase.credentialsMode", "Dynamic"),
+            put("spec.database.credentialsMode", "Dynamic"),
+        ),
+    )
+    yield Case(
+        n,
+        "spec",
+        m("spec", "remoteCompute requires messaging.tls"),
+        put("spec.remoteCompute", REMOTE),
+        both(put("spec.remoteCompute", REMOTE), MESSAGING_TLS),
+    )
+    yield Case(
+        n,
+        "spec",
+        m("spec", "autoscaling.maxReplicas must be at least"),
+        put("spec.autoscaling", {"maxReplicas": 2, "targetCPUUtilization": 80}),
+        put("spec.autoscaling", {"maxReplicas": 3, "targetCPUUtilization": 80}),
+    )
+
+    # --- database blocks
+    for block, label in (("spec.apiDatabase", "apiDatabase"), ("spec.database", "database")):
+        brownfield = {"host": "db.example.org", "database": "x", "secretRef": {"name": "creds"}}
+        yield Case(
+            n,
+            block,
+            m(block, "exactly one of clusterRef or host"),
+            put(f"{block}.host", "db.example.org"),
+            both(drop(f"{block}.clusterRef"), put(f"{block}.host", "db.example.org")),
+        )
+        yield Case(
+            n,
+            block,
+            m(block, "credentialsMode Dynamic requires clusterRef"),
+            both(
+                put(block, {**brownfield, "database": "nova" if label == "database" else "nova_api"}),
+                put("spec.apiDatabase.credentialsMode", "Dynamic"),
+                put("spec.database.credentialsMode", "Dynamic"),
+            ),
+            both(
+                put(block, {**brownfield, "database": "nova" if label == "database" else "nova_api"}),
+                put("spec.apiDatabase.credentialsMode", "Static"),
+                put("spec.database.credentialsMode", "Static"),
+            ),
+        )
+        yield Case(
+            n,
+            block,
+            m(block, f"{label}.database is immutable"),
+            put(f"{block}.database", "renamed"),
+            put(f"{block}.secretRef.name", "rotated-credentials"),
+            update=True,
+        )
+        yield Case(
+            n,
+            block,
+            m(block, f"{label} mode (managed clusterRef vs brownfield host) is immutable"),
+            both(drop(f"{block}.clusterRef"), put(f"{block}.host", "db.example.org")),
+            put(f"{block}.clusterRef.name", "mariadb-2"),
+            update=True,
+        )
+    yield Case(
+        n,
+        "spec.database",
+        m("spec.database", "database.database must be at most 58"),
+        put("spec.database.database", "d" * 59),
+        put("spec.database.database", "d" * 58),
+    )
+
+    # --- deployment blocks and uWSGI
+    for block in DEPLOYMENTS:
+        dep = f"{block}.deployment"
+        yield Case(
+            n,
+            dep,
+            m(dep, "preStopSleepSeconds must be strictly less"),
+            put(dep, {"terminationGracePeriodSeconds": 20, "preStopSleepSeconds": 20}),
+            put(dep, {"terminationGracePeriodSeconds": 20, "preStopSleepSeconds": 19}),
+        )
+        yield Case(
+            n,
+            f"{dep}.strategy",
+            m(f"{dep}.strategy", "rollingUpdate may not be set"),
+            put(f"{dep}.strategy", {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}),
+            put(f"{dep}.strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}),
+        )
+        yield from _shared_block_cases(n, dep)
+    yield from _shared_block_cases(n, "spec.jobs")
+    for block in ("spec.api", "spec.metadata"):
+        yield Case(
+            n,
+            block,
+            m(block, "harakiri must be strictly less"),
+            put(f"{block}.uwsgi", {"harakiri": 25}),
+            put(f"{block}.uwsgi", {"harakiri": 24}),
+        )
+        yield Case(
+            n,
+            f"{block}.uwsgi",
+            m(f"{block}.uwsgi", "httpKeepAliveTimeout may only be set"),
+            put(f"{block}.uwsgi", {"httpKeepAlive": False, "httpKeepAliveTimeout": 5}),
+            put(f"{block}.uwsgi", {"httpKeepAlive": True, "httpKeepAliveTimeout": 5}),
+        )
+
+    # --- console proxy
+    yield Case(
+        n,
+        "spec.consoleProxy",
+        m("spec.consoleProxy", "consoleProxy.deployment must not be set"),
+        put("spec.consoleProxy", {"enabled": False, "deployment": {"replicas": 1}}),
+        put("spec.consoleProxy", {"enabled": False}),
+    )
+    gateway = {"hostname": "novnc.example.org", "parentRef": {"name": "gw"}}
+    yield Case(
+        n,
+        "spec.consoleProxy",
+        m("spec.consoleProxy", "consoleProxy.gateway.path must be empty or /"),
+        put("spec.consoleProxy.gateway", {**gateway, "path": "/vnc"}),
+        put("spec.consoleProxy.gateway", {**gateway, "path": "/"}),
+    )
+
+    # --- autoscaling, network policy, logging
+    yield Case(
+        n,
+        "spec.autoscaling",
+        m("spec.autoscaling", "at least one of targetCPUUtilization"),
+        put("spec.autoscaling", {"maxReplicas": 5}),
+        put("spec.autoscaling", {"maxReplicas": 5, "targetMemoryUtilization": 75}),
+    )
+    yield Case(
+        n,
+        "spec.autoscaling",
+        m("spec.autoscaling", "minReplicas must not exceed maxReplicas"),
+        put("spec.autoscaling", {"minReplicas": 6, "maxReplicas": 5, "targetCPUUtilization": 80}),
+        put("spec.autoscaling", {"minReplicas": 5, "maxReplicas": 5, "targetCPUUtilization": 80}),
+    )
+    yield Case(
+        n,
+        "spec.networkPolicy",
+        m("spec.networkPolicy", "at least one ingress source"),
+        put("spec.networkPolicy", {"ingress": []}),
+        put("spec.networkPolicy", {"ingress": [{"namespaceSelector": {}}]}),
+    )
+    levels = "spec.logging.perLoggerLevels"
+    yield Case(
+        n,
+        levels,
+        m(levels, "logger name must not be empty"),
+        put(levels, {"": "INFO"}),
+        put(levels, {"a": "INFO"}),
+    )
+    yield Case(
+        n,
+        levels,
+        m(levels, "per-logger level must be one of"),
+        put(levels, {"a": "LOUD"}),
+        put(levels, {"a": "DEBUG"}),
+    )
+
+    # --- image, cache, messaging
+    yield Case(
+        n,
+        "spec.image",
+        m("spec.image", "exactly one of image.tag or image.digest"),
+        put("spec.image.digest", "sha256:" + "a" * 64),
+        both(drop("spec.image.tag"), put("spec.image.digest", "sha256:" + "a" * 64)),
+    )
+    yield Case(
+        n,
+        "spec.cache",
+        m("spec.cache", "exactly one of clusterRef or servers"),
+        put("spec.cache.servers", ["memcached:11211"]),
+        put("spec.cache", {"servers": ["memcached:11211"]}),
+    )
+    yield Case(
+        n,
+        "spec.cache",
+        m("spec.cache", "clusterRef.name must not contain a newline"),
+        put("spec.cache.clusterRef.name", "mem\ncached"),
+        put("spec.cache.clusterRef.name", "memcached-2"),
+    )
+    yield Case(
+        n,
+        "spec.messaging",
+        m("spec.messaging", "exactly one of clusterRef or secretRef"),
+        put("spec.messaging.secretRef", {"name": "url"}),
+        put("spec.messaging", {"secretRef": {"name": "url"}}),
+    )
+
+    # --- strings rendered verbatim, URLs
+    for path in (
+        "spec.region",
+        "spec.serviceUser.username",
+        "spec.serviceUser.projectName",
+        "spec.serviceUser.userDomainName",
+        "spec.serviceUser.projectDomainName",
+    ):
+        yield Case(
+            n,
+            path,
+            m(path, "value must not contain a newline"),
+            put(path, "Region\nOne"),
+            put(path, "RegionOne"),
+        )
+    for path in URL_FIELDS:
+        yield Case(
+            n,
+            path,
+            m(path, "must be a valid URL"),
+            put(path, "http://exa mple.org"),
+            put(path, "http://a.example"),
+        )
+        yield Case(
+            n, path, m(path, "URL must include a host"), put(path, "http://"), put(path, "http://a.example")
+        )
+    remote = "spec.remoteCompute.keystoneEndpoint"
+    for start, bad in (
+        ("must be a valid URL", "https://exa mple.org"),
+        ("URL must include a host", "https://"),
+    ):
+        yield Case(
+            n,
+            remote,
+            m(remote, start),
+            both(MESSAGING_TLS, put("spec.remoteCompute", {**REMOTE, "keystoneEndpoint": bad})),
+            both(MESSAGING_TLS, put("spec.remoteCompute", REMOTE)),
+        )
+
+    yield from _extra_config_cases(n, NOVA_REJECTED_EXTRA_CONFIG_KEYS)
+
+
+def _novacompute_cases() -> Iterator[Case]:
+    c = NOVACOMPUTES
+
+    def m(path: str, start: str) -> str:
+        return message(c, path, start)
+
+    yield Case(
+        c,
+        "",
+        m("", "name must be at most 63"),
+        put("metadata.name", "p" * 64),
+        put("metadata.name", "p" * 63),
+    )
+    yield Case(
+        c,
+        "spec",
+        m("spec", "novaRef is immutable"),
+        put("spec.novaRef.name", "other-nova"),
+        put("spec.nodeSelector", {"example.org/pool": "b"}),
+        update=True,
+    )
+    offboarding = {"key": "kvm.cloud.sap/offboarding", "operator": "Exists", "effect": "NoExecute"}
+    yield Case(
+        c,
+        "spec",
+        m("spec", "a toleration tolerates kvm.cloud.sap/offboarding"),
+        put("spec.tolerations", [offboarding]),
+        put("spec.tolerations", [{**offboarding, "tolerationSeconds": 300}]),
+    )
+    yield Case(
+        c,
+        "spec",
+        m("spec", "a toleration tolerates kvm.cloud.sap/offboarding"),
+        put("spec.tolerations", [{"operator": "Exists"}]),
+        put("spec.tolerations", [{"operator": "Exists", "effect": "NoSchedule"}]),
+    )
+    yield Case(
+        c,
+        "spec.image",
+        m("spec.image", "exactly one of image.tag or image.digest"),
+        put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute"}),
+        put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute", "tag": "2025.2"}),
+    )
+    yield Case(
+        c,
+        "spec.libvirt",
+        m("spec.libvirt", "cpuModels is required when cpuMode is custom"),
+        put("spec.libvirt", {"cpuMode": "custom"}),
+        put("spec.libvirt", {"cpuMode": "custom", "cpuModels": ["Cascadelake-Server-noTSX"]}),
+    )
+    yield Case(
+        c,
+        "spec.libvirt",
+        m("spec.libvirt", "cpuModels is required when cpuMode is custom"),
+        put("spec.libvirt", {"cpuMode": "host-model", "cpuModels": ["Cascadelake-Server-noTSX"]}),
+        put("spec.libvirt", {"cpuMode": "host-model"}),
+    )
+    strategy = "spec.updateStrategy"
+    yield Case(
+        c,
+        strategy,
+        m(strategy, "maxUnavailable applies to RollingUpdate only"),
+        put(strategy, {"type": "OnDelete", "maxUnavailable": 1}),
+        put(strategy, {"type": "OnDelete"}),
+    )
+    yield Case(
+        c,
+        strategy,
+        m(strategy, "maxUnavailable must be an integer or a percentage"),
+        put(strategy, {"maxUnavailable": "ten"}),
+        put(strategy, {"maxUnavailable": "10%"}),
+    )
+    for bad, good in ((0, 1), ("0%", "1%")):
+        yield Case(
+            c,
+            strategy,
+            m(strategy, "maxUnavailable must resolve to at least 1"),
+            put(strategy, {"maxUnavailable": bad}),
+            put(strategy, {"maxUnavailable": good}),
+        )
+    yield from _shared_block_cases(c, "spec")
+    yield from _extra_config_cases(c, NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS)
+
+
+def all_cases() -> list[Case]:
+    return [*_nova_cases(), *_novacompute_cases()]
+
+
+# --- tests ---------------------------------------------------------------------------------
+
+pytestmark = pytest.mark.integration
+
+CASES = all_cases()
+
+
+def test_every_rule_of_the_generated_crds_is_covered_by_the_table() -> None:
+    rules = crd_rules()
+    keys = {(plural, path, msg) for plural, path, msg, _ in rules}
+    assert len(keys) == len(rules), (
+        "two rules at one path share a message: the table could not tell them apart"
+    )
+    covered = {case.key for case in CASES}
+    assert covered == keys, {"uncovered": sorted(keys - covered), "unknown": sorted(covered - keys)}
+    assert len(covered) == len(rules)
+
+
+def _assert_refused(err: ApiException, case: Case) -> None:
+    assert err.status == 422, err.body
+    text = json.loads(err.body)["message"]
+    assert (case.expect or case.message) in text, text
+    path = (case.path or "metadata.name") if case.error_path is None else case.error_path
+    if path:
+        assert f"{path}: " in text, text
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_rule_refuses_the_bad_object_and_admits_the_nearest_good_one(
+    objects: Objects, case: Case
+) -> None:
+    if case.update:
+        stored = await objects.create(case.plural, BASES[case.plural]())
+        bad, good = copy.deepcopy(stored), copy.deepcopy(stored)
+        case.bad(bad)
+        case.good(good)
+        with pytest.raises(ApiException) as err:
+            await objects.replace(case.plural, bad)
+        _assert_refused(err.value, case)
+        await objects.replace(case.plural, good)
+        return
+    bad, good = BASES[case.plural](), BASES[case.plural]()
+    case.bad(bad)
+    case.good(good)
+    with pytest.raises(ApiException) as err:
+        await objects.create(case.plural, bad)
+    _assert_refused(err.value, case)
+    await objects.create(case.plural, good)

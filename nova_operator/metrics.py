@@ -17,7 +17,8 @@ Names:
 - work queues (``name`` = controller): ``nova_operator_workqueue_depth``,
   ``_adds_total``, ``_retries_total``, ``_queue_duration_seconds``, ``_work_duration_seconds``
 - informers: ``nova_operator_informer_events_total{resource,type}``,
-  ``nova_operator_informer_relists_total{resource}``
+  ``nova_operator_informer_relists_total{resource}``,
+  ``nova_operator_informer_watch_restarts_total{resource,reason}``
 - leader election: ``nova_operator_leader_election_master_status{name}``
 - steps (reconciler spec §14.1): ``nova_operator_reconcile_duration_seconds{sub_reconciler}``,
   ``nova_operator_reconcile_errors_total{sub_reconciler,condition_type}``
@@ -113,6 +114,12 @@ class Metrics:
             "nova_operator_informer_relists_total",
             "Full LISTs after start, 410 Gone or errors",
             ["resource"],
+            registry=r,
+        )
+        self.informer_watch_restarts = Counter(
+            "nova_operator_informer_watch_restarts_total",
+            "Watches re-opened, by reason: closed (normal end), gone (410), inactive, error",
+            ["resource", "reason"],
             registry=r,
         )
         self.leader = Gauge(

@@ -140,11 +140,14 @@ class Informer:
                 if rv is None:
                     rv = await self._list(namespace)
                 rv = await self._watch(namespace, rv)
+                self._restarted("closed")
                 backoff = s.backoff_initial
             except Gone:
+                self._restarted("gone")
                 log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
                 rv = None
             except (KubeError, TimeoutError, ValueError) as exc:
+                self._restarted("inactive" if isinstance(exc, TimeoutError) else "error")
                 delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
                 log.warning(
                     "watch failed, retrying",
@@ -155,6 +158,10 @@ class Informer:
                 )
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, s.backoff_max)
+
+    def _restarted(self, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.informer_watch_restarts.labels(str(self.ref), reason).inc()
 
     async def _list(self, namespace: str | None) -> str:
         doc = await self._lw.list(self.ref, namespace, label_selector=self.label_selector)

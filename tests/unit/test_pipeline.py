@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass, field
+from typing import Self
+
+import pytest
+
+from nova_operator.pipeline import Step, run_group, run_sequence
+from nova_operator.runtime.request import Result
+
+
+@dataclass
+class Ctx:
+    conditions: dict[str, str] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
+
+    def fork(self) -> Self:
+        return copy.deepcopy(self)
+
+    def adopt_condition(self, member: Self, condition_type: str) -> None:
+        if condition_type in member.conditions:
+            self.conditions[condition_type] = member.conditions[condition_type]
+        self.ran.extend(r for r in member.ran if r not in self.ran)
+
+
+@dataclass
+class Recorder:
+    seen: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def observe_step(self, step: str, condition: str, seconds: float, *, failed: bool) -> None:
+        assert seconds >= 0
+        self.seen.append((step, condition, failed))
+
+
+def step(name: str, result: Result | Exception, *, delay: float = 0.0) -> Step[Ctx]:
+    async def run(ctx: Ctx) -> Result:
+        ctx.ran.append(name)
+        if delay:
+            await asyncio.sleep(delay)
+        ctx.conditions[f"{name}Ready"] = "set"
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    return Step(name, f"{name}Ready", run)
+
+
+async def test_sequence_runs_in_order_and_stops_at_the_first_requeue() -> None:
+    ctx, obs = Ctx(), Recorder()
+    steps = [step("A", Result()), step("B", Result(requeue_after=15)), step("C", Result())]
+    assert await run_sequence(steps, ctx, obs) == Result(requeue_after=15)
+    assert ctx.ran == ["A", "B"]
+    assert obs.seen == [("A", "AReady", False), ("B", "BReady", False)]
+
+
+async def test_sequence_error_stops_and_is_observed_as_failed() -> None:
+    ctx, obs = Ctx(), Recorder()
+    with pytest.raises(RuntimeError, match="boom"):
+        await run_sequence([step("A", RuntimeError("boom")), step("B", Result())], ctx, obs)
+    assert ctx.ran == ["A"]
+    assert obs.seen == [("A", "AReady", True)]
+
+
+async def test_group_returns_the_shortest_requeue_and_merges_every_condition() -> None:
+    ctx, obs = Ctx(), Recorder()
+    members = [step("X", Result(requeue_after=10)), step("Y", Result()), step("Z", Result(requeue_after=3))]
+    assert await run_group(members, ctx, obs) == Result(requeue_after=3)
+    assert ctx.conditions == {"XReady": "set", "YReady": "set", "ZReady": "set"}
+    assert sorted(s for s, _, _ in obs.seen) == ["X", "Y", "Z"]
+
+
+async def test_group_error_cancels_slow_members_and_keeps_finished_conditions() -> None:
+    ctx, obs = Ctx(), Recorder()
+    members = [
+        step("Fast", Result()),
+        step("Bad", ValueError("no")),
+        step("Slow", Result(), delay=30),
+    ]
+    with pytest.raises(ValueError, match="no"):
+        await asyncio.wait_for(run_group(members, ctx, obs), timeout=5)
+    assert ctx.conditions == {"FastReady": "set", "BadReady": "set"}  # Slow never set its condition
+    assert ("Bad", "BadReady", True) in obs.seen
+
+
+async def test_group_members_work_on_their_own_copies() -> None:
+    async def mutate(c: Ctx) -> Result:
+        c.conditions["Other"] = "leak"
+        c.conditions["MReady"] = "ok"
+        return Result()
+
+    ctx = Ctx()
+    await run_group([Step("M", "MReady", mutate)], ctx, Recorder())
+    assert ctx.conditions == {"MReady": "ok"}

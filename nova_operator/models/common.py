@@ -252,6 +252,19 @@ Tolerations = Annotated[list[Toleration], Field(max_length=32)]
 NodeSelector = Annotated[dict[str, Annotated[str, Field(max_length=63)]], Field(max_length=32)]
 
 
+class LabelSelectorRequirement(CRDModel):
+    key: Annotated[str, Field(max_length=317)]
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = None
+
+
+class LabelSelector(CRDModel):
+    __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
+
+    match_labels: Annotated[dict[str, str], Field(max_length=32)] | None = None
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
+
+
 class RollingUpdateDeployment(CRDModel):
     max_unavailable: IntOrString | None = None
     max_surge: IntOrString | None = None
@@ -267,6 +280,21 @@ class DeploymentStrategy(CRDModel):
 
     type: Literal["RollingUpdate", "Recreate"] | None = None
     rolling_update: RollingUpdateDeployment | None = None
+
+
+class TopologySpreadConstraint(CRDModel):
+    """core/v1 TopologySpreadConstraint."""
+
+    max_skew: Annotated[Int32, Field(ge=1)]
+    topology_key: Annotated[str, Field(min_length=1, max_length=317)]
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    label_selector: LabelSelector | None = None
+    min_domains: Annotated[Int32, Field(ge=1)] | None = None
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
+    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    match_label_keys: Annotated[list[Annotated[str, Field(max_length=317)]], Field(max_length=16)] | None = (
+        None
+    )
 
 
 DRAIN_WINDOW_RULE = Rule(
@@ -286,7 +314,7 @@ class DeploymentSpec(CRDModel):
     termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = None
     pre_stop_sleep_seconds: Annotated[Int64, Field(ge=0)] | None = None
     strategy: DeploymentStrategy | None = None
-    topology_spread_constraints: Annotated[list[Opaque], Field(max_length=16)] | None = None
+    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=16)] | None = None
     priority_class_name: Annotated[str, Field(max_length=253)] | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
@@ -344,6 +372,25 @@ class GatewaySpec(CRDModel):
     annotations: Annotated[dict[str, str], Field(max_length=64)] | None = None
 
 
+class HPAScalingPolicy(CRDModel):
+    type: Literal["Pods", "Percent"]
+    value: Annotated[Int32, Field(ge=1)]
+    period_seconds: Annotated[Int32, Field(ge=1, le=1800)]
+
+
+class HPAScalingRules(CRDModel):
+    stabilization_window_seconds: Annotated[Int32, Field(ge=0, le=3600)] | None = None
+    select_policy: Literal["Max", "Min", "Disabled"] | None = None
+    policies: Annotated[list[HPAScalingPolicy], Field(max_length=16)] | None = None
+
+
+class HPABehavior(CRDModel):
+    """autoscaling/v2 HorizontalPodAutoscalerBehavior, copied verbatim onto the HPA."""
+
+    scale_up: HPAScalingRules | None = None
+    scale_down: HPAScalingRules | None = None
+
+
 class AutoscalingSpec(CRDModel):
     __crd_rules__ = (
         Rule(
@@ -364,20 +411,7 @@ class AutoscalingSpec(CRDModel):
     target_memory_utilization: Annotated[Int32, Field(ge=1)] | None = Field(
         default=None, alias="targetMemoryUtilization"
     )
-    behavior: Opaque | None = None
-
-
-class LabelSelectorRequirement(CRDModel):
-    key: Annotated[str, Field(max_length=317)]
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = None
-
-
-class LabelSelector(CRDModel):
-    __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
-
-    match_labels: Annotated[dict[str, str], Field(max_length=32)] | None = None
-    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
+    behavior: HPABehavior | None = None
 
 
 class NetworkPolicyIngressSource(CRDModel):
@@ -404,6 +438,10 @@ class LoggingSpec(CRDModel):
             dict[str, Annotated[str, Field(max_length=16)]],
             Field(max_length=64),
             Rule("self.all(k, k.size() > 0)", "logger name must not be empty"),
+            Rule(
+                "self.all(k, !k.contains('\\n') && !k.contains('\\r'))",
+                "logger name must not contain a newline or carriage return",
+            ),
             Rule(
                 "self.all(k, self[k] in ['DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'])",
                 "per-logger level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL",

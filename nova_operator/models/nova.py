@@ -124,6 +124,67 @@ _CHILD_SUFFIXES = ("-api", "-metadata", "-scheduler", "-conductor", "-novncproxy
 _SUFFIX_LIST = "[" + ", ".join(f"'{s}'" for s in _CHILD_SUFFIXES) + "]"
 
 
+# The pod selector of each block's Deployment, by the component label (see the renderers).
+_COMPONENTS = (
+    ("api", "api"),
+    ("metadata", "metadata"),
+    ("scheduler", "scheduler"),
+    ("conductor", "conductor"),
+)
+
+
+def _spread_selector_rule(block: str, component: str) -> Rule:
+    """A topology spread constraint must count exactly the pods of its own Deployment."""
+    constraints = f"self.spec.{block}.deployment.topologySpreadConstraints"
+    selector = (
+        "{'app.kubernetes.io/name': 'nova', 'app.kubernetes.io/instance': self.metadata.name, "
+        f"'app.kubernetes.io/component': '{component}'}}"
+    )
+    return Rule(
+        f"!has(self.spec.{block}) || !has(self.spec.{block}.deployment) || "
+        f"!has({constraints}) || {constraints}.all(c, has(c.labelSelector) && "
+        "has(c.labelSelector.matchLabels) && !has(c.labelSelector.matchExpressions) && "
+        f"c.labelSelector.matchLabels == {selector})",
+        f"topologySpreadConstraints labelSelector must equal the pod selector of the {component} Deployment: "
+        "matchLabels app.kubernetes.io/name=nova, app.kubernetes.io/instance=<metadata.name>, "
+        f"app.kubernetes.io/component={component}",
+        field_path=f".spec.{block}.deployment.topologySpreadConstraints",
+    )
+
+
+def _utilization_rules(resource: str, target: str) -> tuple[Rule, Rule]:
+    """A utilization target is a share of the API pods' request: it needs one and must be reachable.
+
+    Without an explicit request the render-time default applies: CPU gets a 70m request and no
+    limit (any target is reachable); memory gets one figure as request and limit, as does a
+    resource with only a limit (the kubelet copies it into the request), so at most 100 %.
+    """
+    res = "self.api.deployment.resources"
+    has_req = f"(has({res}) && has({res}.requests) && '{resource}' in {res}.requests)"
+    has_lim = f"(has({res}) && has({res}.limits) && '{resource}' in {res}.limits)"
+    req = f"quantity(string({res}.requests['{resource}']))"
+    lim = f"quantity(string({res}.limits['{resource}']))"
+    guard = (
+        f"!has(self.autoscaling) || !has(self.autoscaling.{target}) || "
+        "!has(self.api) || !has(self.api.deployment)"
+    )
+    share = f"{req}.asApproximateFloat() * double(self.autoscaling.{target})"
+    capped_by_default = "true" if resource == "memory" else "false"
+    return (
+        Rule(
+            f"{guard} || !{has_req} || {req}.isGreaterThan(quantity('0'))",
+            f"{resource} request must be greater than zero: {target} is a percentage of it",
+        ),
+        Rule(
+            f"{guard} || ({has_req} ? (!{has_lim} || "
+            f"{lim}.asApproximateFloat() * 100.0 >= {share})"
+            f" : (!({has_lim} || {capped_by_default}) || self.autoscaling.{target} <= 100))",
+            f"{target} can never be reached: "
+            f"the {resource} limit keeps usage below that share of the request",
+        ),
+    )
+
+
 def _harakiri_rule() -> Rule:
     grace = (
         "(has(self.deployment.terminationGracePeriodSeconds) ? "
@@ -221,7 +282,14 @@ class NovaEndpointsSpec(CRDModel):
 
 
 class NovaRemoteComputeSpec(CRDModel):
-    keystone_endpoint: Annotated[HttpURL, Field(pattern=r"^https://")]
+    keystone_endpoint: Annotated[
+        HttpURL,
+        Rule(
+            "self.startsWith('https://')",
+            "remoteCompute.keystoneEndpoint must use https: the service-user password is sent across a "
+            "cluster boundary",
+        ),
+    ]
     transport_url_secret_ref: TransportURLSecretRef = Field(alias="transportURLSecretRef")
 
 
@@ -285,6 +353,8 @@ class NovaSpec(CRDModel):
             "autoscaling.maxReplicas must be at least spec.api.deployment.replicas: minReplicas defaults to "
             "spec.api.deployment.replicas",
         ),
+        *_utilization_rules("cpu", "targetCPUUtilization"),
+        *_utilization_rules("memory", "targetMemoryUtilization"),
     )
 
     open_stack_release: Annotated[str, Field(pattern=r"^\d{4}\.[12]$")]
@@ -390,6 +460,8 @@ class Nova(CRDModel):
             "<name>-<database>-cell0, so a Nova with this name could share them with another Nova "
             "in this namespace",
         ),
+        *(_spread_selector_rule(block, component) for block, component in _COMPONENTS),
+        _spread_selector_rule("consoleProxy", "novncproxy"),
     )
 
     api_version: Literal["nova.openstack.c5c3.io/v1alpha1"] = API_VERSION

@@ -322,6 +322,76 @@ def _nova_cases() -> Iterator[Case]:
         put("spec.autoscaling", {"maxReplicas": 3, "targetCPUUtilization": 80}),
     )
 
+    # --- a utilization target needs a request and must be reachable
+    def scaled(target: str, value: int, resources: Obj) -> Mutation:
+        return both(
+            put("spec.autoscaling", {"maxReplicas": 5, target: value}),
+            put("spec.api.deployment", {"resources": resources}),
+        )
+
+    for resource, target in (("cpu", "targetCPUUtilization"), ("memory", "targetMemoryUtilization")):
+        one = "1" if resource == "cpu" else "1Gi"
+        yield Case(
+            n,
+            "spec",
+            m("spec", f"{resource} request must be greater than zero"),
+            scaled(target, 80, {"requests": {resource: "0"}}),
+            scaled(target, 80, {"requests": {resource: one}}),
+        )
+        unreachable = m("spec", f"{target} can never be reached")
+        yield Case(
+            n,
+            "spec",
+            unreachable,
+            scaled(target, 150, {"requests": {resource: one}, "limits": {resource: one}}),
+            scaled(target, 100, {"requests": {resource: one}, "limits": {resource: one}}),
+        )
+        yield Case(
+            n,
+            "spec",
+            unreachable,
+            scaled(target, 150, {"limits": {resource: one}}),
+            scaled(target, 150, {"requests": {resource: one}}),
+        )
+    yield Case(
+        n,
+        "spec",
+        m("spec", "targetMemoryUtilization can never be reached"),
+        put("spec.autoscaling", {"maxReplicas": 5, "targetMemoryUtilization": 120}),
+        put("spec.autoscaling", {"maxReplicas": 5, "targetMemoryUtilization": 100}),
+    )
+
+    # --- topology spread constraints count exactly their own Deployment's pods
+    for block, component in (
+        ("api", "api"),
+        ("metadata", "metadata"),
+        ("scheduler", "scheduler"),
+        ("conductor", "conductor"),
+        ("consoleProxy", "novncproxy"),
+    ):
+        labels = {
+            "app.kubernetes.io/name": "nova",
+            "app.kubernetes.io/instance": "nova",
+            "app.kubernetes.io/component": component,
+        }
+        spread = {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+        path = f"spec.{block}.deployment.topologySpreadConstraints"
+        yield Case(
+            n,
+            "",
+            m("", f"topologySpreadConstraints labelSelector must equal the pod selector of the {component} "),
+            put(
+                path,
+                [{**spread, "labelSelector": {"matchLabels": {**labels, "app.kubernetes.io/instance": "x"}}}],
+            ),
+            put(path, [{**spread, "labelSelector": {"matchLabels": labels}}]),
+            error_path=path,
+        )
+
     # --- database blocks
     for block, label in (("spec.apiDatabase", "apiDatabase"), ("spec.database", "database")):
         brownfield = {"host": "db.example.org", "database": "x", "secretRef": {"name": "creds"}}
@@ -460,6 +530,13 @@ def _nova_cases() -> Iterator[Case]:
         put(levels, {"a": "LOUD"}),
         put(levels, {"a": "DEBUG"}),
     )
+    yield Case(
+        n,
+        levels,
+        m(levels, "logger name must not contain"),
+        put(levels, {"oslo\nmessaging": "INFO"}),
+        put(levels, {"oslo.messaging": "INFO"}),
+    )
 
     # --- image, cache, messaging
     yield Case(
@@ -518,6 +595,16 @@ def _nova_cases() -> Iterator[Case]:
             n, path, m(path, "URL must include a host"), put(path, "http://"), put(path, "http://a.example")
         )
     remote = "spec.remoteCompute.keystoneEndpoint"
+    yield Case(
+        n,
+        remote,
+        m(remote, "remoteCompute.keystoneEndpoint must use https"),
+        both(
+            MESSAGING_TLS,
+            put("spec.remoteCompute", {**REMOTE, "keystoneEndpoint": "http://k.example.org/v3"}),
+        ),
+        both(MESSAGING_TLS, put("spec.remoteCompute", REMOTE)),
+    )
     for start, bad in (
         ("must be a valid URL", "https://exa mple.org"),
         ("URL must include a host", "https://"),

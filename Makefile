@@ -30,10 +30,10 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff check --fix nova_operator tests tools
 
 manifests: venv  ## regenerate config/crd and config/rbac from the code
-	$(PY) -m nova_operator.models.crd write config
+	$(PY) -m nova_operator.manifests write config
 
 verify-manifests: venv  ## fail when config/ is stale
-	$(PY) -m nova_operator.models.crd verify config
+	$(PY) -m nova_operator.manifests verify config
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit

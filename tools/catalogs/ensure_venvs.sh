@@ -7,9 +7,14 @@
 #   NOVA_VENV_CACHE=/elsewhere bash tools/catalogs/ensure_venvs.sh 2026.1
 #
 # The venvs live outside the repository (default /var/cache/nova-operator/nova-venvs/<release>);
-# a venv is reused when its marker names the wanted nova version. Cold: a few minutes per
-# release on 2 cores; warm: returns at once. Used by the catalog generator
+# a venv is reused when its marker names the wanted nova version and constraints. Cold: about
+# a minute per release on 2 cores; warm: returns at once. Used by the catalog generator
 # (tools/catalogs/generate.py) and by the oslo-config-validator test of the renderers.
+#
+# tools/catalogs/constraints-<release>.txt pins every package of the venv (the pip freeze of
+# the venv the committed catalog was generated from), so a cold venv on a fresh machine holds
+# the same oslo libraries and reproduces the committed catalog. `generate.py --freeze`
+# rewrites them from the current venvs; without one, the newest compatible versions install.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
@@ -36,7 +41,14 @@ while read -r release version; do
     ((match)) || continue
   fi
   dir="$cache/$release"
-  if [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "nova==$version" ]]; then
+  constraints="$here/constraints-$release.txt"
+  marker="nova==$version"
+  pin=()
+  if [[ -f "$constraints" ]]; then
+    marker="$marker $(sha256sum "$constraints" | cut -c1-16)"
+    pin=(-c "$constraints")
+  fi
+  if [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "$marker" ]]; then
     if [[ ! -s "$dir/nova-opt-data.yaml" ]]; then
       opt_data "$dir"
     fi
@@ -50,7 +62,7 @@ while read -r release version; do
   "$python" -m venv "$tmp"
   "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.
-  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "nova[osprofiler]==$version"
+  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "${pin[@]}" "nova[osprofiler]==$version"
   sdist="$(mktemp -d)"
   "$tmp/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
     -d "$sdist" "nova==$version"
@@ -58,7 +70,7 @@ while read -r release version; do
   cp "$sdist/nova-$version/etc/nova/nova-config-generator.conf" "$tmp/nova-config-generator.conf"
   rm -rf "$sdist"
   "$tmp/bin/python" -c "import nova, oslo_config" # fail here, not in a test, when the install is broken
-  echo "nova==$version" >"$tmp/.installed"
+  echo "$marker" >"$tmp/.installed"
   # venvs hard-code their path: rebuild scripts by moving only after success and fixing shebangs.
   rm -rf "$dir"
   mv "$tmp" "$dir"

@@ -3,6 +3,7 @@
     bash tools/catalogs/ensure_venvs.sh          # the nova venvs (cached outside the repo)
     python tools/catalogs/generate.py            # writes nova_operator/data/catalog-<release>.json
     python tools/catalogs/generate.py --check    # exit 1 when a committed catalog is stale
+    python tools/catalogs/generate.py --freeze   # pin the venvs: write constraints-<release>.txt
 
 Each catalog is read from the real ``nova`` package of that release (see
 ``tools/catalogs/releases.txt``) by ``extract_opts.py``, run with the venv's own Python.
@@ -73,16 +74,40 @@ def render_catalog(release: str, nova_version: str) -> str:
     return json.dumps(catalog, indent=1, sort_keys=True) + "\n"
 
 
+def freeze(release: str) -> None:
+    """Pin every package of the release's venv (``pip freeze``) into constraints-<release>.txt."""
+    frozen = subprocess.run(
+        [str(venv_dir(release) / "bin" / "python"), "-m", "pip", "freeze", "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    lines = sorted(line for line in frozen.splitlines() if line and not line.startswith("#"))
+    header = (
+        f"# pip freeze of the {release} nova venv the committed catalog was generated from "
+        "(generate.py --freeze)"
+    )
+    (HERE / f"constraints-{release}.txt").write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    print(f"wrote tools/catalogs/constraints-{release}.txt ({len(lines)} pins)", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--check", action="store_true", help="fail when a committed catalog differs")
+    parser.add_argument(
+        "--freeze", action="store_true", help="write constraints-<release>.txt from the current venvs"
+    )
     parser.add_argument("release", nargs="*", help="only these releases (default: all)")
     args = parser.parse_args(argv)
     wanted = [r for r in releases() if not args.release or r[0] in args.release]
     ensure_venvs([r for r, _ in wanted])
     stale: list[str] = []
+    if args.freeze:
+        for release, _ in wanted:
+            freeze(release)
+        return 0
     for release, nova_version in wanted:
         text = render_catalog(release, nova_version)
         path = DATA / f"catalog-{release}.json"

@@ -63,6 +63,23 @@ class Schema:
         return f"Schema({dict(self.keys)!r})"
 
 
+class SchemaFrom:
+    """The CRD schema of this field is that of ``model``, while Python keeps the plain JSON dict.
+
+    For Kubernetes types the operator copies verbatim into what it renders (a spread
+    constraint, an HPA behavior): the API server validates them against the typed schema
+    (which CEL rules can read), and renderers get the camelCase dict as stored.
+    """
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"SchemaFrom({self.model.__name__})"
+
+
 def _openapi_key(name: str) -> str:
     # x_kubernetes_list_type -> x-kubernetes-list-type; max_items -> maxItems
     if name.startswith("x_"):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from nova_operator.models._schema import CRDModel, Rule, Schema
+from nova_operator.models._schema import CRDModel, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -314,7 +314,10 @@ class DeploymentSpec(CRDModel):
     termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = None
     pre_stop_sleep_seconds: Annotated[Int64, Field(ge=0)] | None = None
     strategy: DeploymentStrategy | None = None
-    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=16)] | None = None
+    topology_spread_constraints: (
+        Annotated[list[Annotated[dict[str, Any], SchemaFrom(TopologySpreadConstraint)]], Field(max_length=16)]
+        | None
+    ) = None
     priority_class_name: Annotated[str, Field(max_length=253)] | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
@@ -411,7 +414,7 @@ class AutoscalingSpec(CRDModel):
     target_memory_utilization: Annotated[Int32, Field(ge=1)] | None = Field(
         default=None, alias="targetMemoryUtilization"
     )
-    behavior: HPABehavior | None = None
+    behavior: Annotated[dict[str, Any], SchemaFrom(HPABehavior)] | None = None
 
 
 class NetworkPolicyIngressSource(CRDModel):

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from nova_operator.models._schema import Rule, Schema
+from nova_operator.models._schema import Rule, Schema, SchemaFrom
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NovaCompute
 
@@ -187,7 +187,10 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
     markers = {k: v for m in _flatten(metadata) if isinstance(m, Schema) for k, v in m.keys.items()}
     schema: dict[str, Any]
     origin = typing.get_origin(bare)
-    if markers.get("x-kubernetes-int-or-string"):
+    typed_as = [m.model for m in _flatten(metadata) if isinstance(m, SchemaFrom)]
+    if typed_as:
+        schema = _model_schema(typed_as[-1])
+    elif markers.get("x-kubernetes-int-or-string"):
         schema = {}
     elif markers.get("x-kubernetes-preserve-unknown-fields"):
         schema = {"type": "object"}

@@ -250,6 +250,7 @@ class SimCluster:
                 f"--cert-dir={w / (name + '-pki')}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
+                "--authentication-skip-lookup=true",  # no client-CA configmap: bearer tokens only
             ]
 
         kcm = cp._spawn(
@@ -260,7 +261,10 @@ class SimCluster:
                 # No legacy token Secrets: the ServiceAccount admission plugin is off and pods carry
                 # no token volume; everything else (GC, namespace, deployment, job, daemonset,
                 # disruption, nodelifecycle, root-ca publisher, ...) runs as in a real cluster.
-                "--controllers=*,-serviceaccount-token-controller",
+                # The apiserver's self-signed serving cert has no CA bit, so its ClusterTrustBundle
+                # publisher would only retry and log.
+                "--controllers=*,-serviceaccount-token-controller,"
+                "-kube-apiserver-serving-clustertrustbundle-publisher-controller",
                 f"--root-ca-file={cp.ca_file}",
                 "--node-monitor-grace-period=40s",
             ],

@@ -30,10 +30,10 @@ OPERATOR_SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
 
 
-# Children get SIGTERM when the thread that started them dies, even by SIGKILL, so a killed test
+# Children get SIGKILL when the thread that started them dies (even by SIGKILL), so a killed test
 # run or launcher leaves no etcd or apiserver behind. setpriv (util-linux) execs the binary in
 # place, so the pid and process group stay the binary's own.
-_DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+_DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
 class ControlPlaneError(RuntimeError):

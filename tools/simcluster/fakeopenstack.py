@@ -179,6 +179,8 @@ class FakeOpenStack:
 
     async def go_offline(self, api: Literal["keystone", "nova"] = "nova") -> None:
         """Close the listening socket: connections are refused until ``go_online``."""
+        with self._lock:  # requests on kept-alive connections are dropped too
+            self._faults[api] = ("reset", None)
         site = self._sites.pop(api, None)
         if site is not None:
             await site.stop()
@@ -186,6 +188,8 @@ class FakeOpenStack:
     async def go_online(self, api: Literal["keystone", "nova"] = "nova") -> None:
         if api not in self._sites:
             await self._listen(api)
+        with self._lock:
+            self._faults.pop(api, None)
 
     # -- URLs --------------------------------------------------------------------------------
 

@@ -1,0 +1,87 @@
+"""Fixtures of the e2e tier: one simulated cluster per session (or an existing one).
+
+With ``E2E_KUBECONFIG`` set, the tests run against that cluster (kind, for example); the
+tests that need kwok stages, fake nodes or the stand-ins are skipped with a reason.
+Otherwise ``simcluster.launch`` starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok, the stand-ins and the fake OpenStack API once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, config
+from simcluster import SimHandle, launch
+
+E2E_KUBECONFIG = os.environ.get("E2E_KUBECONFIG")
+_HANDLE: SimHandle | None = None
+
+# Node layout of the session cluster: 3 plain nodes, 3 in pool "a", 2 in pool "b".
+POOL_A = "a"
+POOL_B = "b"
+
+
+@pytest.fixture(scope="session")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle | None]:
+    """The session's simulated cluster, or None when the tests run against ``E2E_KUBECONFIG``."""
+    global _HANDLE
+    if E2E_KUBECONFIG:
+        yield None
+        return
+    t0 = time.monotonic()
+    handle = launch(tmp_path_factory.mktemp("simcluster"), nodes=3, pools={POOL_A: 3, POOL_B: 2})
+    took, procs = time.monotonic() - t0, handle.cluster.startup_seconds
+    print(f"\nsimulated cluster up in {took:.1f} s (processes {procs:.1f} s)")
+    _HANDLE = handle
+    try:
+        yield handle
+    finally:
+        _HANDLE = None
+        handle.stop()
+
+
+@pytest.fixture
+def simcluster(sim: SimHandle | None) -> SimHandle:
+    """The simulated cluster; skips the test on an external cluster."""
+    if sim is None:
+        pytest.skip("needs the simulated cluster (kwok stages, fake nodes, stand-ins); E2E_KUBECONFIG is set")
+    return sim
+
+
+@pytest.fixture
+def kubeconfig(sim: SimHandle | None) -> pathlib.Path:
+    return pathlib.Path(E2E_KUBECONFIG) if E2E_KUBECONFIG else sim.kubeconfig  # type: ignore[union-attr]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and _HANDLE is not None and "sim" in getattr(item, "fixturenames", ()):
+        report.sections.append(("simulated cluster logs", _HANDLE.logs(6000)))
+    return report
+
+
+@pytest.fixture
+async def api(kubeconfig: pathlib.Path) -> AsyncIterator[client.ApiClient]:
+    """An admin API client (context ``admin`` of the simulated cluster, current context otherwise)."""
+    cfg = client.Configuration()
+    context = None if E2E_KUBECONFIG else "admin"
+    await config.load_kube_config(config_file=str(kubeconfig), context=context, client_configuration=cfg)
+    async with client.ApiClient(configuration=cfg) as api:
+        yield api
+
+
+@pytest.fixture
+async def ns(api: client.ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace per test, deleted afterwards (the namespace controller finishes it)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    await core.delete_namespace(name)

@@ -8,6 +8,7 @@ from enum import StrEnum
 __all__ = [
     "CONFIG_BASE_LABEL",
     "Component",
+    "api_endpoint",
     "cell0_object_name",
     "cell0_schema",
     "common_labels",
@@ -65,6 +66,13 @@ _SUFFIX = {
 
 def deployment_name(name: str, component: Component) -> str:
     return f"{name}{_SUFFIX[component]}"
+
+
+def api_endpoint(name: str, namespace: str, gateway_hostname: str | None) -> str:
+    """``status.endpoint``: ``https://<gateway hostname>/`` with a gateway, else the in-cluster URL."""
+    if gateway_hostname:
+        return f"https://{gateway_hostname}/"
+    return f"http://{name}.{namespace}.svc.cluster.local:8774"
 
 
 def config_base(name: str) -> str:

@@ -157,6 +157,9 @@ def _pod_template(
 
 def _job(nova: Nova, suffix: str, command: list[str], config_map: str) -> Manifest:
     name = nova.metadata.name or ""
+    # The common labels put the Job pods under the NetworkPolicy; the component value is the
+    # Job's suffix (reconciler.md §5.6 leaves it unconfirmed), which keeps them out of every
+    # Deployment selector and the API PDB.
     labels = naming.labels(name, suffix)
     template = plain(
         _pod_template(

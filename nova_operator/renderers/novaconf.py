@@ -31,6 +31,7 @@ __all__ = [
     "CONFIG_DIR",
     "LOGGING_INI_PATH",
     "OWNED_KEYS",
+    "OWNED_PAIRS",
     "REJECTED_KEYS",
     "ConfInputs",
     "ConfigError",
@@ -171,6 +172,13 @@ class RejectedKey(NamedTuple):
 #: one into the ConfigMap.
 REJECTED_KEYS: tuple[RejectedKey, ...] = tuple(
     RejectedKey(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS
+)
+
+
+#: Every (section, key) the operator owns, reported or rejected: exempt from the option-catalog
+#: scan (``catalog.unknown_options(release, extra, exempt=OWNED_PAIRS)``), spec nova-crd §6.6.
+OWNED_PAIRS: frozenset[tuple[str, str]] = frozenset(
+    {(s, k) for s, keys in OWNED_KEYS.items() for k in keys} | {(r.section, r.key) for r in REJECTED_KEYS}
 )
 
 

@@ -31,7 +31,11 @@ TOOLS = REPO / "tools" / "catalogs"
 
 @pytest.fixture(scope="module")
 def venvs() -> dict[str, Path]:
-    subprocess.run(["bash", str(TOOLS / "ensure_venvs.sh")], check=True, capture_output=True)
+    made = subprocess.run(
+        ["bash", str(TOOLS / "ensure_venvs.sh")], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        pytest.fail(f"tools/catalogs/ensure_venvs.sh failed:\n{made.stderr[-3000:]}")
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("catalogs_generate", TOOLS / "generate.py")

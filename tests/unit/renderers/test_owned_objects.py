@@ -426,3 +426,19 @@ def test_config_hash_and_config_map(load_sample: Load) -> None:
     assert cm["metadata"]["labels"]["cobaltcore.c5c3.io/config-base"] == "nova-config"
     assert digests.credential_digest("") == ""
     assert digests.credential_digest("x") == digests.sha256_hex("x")
+
+
+def test_api_endpoint() -> None:
+    assert naming.api_endpoint("nova", "openstack", "compute.example.org") == "https://compute.example.org/"
+    assert naming.api_endpoint("nova", "openstack", None) == "http://nova.openstack.svc.cluster.local:8774"
+
+
+def test_owned_pairs_are_exempt_from_the_catalog_scan() -> None:
+    from nova_operator import catalog
+
+    extra = {"DEFAULT": {"transport_url": "x", "no_such_option": "y"}, "filter_scheduler": {"workers": "1"}}
+    assert ("DEFAULT", "transport_url") in novaconf.OWNED_PAIRS
+    assert catalog.unknown_options("2025.2", extra, exempt=novaconf.OWNED_PAIRS) == [
+        ("DEFAULT", "no_such_option"),
+        ("filter_scheduler", "workers"),
+    ]

@@ -160,7 +160,7 @@ class LeaderElector:
         new = dict(spec)
         if holder != self.identity:
             new["acquireTime"] = now
-            new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if holder else 0)
+            new["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         new.update(holderIdentity=self.identity, leaseDurationSeconds=duration, renewTime=now)
         lease["spec"] = new
         try:

@@ -90,10 +90,12 @@ class Manager:
         return ctl
 
     def add_controller(self, controller: Controller) -> None:
+        """Register ``controller`` (a no-op when it is registered already)."""
+        if controller in self.controllers:
+            return
         if any(c.name == controller.name for c in self.controllers):
             raise ValueError(f"duplicate controller name {controller.name!r}")
-        if controller not in self.controllers:
-            self.controllers.append(controller)
+        self.controllers.append(controller)
 
     @property
     def informers(self) -> list[Informer]:

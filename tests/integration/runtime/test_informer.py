@@ -44,6 +44,15 @@ async def operator_kube(plane: ControlPlane) -> Kube:
     return await Kube.connect(kubeconfig=str(plane.kubeconfig), context="admin", metrics=Metrics())
 
 
+def restart_apiserver_here(plane: ControlPlane) -> None:
+    """Start kube-apiserver from this (the main) thread, blocking the loop for a few seconds.
+
+    The control plane ties each process to the thread that started it (parent-death
+    signal), so starting it from a worker thread would kill it when that thread ends.
+    """
+    plane.start_apiserver()
+
+
 def data_of(informer: Informer, name: str, namespace: str) -> dict[str, str] | None:
     obj = informer.cache.get(name, namespace)
     return None if obj is None else obj.get("data", {})
@@ -112,7 +121,7 @@ async def test_cache_converges_after_apiserver_restart_mid_watch(
             await rec.until(lambda: data_of(informer, "change", namespace) == {"v": "1"})
 
             await asyncio.to_thread(control_plane.stop_apiserver)  # the watch breaks mid-stream
-            await asyncio.to_thread(control_plane.start_apiserver)
+            restart_apiserver_here(control_plane)
             # Write at once, racing the informer's reconnect.
             for i in range(2, 12):
                 await kube.patch(CONFIGMAPS, "change", {"data": {"v": str(i)}}, namespace)
@@ -190,7 +199,7 @@ async def test_expired_resource_version_relists_and_loses_no_event(
             # A restart of the API server discards its watch cache: every resourceVersion the
             # informer holds is now too old (410 Gone), as after an etcd compaction.
             await asyncio.to_thread(control_plane.stop_apiserver)
-            await asyncio.to_thread(control_plane.start_apiserver)
+            restart_apiserver_here(control_plane)
             before = len(rec.events)
             await kube.patch(CONFIGMAPS, "change", {"data": {"v": "1"}}, namespace)
             await kube.delete(CONFIGMAPS, "drop", namespace)

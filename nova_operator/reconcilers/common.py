@@ -1,0 +1,194 @@
+"""Generic parts of one pass, shared by the Nova and NovaCompute controllers (reconciler.md §2, §8.4, §14.2).
+
+Both controllers read their CR (NotFound ends the pass), ensure a finalizer (requeue 1 s after
+adding it), snapshot the status, run their pipeline, and write the status once at the end, only
+when it changed semantically, with ``observedGeneration`` stamped and ``Ready`` recomputed from
+a declared input list. Nothing here knows a kind: callers pass the ``ResourceRef``, the
+finalizer name, the Ready inputs and the event recorder.
+
+The terminal-Job recorder gives the per-CR Job metrics (and the cells report, and the upgrade
+check event) exactly-once semantics across passes and restarts: the UID of the last recorded
+Job is kept in an annotation on the CR, written with the pass's resourceVersion as an
+optimistic-lock precondition *before* anything is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from nova_operator import conditions
+from nova_operator.events import EventRecorder
+from nova_operator.kube.client import Kube
+from nova_operator.kube.errors import Conflict, KubeError, NotFound
+from nova_operator.kube.resources import ResourceRef
+from nova_operator.readiness import JobState, job_duration_seconds, job_state
+from nova_operator.runtime.cache import copy_object
+
+Object = dict[str, Any]
+Clock = Callable[[], datetime]
+
+JOB_UID_ANNOTATION: Final = "cobaltcore.c5c3.io/last-{suffix}-job-uid"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- read, finalizers ------------------------------------------------------------------------
+
+
+async def read_object(kube: Kube, ref: ResourceRef, namespace: str, name: str) -> Object | None:
+    """The CR as the API server has it now; None when it is gone (the pass ends without error)."""
+    try:
+        return await kube.get(ref, name, namespace)
+    except NotFound:
+        return None
+
+
+def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:
+    return finalizer in ((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+async def _set_finalizers(kube: Kube, ref: ResourceRef, obj: Object, finalizers: list[str]) -> None:
+    meta = obj["metadata"]
+    patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+    live = await kube.patch(ref, meta["name"], patch, meta.get("namespace"))
+    meta["finalizers"] = finalizers
+    meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+
+
+async def ensure_finalizer(kube: Kube, ref: ResourceRef, obj: Object, finalizer: str) -> bool:
+    """Add ``finalizer`` (optimistic lock on the pass's resourceVersion); True when it had to be added.
+
+    The caller then requeues after 1 s and stops, so the next pass sees the persisted finalizer.
+    """
+    if has_finalizer(obj, finalizer):
+        return False
+    current = list((obj.get("metadata") or {}).get("finalizers") or [])
+    await _set_finalizers(kube, ref, obj, [*current, finalizer])
+    return True
+
+
+async def remove_finalizer(kube: Kube, ref: ResourceRef, obj: Object, finalizer: str) -> bool:
+    """Release ``finalizer``; True when it was present. A CR already gone counts as released."""
+    if not has_finalizer(obj, finalizer):
+        return False
+    current = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
+    with contextlib.suppress(NotFound):
+        await _set_finalizers(kube, ref, obj, current)
+    return True
+
+
+# -- status ----------------------------------------------------------------------------------
+
+
+def snapshot_status(obj: Mapping[str, Any]) -> Object:
+    """A deep copy of ``status`` taken before the pipeline runs (empty dict when there is none)."""
+    status = obj.get("status")
+    return copy_object(dict(status)) if isinstance(status, Mapping) else {}
+
+
+def finish_status(status: Object, *, ready_inputs: Sequence[str], generation: int, now: datetime) -> Object:
+    """Recompute ``Ready`` from the conditions present now and stamp ``observedGeneration`` (in place)."""
+    conds: list[conditions.Condition] = status.setdefault("conditions", [])
+    conditions.set_ready(conds, ready_inputs, generation=generation, now=now)
+    status["observedGeneration"] = generation
+    return status
+
+
+def status_patch(snapshot: Mapping[str, Any], status: Mapping[str, Any]) -> Object:
+    """A merge patch turning ``snapshot`` into ``status`` at the top level (removed fields become null)."""
+    patch: Object = {k: v for k, v in status.items() if snapshot.get(k) != v}
+    for key in snapshot:
+        if key not in status:
+            patch[key] = None
+    return patch
+
+
+async def write_status(
+    kube: Kube,
+    ref: ResourceRef,
+    obj: Object,
+    status: Object,
+    snapshot: Mapping[str, Any],
+    *,
+    ready_inputs: Sequence[str],
+    generation: int,
+    now: datetime,
+) -> bool:
+    """Finish ``status`` and write it when it differs from ``snapshot``; True when a request was sent.
+
+    A converged pass finds nothing changed and sends nothing (no watch event, no resourceVersion churn).
+    """
+    finish_status(status, ready_inputs=ready_inputs, generation=generation, now=now)
+    if status == snapshot:
+        return False
+    meta = obj["metadata"]
+    patch = {"status": status_patch(snapshot, status)}
+    live = await kube.patch_status(ref, meta["name"], patch, meta.get("namespace"))
+    meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+    obj["status"] = status
+    return True
+
+
+# -- exactly-once recording of terminal Jobs -------------------------------------------------
+
+
+def job_uid_annotation(suffix: str) -> str:
+    """``cobaltcore.c5c3.io/last-<suffix>-job-uid`` (db-sync, db-expand, …, db-archive, db-sync-cells)."""
+    return JOB_UID_ANNOTATION.format(suffix=suffix)
+
+
+def deferral_message(suffix: str) -> str:
+    return f"patching the last-observed {suffix} Job UID failed; emission deferred to the next reconcile"
+
+
+Record = Callable[[JobState, float], Awaitable[None] | None]
+
+
+async def record_terminal_job(
+    kube: Kube,
+    ref: ResourceRef,
+    obj: Object,
+    job: Mapping[str, Any] | None,
+    *,
+    suffix: str,
+    record: Record,
+    events: EventRecorder,
+    deferral_reason: str,
+) -> bool:
+    """Call ``record(state, seconds)`` once per terminal Job UID; True when it did.
+
+    Nothing happens unless ``job`` is terminal and its UID differs from the one stored under
+    the suffix's annotation on ``obj``. The annotation is patched first, with the resourceVersion
+    the pass read as a precondition; only on success is ``record`` called and the new
+    resourceVersion and annotation copied into ``obj`` (so the final status write does not
+    conflict). On patch failure nothing is recorded and ``deferral_reason`` is emitted as a
+    Warning; the next pass retries.
+    """
+    if job is None:
+        return False
+    state = job_state(job)
+    if state is JobState.RUNNING:
+        return False
+    uid = str((job.get("metadata") or {}).get("uid") or "")
+    key = job_uid_annotation(suffix)
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    if not uid or annotations.get(key) == uid:
+        return False
+    patch = {"metadata": {"annotations": {key: uid}, "resourceVersion": meta["resourceVersion"]}}
+    try:
+        live = await kube.patch(ref, meta["name"], patch, meta.get("namespace"))
+    except (Conflict, NotFound, KubeError):
+        await events.emit(obj, "Warning", deferral_reason, deferral_message(suffix))
+        return False
+    meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+    meta["annotations"] = {**annotations, key: uid}
+    outcome = record(state, job_duration_seconds(job) or 0.0)
+    if outcome is not None:
+        await outcome
+    return True

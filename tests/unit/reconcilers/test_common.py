@@ -1,0 +1,104 @@
+"""The generic pass helpers: finalizer, status write skipped when unchanged, exactly-once Job recording."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from nova_operator.kube.resources import NOVAS
+from nova_operator.readiness import JobState
+from nova_operator.reconcilers import common
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+INPUTS = ("SecretsReady",)
+
+
+def _cr(kube: Any) -> Any:
+    return kube.put(
+        NOVAS,
+        {
+            "apiVersion": NOVAS.api_version,
+            "kind": "Nova",
+            "metadata": {"name": "n", "namespace": "ns", "generation": 2},
+        },
+    )
+
+
+def _job(uid: str, cond: str = "Complete") -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "status": {
+            "conditions": [{"type": cond, "status": "True", "lastTransitionTime": "2026-01-01T00:00:42Z"}]
+        },
+    }
+
+
+async def test_a_finalizer_is_added_once_and_released(kube: Any) -> None:
+    obj = _cr(kube)
+    assert await common.ensure_finalizer(kube, NOVAS, obj, "f")
+    assert not await common.ensure_finalizer(kube, NOVAS, obj, "f")
+    assert (await kube.get(NOVAS, "n", "ns"))["metadata"]["finalizers"] == ["f"]
+    assert await common.remove_finalizer(kube, NOVAS, obj, "f")
+    assert (await kube.get(NOVAS, "n", "ns"))["metadata"]["finalizers"] == []
+
+
+async def test_status_is_written_only_when_it_changed(kube: Any) -> None:
+    obj = _cr(kube)
+    snap = common.snapshot_status(obj)
+    status = common.snapshot_status(obj)
+    assert await common.write_status(
+        kube, NOVAS, obj, status, snap, ready_inputs=INPUTS, generation=2, now=NOW
+    )
+    stored = (await kube.get(NOVAS, "n", "ns"))["status"]
+    assert stored["observedGeneration"] == 2
+    assert stored["conditions"][0]["type"] == "Ready"
+    assert stored["conditions"][0]["status"] == "False"
+    kube.calls.clear()
+    again = common.snapshot_status(obj)
+    assert not await common.write_status(
+        kube, NOVAS, obj, common.snapshot_status(obj), again, ready_inputs=INPUTS, generation=2, now=NOW
+    )
+    assert kube.writes() == []
+
+
+def test_a_removed_status_field_is_sent_as_null() -> None:
+    assert common.status_patch({"a": 1, "b": 2}, {"a": 1}) == {"b": None}
+
+
+async def test_a_terminal_job_is_recorded_once_per_uid(kube: Any, events: Any) -> None:
+    obj = _cr(kube)
+    seen: list[tuple[JobState, float]] = []
+
+    def record(state: JobState, seconds: float) -> None:
+        seen.append((state, seconds))
+
+    kw: dict[str, Any] = {"suffix": "db-sync", "record": record, "events": events, "deferral_reason": "D"}
+    assert await common.record_terminal_job(kube, NOVAS, obj, _job("u1"), **kw)
+    assert not await common.record_terminal_job(kube, NOVAS, obj, _job("u1"), **kw)
+    assert seen == [(JobState.COMPLETE, 42.0)]
+    stored = await kube.get(NOVAS, "n", "ns")
+    assert stored["metadata"]["annotations"] == {"cobaltcore.c5c3.io/last-db-sync-job-uid": "u1"}
+    assert obj["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    running = {"metadata": {"uid": "u2"}, "status": {}}
+    assert not await common.record_terminal_job(kube, NOVAS, obj, running, **kw)
+    assert await common.record_terminal_job(kube, NOVAS, obj, _job("u2", "Failed"), **kw)
+    assert seen[-1][0] is JobState.FAILED
+
+
+async def test_a_stale_resource_version_defers_the_recording(kube: Any, events: Any) -> None:
+    obj = _cr(kube)
+    kube.put(NOVAS, {**obj, "spec": {"changed": True}})  # someone else wrote: obj is stale now
+    seen: list[JobState] = []
+    ok = await common.record_terminal_job(
+        kube,
+        NOVAS,
+        obj,
+        _job("u1"),
+        suffix="db-archive",
+        record=lambda s, _: seen.append(s),
+        events=events,
+        deferral_reason="DBArchiveMetricEmissionDeferred",
+    )
+    assert not ok
+    assert seen == []
+    assert events.emitted[0][:2] == ("Warning", "DBArchiveMetricEmissionDeferred")

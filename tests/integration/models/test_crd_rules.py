@@ -12,6 +12,7 @@ once per place they are used, because each place carries its own copy of the rul
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -133,6 +134,7 @@ class Case:
 # --- rule messages, read from the generated CRDs (so the table cannot drift) ---------------
 
 
+@functools.cache
 def crd_rules() -> list[tuple[str, str, str, dict[str, Any]]]:
     """(plural, path, message, rule) for every x-kubernetes-validations entry of both CRDs."""
     out: list[tuple[str, str, str, dict[str, Any]]] = []

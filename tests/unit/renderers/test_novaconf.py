@@ -303,3 +303,11 @@ def test_rendering_is_deterministic_and_does_not_mutate_the_cr(nova: Nova) -> No
     second = novaconf.config_data(novaconf.conf_inputs(nova))
     assert first == second
     assert nova.model_dump(by_alias=True) == before
+
+
+def test_the_bytes_do_not_depend_on_the_release(nova: Nova) -> None:
+    other = nova.model_copy(deep=True)
+    other.spec.open_stack_release = "2026.2" if nova.spec.open_stack_release != "2026.2" else "2025.2"
+    assert novaconf.config_data(novaconf.conf_inputs(other)) == novaconf.config_data(
+        novaconf.conf_inputs(nova)
+    )

@@ -22,9 +22,14 @@ Names:
 - leader election: ``nova_operator_leader_election_master_status{name}``
 - steps (reconciler spec §14.1): ``nova_operator_reconcile_duration_seconds{sub_reconciler}``,
   ``nova_operator_reconcile_errors_total{sub_reconciler,condition_type}``
+- per-CR Jobs (reconciler spec §14.2): ``nova_operator_db_sync_total{nova,namespace,result}``,
+  ``nova_operator_db_sync_duration_seconds{nova,namespace}``, ``nova_operator_db_archive_total``,
+  ``nova_operator_db_archive_duration_seconds`` (deleted with ``forget_nova`` on finalizer release)
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import Metric
@@ -33,6 +38,8 @@ RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
 WRITE_VERBS = frozenset({"create", "update", "apply", "patch", "delete"})
 _STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_JOB_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600)
+JOB_RESULTS = ("succeeded", "failed")
 _RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -141,6 +148,43 @@ class Metrics:
             ["sub_reconciler", "condition_type"],
             registry=r,
         )
+
+        self.db_sync_total = Counter(
+            "nova_operator_db_sync_total",
+            "Terminated db-sync and expand/migrate/contract Jobs",
+            ["nova", "namespace", "result"],
+            registry=r,
+        )
+        self.db_sync_duration = Histogram(
+            "nova_operator_db_sync_duration_seconds",
+            "Durations of terminated db-sync and expand/migrate/contract Jobs",
+            ["nova", "namespace"],
+            buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+        self.db_archive_total = Counter(
+            "nova_operator_db_archive_total",
+            "Terminated db-archive runs",
+            ["nova", "namespace", "result"],
+            registry=r,
+        )
+        self.db_archive_duration = Histogram(
+            "nova_operator_db_archive_duration_seconds",
+            "Durations of terminated db-archive runs",
+            ["nova", "namespace"],
+            buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+
+    def forget_nova(self, name: str, namespace: str) -> None:
+        """Delete every per-CR series of one Nova (on release of its finalizer)."""
+        for counter in (self.db_sync_total, self.db_archive_total):
+            for result in JOB_RESULTS:
+                with contextlib.suppress(KeyError):
+                    counter.remove(name, namespace, result)
+        for histogram in (self.db_sync_duration, self.db_archive_duration):
+            with contextlib.suppress(KeyError):
+                histogram.remove(name, namespace)
 
     def register_controller(self, name: str, workers: int) -> None:
         """Pre-create a controller's series at 0 so rates and alerts work from the start."""

@@ -1,7 +1,7 @@
 """The only package that imports kubernetes_asyncio: the ``Kube`` seam, resource table, errors."""
 
 from nova_operator.kube.client import ConfigError, Kube, Object, WatchEvent, WatchStream, load_api_client
-from nova_operator.kube.resources import ResourceRef, ref_for, render_rbac
+from nova_operator.kube.resources import ResourceRef, ref_for
 
 __all__ = [
     "ConfigError",
@@ -12,5 +12,4 @@ __all__ = [
     "WatchStream",
     "load_api_client",
     "ref_for",
-    "render_rbac",
 ]

@@ -1,0 +1,106 @@
+"""The apply helper: owner references, the write-free skip, and conflict retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nova_operator import apply
+from nova_operator.kube.errors import Conflict
+from nova_operator.kube.resources import CONFIGMAPS, ResourceRef
+
+OWNER = {
+    "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+    "kind": "Nova",
+    "metadata": {"name": "nova", "namespace": "ns", "uid": "u-1"},
+}
+
+
+def desired() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns", "labels": {"a": "1"}},
+        "data": {"k": "v"},
+    }
+
+
+class FakeKube:
+    def __init__(self, *fail: Exception) -> None:
+        self.fail = list(fail)
+        self.applied: list[tuple[ResourceRef, dict[str, Any], str, bool]] = []
+
+    async def apply(
+        self,
+        ref: ResourceRef,
+        body: dict[str, Any],
+        *,
+        field_manager: str,
+        namespace: str | None,
+        force: bool,
+    ) -> dict[str, Any]:
+        self.applied.append((ref, body, field_manager, force))
+        if self.fail:
+            raise self.fail.pop(0)
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": "7"}}
+
+
+def test_carries_is_a_subset_check_that_ignores_server_added_fields() -> None:
+    live = {
+        "metadata": {"name": "c", "labels": {"a": "1", "extra": "x"}, "uid": "u"},
+        "spec": {"replicas": 2, "template": {"containers": [{"name": "x", "image": "i", "tty": False}]}},
+    }
+    assert apply.carries(live, {"metadata": {"labels": {"a": "1"}}, "spec": {"replicas": 2}})
+    assert apply.carries(live, {"spec": {"template": {"containers": [{"name": "x"}]}}})
+    assert not apply.carries(live, {"spec": {"replicas": 3}})
+    assert not apply.carries(live, {"spec": {"template": {"containers": [{"name": "x"}, {"name": "y"}]}}})
+    assert not apply.carries(live, {"metadata": {"annotations": {"a": "1"}}})
+    assert not apply.carries({"v": 1}, {"v": True})  # JSON true is not 1
+    assert not apply.carries({"v": "1"}, {"v": 1})
+
+
+def test_with_owner_sets_one_controller_reference_without_touching_the_input() -> None:
+    d = desired()
+    out = apply.with_owner(apply.with_owner(d, OWNER), OWNER)
+    assert out["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+            "kind": "Nova",
+            "name": "nova",
+            "uid": "u-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert "ownerReferences" not in d["metadata"]
+
+
+async def test_apply_sends_one_server_side_apply_with_the_field_manager() -> None:
+    kube = FakeKube()
+    live = await apply.apply(kube, desired(), owner=OWNER)  # type: ignore[arg-type]
+    ref, body, manager, force = kube.applied[0]
+    assert (ref, manager, force) == (CONFIGMAPS, "nova-operator", True)
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert live["metadata"]["resourceVersion"] == "7"
+
+
+async def test_apply_skips_the_write_when_the_cached_object_carries_the_desired_fields() -> None:
+    kube = FakeKube()
+    cached = apply.with_owner(desired(), OWNER)
+    cached["metadata"].update(uid="c-1", resourceVersion="5")
+    assert await apply.apply(kube, desired(), owner=OWNER, cached=cached) == cached  # type: ignore[arg-type]
+    assert kube.applied == []
+    cached["data"]["k"] = "old"
+    await apply.apply(kube, desired(), owner=OWNER, cached=cached)  # type: ignore[arg-type]
+    assert len(kube.applied) == 1
+
+
+async def test_apply_retries_a_conflict_and_gives_up_after_a_few() -> None:
+    kube = FakeKube(Conflict("race"))
+    await apply.apply(kube, desired())  # type: ignore[arg-type]
+    assert len(kube.applied) == 2
+    kube = FakeKube(*[Conflict("race")] * 10)
+    with pytest.raises(Conflict):
+        await apply.apply(kube, desired())  # type: ignore[arg-type]
+    assert len(kube.applied) == apply.CONFLICT_RETRIES + 1

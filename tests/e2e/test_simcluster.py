@@ -25,6 +25,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from simcluster import (
     CELL0_UUID,
+    COMPLETE_AFTER_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     FAIL_LABEL,
     POOL_LABEL,
@@ -217,6 +218,55 @@ async def test_fail_label_fails_job_pods_with_exit_code_and_message(
         assert (pod.status.phase, term.exit_code, term.message) == ("Failed", code, msg)
     j = await batch.read_namespaced_job_status("n-db-migrate", ns)
     assert any(c.type == "Failed" and c.reason == "BackoffLimitExceeded" for c in j.status.conditions)
+
+
+async def test_marked_pods_of_a_job_fail_all_attempts_without_the_real_backoff(
+    simcluster: SimHandle, api: client.ApiClient, ns: str
+) -> None:
+    """How a test fails a Job the operator will create: mark its pods before they exist."""
+    job_label = {"batch.kubernetes.io/job-name": "nova-db-migrate"}
+    simcluster.cluster.mark_pods(
+        "migrate-fails",
+        namespace=ns,
+        match_labels=job_label,
+        labels={FAIL_LABEL: "true"},
+        annotations={TERMINATION_MESSAGE_ANNOTATION: "migration failed\n"},
+    )
+    try:
+        t0 = time.monotonic()
+        await client.BatchV1Api(api).create_namespaced_job(
+            ns, job("nova-db-migrate", container_name="db-migrate")
+        )
+        assert (
+            await eventually(functools.partial(job_condition, api, ns, "nova-db-migrate"), what="Failed")
+            == "Failed"
+        )
+        took = time.monotonic() - t0
+    finally:
+        simcluster.cluster.unmark_pods("migrate-fails")
+    pods = await job_pods(api, ns, "nova-db-migrate")
+    assert len(pods) == 5
+    assert {p.status.phase for p in pods} == {"Failed"}
+    assert pods[0].status.container_statuses[0].state.terminated.message == "migration failed\n"
+    assert took < 15, f"{took:.1f} s: the 10+20+40+80 s backoff was not skipped"
+
+
+async def test_complete_after_keeps_a_job_pod_running(
+    simcluster: SimHandle, api: client.ApiClient, ns: str
+) -> None:
+    await client.BatchV1Api(api).create_namespaced_job(
+        ns, job("slow-db-sync", annotations={COMPLETE_AFTER_ANNOTATION: "2s"})
+    )
+
+    async def running() -> bool:
+        pods = await job_pods(api, ns, "slow-db-sync")
+        return bool(pods) and pods[0].status.phase == "Running"
+
+    await eventually(running, what="Job pod running")
+    t0 = time.monotonic()
+    assert await job_condition(api, ns, "slow-db-sync") is None
+    assert await eventually(functools.partial(job_condition, api, ns, "slow-db-sync")) == "Complete"
+    assert time.monotonic() - t0 > 1.0
 
 
 async def test_unready_and_fail_labels_keep_deployment_pods_unready_until_removed(

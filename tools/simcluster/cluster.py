@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import pathlib
 import ssl
 import threading
@@ -41,6 +42,7 @@ UNREADY_LABEL = f"{SIM_PREFIX}/unready"
 TERMINATION_MESSAGE_ANNOTATION = f"{SIM_PREFIX}/termination-message"
 EXIT_CODE_ANNOTATION = f"{SIM_PREFIX}/exit-code"
 COMPLETE_AFTER_ANNOTATION = f"{SIM_PREFIX}/complete-after"
+REAL_BACKOFF_ANNOTATION = f"{SIM_PREFIX}/real-backoff"
 # Label every fake node carries, and the pool label create_nodes(pool=...) sets.
 NODE_TYPE_LABEL = "type"
 POOL_LABEL = f"{SIM_PREFIX}/pool"
@@ -223,6 +225,96 @@ class SimCluster:
     def delete_node(self, name: str) -> None:
         self.kube.delete(f"/api/v1/nodes/{name}")
 
+    # -- marking pods that others create ----------------------------------------------------
+
+    def mark_pods(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        match_labels: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        timeout: float = 15.0,
+    ) -> None:
+        """Add ``labels``/``annotations`` to every pod created from now on in ``namespace`` whose labels
+        include ``match_labels`` (e.g. ``{"batch.kubernetes.io/job-name": "nova-db-migrate"}`` with
+        ``labels={FAIL_LABEL: "true"}``), so a test can steer pods of Jobs and Deployments the
+        operator creates without racing kwok. Uses a MutatingAdmissionPolicy (admissionregistration
+        v1) and waits until the API server applies it. Undo with ``unmark_pods(name)``.
+        """
+        policy = f"simcluster-mark-{name}"
+        meta_fields = []
+        if labels:
+            meta_fields.append(f"labels: {_cel_map(labels)}")
+        if annotations:
+            meta_fields.append(f"annotations: {_cel_map(annotations)}")
+        expression = f"Object{{metadata: Object.metadata{{{', '.join(meta_fields)}}}}}"
+        self.kube.apply(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": {"name": policy},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE"],
+                                "resources": ["pods"],
+                            }
+                        ]
+                    },
+                    "mutations": [
+                        {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}
+                    ],
+                },
+            }
+        )
+        self.kube.apply(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": policy},
+                "spec": {
+                    "policyName": policy,
+                    "matchResources": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                        "objectSelector": {"matchLabels": dict(match_labels)},
+                    },
+                },
+            }
+        )
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "simcluster-mark-probe-", "labels": dict(match_labels)},
+            "spec": {"containers": [{"name": "probe", "image": "registry.invalid/probe:1"}]},
+        }
+        want = {**(labels or {})}
+
+        def applied() -> bool:
+            pod = self.kube.post(f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe)
+            got = pod["metadata"].get("labels", {})
+            got_ann = pod["metadata"].get("annotations", {})
+            return all(got.get(k) == v for k, v in want.items()) and all(
+                got_ann.get(k) == v for k, v in (annotations or {}).items()
+            )
+
+        self.kube.wait(applied, timeout, f"MutatingAdmissionPolicy {policy} in effect", interval=0.2)
+
+    def unmark_pods(self, name: str) -> None:
+        policy = f"simcluster-mark-{name}"
+        for kind in ("mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+            try:
+                self.kube.delete(f"/apis/admissionregistration.k8s.io/v1/{kind}/{policy}")
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+
     # -- internals -------------------------------------------------------------------------
 
     def _write_stages(self) -> None:
@@ -310,6 +402,11 @@ class SimCluster:
         )
 
 
+def _cel_map(values: Mapping[str, str]) -> str:
+    """A CEL map literal of strings (JSON string escapes are valid CEL)."""
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in values.items()) + "}"
+
+
 def _node_ready(node: JSON) -> bool:
     conditions = node.get("status", {}).get("conditions", [])
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
@@ -337,6 +434,7 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "FAIL_LABEL",
     "POOL_LABEL",
+    "REAL_BACKOFF_ANNOTATION",
     "TERMINATION_MESSAGE_ANNOTATION",
     "UNREADY_LABEL",
     "KubeError",

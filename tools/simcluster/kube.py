@@ -40,6 +40,14 @@ _RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
         "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
         False,
     ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): (
+        "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): (
+        "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
+        False,
+    ),
     ("gateway.networking.k8s.io/v1", "GatewayClass"): (
         "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
         False,

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
+.PHONY: help venv envtest nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -18,6 +18,15 @@ venv: .venv/.installed  ## create .venv with the project and its test and dev ex
 
 envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster binaries
 	bash tools/envtest/build.sh
+
+nova-venvs:  ## one venv per supported release with the real nova package (config validation, catalogs)
+	bash tools/catalogs/ensure_venvs.sh
+
+catalogs: venv nova-venvs  ## regenerate the extraConfig option catalogs from the nova packages
+	$(PY) tools/catalogs/generate.py
+
+verify-catalogs: venv nova-venvs  ## fail when a committed option catalog differs from its nova package
+	$(PY) tools/catalogs/generate.py --check
 
 lint: venv  ## ruff, mypy --strict, import-linter contracts
 	$(PY) -m ruff check nova_operator tests tools

@@ -7,7 +7,7 @@ export PYTHONPATH := tools
 .PHONY: help venv envtest nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 venv: .venv/.installed  ## create .venv with the project and its test and dev extras
 .venv/.installed: pyproject.toml
@@ -56,5 +56,5 @@ test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests
 
-run: venv  ## run the operator against $$KUBECONFIG, or start a local cluster and run it there
+run: venv  ## run the operator against KUBECONFIG, or start a local cluster and run it there
 	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run

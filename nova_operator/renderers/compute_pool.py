@@ -1,0 +1,458 @@
+"""A NovaCompute pool's children: ``compute-pool.conf``, its immutable ConfigMap and the DaemonSet.
+
+Pure (novacompute-crd.md §8, §9): a function of the NovaCompute and ``PoolInputs`` only.
+Node membership lives entirely in the pod template's required node affinity: the pool
+term (the selector, minus Conflict nodes) ORed with one hold term per Draining node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nova_operator.digests import config_hash
+from nova_operator.models.common import ResourceRequirements
+from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
+from nova_operator.naming import CONFIG_BASE_LABEL
+from nova_operator.renderers.novaconf import serialize
+
+__all__ = [
+    "COMPUTE_CONFIG_HASH_ANNOTATION",
+    "CONFIG_FILE",
+    "DEFAULT_REPOSITORY",
+    "REPORTED_KEYS",
+    "REQUIRED_CONTRACT_KEYS",
+    "PoolInputs",
+    "config_map",
+    "config_map_name",
+    "contract_hash",
+    "daemonset",
+    "daemonset_name",
+    "default_image",
+    "labels",
+    "node_affinity_terms",
+    "overridden_owned_keys",
+    "pool_conf",
+    "pool_conf_sections",
+    "pull_policy",
+    "resolve_resources",
+    "selector_labels",
+]
+
+Manifest = dict[str, Any]
+Sections = dict[str, dict[str, str]]
+
+CONFIG_FILE: Final = "compute-pool.conf"
+DEFAULT_REPOSITORY: Final = "ghcr.io/c5c3/nova-compute"
+COMPUTE_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/compute-config-hash"
+REQUIRED_CONTRACT_KEYS: Final = ("nova-compute.conf", "transport_url", "password")
+CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
+POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
+DEFAULT_CPU_REQUEST: Final = "150m"
+DEFAULT_MEMORY: Final = "768Mi"
+TERMINATION_GRACE: Final = 30
+
+NAME_LABEL: Final = "app.kubernetes.io/name"
+INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+COMPONENT_LABEL: Final = "app.kubernetes.io/component"
+
+#: ``[libvirt]`` keys the spec fields own: honored in extraConfig, but flagged (ExtraConfigHealthy).
+REPORTED_KEYS: Final[tuple[tuple[str, str], ...]] = (
+    ("libvirt", "virt_type"),
+    ("libvirt", "cpu_mode"),
+    ("libvirt", "cpu_models"),
+    ("libvirt", "images_type"),
+)
+_OWNED_KEYS: Final = frozenset(
+    {(s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS} | set(REPORTED_KEYS)
+)
+
+# wait-for-chassis: the image has no ovsdb-client, so speak OVSDB JSON-RPC over the socket.
+_WAIT_FOR_CHASSIS = """\
+import json, os, socket, sys, time
+path = os.environ.get("OVSDB_SOCKET", "/run/openvswitch/db.sock")
+request = {"method": "transact", "id": 0, "params": ["Open_vSwitch",
+    {"op": "select", "table": "Open_vSwitch", "where": [], "columns": ["external_ids"]}]}
+def has_system_id():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(path)
+        s.sendall(json.dumps(request).encode())
+        decoder, buf = json.JSONDecoder(), ""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return False
+            buf += chunk.decode()
+            while buf.strip():
+                try:
+                    msg, end = decoder.raw_decode(buf.lstrip())
+                except ValueError:
+                    break
+                buf = buf.lstrip()[end:]
+                if msg.get("id") != 0:
+                    continue
+                for row in ((msg.get("result") or [{}])[0].get("rows") or []):
+                    ids = row.get("external_ids") or ["map", []]
+                    if any(k == "system-id" for k, _ in ids[1]):
+                        return True
+                return False
+    finally:
+        s.close()
+while True:
+    try:
+        if has_system_id():
+            sys.exit(0)
+    except Exception:
+        pass
+    print("waiting for the OVN chassis (external_ids:system-id)", flush=True)
+    time.sleep(2)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInputs:
+    """What a pass hands the DaemonSet renderer besides the NovaCompute."""
+
+    image: str
+    config_map: str
+    contract_secret: str
+    contract_hash: str
+    excluded: frozenset[str] = field(default_factory=frozenset)  # Conflict nodes: NotIn
+    keep_pods: frozenset[str] = field(default_factory=frozenset)  # Draining nodes: hold terms
+    deleting: bool = False
+    pull_policy: str = "Always"
+
+
+# --------------------------------------------------------------------------- names, labels
+
+
+def labels(name: str) -> dict[str, str]:
+    return {
+        NAME_LABEL: "novacompute",
+        INSTANCE_LABEL: name,
+        MANAGED_BY_LABEL: "novacompute-operator",
+        COMPONENT_LABEL: "nova-compute",
+    }
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {NAME_LABEL: "novacompute", INSTANCE_LABEL: name, COMPONENT_LABEL: "nova-compute"}
+
+
+def daemonset_name(name: str) -> str:
+    return f"{name}-nova-compute"
+
+
+def config_base(name: str) -> str:
+    return f"{name}-config"
+
+
+def config_map_name(name: str, data: Mapping[str, str]) -> str:
+    return f"{config_base(name)}-{config_hash(data)}"
+
+
+# --------------------------------------------------------------------------- compute-pool.conf
+
+
+def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) -> list[tuple[str, str]]:
+    """Every owned key (§4.3, reported or rejected) that ``extra_config`` sets, sorted."""
+    return sorted((s, k) for s, opts in (extra_config or {}).items() for k in opts if (s, k) in _OWNED_KEYS)
+
+
+def pool_conf_sections(pool: NovaCompute) -> Sections:
+    libvirt = pool.spec.libvirt
+    sections: Sections = {
+        "DEFAULT": {"compute_driver": "libvirt.LibvirtDriver", "state_path": "/var/lib/nova"},
+        "libvirt": {
+            "virt_type": libvirt.virt_type or "kvm",
+            "connection_uri": "qemu:///system",
+            "live_migration_scheme": "tls",
+            "live_migration_with_native_tls": "true",
+        },
+        "os_vif_ovs": {"ovsdb_connection": "unix:/run/openvswitch/db.sock"},
+        "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
+        # Never a wildcard: the pod is on the host network and consoles have no password.
+        "vnc": {"server_listen": "$my_ip"},
+    }
+    if libvirt.cpu_mode:
+        sections["libvirt"]["cpu_mode"] = libvirt.cpu_mode
+        if libvirt.cpu_mode == "custom" and libvirt.cpu_models:
+            sections["libvirt"]["cpu_models"] = ",".join(libvirt.cpu_models)
+    if libvirt.images_type:
+        sections["libvirt"]["images_type"] = libvirt.images_type
+    for section, options in (pool.spec.extra_config or {}).items():
+        sections.setdefault(section, {}).update(options)  # user values win, key by key
+    return sections
+
+
+def pool_conf(pool: NovaCompute) -> str:
+    """The deterministic INI text (sorted sections, sorted keys, ``key = value``)."""
+    return serialize(pool_conf_sections(pool), what=CONFIG_FILE)
+
+
+def config_map(pool: NovaCompute, text: str) -> Manifest:
+    """The immutable, content-addressed ConfigMap ``{cr}-config-<8 hex>`` (owner set by the caller)."""
+    data = {CONFIG_FILE: text}
+    name = pool.metadata.name or ""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": config_map_name(name, data),
+            "namespace": pool.metadata.namespace,
+            "labels": {**labels(name), CONFIG_BASE_LABEL: config_base(name)},
+        },
+        "data": data,
+        "immutable": True,
+    }
+
+
+def contract_hash(data: Mapping[str, bytes | str]) -> str:
+    """Full SHA-256 hex over the contract Secret's decoded data: keys sorted, ``key=value\\n`` each."""
+    digest = hashlib.sha256()
+    for key in sorted(data):
+        value = data[key]
+        digest.update(key.encode() + b"=" + (value.encode() if isinstance(value, str) else value) + b"\n")
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- image, resources
+
+
+def default_image(installed_release: str) -> str:
+    """The image of a pool without ``spec.image``: the Nova's *installed* release, not its target."""
+    return f"{DEFAULT_REPOSITORY}:{installed_release}"
+
+
+def pull_policy(image: str, *, operator_default: str | None = None) -> str:
+    """The operator-wide default if configured, else Always for a tag and IfNotPresent for a digest.
+
+    Unconfirmed upstream (§9.7): a digest-addressed image gets IfNotPresent, because the
+    digest pins the content and a pull can change nothing.
+    """
+    if operator_default:
+        return operator_default
+    return "IfNotPresent" if "@sha256:" in image else "Always"
+
+
+def resolve_resources(resources: ResourceRequirements | None) -> Manifest:
+    """§9.6: CPU named nowhere -> request 150m; memory named nowhere -> request = limit = 768Mi."""
+    requests = dict((resources.requests or {}) if resources else {})
+    limits = dict((resources.limits or {}) if resources else {})
+    if "cpu" not in requests and "cpu" not in limits:
+        requests["cpu"] = DEFAULT_CPU_REQUEST
+    if "memory" not in requests and "memory" not in limits:
+        requests["memory"] = DEFAULT_MEMORY
+        limits["memory"] = DEFAULT_MEMORY
+    out: Manifest = {}
+    if limits:
+        out["limits"] = dict(sorted(limits.items()))
+    if requests:
+        out["requests"] = dict(sorted(requests.items()))
+    return out
+
+
+# --------------------------------------------------------------------------- DaemonSet
+
+
+def node_affinity_terms(
+    selector: Mapping[str, str], *, excluded: Iterable[str], keep_pods: Iterable[str], deleting: bool
+) -> list[Manifest]:
+    """The ORed node selector terms (§9.2); empty only while deleting with no Draining node."""
+    terms: list[Manifest] = []
+    if not deleting:
+        term: Manifest = {
+            "matchExpressions": [
+                {"key": k, "operator": "In", "values": [selector[k]]} for k in sorted(selector)
+            ]
+        }
+        fields = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in sorted(set(excluded))]
+        if fields:
+            term["matchFields"] = fields
+        terms.append(term)
+    for node in sorted(set(keep_pods)):
+        terms.append({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]})
+    return terms
+
+
+def _host_path(name: str, path: str, type_: str | None = "DirectoryOrCreate") -> Manifest:
+    source: Manifest = {"path": path}
+    if type_:
+        source["type"] = type_
+    return {"name": name, "hostPath": source}
+
+
+def _secret_env(name: str, secret: str, key: str) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _field_env(name: str, path: str) -> Manifest:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _volumes(inputs: PoolInputs) -> list[Manifest]:
+    return [
+        {"name": "compute-config", "secret": {"secretName": inputs.contract_secret}},
+        {"name": "pool-config", "configMap": {"name": inputs.config_map}},
+        _host_path("run-libvirt", "/run/libvirt"),
+        _host_path("var-lib-nova", "/var/lib/nova"),
+        _host_path("run-openvswitch", "/run/openvswitch"),
+        _host_path("dev", "/dev", None),
+        _host_path("sys-fs-cgroup", "/sys/fs/cgroup", None),
+        _host_path("lib-modules", "/lib/modules", None),
+        _host_path("etc-iscsi", "/etc/iscsi"),
+        _host_path("etc-nvme", "/etc/nvme"),
+        _host_path("etc-multipath", "/etc/multipath"),
+        _host_path("etc-multipath-conf", "/etc/multipath.conf", "FileOrCreate"),
+        {"name": "tmp", "emptyDir": {}},
+    ]
+
+
+def _compute_mounts() -> list[Manifest]:
+    return [
+        {"name": "compute-config", "mountPath": CONTRACT_MOUNT, "readOnly": True},
+        {"name": "pool-config", "mountPath": POOL_CONFIG_MOUNT, "readOnly": True},
+        {"name": "run-libvirt", "mountPath": "/run/libvirt"},
+        {"name": "var-lib-nova", "mountPath": "/var/lib/nova", "mountPropagation": "Bidirectional"},
+        {"name": "run-openvswitch", "mountPath": "/run/openvswitch"},
+        {"name": "dev", "mountPath": "/dev"},
+        {"name": "sys-fs-cgroup", "mountPath": "/sys/fs/cgroup", "readOnly": True},
+        {"name": "lib-modules", "mountPath": "/lib/modules", "readOnly": True},
+        {"name": "etc-iscsi", "mountPath": "/etc/iscsi"},
+        {"name": "etc-nvme", "mountPath": "/etc/nvme"},
+        {"name": "etc-multipath", "mountPath": "/etc/multipath"},
+        {"name": "etc-multipath-conf", "mountPath": "/etc/multipath.conf"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+
+
+def _containers(inputs: PoolInputs, resources: Manifest) -> tuple[list[Manifest], list[Manifest]]:
+    common = {"image": inputs.image, "imagePullPolicy": inputs.pull_policy, "resources": resources}
+    create_dir = {
+        "name": "create-instances-dir",
+        **common,
+        "command": ["mkdir", "-p", "-m", "0755", "/var/lib/nova/instances"],
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": False,
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]},
+        },
+        "volumeMounts": [{"name": "var-lib-nova", "mountPath": "/var/lib/nova"}],
+    }
+    wait_for_chassis = {
+        "name": "wait-for-chassis",
+        **common,
+        "command": ["python3", "-c", _WAIT_FOR_CHASSIS],
+        "env": [{"name": "OVSDB_SOCKET", "value": "/run/openvswitch/db.sock"}],
+        "securityContext": {
+            "runAsUser": 42424,
+            "runAsGroup": 42424,
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "run-openvswitch", "mountPath": "/run/openvswitch"}],
+    }
+    secret = inputs.contract_secret
+    env = [
+        _field_env("OS_DEFAULT__HOST", "spec.nodeName"),
+        _field_env("OS_DEFAULT__MY_IP", "status.hostIP"),
+        _field_env("OS_VNC__SERVER_PROXYCLIENT_ADDRESS", "status.hostIP"),
+        _field_env("OS_LIBVIRT__LIVE_MIGRATION_INBOUND_ADDR", "status.hostIP"),
+        _secret_env("OS_DEFAULT__TRANSPORT_URL", secret, "transport_url"),
+        *(
+            _secret_env(f"OS_{section.upper()}__PASSWORD", secret, "password")
+            for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
+        ),
+    ]
+    compute = {
+        "name": "nova-compute",
+        **common,
+        "command": [
+            "nova-compute",
+            "--config-file",
+            f"{CONTRACT_MOUNT}/nova-compute.conf",
+            "--config-dir",
+            POOL_CONFIG_MOUNT,
+        ],
+        "env": env,
+        "securityContext": {
+            "privileged": True,
+            "allowPrivilegeEscalation": True,
+            "readOnlyRootFilesystem": True,
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+        },
+        "volumeMounts": _compute_mounts(),
+    }
+    return [create_dir, wait_for_chassis], [compute]
+
+
+def _update_strategy(pool: NovaCompute) -> Manifest:
+    strategy = pool.spec.update_strategy
+    if strategy.type == "OnDelete":
+        return {"type": "OnDelete"}
+    max_unavailable = strategy.max_unavailable if strategy.max_unavailable is not None else 1
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable}}
+
+
+def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
+    """``{cr}-nova-compute``, or None when no term is left (deleting, no Draining node): delete it."""
+    terms = node_affinity_terms(
+        pool.spec.node_selector,
+        excluded=inputs.excluded,
+        keep_pods=inputs.keep_pods,
+        deleting=inputs.deleting,
+    )
+    if not terms:
+        return None
+    name = pool.metadata.name or ""
+    init, main = _containers(inputs, resolve_resources(pool.spec.resources))
+    pod_spec: Manifest = {
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "terminationGracePeriodSeconds": TERMINATION_GRACE,
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        },
+        "initContainers": init,
+        "containers": main,
+        "volumes": _volumes(inputs),
+    }
+    if pool.spec.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in pool.spec.tolerations
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": daemonset_name(name),
+            "namespace": pool.metadata.namespace,
+            "labels": labels(name),
+        },
+        "spec": {
+            "selector": {"matchLabels": selector_labels(name)},
+            "updateStrategy": _update_strategy(pool),
+            "template": {
+                "metadata": {
+                    "labels": labels(name),
+                    "annotations": {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }

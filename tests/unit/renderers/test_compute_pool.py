@@ -1,0 +1,287 @@
+"""compute-pool.conf, its ConfigMap and the per-pool DaemonSet (novacompute-crd.md §8, §9)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from nova_operator.models.novacompute import NovaCompute
+from nova_operator.renderers import compute_pool as cp
+
+K8S_VERSION = "1.37"
+
+
+def pool(**spec: Any) -> NovaCompute:
+    return NovaCompute.model_validate(
+        {
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+            "kind": "NovaCompute",
+            "metadata": {"name": "rack7", "namespace": "openstack", "uid": "u1"},
+            "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"pool": "rack7"}, **spec},
+        }
+    )
+
+
+def inputs(**kw: Any) -> cp.PoolInputs:
+    base: dict[str, Any] = {
+        "image": "ghcr.io/c5c3/nova-compute:2025.2",
+        "config_map": "rack7-config-abcdef12",
+        "contract_secret": "nova-compute-config",
+        "contract_hash": "f" * 64,
+    }
+    return cp.PoolInputs(**{**base, **kw})
+
+
+def test_pool_conf_defaults_are_sorted_ini() -> None:
+    assert cp.pool_conf(pool()) == (
+        "[DEFAULT]\n"
+        "compute_driver = libvirt.LibvirtDriver\n"
+        "state_path = /var/lib/nova\n"
+        "\n"
+        "[libvirt]\n"
+        "connection_uri = qemu:///system\n"
+        "live_migration_scheme = tls\n"
+        "live_migration_with_native_tls = true\n"
+        "virt_type = kvm\n"
+        "\n"
+        "[os_vif_ovs]\n"
+        "ovsdb_connection = unix:/run/openvswitch/db.sock\n"
+        "\n"
+        "[oslo_concurrency]\n"
+        "lock_path = /var/lib/nova/tmp\n"
+        "\n"
+        "[vnc]\n"
+        "server_listen = $my_ip\n"
+    )
+
+
+def test_libvirt_fields_and_extra_config_merge_with_user_values_winning() -> None:
+    p = pool(
+        libvirt={"virtType": "qemu", "cpuMode": "custom", "cpuModels": ["A", "B"], "imagesType": "qcow2"},
+        extraConfig={
+            "libvirt": {"virt_type": "kvm", "foo": "bar"},
+            "DEFAULT": {"compute_driver": "fake.FakeDriver"},
+        },
+    )
+    sections = cp.pool_conf_sections(p)
+    assert sections["libvirt"]["cpu_mode"] == "custom"
+    assert sections["libvirt"]["cpu_models"] == "A,B"
+    assert sections["libvirt"]["images_type"] == "qcow2"
+    assert sections["libvirt"]["virt_type"] == "kvm"  # the user wins
+    assert sections["libvirt"]["foo"] == "bar"
+    assert sections["DEFAULT"]["compute_driver"] == "fake.FakeDriver"
+    assert cp.overridden_owned_keys(p.spec.extra_config) == [("libvirt", "virt_type")]
+
+
+def test_cpu_mode_other_than_custom_renders_no_models() -> None:
+    sections = cp.pool_conf_sections(pool(libvirt={"cpuMode": "host-model"}))
+    assert sections["libvirt"]["cpu_mode"] == "host-model"
+    assert "cpu_models" not in sections["libvirt"]
+
+
+def test_owned_key_check_covers_rejected_keys_too() -> None:
+    assert cp.overridden_owned_keys({"DEFAULT": {"host": "x", "debug": "true"}}) == [("DEFAULT", "host")]
+    assert cp.overridden_owned_keys(None) == []
+
+
+def test_config_map_is_immutable_content_addressed_and_labelled() -> None:
+    text = cp.pool_conf(pool())
+    cm = cp.config_map(pool(), text)
+    data = {"compute-pool.conf": text}
+    k, v = b"compute-pool.conf", text.encode()
+    expected = hashlib.sha256(b"%d:%s=%d:%s\n" % (len(k), k, len(v), v)).hexdigest()[:8]
+    assert cm["metadata"]["name"] == f"rack7-config-{expected}"
+    assert cm["data"] == data
+    assert cm["immutable"] is True
+    assert cm["metadata"]["labels"]["cobaltcore.c5c3.io/config-base"] == "rack7-config"
+    other = cp.config_map(
+        pool(libvirt={"virtType": "qemu"}), cp.pool_conf(pool(libvirt={"virtType": "qemu"}))
+    )
+    assert other["metadata"]["name"] != cm["metadata"]["name"]
+
+
+def test_contract_hash_is_full_sha256_of_sorted_key_value_lines() -> None:
+    data = {"transport_url": b"rabbit://x", "password": b"pw"}
+    assert cp.contract_hash(data) == hashlib.sha256(b"password=pw\ntransport_url=rabbit://x\n").hexdigest()
+    assert cp.contract_hash({**data, "password": b"pw2"}) != cp.contract_hash(data)
+
+
+def test_affinity_pool_term_excludes_conflicts_and_holds_draining_nodes() -> None:
+    terms = cp.node_affinity_terms(
+        {"b": "2", "a": "1"}, excluded={"n9", "n3"}, keep_pods={"n5", "n4"}, deleting=False
+    )
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "a", "operator": "In", "values": ["1"]},
+                {"key": "b", "operator": "In", "values": ["2"]},
+            ],
+            "matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": ["n3"]},
+                {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]},
+            ],
+        },
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n4"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n5"]}]},
+    ]
+
+
+def test_deleting_pool_keeps_only_hold_terms_and_none_means_no_daemonset() -> None:
+    assert cp.node_affinity_terms({"a": "1"}, excluded=(), keep_pods={"n1"}, deleting=True) == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    ]
+    assert cp.daemonset(pool(), inputs(deleting=True)) is None
+    assert cp.daemonset(pool(), inputs(deleting=True, keep_pods=frozenset({"n1"}))) is not None
+
+
+def test_daemonset_identity_and_pod_settings() -> None:
+    ds = cp.daemonset(
+        pool(tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]), inputs()
+    )
+    assert ds is not None
+    assert ds["metadata"]["name"] == "rack7-nova-compute"
+    assert ds["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "novacompute",
+        "app.kubernetes.io/instance": "rack7",
+        "app.kubernetes.io/managed-by": "novacompute-operator",
+        "app.kubernetes.io/component": "nova-compute",
+    }
+    assert ds["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "novacompute",
+        "app.kubernetes.io/instance": "rack7",
+        "app.kubernetes.io/component": "nova-compute",
+    }
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    tpl = ds["spec"]["template"]
+    assert tpl["metadata"]["annotations"] == {"nova.openstack.c5c3.io/compute-config-hash": "f" * 64}
+    spec = tpl["spec"]
+    assert "nodeSelector" not in spec
+    assert spec["hostNetwork"] is True
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["tolerations"] == [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
+    assert [c["name"] for c in spec["initContainers"]] == ["create-instances-dir", "wait-for-chassis"]
+    assert [c["name"] for c in spec["containers"]] == ["nova-compute"]
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        assert "livenessProbe" not in c
+        assert "readinessProbe" not in c
+        assert "startupProbe" not in c
+        assert c["image"] == "ghcr.io/c5c3/nova-compute:2025.2"
+        assert c["imagePullPolicy"] == "Always"
+        assert c["resources"] == {
+            "limits": {"memory": "768Mi"},
+            "requests": {"cpu": "150m", "memory": "768Mi"},
+        }
+
+
+def test_nova_compute_container_env_mounts_and_contract() -> None:
+    ds = cp.daemonset(pool(), inputs())
+    assert ds is not None
+    (compute,) = ds["spec"]["template"]["spec"]["containers"]
+    assert compute["command"] == [
+        "nova-compute",
+        "--config-file",
+        "/etc/nova/compute-config/nova-compute.conf",
+        "--config-dir",
+        "/etc/nova/compute-pool.conf.d",
+    ]
+    env = {e["name"]: e["valueFrom"] for e in compute["env"]}
+    assert env["OS_DEFAULT__HOST"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    for name in (
+        "OS_DEFAULT__MY_IP",
+        "OS_VNC__SERVER_PROXYCLIENT_ADDRESS",
+        "OS_LIBVIRT__LIVE_MIGRATION_INBOUND_ADDR",
+    ):
+        assert env[name] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["OS_DEFAULT__TRANSPORT_URL"] == {
+        "secretKeyRef": {"name": "nova-compute-config", "key": "transport_url"}
+    }
+    for section in ("KEYSTONE_AUTHTOKEN", "SERVICE_USER", "PLACEMENT", "NEUTRON", "CINDER"):
+        assert env[f"OS_{section}__PASSWORD"] == {
+            "secretKeyRef": {"name": "nova-compute-config", "key": "password"}
+        }
+    mounts = {m["name"]: m for m in compute["volumeMounts"]}
+    assert mounts["compute-config"] == {
+        "name": "compute-config",
+        "mountPath": "/etc/nova/compute-config",
+        "readOnly": True,
+    }
+    assert mounts["var-lib-nova"]["mountPropagation"] == "Bidirectional"
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["compute-config"] == {
+        "name": "compute-config",
+        "secret": {"secretName": "nova-compute-config"},
+    }
+    assert volumes["pool-config"]["configMap"] == {"name": "rack7-config-abcdef12"}
+    assert volumes["etc-multipath-conf"]["hostPath"]["type"] == "FileOrCreate"
+    assert set(mounts) == set(volumes)
+    assert compute["securityContext"] == {
+        "privileged": True,
+        "allowPrivilegeEscalation": True,
+        "readOnlyRootFilesystem": True,
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+    }
+
+
+def test_wait_for_chassis_script_is_valid_python() -> None:
+    ds = cp.daemonset(pool(), inputs())
+    assert ds is not None
+    wait = ds["spec"]["template"]["spec"]["initContainers"][1]
+    assert wait["command"][:2] == ["python3", "-c"]
+    ast.parse(wait["command"][2])
+    assert wait["securityContext"]["runAsUser"] == 42424
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        (
+            {"requests": {"cpu": "0"}},
+            {"limits": {"memory": "768Mi"}, "requests": {"cpu": "0", "memory": "768Mi"}},
+        ),
+        ({"limits": {"memory": "2Gi"}}, {"limits": {"memory": "2Gi"}, "requests": {"cpu": "150m"}}),
+        (
+            {"limits": {"cpu": "2"}},
+            {"limits": {"cpu": "2", "memory": "768Mi"}, "requests": {"memory": "768Mi"}},
+        ),
+    ],
+)
+def test_resources_fill_only_what_is_named_nowhere(
+    resources: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    assert cp.resolve_resources(pool(resources=resources).spec.resources) == expected
+
+
+def test_update_strategy_on_delete_and_max_unavailable() -> None:
+    ds = cp.daemonset(pool(updateStrategy={"type": "OnDelete"}), inputs())
+    assert ds is not None
+    assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    ds = cp.daemonset(pool(updateStrategy={"maxUnavailable": "10%"}), inputs())
+    assert ds is not None
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "10%"}
+
+
+def test_pull_policy_and_default_image() -> None:
+    assert cp.default_image("2025.2") == "ghcr.io/c5c3/nova-compute:2025.2"
+    assert cp.pull_policy("r:tag") == "Always"
+    assert cp.pull_policy("r@sha256:" + "a" * 64) == "IfNotPresent"
+    assert cp.pull_policy("r:tag", operator_default="Never") == "Never"
+
+
+def test_rendered_objects_pass_kubernetes_validate() -> None:
+    p = pool(tolerations=[{"key": "k", "operator": "Exists"}], updateStrategy={"maxUnavailable": "10%"})
+    ds = cp.daemonset(p, inputs(excluded=frozenset({"n2"}), keep_pods=frozenset({"n3"})))
+    for obj in (ds, cp.config_map(p, cp.pool_conf(p))):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_rendering_is_deterministic() -> None:
+    a = cp.daemonset(pool(), inputs(excluded=frozenset({"x", "y"})))
+    b = cp.daemonset(pool(), inputs(excluded=frozenset({"y", "x"})))
+    assert a == b

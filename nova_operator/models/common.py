@@ -491,6 +491,8 @@ def rejected_key_rule(section: str, key: str, owner: str, impact: str) -> Rule:
     return Rule(
         f"!('{section}' in self) || !('{key}' in self['{section}'])",
         f"{key} is managed via {owner} and must not be set in extraConfig ({impact})",
+        field_path=f"['{section}']['{key}']",
+        reason="FieldValueForbidden",
     )
 
 

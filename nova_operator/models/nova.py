@@ -232,12 +232,15 @@ class NovaConsoleProxySpec(CRDModel):
         Rule(
             "!has(self.enabled) || self.enabled || !has(self.deployment)",
             "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
+            field_path=".deployment",
+            reason="FieldValueForbidden",
         ),
         Rule(
             "!has(self.gateway) || !has(self.gateway.path) || "
             "self.gateway.path == '' || self.gateway.path == '/'",
             "consoleProxy.gateway.path must be empty or /: the console page and its WebSocket are served "
             "from the root of the console hostname",
+            field_path=".gateway.path",
         ),
     )
 
@@ -332,20 +335,25 @@ class NovaSpec(CRDModel):
         Rule(
             "self.apiDatabase.database != self.database.database",
             "apiDatabase and database must name different schemas",
+            field_path=".apiDatabase.database",
         ),
         Rule(
             "self.apiDatabase.database != self.database.database + '_cell0'",
             "apiDatabase must not name the cell0 schema derived from database",
+            field_path=".apiDatabase.database",
         ),
         Rule(
             "(has(self.apiDatabase.credentialsMode) ? self.apiDatabase.credentialsMode : 'Static') == "
             "(has(self.database.credentialsMode) ? self.database.credentialsMode : 'Static')",
             "apiDatabase and database must use the same credentialsMode",
+            field_path=".apiDatabase.credentialsMode",
         ),
         Rule(
             "!has(self.remoteCompute) || has(self.messaging.tls)",
             "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against "
             "the messaging CA bundle",
+            field_path=".messaging.tls",
+            reason="FieldValueRequired",
         ),
         Rule(
             "!has(self.autoscaling) || has(self.autoscaling.minReplicas) || !has(self.api) || "
@@ -364,10 +372,12 @@ class NovaSpec(CRDModel):
         Rule(
             "self.database == oldSelf.database",
             "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
+            field_path=".database",
         ),
         Rule(
             "has(self.clusterRef) == has(oldSelf.clusterRef)",
             "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
+            field_path=".clusterRef",
         ),
     ]
     database: Annotated[
@@ -375,15 +385,18 @@ class NovaSpec(CRDModel):
         Rule(
             "self.database == oldSelf.database",
             "database.database is immutable: the cell mappings store the schema name",
+            field_path=".database",
         ),
         Rule(
             "has(self.clusterRef) == has(oldSelf.clusterRef)",
             "database mode (managed clusterRef vs brownfield host) is immutable",
+            field_path=".clusterRef",
         ),
         Rule(
             "self.database.size() <= 58",
             "database.database must be at most 58 characters: cell0 is provisioned as <database>_cell0 under "
             "the 64-character schema limit",
+            field_path=".database",
         ),
     ]
     cache: CacheSpec

@@ -83,6 +83,7 @@ class NovaComputeLibvirtSpec(CRDModel):
             "(has(self.cpuMode) && self.cpuMode == 'custom') == "
             "(has(self.cpuModels) && size(self.cpuModels) > 0)",
             "cpuModels is required when cpuMode is custom and must be empty otherwise",
+            field_path=".cpuModels",
         ),
     )
 
@@ -102,17 +103,20 @@ class NovaComputeUpdateStrategy(CRDModel):
         Rule(
             "!has(self.maxUnavailable) || self.type == 'RollingUpdate'",
             "maxUnavailable applies to RollingUpdate only",
+            field_path=".maxUnavailable",
         ),
         Rule(
             "!has(self.maxUnavailable) || type(self.maxUnavailable) == int || "
             "string(self.maxUnavailable).matches('^[0-9]+%$')",
             'maxUnavailable must be an integer or a percentage such as "25%"',
+            field_path=".maxUnavailable",
         ),
         Rule(
             "!has(self.maxUnavailable) || "
             "(type(self.maxUnavailable) == int ? int(self.maxUnavailable) >= 1 : "
             "!string(self.maxUnavailable).matches('^0+%$'))",
             "maxUnavailable must resolve to at least 1 for RollingUpdate",
+            field_path=".maxUnavailable",
         ),
     )
 
@@ -137,7 +141,7 @@ _TOLERATES_OFFBOARDING = (
 
 class NovaComputeSpec(CRDModel):
     __crd_rules__ = (
-        Rule("self.novaRef.name == oldSelf.novaRef.name", "novaRef is immutable"),
+        Rule("self.novaRef.name == oldSelf.novaRef.name", "novaRef is immutable", field_path=".novaRef.name"),
         Rule(
             f"!has(self.tolerations) || self.tolerations.all(t, {_TOLERATES_OFFBOARDING})",
             f"a toleration tolerates {OFFBOARDING_TAINT}:NoExecute; "

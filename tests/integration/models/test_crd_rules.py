@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -120,7 +121,7 @@ class Case:
     good: Mutation
     update: bool = False  # a transition rule: applied as an update of a stored object
     expect: str = ""  # what the error must contain, when it is not ``message`` (messageExpression)
-    error_path: str | None = None  # the field path the server names; default ``path`` (root: metadata.name)
+    error_path: str | None = None  # the field path the server names; default: ``path`` + the rule's fieldPath
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -728,11 +729,20 @@ def test_every_rule_of_the_generated_crds_is_covered_by_the_table() -> None:
     assert len(covered) == len(rules)
 
 
+def _error_path(case: Case) -> str:
+    """Where the server reports the violation: the rule's schema path, plus its fieldPath if any."""
+    (rule,) = [r for p, q, m, r in crd_rules() if (p, q, m) == case.key]
+    field_path = re.sub(r"\['([^']*)'\]", r"[\1]", rule.get("fieldPath", ""))
+    # The server joins a bracketed fieldPath with a dot: spec.extraConfig.[DEFAULT][transport_url]
+    joiner = "." if field_path.startswith("[") else ""
+    return f"{case.path}{joiner}{field_path}".lstrip(".")
+
+
 def _assert_refused(err: ApiException, case: Case) -> None:
     assert err.status == 422, err.body
     text = json.loads(err.body)["message"]
     assert (case.expect or case.message) in text, text
-    path = (case.path or "metadata.name") if case.error_path is None else case.error_path
+    path = case.error_path if case.error_path is not None else _error_path(case)
     if path:
         assert f"{path}: " in text, text
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
 from simcluster import ControlPlane
 
 from nova_operator.models.crd import GROUP, VERSION, render_crds
@@ -25,7 +26,15 @@ async def _install(plane: ControlPlane) -> None:
         for text in render_crds().values():
             body = yaml.safe_load(text)
             names.append(body["metadata"]["name"])
-            await ext.create_custom_resource_definition(body)
+            try:
+                await ext.create_custom_resource_definition(body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                # Another tier installed it first in this session: make sure ours is what is served.
+                live = await ext.read_custom_resource_definition(body["metadata"]["name"])
+                body["metadata"]["resourceVersion"] = live.metadata.resource_version
+                await ext.replace_custom_resource_definition(body["metadata"]["name"], body)
         for name in names:
             for _ in range(200):
                 crd = await ext.read_custom_resource_definition(name)

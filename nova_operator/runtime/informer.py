@@ -96,6 +96,7 @@ class Informer:
         self._metrics = metrics
         self._handlers: list[EventHandler] = []
         self._listed: set[str | None] = set()
+        self._rv: dict[str | None, str | None] = {}  # last resourceVersion seen, per reflector
         self._synced = asyncio.Event()
 
     def add_handler(self, handler: EventHandler) -> None:
@@ -134,18 +135,18 @@ class Informer:
     async def _reflect(self, namespace: str | None) -> None:
         s = self._settings
         backoff = s.backoff_initial
-        rv: str | None = None
+        self._rv[namespace] = None
         while True:
             try:
-                if rv is None:
-                    rv = await self._list(namespace)
-                rv = await self._watch(namespace, rv)
+                if self._rv[namespace] is None:
+                    self._rv[namespace] = await self._list(namespace)
+                await self._watch(namespace)
                 self._restarted("closed")
                 backoff = s.backoff_initial
             except Gone:
                 self._restarted("gone")
                 log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
-                rv = None
+                self._rv[namespace] = None
             except (KubeError, TimeoutError, ValueError) as exc:
                 self._restarted("inactive" if isinstance(exc, TimeoutError) else "error")
                 delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
@@ -183,10 +184,11 @@ class Informer:
         rv: str = doc.get("metadata", {}).get("resourceVersion", "")
         return rv
 
-    async def _watch(self, namespace: str | None, rv: str) -> str:
-        """Watch from ``rv`` until the stream ends; return the last resourceVersion seen."""
+    async def _watch(self, namespace: str | None) -> None:
+        """Watch from the last resourceVersion until the stream ends, advancing it with each event."""
         s = self._settings
         timeout = int(random.uniform(s.watch_timeout_min, s.watch_timeout_max))
+        rv = self._rv[namespace] or ""
         async with self._lw.watch(
             self.ref,
             namespace,
@@ -200,8 +202,8 @@ class Informer:
                     async with asyncio.timeout(s.inactivity_timeout):
                         event = await anext(events)
                 except StopAsyncIteration:
-                    return rv
-                rv = self._apply(event.type, event.object) or rv
+                    return
+                self._rv[namespace] = self._apply(event.type, event.object) or self._rv[namespace]
 
     def _apply(self, kind: str, obj: Object) -> str | None:
         new_rv: str | None = obj.get("metadata", {}).get("resourceVersion")

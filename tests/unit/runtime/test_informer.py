@@ -1,0 +1,203 @@
+"""The informer's loop against a scripted API: relist on 410, reconnect after errors and silence."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nova_operator.kube.errors import Gone, Unreachable
+from nova_operator.kube.resources import CONFIGMAPS, NODES, ResourceRef
+from nova_operator.metrics import Metrics
+from nova_operator.runtime.informer import Informer, WatchEventLike
+from nova_operator.settings import WatchSettings
+
+Until = Callable[[Callable[[], bool]], Awaitable[None]]
+FAST = WatchSettings(backoff_initial=0.001, backoff_max=0.002, inactivity_timeout=0.05, resync_period=None)
+
+
+def cm(name: str, rv: str, ns: str = "ns", **data: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": rv, "managedFields": [{}]},
+        "data": data,
+    }
+
+
+class Event:
+    def __init__(self, type: str, object: dict[str, Any]) -> None:
+        self.type, self.object = type, object
+
+
+class Stream:
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+
+    async def __aenter__(self) -> Stream:
+        if self.script and isinstance(self.script[0], Exception):
+            raise self.script.pop(0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __anext__(self) -> WatchEventLike:
+        if not self.script:
+            raise StopAsyncIteration
+        item = self.script.pop(0)
+        if item == "hang":
+            await asyncio.Event().wait()
+        if isinstance(item, Exception):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+
+class ScriptedAPI:
+    """Each list() returns the next listing; each watch() plays the next script."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[list[Any]]) -> None:
+        self.lists, self.watches = lists, watches
+        self.list_calls = 0
+        self.watch_rvs: list[str] = []
+        self.namespaces: list[str | None] = []
+        self.exhausted = asyncio.Event()
+
+    async def list(self, ref: ResourceRef, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        self.list_calls += 1
+        self.namespaces.append(namespace)
+        items = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        return {"metadata": {"resourceVersion": str(10 * self.list_calls)}, "items": [dict(i) for i in items]}
+
+    def watch(self, ref: ResourceRef, namespace: str | None = None, **kw: Any) -> Stream:
+        self.watch_rvs.append(kw["resource_version"])
+        if not self.watches:
+            self.exhausted.set()
+            return Stream(["hang"])
+        return Stream(self.watches.pop(0))
+
+
+class Rec:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        self.events.append(("add", obj["metadata"]["name"]))
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.events.append(("update", new["metadata"]["name"]))
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.events.append(("delete", obj["metadata"]["name"]))
+
+
+async def run_until_exhausted(informer: Informer, api: ScriptedAPI) -> None:
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(api.exhausted.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_gone_relists_and_delivers_only_the_difference() -> None:
+    api = ScriptedAPI(
+        lists=[[cm("a", "1"), cm("b", "1")], [cm("a", "1"), cm("b", "5", v="2"), cm("c", "6")]],
+        watches=[[Event("ADDED", cm("x", "3")), Event("DELETED", cm("x", "4")), Gone("too old")]],
+    )
+    metrics = Metrics()
+    informer = Informer(api, CONFIGMAPS, settings=FAST, metrics=metrics)
+    rec = Rec()
+    informer.add_handler(rec)
+    await run_until_exhausted(informer, api)
+    assert rec.events == [
+        ("add", "a"),
+        ("add", "b"),
+        ("add", "x"),
+        ("delete", "x"),
+        ("update", "b"),
+        ("add", "c"),
+    ]
+    assert api.list_calls == 2
+    assert api.watch_rvs == ["10", "20"]
+    assert "managedFields" not in informer.cache.get("a", "ns")["metadata"]  # type: ignore[index]
+    assert informer.cache.get("a", "ns")["kind"] == "ConfigMap"  # type: ignore[index]
+    assert metrics.registry.get_sample_value(
+        "nova_operator_informer_watch_restarts_total", {"resource": "configmaps", "reason": "gone"}
+    )
+
+
+async def test_errors_and_silence_rewatch_from_the_last_resource_version_without_relisting() -> None:
+    api = ScriptedAPI(
+        lists=[[cm("a", "1")]],
+        watches=[
+            [Event("MODIFIED", cm("a", "11", v="1")), Unreachable("reset")],
+            [Unreachable("refused")],
+            [Event("BOOKMARK", {"metadata": {"resourceVersion": "15"}}), "hang"],  # silent: inactivity
+            [],  # the server closes the stream normally
+        ],
+    )
+    metrics = Metrics()
+    informer = Informer(api, CONFIGMAPS, settings=FAST, metrics=metrics)
+    rec = Rec()
+    informer.add_handler(rec)
+    await run_until_exhausted(informer, api)
+    assert api.list_calls == 1
+    assert api.watch_rvs == ["10", "11", "11", "15", "15"]
+    assert rec.events == [("add", "a"), ("update", "a")]
+
+    def restarts(reason: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "nova_operator_informer_watch_restarts_total", {"resource": "configmaps", "reason": reason}
+        )
+
+    assert (restarts("error"), restarts("inactive"), restarts("closed")) == (2, 1, 1)
+
+
+async def test_several_namespaces_share_one_cache_and_sync_when_all_have_listed(until: Until) -> None:
+    api = ScriptedAPI(lists=[[cm("a", "1", ns="n1"), cm("b", "1", ns="n2")]], watches=[])
+    informer = Informer(api, CONFIGMAPS, namespaces=["n1", "n2"], settings=FAST)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_for_sync(), 1)
+        assert informer.has_synced
+        assert sorted(api.namespaces) == ["n1", "n2"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_cluster_scoped_kinds_ignore_namespaces() -> None:
+    informer = Informer(ScriptedAPI([[]], []), NODES, namespaces=["n1", "n2"])
+    assert informer.namespaces == (None,)
+
+
+async def test_a_failing_handler_does_not_stop_delivery_to_others() -> None:
+    api = ScriptedAPI(lists=[[cm("a", "1")]], watches=[[Event("ADDED", cm("b", "2"))]])
+    informer = Informer(api, CONFIGMAPS, settings=FAST)
+
+    class Broken(Rec):
+        def on_add(self, obj: dict[str, Any]) -> None:
+            raise RuntimeError("bug in a mapper")
+
+    rec = Rec()
+    informer.add_handler(Broken())
+    informer.add_handler(rec)
+    await run_until_exhausted(informer, api)
+    assert rec.events == [("add", "a"), ("add", "b")]
+
+
+async def test_resync_delivers_every_cached_object_as_an_update() -> None:
+    api = ScriptedAPI(lists=[[cm("a", "1"), cm("b", "1")]], watches=[])
+    informer = Informer(api, CONFIGMAPS, settings=FAST)
+    rec = Rec()
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_for_sync(), 1)
+        informer.add_handler(rec)  # a late handler gets the cached objects as adds
+        informer.resync()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert rec.events == [("add", "a"), ("add", "b"), ("update", "a"), ("update", "b")]

@@ -151,8 +151,13 @@ class Manager:
         if (addr := parse_address(s.health_probe_bind_address)) is not None:
             self.health_server = HttpServer(*addr, health_routes(self.ready))
             servers.append(self.health_server)
-        for srv in servers:  # bind now, so a taken port fails the start, not a background task
-            await srv.start()
+        try:  # bind now, so a taken port fails the start, not a background task
+            for srv in servers:
+                await srv.start()
+        except OSError:
+            for srv in servers:
+                await srv.stop()
+            raise
         return servers
 
     async def _main(self) -> None:

@@ -38,7 +38,7 @@ from simcluster import (
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
-POOL_A = "a"  # the session cluster has 3 nodes in pool "a" (conftest.py)
+POOL_A, POOL_B = "a", "b"  # the session cluster has 3 nodes in pool "a", 2 in pool "b" (conftest.py)
 CELLS_LINE = re.compile(r"^([A-Za-z0-9_-]+)=([0-9a-f-]{36})$")
 
 
@@ -713,7 +713,7 @@ async def test_fake_nova_api_auth_services_paging_aggregates_and_call_log(simclu
             assert "uptime" in body["hypervisors"][0]
             seen += [h["service"]["host"] for h in body["hypervisors"]]
             marker = body["hypervisors"][-1]["id"]
-        assert sorted(seen) == sorted(set(hosts) - {"cmp-03", "cmp-04"})
+        assert sorted(h for h in seen if h.startswith("cmp-")) == sorted(set(hosts) - {"cmp-03", "cmp-04"})
         assert (1, True) in shapes  # a short page that still links to the next one (cmp-03 dropped)
         # aggregates: create, 409 on a duplicate, mark, add/remove host, delete
         status, body = await nova(
@@ -757,6 +757,60 @@ async def test_fake_nova_api_auth_services_paging_aggregates_and_call_log(simclu
         fake.calls("POST", "/v3/auth/tokens")[0].body["auth"]["identity"]["password"]["user"]["password"]
         == "***"
     )
+
+
+async def test_compute_agent_registers_pool_nodes_and_discovery_maps_them(
+    simcluster: SimHandle, api: client.ApiClient, ns: str
+) -> None:
+    """nova-compute pods on fake nodes register services; a discover-hosts Job pod maps them."""
+    fake = simcluster.openstack
+    assert fake is not None
+    apps, batch = client.AppsV1Api(api), client.BatchV1Api(api)
+    pool_nodes = set(simcluster.nodes[POOL_B])
+    labels = {
+        "app.kubernetes.io/name": "novacompute",
+        "app.kubernetes.io/instance": "b",
+        "app.kubernetes.io/component": "nova-compute",
+    }
+    ds = client.V1DaemonSet(
+        metadata=client.V1ObjectMeta(name="b-nova-compute", labels=labels),
+        spec=client.V1DaemonSetSpec(
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(
+                    containers=[container("nova-compute")], node_selector={POOL_LABEL: POOL_B}
+                ),
+            ),
+        ),
+    )
+    await apps.create_namespaced_daemon_set(ns, ds)
+
+    async def registered() -> bool:
+        return all(fake.service_by_host(n) is not None for n in pool_nodes)
+
+    await eventually(registered, what="services registered")
+    assert (
+        not {h.host for h in fake.hypervisors.values() if h.mapped} & pool_nodes
+    )  # unmapped until discovery
+    discover = job(
+        "nova-discover-hosts",
+        labels={"app.kubernetes.io/component": "discover-hosts"},
+        backoff=0,
+        container_name="discover-hosts",
+    )
+    await batch.create_namespaced_job(ns, discover)
+
+    async def mapped() -> bool:
+        return pool_nodes <= {h.host for h in fake.hypervisors.values() if h.mapped}
+
+    await eventually(mapped, what="hosts mapped")
+    await apps.delete_namespaced_daemon_set("b-nova-compute", ns)
+
+    async def down() -> bool:
+        return all((svc := fake.service_by_host(n)) is not None and svc.state == "down" for n in pool_nodes)
+
+    await eventually(down, what="services down once their pods are gone")
 
 
 # -- the launcher ---------------------------------------------------------------------------

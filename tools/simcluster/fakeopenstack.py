@@ -144,6 +144,7 @@ class FakeOpenStack:
         self.aggregates: dict[int, Aggregate] = {}
         self.migrations: dict[str, int] = {}  # host -> in-progress migrations
         self.down_cell_hosts: set[str] = set()
+        self.agent_hosts: set[str] = set()  # hosts whose service the compute agent registered
         self._faults: dict[str, tuple[Fault, float | None]] = {}
         self._ids = itertools.count(1)
         self._runners: dict[str, web.AppRunner] = {}
@@ -227,11 +228,14 @@ class FakeOpenStack:
         state: str = "up",
         mapped: bool = True,
         servers: int = 0,
+        by_agent: bool = False,
     ) -> Service:
         """Register a nova-compute service (and its hypervisor record) as nova-compute would on start."""
         with self._lock:
             svc = Service(host=host, zone=zone, status=status, state=state, id=next(self._ids))
             self.services[svc.uuid] = svc
+            if by_agent:
+                self.agent_hosts.add(host)
             hv = Hypervisor(
                 host=host, service_uuid=svc.uuid, service_id=svc.id, mapped=mapped, id=next(self._ids)
             )
@@ -239,6 +243,27 @@ class FakeOpenStack:
             for i in range(servers):
                 self.servers.append(Server(host=host, name=f"{host}-vm-{i}", tenant_id=self.project_id))
             return svc
+
+    def map_all_hosts(self) -> list[str]:
+        """``nova-manage cell_v2 discover_hosts``: map every registered, unmapped compute host."""
+        with self._lock:
+            hosts = []
+            for hv in self.hypervisors.values():
+                if not hv.mapped:
+                    hv.mapped = True
+                    hosts.append(hv.host)
+            return hosts
+
+    def compute_services(self) -> list[Service]:
+        with self._lock:
+            return [s for s in self.services.values() if s.binary == "nova-compute"]
+
+    def set_service_state(self, host: str, state: str) -> None:
+        with self._lock:
+            for svc in self.services.values():
+                if svc.host == host:
+                    svc.state = state
+                    svc.updated_at = _now()
 
     def map_host(self, host: str) -> None:
         """What ``nova-manage cell_v2 discover_hosts`` does for a host."""

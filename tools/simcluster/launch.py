@@ -191,6 +191,11 @@ def launch(
             handle.nodes[pool] = cluster.create_nodes(count, prefix=f"kwok-{pool}", pool=pool, wait=False)
         if standins or openstack:
             handle.sidecar = Sidecar()
+        if openstack:
+            assert handle.sidecar is not None
+            fake = FakeOpenStack()
+            fake.add_user(SERVICE_USER, SERVICE_PASSWORD)
+            handle.openstack = handle.sidecar.call(fake.start())
         if standins:
             kube = cluster.kube
             docs = kube.apply_files(DEPENDENCY_CRD_FILES)
@@ -206,11 +211,6 @@ def launch(
                 }
             )
             _start_standins(handle)
-        if openstack:
-            assert handle.sidecar is not None
-            fake = FakeOpenStack()
-            fake.add_user(SERVICE_USER, SERVICE_PASSWORD)
-            handle.openstack = handle.sidecar.call(fake.start())
         cluster.wait_nodes_ready([n for names in handle.nodes.values() for n in names])
     except BaseException:
         handle.stop()
@@ -225,7 +225,7 @@ def _start_standins(handle: SimHandle) -> None:
 
     async def _setup() -> tuple[AsyncKube, StandIns, asyncio.Event]:
         kube = await AsyncKube(cp.server, cp.admin_token, cp.ca_file).__aenter__()
-        return kube, StandIns(kube), asyncio.Event()
+        return kube, StandIns(kube, handle.openstack), asyncio.Event()
 
     handle._kube, handle.standins, handle._stop_event = handle.sidecar.call(_setup())
     handle._standins_future = handle.sidecar.spawn(handle.standins.run(handle._stop_event))

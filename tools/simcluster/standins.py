@@ -10,6 +10,9 @@ more (no StatefulSets, Services or databases behind them):
 * RabbitMQ cluster operator (v2.16.0 API): ``RabbitmqCluster`` gets its ``<name>-default-user``
   Secret (keys username, password, host, port, connection_string, provider, type,
   default_user.conf) and ``status.defaultUser`` / ``binding`` / conditions.
+* nova-compute and host discovery, on the fake Nova API: a Ready ``nova-compute`` pool pod
+  registers its node as a compute service (unmapped), a Succeeded ``discover-hosts`` Job pod maps
+  every registered host, and a service whose pod is gone is reported ``down``.
 * A Gateway API controller (``simcluster.nova.openstack.c5c3.io/gateway-controller``):
   GatewayClasses naming it are Accepted, their Gateways Accepted/Programmed, and HTTPRoutes
   attached to those Gateways get ``status.parents`` with Accepted and ResolvedRefs (False with
@@ -32,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from simcluster.asynckube import JSON, ApiError, AsyncKube, sleep_or
+from simcluster.fakeopenstack import FakeOpenStack
 
 log = logging.getLogger("simcluster.standins")
 
@@ -58,6 +62,13 @@ WATCHED = [
     "/api/v1/secrets",
     "/api/v1/services",
 ]
+# Pods the compute agent follows (labels of novacompute-crd.md §9.1 and §15).
+COMPUTE_COMPONENT = "nova-compute"
+DISCOVERY_COMPONENT = "discover-hosts"
+COMPUTE_PODS = (
+    "/api/v1/pods?labelSelector=app.kubernetes.io%2Fcomponent%20in%20%28"
+    f"{COMPUTE_COMPONENT}%2C{DISCOVERY_COMPONENT}%29"
+)
 
 
 def now() -> str:
@@ -110,6 +121,13 @@ def is_ready(obj: JSON | None) -> bool:
     )
 
 
+def is_pod_ready(pod: JSON) -> bool:
+    status = pod.get("status", {})
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", [])
+    )
+
+
 def _path(base: str, plural: str, obj: JSON) -> str:
     return f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}/{obj['metadata']['name']}"
 
@@ -121,13 +139,16 @@ def _random(n: int, alphabet: str = string.ascii_letters + string.digits) -> str
 class StandIns:
     """Runs every stand-in controller until ``stop`` is set. Errors are logged and retried."""
 
-    def __init__(self, kube: AsyncKube) -> None:
+    def __init__(self, kube: AsyncKube, openstack: FakeOpenStack | None = None) -> None:
         self.kube = kube
+        self.openstack = openstack
         self.kick = asyncio.Event()
         self.passes = 0
+        self._discovered: set[str] = set()  # uids of discover-hosts pods already acted on
 
     async def run(self, stop: asyncio.Event) -> None:
-        watchers = [asyncio.create_task(self._watch(p, stop), name=f"watch {p}") for p in WATCHED]
+        paths = [*WATCHED, *([COMPUTE_PODS] if self.openstack is not None else [])]
+        watchers = [asyncio.create_task(self._watch(p, stop), name=f"watch {p}") for p in paths]
         try:
             while not stop.is_set():
                 self.kick.clear()
@@ -164,6 +185,37 @@ class StandIns:
         await self.mariadb()
         await self.rabbitmq()
         await self.gateway()
+        if self.openstack is not None:
+            await self.compute_agent(self.openstack)
+
+    # -- what nova-compute and discover_hosts do to the fake Nova API -----------------------
+
+    async def compute_agent(self, fake: FakeOpenStack) -> None:
+        """A Ready nova-compute pod registers its node's service (unmapped, as nova-compute does on
+        start); a Succeeded discover-hosts Job pod maps every registered host; a service whose pod
+        is gone goes ``down``, as Nova reports it after service_down_time."""
+        pods = await self.kube.list(COMPUTE_PODS)
+        running: set[str] = set()
+        for pod in pods:
+            labels = pod["metadata"].get("labels", {})
+            component = labels.get("app.kubernetes.io/component")
+            node = pod.get("spec", {}).get("nodeName")
+            if component == COMPUTE_COMPONENT and node and not pod["metadata"].get("deletionTimestamp"):
+                if is_pod_ready(pod):
+                    running.add(node)
+                    svc = fake.service_by_host(node)
+                    if svc is None:
+                        fake.add_compute(node, mapped=False, by_agent=True)
+                    elif svc.state == "down" and not svc.forced_down:
+                        fake.set_service_state(node, "up")
+            elif component == DISCOVERY_COMPONENT and pod.get("status", {}).get("phase") == "Succeeded":
+                uid = pod["metadata"]["uid"]
+                if uid not in self._discovered:
+                    self._discovered.add(uid)
+                    fake.map_all_hosts()
+        for svc in fake.compute_services():
+            if svc.host not in running and svc.state == "up" and svc.host in fake.agent_hosts:
+                fake.set_service_state(svc.host, "down")
 
     # -- mariadb-operator --------------------------------------------------------------------
 

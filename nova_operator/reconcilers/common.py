@@ -17,10 +17,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Literal, Protocol
 
 from nova_operator import conditions
-from nova_operator.events import EventRecorder
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import ResourceRef
@@ -29,6 +28,15 @@ from nova_operator.runtime.cache import copy_object
 
 Object = dict[str, Any]
 Clock = Callable[[], datetime]
+
+
+class EventSink(Protocol):
+    """What the pass helpers need of ``nova_operator.events.EventRecorder``."""
+
+    async def emit(
+        self, obj: Mapping[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None: ...
+
 
 JOB_UID_ANNOTATION: Final = "cobaltcore.c5c3.io/last-{suffix}-job-uid"
 
@@ -157,7 +165,7 @@ async def record_terminal_job(
     *,
     suffix: str,
     record: Record,
-    events: EventRecorder,
+    events: EventSink,
     deferral_reason: str,
 ) -> bool:
     """Call ``record(state, seconds)`` once per terminal Job UID; True when it did.

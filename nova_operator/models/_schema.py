@@ -104,3 +104,5 @@ class CRDModel(BaseModel):
 
     __crd_rules__: ClassVar[tuple[Rule, ...]] = ()
     __crd_schema__: ClassVar[Schema | None] = None
+    # python field name -> description in the CRD (what `kubectl explain` prints)
+    __crd_descriptions__: ClassVar[dict[str, str]] = {}

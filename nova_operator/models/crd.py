@@ -51,6 +51,7 @@ class Kind:
     plural: str
     singular: str
     printer_columns: tuple[tuple[str, str, str], ...]  # (name, type, jsonPath)
+    description: str
 
     @property
     def crd_name(self) -> str:
@@ -76,6 +77,9 @@ KINDS: tuple[Kind, ...] = (
             ("Endpoint", "string", ".status.endpoint"),
             _AGE,
         ),
+        "Nova runs the OpenStack compute control plane: the compute API, the metadata API, the "
+        "scheduler, the conductor and the noVNC console proxy, and publishes the compute contract "
+        "its NovaCompute pools join.",
     ),
     Kind(
         NovaCompute,
@@ -88,6 +92,8 @@ KINDS: tuple[Kind, ...] = (
             ("Ready pods", "integer", ".status.numberReady"),
             _AGE,
         ),
+        "NovaCompute runs nova-compute on one node pool and joins it to one Nova in the same "
+        "namespace; a node that leaves the pool is drained before its pod goes.",
     ),
 )
 
@@ -154,9 +160,15 @@ def _model_rules(model: type[BaseModel]) -> list[dict[str, Any]]:
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
+    descriptions: dict[str, str] = {}
+    for klass in reversed(model.__mro__):
+        descriptions.update(klass.__dict__.get("__crd_descriptions__", {}))
     for name, field in model.model_fields.items():
         alias = field.alias or name
         properties[alias] = _field_schema(field)
+        description = field.description or descriptions.get(name)
+        if description:
+            properties[alias]["description"] = description
         if field.is_required():
             required.append(alias)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -226,11 +238,12 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
 # --- CRDs ----------------------------------------------------------------------------------
 
 
-def _root_schema(model: type[BaseModel]) -> dict[str, Any]:
+def _root_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
     spec = model.model_fields["spec"]
     status = model.model_fields["status"]
     schema: dict[str, Any] = {
         "type": "object",
+        "description": description,
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
@@ -272,7 +285,7 @@ def crd_object(kind: Kind) -> dict[str, Any]:
                         {"name": name, "type": type_, "jsonPath": path}
                         for name, type_, path in kind.printer_columns
                     ],
-                    "schema": {"openAPIV3Schema": _root_schema(kind.model)},
+                    "schema": {"openAPIV3Schema": _root_schema(kind.model, kind.description)},
                 }
             ],
         },

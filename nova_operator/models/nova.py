@@ -331,6 +331,42 @@ class DBArchiveSpec(CRDModel):
 
 
 class NovaSpec(CRDModel):
+    __crd_descriptions__ = {
+        "open_stack_release": "Target release (YYYY.1 or YYYY.2). status.installedRelease is promoted to it "
+        "after a successful migration; selects the extraConfig option catalog.",
+        "image": "The image every container, migration Job and the archive CronJob run.",
+        "api_database": "The nova_api schema (cell map, flavors, instance mappings). Schema name and "
+        "managed/brownfield mode are immutable.",
+        "database": "The cell1 schema; cell0 is provisioned as <database>_cell0 next to it. Schema name "
+        "and managed/brownfield mode are immutable.",
+        "cache": "memcached for [cache] and the token middleware.",
+        "messaging": "The RabbitMQ bus: a managed RabbitmqCluster or a Secret with a rabbit:// URL.",
+        "api": "The compute API Deployment (uWSGI on port 8774).",
+        "metadata": "The metadata API Deployment (uWSGI on port 8775) and its shared secret.",
+        "scheduler": "The nova-scheduler Deployment.",
+        "conductor": "The nova-conductor Deployment.",
+        "console_proxy": "The noVNC console proxy (port 6080), enabled unless enabled is false.",
+        "jobs": "Pods of the db-sync, db-expand/migrate/contract Jobs and the db-archive CronJob; unset "
+        "placement copies the API Deployment's.",
+        "keystone_endpoint": "In-cluster Keystone URL used for every auth_url.",
+        "keystone_public_endpoint": "Keystone URL handed to clients ([keystone_authtoken] "
+        "www_authenticate_uri); keystoneEndpoint when unset.",
+        "remote_compute": "Publishes {name}-remote-compute-config for compute nodes on another cluster. "
+        "Requires messaging.tls.",
+        "service_user": "The Keystone service user for token validation and every outgoing call.",
+        "region": "region_name of the identity and client sections; omitted when unset.",
+        "endpoints": "Addressing of Placement, Neutron, Glance, Cinder and Barbican; Cinder and Barbican "
+        "are opt-in.",
+        "db_archive": "The {name}-db-archive CronJob; unset knobs resolve to @daily, 1000 rows, 1 s sleep.",
+        "gateway": "An HTTPRoute {name} in front of the compute API; its hostname is status.endpoint.",
+        "network_policy": "NetworkPolicies {name} and {name}-novncproxy, only while set.",
+        "autoscaling": "A HorizontalPodAutoscaler on the API Deployment, only while set.",
+        "logging": "Log format (text or json), root level and per-logger levels.",
+        "extra_config": "INI overrides (section -> key -> value) merged over the operator's nova.conf. "
+        "Keys the operator owns through other fields are refused.",
+        "secret_store_ref": "The External Secrets store the SecretsReady gate checks (only while set).",
+    }
+
     __crd_rules__ = (
         Rule(
             "self.apiDatabase.database != self.database.database",
@@ -430,6 +466,18 @@ class CellStatus(CRDModel):
 
 
 class NovaStatus(CRDModel):
+    __crd_descriptions__ = {
+        "conditions": "Ready and one condition per reconcile step; each carries observedGeneration.",
+        "observed_generation": "The metadata.generation last reconciled.",
+        "endpoint": "The compute API URL, stamped once the API Deployment is available.",
+        "installed_release": "The release whose schema is installed.",
+        "target_release": "The release an upgrade is moving to; empty when idle.",
+        "upgrade_phase": "Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs.",
+        "cells": "The mapped cells, cell0 first.",
+        "compute_config_secret_ref": "The compute contract Secret a NovaCompute mounts.",
+        "remote_compute_config_secret_ref": "The remote compute contract Secret.",
+    }
+
     conditions: Conditions | None = None
     observed_generation: Int64 | None = None
     endpoint: str | None = None

@@ -140,6 +140,19 @@ _TOLERATES_OFFBOARDING = (
 
 
 class NovaComputeSpec(CRDModel):
+    __crd_descriptions__ = {
+        "nova_ref": "The Nova in this namespace the pool joins. Immutable.",
+        "node_selector": "Label pairs (all must match) that pick the pool's nodes. A node that stops "
+        "matching is drained.",
+        "tolerations": "Copied into the pod template.",
+        "image": "The nova-compute image; unset: ghcr.io/c5c3/nova-compute:<Nova installedRelease>.",
+        "libvirt": "The [libvirt] tuning keys.",
+        "update_strategy": "How fast the DaemonSet rolls out.",
+        "resources": "Requests and limits of the pod's containers; resolved per resource when unset.",
+        "extra_config": "INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the "
+        "operator owns are refused.",
+    }
+
     __crd_rules__ = (
         Rule("self.novaRef.name == oldSelf.novaRef.name", "novaRef is immutable", field_path=".novaRef.name"),
         Rule(
@@ -182,6 +195,16 @@ class NovaComputeNodeStatus(CRDModel):
 
 
 class NovaComputeStatus(CRDModel):
+    __crd_descriptions__ = {
+        "conditions": "Ready and one condition per reconcile step; each carries observedGeneration.",
+        "observed_generation": "Stamped with metadata.generation on every status write.",
+        "installed_image": "The image the DaemonSet runs, stamped once it is fully rolled out.",
+        "desired_number_scheduled": "Copied from the DaemonSet status.",
+        "number_ready": "Copied from the DaemonSet status.",
+        "nodes": "The per-node ledger, sorted by name; an entry survives deselection until its compute "
+        "service is deleted.",
+    }
+
     conditions: Conditions | None = None
     observed_generation: Int64 | None = None
     installed_image: str | None = None

@@ -25,6 +25,7 @@ __all__ = [
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
     "PoolInputs",
+    "config_base",
     "config_map",
     "config_map_name",
     "contract_hash",

@@ -1,0 +1,154 @@
+"""``ComputePass``: what one NovaCompute pass hands its steps, and what the steps hand forward.
+
+A pass object is built fresh for every reconcile: pools are reconciled concurrently, so
+nothing a step produces may live on the controller (novacompute-crd.md §5.1, §20). The
+compute API client is made lazily, once per pass, and shared by the Aggregates and
+Services steps, so a pass asks Keystone for one token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, Protocol
+
+from nova_operator import conditions
+from nova_operator.kube.client import Kube
+from nova_operator.kube.resources import ResourceRef
+from nova_operator.models.novacompute import NovaCompute
+from nova_operator.nodeplan import Plan
+from nova_operator.openstack import ComputeClient, Credentials
+from nova_operator.openstack.client import REQUEST_TIMEOUT
+
+Object = dict[str, Any]
+EventType = Literal["Normal", "Warning"]
+
+DRAIN_FINALIZER: Final = "nova.openstack.c5c3.io/compute-drain"
+COMPONENT: Final = "novacompute-controller"
+NOVA_REF_INDEX: Final = "spec.novaRef.name"
+
+
+class Events(Protocol):
+    async def emit(self, obj: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None: ...
+
+
+def default_nova_api_url(nova: str, namespace: str) -> str:
+    """The Nova API of a local Nova: its Service on port 8774 (§6)."""
+    return f"http://{nova}.{namespace}.svc.cluster.local:8774"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+PoolLister = Callable[[str, str], list[Object]]
+"""(namespace, nova name) -> the NovaComputes of that Nova (the ``spec.novaRef.name`` index)."""
+Lookup = Callable[[ResourceRef, str, str], Object | None]
+"""(kind, namespace, name) -> the cached object, or None (unknown: the caller applies)."""
+
+
+def no_cache(ref: ResourceRef, namespace: str, name: str) -> Object | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """Knobs of the NovaCompute controller; production defaults, tests inject faster ones."""
+
+    nova_api_url: Callable[[str, str], str] = default_nova_api_url
+    request_timeout: float = REQUEST_TIMEOUT
+    default_pull_policy: str | None = None  # the operator-wide --default-image-pull-policy
+    clock: Callable[[], datetime] = utcnow
+    config_map_history: int = 3
+
+
+@dataclass
+class ComputePass:
+    kube: Kube
+    events: Events
+    settings: ComputeSettings
+    cr: Object
+    """The CR as read at the start of the pass (owner of children, subject of events)."""
+    pool: NovaCompute
+    status: Object
+    """The status being built; written once at the end of the pass when it changed."""
+    pools: PoolLister
+    cached: Lookup = no_cache
+    now: datetime = field(default_factory=utcnow)
+
+    # handed forward (per pass)
+    nova: Object | None = None
+    image: str = ""
+    contract_secret: str = ""
+    credentials: Credentials | None = None
+    nova_url: str = ""
+    siblings: list[Object] | None = None
+    plan: Plan | None = None
+    config_map: str = ""
+    contract_hash: str = ""
+    daemonset_rendered: bool = False
+    aggregates_ensured: bool = False
+    _client: ComputeClient | None = None
+
+    # -- identity --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return str(self.cr["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.cr["metadata"]["namespace"])
+
+    @property
+    def generation(self) -> int:
+        return int(self.cr["metadata"].get("generation") or 0)
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.cr["metadata"].get("deletionTimestamp"))
+
+    @property
+    def nova_name(self) -> str:
+        return self.pool.spec.nova_ref.name
+
+    @property
+    def nodes(self) -> list[Object]:
+        nodes: list[Object] = self.status.setdefault("nodes", [])
+        return nodes
+
+    # -- conditions ------------------------------------------------------------------------
+
+    @property
+    def conditions(self) -> list[conditions.Condition]:
+        conds: list[conditions.Condition] = self.status.setdefault("conditions", [])
+        return conds
+
+    def set(self, cond_type: str, ok: bool, reason: str, message: str) -> None:
+        conditions.set_condition(
+            self.conditions, cond_type, ok, reason, message, generation=self.generation, now=self.now
+        )
+
+    def condition(self, cond_type: str) -> Mapping[str, Any] | None:
+        return conditions.find(self.conditions, cond_type)
+
+    async def emit(self, type_: EventType, reason: str, message: str) -> None:
+        await self.events.emit(self.cr, type_, reason, message)
+
+    # -- the compute API (one token per pass) ------------------------------------------------
+
+    async def compute(self) -> ComputeClient:
+        """The pass's compute client, authenticated on first use; raises ``ComputeAPIError``."""
+        if self._client is None:
+            if self.credentials is None:
+                raise RuntimeError("the NovaRef step did not resolve the credentials")
+            self._client = await ComputeClient.connect(
+                self.credentials, self.nova_url, request_timeout=self.settings.request_timeout
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

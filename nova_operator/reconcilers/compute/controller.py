@@ -1,0 +1,141 @@
+"""The NovaCompute controller: its informers, watches and reconciler (novacompute-crd.md §20).
+
+Watches: the NovaCompute itself (status-only updates ignored); its DaemonSet and ConfigMaps
+(by owner); Nova updates that matter to a pool (generation, installedRelease,
+computeConfigSecretRef) mapped to the Nova's pools through the ``spec.novaRef.name`` index;
+other pools of the same Nova when one changes generation, starts deleting, or changes which
+nodes it holds; the ``<nova>-compute-config`` contract Secrets. Local pools have no Node
+watch: a relabel is noticed by the poll (60 s at most).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from nova_operator.events import EventRecorder
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVACOMPUTES, NOVAS, SECRETS, ResourceRef
+from nova_operator.manager import ControllerFactory, Manager
+from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings, Object
+from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
+from nova_operator.reconcilers.compute.steps import StepMetrics
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.predicates import Predicate, ignore_status_only
+from nova_operator.runtime.request import Request
+
+NAME = "novacompute"
+MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=novacompute-operator"
+CONTRACT_SELECTOR = "app.kubernetes.io/component=compute-config"
+CONTRACT_SUFFIX = "-compute-config"
+
+
+def nova_ref(obj: Mapping[str, Any]) -> str:
+    return str(((obj.get("spec") or {}).get("novaRef") or {}).get("name") or "")
+
+
+def _index_key(namespace: str, nova: str) -> str:
+    return f"{namespace}/{nova}"
+
+
+def _by_nova_ref(obj: Object) -> list[str]:
+    nova = nova_ref(obj)
+    return [_index_key(obj["metadata"].get("namespace") or "", nova)] if nova else []
+
+
+def pool_lister(cache: Cache) -> Callable[[str, str], list[Object]]:
+    return lambda namespace, nova: cache.by_index(NOVA_REF_INDEX, _index_key(namespace, nova))
+
+
+def _held(obj: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """What a pool holds, as its siblings see it: (name, phase, zone) of every entry."""
+    nodes = (obj.get("status") or {}).get("nodes") or []
+    return sorted((n.get("name", ""), n.get("phase", ""), n.get("zone", "")) for n in nodes)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+sibling_changed = Predicate(
+    update=lambda old, new: (
+        _meta(old).get("generation") != _meta(new).get("generation")
+        or ("deletionTimestamp" in _meta(new)) != ("deletionTimestamp" in _meta(old))
+        or _held(old) != _held(new)
+    )
+)
+
+
+def _nova_fields(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    status = obj.get("status") or {}
+    return (
+        _meta(obj).get("generation"),
+        status.get("installedRelease"),
+        status.get("computeConfigSecretRef"),
+    )
+
+
+nova_changed = Predicate(update=lambda old, new: _nova_fields(old) != _nova_fields(new))
+
+
+def controller_factory(manager: Manager) -> Controller:
+    """The NovaCompute controller with production settings (register in ``nova_operator.controllers``)."""
+    return make_controller(manager, ComputeSettings())
+
+
+def factory_with(settings: ComputeSettings) -> ControllerFactory:
+    """A factory with non-default settings (tests: a fake Nova API URL, short timeouts)."""
+    return lambda manager: make_controller(manager, settings)
+
+
+def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
+    pools = manager.informer(NOVACOMPUTES)
+    pools.cache.add_index(NOVA_REF_INDEX, _by_nova_ref)
+    daemonsets = manager.informer(DAEMONSETS, label_selector=MANAGED_BY_SELECTOR)
+    config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
+    novas = manager.informer(NOVAS)
+    contracts = manager.informer(SECRETS, label_selector=CONTRACT_SELECTOR)
+    caches: dict[ResourceRef, Cache] = {DAEMONSETS: daemonsets.cache, CONFIGMAPS: config_maps.cache}
+
+    def cached(ref: ResourceRef, namespace: str, name: str) -> Object | None:
+        cache = caches.get(ref)
+        return cache.get(name, namespace) if cache is not None else None
+
+    lister = pool_lister(pools.cache)
+    reconciler = NovaComputeReconciler(
+        manager.kube,
+        EventRecorder(manager.kube, COMPONENT),
+        pools=lister,
+        observer=StepMetrics(manager.metrics),
+        cached=cached,
+        settings=settings,
+    )
+    ctl = manager.controller(NAME, reconciler)
+
+    def pools_of(namespace: str, nova: str, *, skip: str = "") -> Iterable[Request]:
+        return [
+            Request(namespace, p["metadata"]["name"])
+            for p in lister(namespace, nova)
+            if p["metadata"]["name"] != skip
+        ]
+
+    def siblings(obj: Object) -> Iterable[Request]:
+        meta = obj["metadata"]
+        return pools_of(meta.get("namespace") or "", nova_ref(obj), skip=meta["name"])
+
+    def nova_pools(obj: Object) -> Iterable[Request]:
+        return pools_of(obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+
+    def contract_pools(obj: Object) -> Iterable[Request]:
+        name = obj["metadata"]["name"]
+        if not name.endswith(CONTRACT_SUFFIX):
+            return []
+        return pools_of(obj["metadata"].get("namespace") or "", name[: -len(CONTRACT_SUFFIX)])
+
+    ctl.watch_primary(pools, ignore_status_only)
+    ctl.watch_mapped(pools, siblings, sibling_changed)
+    for owned in (daemonsets, config_maps):
+        ctl.watch_owned(owned, owner_group=NOVACOMPUTES.group, owner_kind=NOVACOMPUTES.kind)
+    ctl.watch_mapped(novas, nova_pools, nova_changed)
+    ctl.watch_mapped(contracts, contract_pools)
+    return ctl

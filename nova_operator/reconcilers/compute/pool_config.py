@@ -1,0 +1,118 @@
+"""Step PoolConfig (ConfigReady, and ExtraConfigHealthy): compute-pool.conf and its ConfigMap (§8)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from nova_operator import apply, conditions, intervals
+from nova_operator.kube import errors
+from nova_operator.kube.resources import CONFIGMAPS, SECRETS
+from nova_operator.naming import CONFIG_BASE_LABEL
+from nova_operator.reconcilers.compute.context import ComputePass, Object
+from nova_operator.renderers import compute_pool
+from nova_operator.renderers.novaconf import ConfigError
+from nova_operator.runtime.request import Result
+
+COND = conditions.CONFIG_READY
+HEALTH = conditions.EXTRA_CONFIG_HEALTHY
+
+
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
+async def _extra_config_health(p: ComputePass) -> None:
+    keys = compute_pool.overridden_owned_keys(p.pool.spec.extra_config)
+    if not keys:
+        p.set(
+            HEALTH, True, "NoOwnedKeysOverridden", "extraConfig overrides no owned key of compute-pool.conf"
+        )
+        return
+    listed = ", ".join(f"[{s}] {k}" for s, k in keys)
+    message = f"extraConfig overrides owned keys of compute-pool.conf: {listed}"
+    before = p.condition(HEALTH)
+    p.set(HEALTH, False, "OwnedKeysOverridden", message)
+    # Once when it turns False, and again when the set of keys changes; never on steady passes.
+    if before is None or before.get("status") != "False" or before.get("message") != message:
+        await p.emit("Warning", "ExtraConfigOwnedKeyOverride", message)
+
+
+def _decoded(secret: Mapping[str, Any]) -> dict[str, bytes]:
+    return {k: base64.b64decode(v or "") for k, v in (secret.get("data") or {}).items()}
+
+
+async def reconcile_pool_config(p: ComputePass) -> Result:
+    await _extra_config_health(p)
+    ns, secret_name = p.namespace, p.contract_secret
+    try:
+        secret = await p.kube.get(SECRETS, secret_name, ns)
+    except errors.NotFound:
+        p.set(
+            COND,
+            False,
+            "WaitingForComputeConfig",
+            f"the compute contract Secret {ns}/{secret_name} does not exist; the ControlPlane mirrors it, "
+            "or it must be copied here by hand",
+        )
+        return Result(requeue_after=intervals.SECRET_POLL)
+    except errors.KubeError as exc:
+        p.set(COND, False, "ConfigError", f"reading the compute contract Secret {ns}/{secret_name}: {exc}")
+        raise
+    data = _decoded(secret)
+    missing = [k for k in compute_pool.REQUIRED_CONTRACT_KEYS if not data.get(k)]
+    if missing:
+        p.set(
+            COND,
+            False,
+            "ComputeConfigIncomplete",
+            f"the compute contract Secret {ns}/{secret_name} lacks {', '.join(missing)}",
+        )
+        return Result(requeue_after=intervals.SECRET_POLL)
+    try:
+        desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
+        name = await _ensure_config_map(p, desired)
+        await _prune(p, name)
+    except (ConfigError, errors.KubeError, OwnershipError) as exc:
+        p.set(COND, False, "ConfigError", str(exc))
+        raise
+    p.config_map = name
+    p.contract_hash = compute_pool.contract_hash(data)
+    p.set(COND, True, "ConfigRendered", f"{compute_pool.CONFIG_FILE} is rendered into ConfigMap {name}")
+    return Result()
+
+
+class OwnershipError(Exception):
+    """A child with the name this CR wants exists but belongs to someone else."""
+
+
+async def _ensure_config_map(p: ComputePass, desired: Object) -> str:
+    """Create the immutable ConfigMap unless it exists; an existing one is reused only if this CR owns it."""
+    name = desired["metadata"]["name"]
+    uid = p.cr["metadata"]["uid"]
+    live = p.cached(CONFIGMAPS, p.namespace, name)
+    if live is None:
+        try:
+            live = await p.kube.create(CONFIGMAPS, apply.with_owner(desired, p.cr), p.namespace)
+        except errors.Conflict:  # AlreadyExists (stale cache or a twin): judge the live one
+            live = await p.kube.get(CONFIGMAPS, name, p.namespace)
+    if not owned_by(live, uid):
+        raise OwnershipError(f"ConfigMap {p.namespace}/{name} exists and is not owned by this NovaCompute")
+    return str(name)
+
+
+async def _prune(p: ComputePass, current: str) -> None:
+    """Keep the current ConfigMap and the newest ``config_map_history`` others this CR owns."""
+    base = compute_pool.config_base(p.name)
+    listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")
+    uid = p.cr["metadata"]["uid"]
+    others = [
+        cm for cm in listed.get("items") or [] if cm["metadata"]["name"] != current and owned_by(cm, uid)
+    ]
+    others.sort(
+        key=lambda cm: (cm["metadata"].get("creationTimestamp") or "", cm["metadata"]["name"]), reverse=True
+    )
+    for cm in others[p.settings.config_map_history :]:
+        await apply.delete_if_present(p.kube, CONFIGMAPS, cm["metadata"]["name"], p.namespace)

@@ -1,0 +1,172 @@
+"""One NovaCompute pass (novacompute-crd.md §5, §16; reconciler.md §15).
+
+    read -> deleting? teardown : ensure finalizer (1 s) -> snapshot -> pipeline -> status write
+
+Status is written once per pass, on every exit path, only when it changed, with Ready
+recomputed and observedGeneration stamped (``reconcilers.common``). If both the pipeline
+and the status write fail, both errors are raised together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import structlog
+from pydantic import ValidationError
+
+from nova_operator import conditions, intervals
+from nova_operator.kube import errors
+from nova_operator.kube.client import Kube
+from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
+from nova_operator.models.novacompute import NovaCompute
+from nova_operator.pipeline import Step, StepObserver, run_sequence
+from nova_operator.reconcilers import common
+from nova_operator.reconcilers.compute.context import (
+    DRAIN_FINALIZER,
+    ComputePass,
+    ComputeSettings,
+    Events,
+    Lookup,
+    Object,
+    PoolLister,
+    no_cache,
+)
+from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, TEARDOWN_STEPS
+from nova_operator.runtime.request import Request, Result, TerminalError
+
+log = structlog.get_logger("nova_operator.novacompute")
+
+MIRROR_LABEL: Final = "nova.openstack.c5c3.io/compute-config-mirror"
+TEARDOWN_DEFAULT: Final = Result(requeue_after=intervals.COMPUTE_NODE_DRAINING)  # 30 s
+
+
+class NovaComputeReconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        events: Events,
+        *,
+        pools: PoolLister,
+        observer: StepObserver,
+        cached: Lookup | None = None,
+        settings: ComputeSettings | None = None,
+    ) -> None:
+        self.kube = kube
+        self.events = events
+        self.pools = pools
+        self.observer = observer
+        self.cached = cached
+        self.settings = settings if settings is not None else ComputeSettings()
+
+    async def reconcile(self, request: Request) -> Result:
+        cr = await common.read_object(self.kube, NOVACOMPUTES, request.namespace, request.name)
+        if cr is None:
+            return Result()
+        if cr["metadata"].get("deletionTimestamp"):
+            return await self._teardown(cr)
+        if await common.ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):
+            return Result(requeue_after=intervals.NEXT_PASS)
+        p = self._pass(cr)
+        return await self._run(p, NOVACOMPUTE_STEPS)
+
+    def _pass(self, cr: Object) -> ComputePass:
+        try:
+            pool = NovaCompute.model_validate(cr)
+        except ValidationError as exc:
+            raise TerminalError(f"the NovaCompute does not parse: {exc}") from exc
+        return ComputePass(
+            kube=self.kube,
+            events=self.events,
+            settings=self.settings,
+            cr=cr,
+            pool=pool,
+            status=common.snapshot_status(cr),
+            pools=self.pools,
+            now=self.settings.clock(),
+            cached=self.cached or no_cache,
+        )
+
+    async def _run(self, p: ComputePass, steps: Sequence[Step[ComputePass]]) -> Result:
+        """Run ``steps`` and write the status once, whatever happened."""
+        snapshot = common.snapshot_status(p.cr)
+        failure: Exception | None = None
+        result = Result()
+        try:
+            result = await run_sequence(steps, p, self.observer)
+        except Exception as exc:
+            failure = exc
+        finally:
+            p.close()
+        try:
+            await common.write_status(
+                self.kube,
+                NOVACOMPUTES,
+                p.cr,
+                p.status,
+                snapshot,
+                ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS,
+                generation=p.generation,
+                now=p.now,
+            )
+        except errors.KubeError as exc:
+            if failure is not None:
+                raise ExceptionGroup("the pass and its status write failed", [failure, exc]) from None
+            raise
+        if failure is not None:
+            raise failure
+        return result
+
+    # -- deletion (§16) --------------------------------------------------------------------
+
+    async def _teardown(self, cr: Object) -> Result:
+        if common.has_finalizer(cr, DRAIN_FINALIZER) and await self._nova_exists(cr):
+            p = self._pass(cr)
+            held_at_start = bool(p.nodes)
+            steps = NOVACOMPUTE_STEPS if held_at_start else TEARDOWN_STEPS
+            result = await self._run(p, steps)  # an error propagates: the pass failed
+            if held_at_start or not p.aggregates_ensured:
+                return result if result.requeue_after is not None else TEARDOWN_DEFAULT
+        await self._reap_mirrors(cr)
+        # Local children go by garbage collection through their owner references.
+        await common.remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
+        return Result()
+
+    async def _nova_exists(self, cr: Object) -> bool:
+        nova = ((cr.get("spec") or {}).get("novaRef") or {}).get("name") or ""
+        try:
+            await self.kube.get(NOVAS, nova, cr["metadata"]["namespace"])
+        except errors.NotFound:
+            return False
+        return True
+
+    async def _reap_mirrors(self, cr: Object) -> None:
+        """Delete the ControlPlane's mirror Secrets once no other pool of the Nova needs them."""
+        ns = cr["metadata"]["namespace"]
+        nova = ((cr.get("spec") or {}).get("novaRef") or {}).get("name") or ""
+        nova_exists = await self._nova_exists(cr)
+        for other in self.pools(ns, nova):
+            meta = other["metadata"]
+            if meta["name"] == cr["metadata"]["name"]:
+                continue
+            draining = (
+                DRAIN_FINALIZER in (meta.get("finalizers") or [])
+                and bool((other.get("status") or {}).get("nodes"))
+                and nova_exists
+            )
+            if not meta.get("deletionTimestamp") or draining:
+                return
+        for name in (f"{nova}-compute-config", f"{nova}-hypervisor-operator-auth"):
+            try:
+                secret = await self.kube.get(SECRETS, name, ns)
+            except errors.NotFound:
+                continue
+            if ((secret.get("metadata") or {}).get("labels") or {}).get(MIRROR_LABEL) != "true":
+                continue
+            try:
+                await self.kube.delete(SECRETS, name, ns)
+            except errors.NotFound:
+                continue
+            await self.events.emit(
+                cr, "Normal", "ComputeConfigMirrorReaped", f"deleted the mirrored Secret {ns}/{name}"
+            )

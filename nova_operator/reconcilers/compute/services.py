@@ -1,0 +1,231 @@
+"""Step Services (condition ServicesReady): registration, mapping, the drain and the release (§12).
+
+The drain: a leaving node's *enabled* service is disabled (once: the test is made again on
+every pass from what Nova reports), its servers are counted and nothing else is done about
+them: never a migration, never an enable, never a timeout. With zero servers the node is
+Releasing: its pod goes, and once no pod of the pool runs on it the service is deleted
+(409 sends the node back to Draining, 404 counts as done). A failed call stops the walk and
+leaves every entry not yet walked exactly as it was.
+
+Host discovery (§15) is left to the scheduler's periodic discover_hosts_in_cells_interval
+(300 s), as the seed says: this step reports WaitingForHostMapping and polls, and starts no
+``{nova}-discover-hosts`` Job (spec §25 allows either; the Job is the optional extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from nova_operator import conditions, intervals, nodeplan
+from nova_operator.kube import errors
+from nova_operator.kube.resources import PODS
+from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome
+from nova_operator.reconcilers.compute.context import ComputePass, Object
+from nova_operator.renderers import compute_pool
+from nova_operator.runtime.request import Result
+
+COND = conditions.SERVICES_READY
+API_RETRY = intervals.COMPUTE_NODE_DRAINING
+
+_PHASE_POLL = {
+    nodeplan.RELEASING: intervals.COMPUTE_NODE_RELEASING,
+    nodeplan.DRAINING: intervals.COMPUTE_NODE_DRAINING,
+    nodeplan.PENDING: intervals.COMPUTE_NODE_DRAINING,
+    nodeplan.ACTIVE: intervals.COMPUTE_SETTLED,
+    nodeplan.CONFLICT: intervals.COMPUTE_SETTLED,
+}
+_SERVICE_FIELDS = ("serviceID", "serviceStatus", "serviceState", "disabledReason")
+
+
+def poll_interval(*ledgers: list[Object]) -> float:
+    """60 s, lowered to the shortest interval any entry of any ledger needs (before and after the walk)."""
+    poll = intervals.COMPUTE_SETTLED
+    for ledger in ledgers:
+        for entry in ledger:
+            poll = min(poll, _PHASE_POLL.get(entry.get("phase", ""), poll))
+    return poll
+
+
+def copy_service(entry: Object, service: ComputeService | None) -> None:
+    for key in _SERVICE_FIELDS:
+        entry.pop(key, None)
+    if service is not None:
+        entry.update(
+            serviceID=service.id,
+            serviceStatus=service.status,
+            serviceState=service.state,
+            disabledReason=service.disabled_reason,
+        )
+
+
+class _PodListError(Exception):
+    pass
+
+
+class _Walk:
+    """One pass over the ledger; ``failure`` ends it and keeps the rest of the entries as they were."""
+
+    def __init__(self, p: ComputePass, services: Mapping[str, ComputeService], mapped: set[str]) -> None:
+        self.p = p
+        self.services = services
+        self.mapped = mapped
+        self.unmapped: list[str] = []
+        self.failure: Exception | None = None
+        self._pod_nodes: set[str] | None = None
+        self._releasing_at_start = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.RELEASING]
+
+    async def run(self) -> list[Object]:
+        out: list[Object] = []
+        entries = [dict(e) for e in self.p.nodes]
+        for i, entry in enumerate(entries):
+            try:
+                kept = await self._one(entry)
+            except (ComputeAPIError, _PodListError) as exc:
+                self.failure = exc
+                out.extend(self.p.nodes[i:])  # this and every later entry: unchanged
+                return out
+            if kept:
+                out.append(entry)
+        return out
+
+    async def _one(self, entry: Object) -> bool:
+        """Walk one entry (changed in place); False drops it from the ledger."""
+        phase = entry.get("phase")
+        if phase == nodeplan.CONFLICT:
+            return True
+        host = entry["name"]
+        service = self.services.get(host)
+        copy_service(entry, service)
+        if phase in (nodeplan.PENDING, nodeplan.ACTIVE):
+            entry["phase"] = nodeplan.PENDING
+            if service is not None and (phase == nodeplan.ACTIVE or host in self.mapped):
+                entry["phase"] = nodeplan.ACTIVE
+            elif service is not None:
+                self.unmapped.append(host)
+            return True
+        if phase == nodeplan.DRAINING:
+            await self._drain(entry, service)
+            return True
+        if phase == nodeplan.RELEASING:
+            return await self._release(entry, service)
+        return True
+
+    async def _drain(self, entry: Object, service: ComputeService | None) -> None:
+        p = self.p
+        client = await p.compute()
+        if service is not None and service.status == "enabled":
+            reason = f"c5c3.io: leaving NovaCompute {p.namespace}/{p.name}"
+            await client.disable_service(service.id, reason)
+            entry["serviceStatus"] = "disabled"
+            entry["disabledReason"] = reason
+            await p.emit(
+                "Normal",
+                "ComputeServiceDisabled",
+                f"disabled the compute service of node {entry['name']} ({service.id}): it left the pool",
+            )
+        # Counted even without a service: servers outlive their service record.
+        count = await client.count_servers(entry["name"])
+        if count > 0:
+            entry["instances"] = count
+        else:
+            entry.pop("instances", None)
+            entry["phase"] = nodeplan.RELEASING
+
+    async def _release(self, entry: Object, service: ComputeService | None) -> bool:
+        p = self.p
+        host = entry["name"]
+        if host in await self._pods_on_nodes():
+            return True  # the pod is still there: wait
+        handover = p.plan is not None and host in p.plan.handover
+        if handover or service is None:
+            return False  # no Nova call: the rival keeps the service, or there is none
+        outcome = await (await p.compute()).delete_service(service.id)
+        if outcome is DeleteOutcome.CONFLICT:  # instances or migrations came back
+            entry["phase"] = nodeplan.DRAINING
+            return True
+        await p.emit(
+            "Normal",
+            "ComputeServiceDeleted",
+            f"deleted the compute service of node {host} ({service.id}); its host mapping went with it",
+        )
+        return False
+
+    async def _pods_on_nodes(self) -> set[str]:
+        """Nodes that still run a pod of this pool (listed at most once per pass)."""
+        if self._pod_nodes is None:
+            p = self.p
+            selector = ",".join(f"{k}={v}" for k, v in sorted(compute_pool.selector_labels(p.name).items()))
+            try:
+                listed = await p.kube.list(PODS, p.namespace, label_selector=selector)
+            except errors.KubeError as exc:
+                raise _PodListError(f"listing the pool's pods: {exc}") from exc
+            only = self._releasing_at_start[0] if len(self._releasing_at_start) == 1 else None
+            self._pod_nodes = {
+                node
+                for pod in listed.get("items") or []
+                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and (node := (pod.get("spec") or {}).get("nodeName"))
+                and (only is None or node == only)
+            }
+        return self._pod_nodes
+
+
+async def reconcile_services(p: ComputePass) -> Result:
+    poll = poll_interval(p.nodes)
+    try:
+        client = await p.compute()
+        services = await client.list_services()
+    except ComputeAPIError as exc:
+        p.set(COND, False, "ComputeAPIError", str(exc))
+        return Result(requeue_after=API_RETRY)
+    mapping_error: ComputeAPIError | None = None
+    mapped: set[str] = set()
+    if any(e.get("phase") == nodeplan.PENDING and e["name"] in services for e in p.nodes):
+        try:
+            mapped = await client.mapped_hosts()
+        except ComputeAPIError as exc:
+            mapping_error = exc
+    walk = _Walk(p, services, mapped)
+    p.status["nodes"] = await walk.run()
+    poll = min(poll, poll_interval(p.nodes))
+    if isinstance(walk.failure, _PodListError):
+        p.set(COND, False, "PodListError", str(walk.failure))
+        raise walk.failure
+    if walk.failure is not None:
+        p.set(COND, False, "ComputeAPIError", str(walk.failure))
+        return Result(requeue_after=API_RETRY)
+    if mapping_error is not None:
+        p.set(COND, False, "ComputeAPIError", f"listing hypervisors: {mapping_error}")
+        return Result(requeue_after=poll)
+    _condition(p, walk.unmapped)
+    return Result(requeue_after=poll)
+
+
+def _condition(p: ComputePass, unmapped: list[str]) -> None:
+    nodes = p.nodes
+    waiting = [e["name"] for e in nodes if e.get("phase") == nodeplan.PENDING and e["name"] not in unmapped]
+    if waiting:
+        p.set(
+            COND, False, "WaitingForServices", "no compute service registered yet on: " + ", ".join(waiting)
+        )
+        return
+    if unmapped:
+        p.set(
+            COND,
+            False,
+            "WaitingForHostMapping",
+            "hosts not mapped to a cell yet: "
+            + ", ".join(unmapped)
+            + "; the scheduler's periodic host discovery (every 300 s) maps them",
+        )
+        return
+    down = [e["name"] for e in nodes if e.get("phase") == nodeplan.ACTIVE and e.get("serviceState") == "down"]
+    if down:
+        p.set(COND, False, "ServicesDown", "compute services down on: " + ", ".join(down))
+        return
+    leaving = [e for e in nodes if e.get("phase") in (nodeplan.DRAINING, nodeplan.RELEASING)]
+    if leaving:
+        detail = ", ".join(f"{e['name']}: {int(e.get('instances') or 0)} instances" for e in leaving)
+        p.set(COND, True, "Draining", detail)
+        return
+    p.set(COND, True, "ServicesUp", "every compute service of the pool is up")

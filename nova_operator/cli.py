@@ -57,14 +57,13 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{ENV_PREFIX}{name}={value!r} is not a boolean")
 
 
-def _positive_int(text: str) -> int:
+def _workers(text: str) -> int:
+    """An integer; 0 or less means the default of 2 (reconciler spec, section 1)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return value if value > 0 else QueueSettings().workers
 
 
 def _address(text: str) -> str:
@@ -88,7 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAMESPACE",
         help="namespace to watch; repeat for several (default: all namespaces)",
     )
-    p.add_argument("--workers", type=_positive_int, help="concurrent reconciles per controller (default: 2)")
+    p.add_argument(
+        "--workers",
+        "--max-concurrent-reconciles",
+        dest="workers",
+        type=_workers,
+        help="concurrent reconciles per controller; 0 or less means the default (2)",
+    )
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -119,7 +124,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         namespaces = args.namespaces or (
             [n.strip() for n in env_ns.split(",") if n.strip()] if env_ns else []
         )
-        workers = args.workers or (_positive_int(_env("WORKERS") or "2"))
+        workers = args.workers or _workers(_env("WORKERS") or "2")
         metrics_addr = args.metrics_bind_address or _address(_env("METRICS_BIND_ADDRESS") or ":8080")
         health_addr = args.health_probe_bind_address or _address(_env("HEALTH_PROBE_BIND_ADDRESS") or ":8081")
         fmt = args.log_format or _env("LOG_FORMAT") or log.default_format()

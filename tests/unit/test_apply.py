@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nova_operator import apply
-from nova_operator.kube.errors import Conflict
+from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import CONFIGMAPS, ResourceRef
 
 OWNER = {
@@ -30,6 +30,13 @@ class FakeKube:
     def __init__(self, *fail: Exception) -> None:
         self.fail = list(fail)
         self.applied: list[tuple[ResourceRef, dict[str, Any], str, bool]] = []
+        self.subresources: list[str | None] = []
+        self.deleted: list[tuple[ResourceRef, str, str | None]] = []
+
+    async def delete(self, ref: ResourceRef, name: str, namespace: str | None = None, **_: Any) -> None:
+        self.deleted.append((ref, name, namespace))
+        if self.fail:
+            raise self.fail.pop(0)
 
     async def apply(
         self,
@@ -38,9 +45,11 @@ class FakeKube:
         *,
         field_manager: str,
         namespace: str | None,
-        force: bool,
+        force: bool = True,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
         self.applied.append((ref, body, field_manager, force))
+        self.subresources.append(subresource)
         if self.fail:
             raise self.fail.pop(0)
         return {**body, "metadata": {**body["metadata"], "resourceVersion": "7"}}
@@ -104,3 +113,26 @@ async def test_apply_retries_a_conflict_and_gives_up_after_a_few() -> None:
     with pytest.raises(Conflict):
         await apply.apply(kube, desired())  # type: ignore[arg-type]
     assert len(kube.applied) == apply.CONFLICT_RETRIES + 1
+
+
+async def test_apply_status_writes_only_a_changed_status_to_the_subresource() -> None:
+    kube = FakeKube()
+    live = {**OWNER, "status": {"phase": "Ready", "observedGeneration": 2}}
+    assert await apply.apply_status(kube, live, {"phase": "Ready"}) is None  # type: ignore[arg-type]
+    assert kube.applied == []
+    await apply.apply_status(kube, live, {"phase": "Failed"})  # type: ignore[arg-type]
+    ref, body, manager, _ = kube.applied[0]
+    assert (ref.kind, manager, kube.subresources) == ("Nova", "nova-operator", ["status"])
+    assert body == {
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "Nova",
+        "metadata": {"name": "nova", "namespace": "ns"},
+        "status": {"phase": "Failed"},
+    }
+
+
+async def test_delete_if_present_treats_not_found_as_done() -> None:
+    kube = FakeKube(NotFound("gone"))
+    assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is False  # type: ignore[arg-type]
+    assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is True  # type: ignore[arg-type]
+    assert kube.deleted == [(CONFIGMAPS, "c", "ns")] * 2

@@ -66,13 +66,15 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (s.log.format, s.log.level) == ("json", "debug")
     assert (s.kube.kubeconfig, s.kube.context) == ("/k", "c")
     assert cli.parse_settings(["--no-leader-elect"]).leader_election.enabled is False
+    assert cli.parse_settings(["--max-concurrent-reconciles=4"]).queue.workers == 4
+    assert cli.parse_settings(["--workers=0"]).queue.workers == 2  # 0 or less: the default
 
 
 @pytest.mark.parametrize(
     "argv",
     [
         ["--bogus"],
-        ["--workers=0"],
+        ["--max-concurrent-reconciles=1.5"],
         ["--workers=two"],
         ["--log-format=xml"],
         ["--metrics-bind-address=nowhere"],

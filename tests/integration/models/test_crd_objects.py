@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import pathlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import yaml
@@ -248,7 +248,9 @@ async def test_sample_is_accepted_and_parses_into_the_models(
 ) -> None:
     core = client.CoreV1Api(admin_api)
     for secret in _load(SAMPLES / "secrets.yaml", objects.namespace):
-        await core.create_namespaced_secret(objects.namespace, secret)
+        await core.create_namespaced_secret(
+            objects.namespace, cast(Any, secret)
+        )  # the client takes dicts too
     (body,) = _load(SAMPLES / sample, objects.namespace)
     plural = "novas" if body["kind"] == "Nova" else "novacomputes"
     stored = await objects.create(plural, body)

@@ -740,7 +740,7 @@ def _error_path(case: Case) -> str:
 
 def _assert_refused(err: ApiException, case: Case) -> None:
     assert err.status == 422, err.body
-    text = json.loads(err.body)["message"]
+    text = json.loads(err.body or "{}")["message"]
     assert (case.expect or case.message) in text, text
     path = case.error_path if case.error_path is not None else _error_path(case)
     if path:

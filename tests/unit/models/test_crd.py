@@ -5,12 +5,15 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import pydantic
 import pytest
 import yaml
+from pydantic import Field
 
 from nova_operator.models import crd
+from nova_operator.models._schema import CRDModel, Rule, Schema
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -192,3 +195,90 @@ def test_schema_is_structural_every_node_has_a_type_or_is_int_or_string() -> Non
         for node in _walk_schemas(_version(plural)["schema"]["openAPIV3Schema"]):
             assert "type" in node or node.get("x-kubernetes-int-or-string"), node
             assert not ({"anyOf", "oneOf", "allOf", "$ref"} & node.keys()), node
+
+
+def _kind_with_spec(spec_type: Any) -> crd.Kind:
+    model = pydantic.create_model(
+        "Probe",
+        __base__=CRDModel,
+        spec=(spec_type, ...),
+        status=(dict[str, str] | None, None),
+    )
+    return crd.Kind(model, "Probe", "probes", "probe", (), "probe")
+
+
+def _spec_schema(spec_type: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = crd.crd_object(_kind_with_spec(spec_type))["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"
+    ]["properties"]["spec"]
+    return schema
+
+
+class _Defaults(CRDModel):
+    __crd_rules__ = (Rule("self.a <= 5", "a must be at most 5"),)
+
+    a: Annotated[int, Field(ge=1, le=9), Schema(format="int32")] = 3
+    b: Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=4)] | None = None
+    c: Annotated[dict[str, int], Field(min_length=1)] | None = None
+    d: Literal["x", "y"] = "x"
+    e: Annotated[int | str, Schema(x_kubernetes_int_or_string=True)] | None = None
+
+
+class _Child(_Defaults):
+    __crd_rules__ = (Rule("self.d == 'x'", "d must be x"),)
+
+
+def test_generator_maps_types_bounds_defaults_and_inherits_rules() -> None:
+    schema = _spec_schema(_Child)
+    assert schema["properties"]["a"] == {
+        "type": "integer",
+        "format": "int32",
+        "minimum": 1,
+        "maximum": 9,
+        "default": 3,
+    }
+    assert schema["properties"]["b"] == {
+        "type": "array",
+        "maxItems": 4,
+        "items": {"type": "string", "minLength": 1},
+    }
+    assert schema["properties"]["c"] == {
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": {"type": "integer"},
+    }
+    assert schema["properties"]["d"] == {"type": "string", "enum": ["x", "y"], "default": "x"}
+    assert schema["properties"]["e"] == {"x-kubernetes-int-or-string": True}
+    assert "required" not in schema
+    assert [r["message"] for r in schema["x-kubernetes-validations"]] == [
+        "a must be at most 5",
+        "d must be x",
+    ]
+
+
+@pytest.mark.parametrize("bad", [set[str], dict[int, str], Literal[1, 2], float | str])
+def test_generator_refuses_types_it_cannot_map(bad: Any) -> None:
+    with pytest.raises(TypeError):
+        _spec_schema(bad)
+
+
+class _ObjectDefault(CRDModel):
+    inner: _Defaults = pydantic.Field(default_factory=_Defaults)
+
+
+class _SchemaObjectDefault(CRDModel):
+    inner: Annotated[_Defaults, Schema(default={})] = pydantic.Field(default_factory=_Defaults)
+
+
+def test_an_object_default_must_be_declared_for_the_schema() -> None:
+    assert "default" not in _spec_schema(_ObjectDefault)["properties"]["inner"]
+    assert _spec_schema(_SchemaObjectDefault)["properties"]["inner"]["default"] == {}
+
+
+class _ListDefault(CRDModel):
+    items: list[str] = ["a"]
+
+
+def test_a_non_scalar_default_without_a_schema_default_is_refused() -> None:
+    with pytest.raises(TypeError, match="Schema"):
+        _spec_schema(_ListDefault)

@@ -1,0 +1,82 @@
+"""Step 5, ``ComputeConfig`` (``ComputeConfigReady``): the compute contract Secret(s), reconciler.md §4.5.
+
+``{name}-compute-config`` is applied under its stable name and named in
+``status.computeConfigSecretRef``. While ``spec.remoteCompute`` is set, the remote contract
+``{name}-remote-compute-config`` follows the same shape with the remote transport URL and
+Keystone endpoint; a missing remote URL is a non-stopping wait (computes read the contract,
+the control plane does not). Only when both are as the spec asks: ``ComputeConfigPublished``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import conditions
+from nova_operator.kube.resources import SECRETS
+from nova_operator.naming import Component
+from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.renderers import novaconf
+from nova_operator.renderers import secrets as derived
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.COMPUTE_CONFIG_READY
+PUBLISHED: Final = "ComputeConfigPublished"
+COMPUTE_CONFIG_ERROR: Final = "ComputeConfigError"
+WAITING_FOR_REMOTE_URL: Final = "WaitingForRemoteTransportURL"
+
+
+def _contract(ctx: PassContext, fragment: str, transport_url: str, *, remote: bool) -> dict[str, object]:
+    return derived.compute_config_secret(
+        ctx.nova,
+        fragment=fragment,
+        transport_url=transport_url,
+        password=ctx.state.service_user_password,
+        metadata_secret=ctx.state.metadata_secret,
+        ca_crt=ctx.state.broker_ca or None,
+        remote=remote,
+    )
+
+
+async def _remote(ctx: PassContext, inputs: novaconf.ConfInputs) -> str | None:
+    """Publish or withdraw the remote contract; a False reason and message when it is not as asked."""
+    remote = ctx.nova.spec.remote_compute
+    name = f"{ctx.name}-{Component.REMOTE_COMPUTE_CONFIG}"
+    if remote is None:
+        await ctx.remove(SECRETS, name)
+        ctx.status.pop("remoteComputeConfigSecretRef", None)
+        return None
+    ref = remote.transport_url_secret_ref
+    key = ref.key or "transport_url"
+    url = secret_value(await ctx.live(SECRETS, ref.name), key)
+    if not url:
+        return (
+            f"{WAITING_FOR_REMOTE_URL}:spec.remoteCompute.transportURLSecretRef: Secret "
+            f"{ctx.namespace}/{ref.name} has no non-empty key {key}"
+        )
+    try:
+        derived.check_transport_url(url)
+        fragment = novaconf.render_compute_fragment(
+            inputs, remote=novaconf.RemoteComputeInputs(keystone_endpoint=remote.keystone_endpoint)
+        )
+    except (derived.TransportURLRejected, novaconf.ConfigError) as exc:
+        return f"{COMPUTE_CONFIG_ERROR}:remote compute contract: {exc}"
+    await ctx.ensure(_contract(ctx, fragment, url, remote=True))
+    ctx.status["remoteComputeConfigSecretRef"] = {"name": name}
+    return None
+
+
+async def run(ctx: PassContext) -> Result:
+    inputs = novaconf.conf_inputs(ctx.nova)
+    try:
+        fragment = novaconf.render_compute_fragment(inputs)
+    except novaconf.ConfigError as exc:
+        ctx.set(CONDITION, False, COMPUTE_CONFIG_ERROR, f"compute contract: {exc}")
+        return Result()
+    published = await ctx.ensure(_contract(ctx, fragment, ctx.state.transport_url, remote=False))
+    ctx.status["computeConfigSecretRef"] = {"name": published["metadata"]["name"]}
+    if (problem := await _remote(ctx, inputs)) is not None:
+        reason, _, message = problem.partition(":")
+        ctx.set(CONDITION, False, reason, message)
+        return Result()
+    ctx.set(CONDITION, True, PUBLISHED, "The compute contract is published")
+    return Result()

@@ -1,0 +1,239 @@
+"""``PassContext``: everything one Nova pass hands its steps, and ``PassState``, what steps hand forward.
+
+A context is built fresh for every pass (up to N CRs are reconciled concurrently, so nothing
+a step produces may live on the controller). Steps read children from the informer caches
+(``cached``), fall back to a GET for kinds nobody watches (``live``), write through
+``ensure`` (server-side apply that is skipped when the cached object already carries every
+rendered field, so a converged pass sends no write) and ``remove`` (a delete only when the
+object is there). Conditions are set with ``ctx.set`` which stamps the pass's generation.
+
+The concurrent group forks the context (``fork``): each member gets its own copy of the
+status, and ``adopt_condition`` copies the member's one condition back afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from nova_operator import apply, conditions
+from nova_operator.kube.client import Kube
+from nova_operator.kube.errors import NotFound
+from nova_operator.kube.resources import ResourceRef, ref_for
+from nova_operator.metrics import Metrics
+from nova_operator.models.nova import Nova
+from nova_operator.renderers.workload import Digests, WorkloadInputs
+from nova_operator.runtime.cache import Cache
+
+Object = dict[str, Any]
+EventType = Literal["Normal", "Warning"]
+
+
+class Events(Protocol):
+    async def emit(self, obj: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None: ...
+
+
+class ProbeError(Exception):
+    """A transport failure of the API probe; ``reason`` is the NovaAPIReady False reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+Prober = Callable[[str, float], Awaitable[tuple[int, str]]]
+"""GET ``url`` with a timeout; returns (status code, body) or raises ``ProbeError``."""
+
+
+@dataclass
+class HealthCache:
+    """Successful API probes by (CR UID, URL) -> monotonic time; shared across passes on purpose."""
+
+    successes: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def evict(self, uid: str) -> None:
+        for key in [k for k in self.successes if k[0] == uid]:
+            del self.successes[key]
+
+
+@dataclass(frozen=True)
+class NovaOptions:
+    """Process-wide inputs of the Nova controller (not per pass)."""
+
+    operator_namespace: str = "nova-system"
+    gateway_api: bool = True  # HTTPRoute served by the cluster (probed at start-up by the caller)
+    prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
+    health: HealthCache = field(default_factory=HealthCache)
+    monotonic: Callable[[], float] | None = None
+
+
+@dataclass
+class PassState:
+    """Values handed forward within one pass (reconciler.md §2). Empty means unknown: never written."""
+
+    service_user_password: str = ""
+    metadata_secret: str = ""
+    broker_ca: str = ""
+    authtoken_digest: str = ""
+    metadata_digest: str = ""
+    api_db_digest: str = ""
+    cell_db_digest: str = ""
+    transport_url: str = ""
+    transport_digest: str = ""
+    broker_port: int | None = None
+    config_map: str = ""
+    config_keys: tuple[str, ...] = ()
+
+    def workload_inputs(self) -> WorkloadInputs:
+        digests = Digests(
+            api_db_connection=self.api_db_digest,
+            db_connection=self.cell_db_digest,
+            authtoken=self.authtoken_digest,
+            transport_url=self.transport_digest,
+            metadata_secret=self.metadata_digest,
+        )
+        return WorkloadInputs(
+            config_map=self.config_map, digests=digests, broker_port=self.broker_port or 5672
+        )
+
+
+def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
+    """The decoded value of ``key`` (None when the Secret or the key is missing)."""
+    if secret is None:
+        return None
+    data = secret.get("data") or {}
+    if key in data:
+        return base64.b64decode(data[key]).decode("utf-8")
+    string_data = secret.get("stringData") or {}
+    value = string_data.get(key)
+    return None if value is None else str(value)
+
+
+@dataclass
+class PassContext:
+    kube: Kube
+    obj: Object  # the CR as read this pass; its metadata follows our own annotation patches
+    nova: Nova
+    status: Object  # the working status, written once at the end of the pass
+    now: Callable[[], datetime]
+    events: Events
+    caches: Mapping[ResourceRef, Cache]
+    metrics: Metrics
+    options: NovaOptions = field(default_factory=NovaOptions)
+    state: PassState = field(default_factory=PassState)
+
+    # -- identity ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"].get("namespace") or "default")
+
+    @property
+    def uid(self) -> str:
+        return str(self.obj["metadata"].get("uid", ""))
+
+    @property
+    def generation(self) -> int:
+        return int(self.obj["metadata"].get("generation", 0))
+
+    # -- conditions ----------------------------------------------------------------------------
+
+    @property
+    def conditions(self) -> list[conditions.Condition]:
+        conds: list[conditions.Condition] = self.status.setdefault("conditions", [])
+        return conds
+
+    def set(self, cond_type: str, status: bool, reason: str, message: str) -> None:
+        conditions.set_condition(
+            self.conditions, cond_type, status, reason, message, generation=self.generation, now=self.now()
+        )
+
+    def condition(self, cond_type: str) -> Mapping[str, Any] | None:
+        return conditions.find(self.conditions, cond_type)
+
+    async def emit(self, type_: EventType, reason: str, message: str) -> None:
+        await self.events.emit(self.obj, type_, reason, message)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def cached(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
+        cache = self.caches.get(ref)
+        if cache is None:
+            raise KeyError(f"no informer for {ref}")
+        return cache.get(name, namespace if namespace is not None else self.namespace)
+
+    async def live(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
+        """From the informer cache when the kind is watched, else one GET (None when absent)."""
+        ns = namespace if namespace is not None else self.namespace
+        cache = self.caches.get(ref)
+        if cache is not None:
+            return cache.get(name, ns)
+        try:
+            return await self.kube.get(ref, name, ns)
+        except NotFound:
+            return None
+
+    def owned(self, ref: ResourceRef, labels: Mapping[str, str] | None = None) -> list[Object]:
+        """Cached objects of ``ref`` in the CR's namespace controlled by this CR."""
+        cache = self.caches[ref]
+        return [o for o in cache.list(self.namespace, labels) if controlled_by(o, self.uid)]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def ensure(self, desired: Mapping[str, Any], *, ref: ResourceRef | None = None) -> Object:
+        """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
+        ref = ref or ref_for(desired["apiVersion"], desired["kind"])
+        current = await self.live(ref, desired["metadata"]["name"])
+        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref)
+
+    async def remove(self, ref: ResourceRef, name: str, *, only_owned: bool = True) -> bool:
+        """Delete ``name`` when it exists (and, by default, only when this CR controls it)."""
+        current = await self.live(ref, name)
+        if current is None or (only_owned and not controlled_by(current, self.uid)):
+            return False
+        return await apply.delete_if_present(self.kube, ref, name, self.namespace)
+
+    # -- the concurrent group ------------------------------------------------------------------
+
+    def fork(self) -> PassContext:
+        return replace(
+            self, obj=copy.deepcopy(self.obj), status=copy.deepcopy(self.status), state=replace(self.state)
+        )
+
+    def adopt_condition(self, member: PassContext, condition_type: str) -> None:
+        found = conditions.find(member.conditions, condition_type)
+        if found is None:
+            return
+        conds = self.conditions
+        index = next((i for i, c in enumerate(conds) if c.get("type") == condition_type), None)
+        if index is None:
+            conds.append(dict(found))
+        else:
+            conds[index] = dict(found)  # keep the position: a reordered list would be a status change
+        # annotations a member patched onto the CR travel back with its resourceVersion (§3.2)
+        meta, theirs = self.obj["metadata"], member.obj["metadata"]
+        if theirs.get("resourceVersion") != meta.get("resourceVersion"):
+            meta["annotations"] = dict(theirs.get("annotations") or {})
+            meta["resourceVersion"] = theirs.get("resourceVersion")
+
+
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("uid") == uid:
+            return True
+    return False
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None

@@ -1,0 +1,290 @@
+"""Step 6, ``Database`` (``DatabaseReady``): MariaDB objects, db-sync Job, cells, release (reconciler.md §5).
+
+1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0):
+   the ``MariaDB`` must be Ready (``ClusterNotReady``), then the ``Database`` objects, then
+   ``User`` and ``Grant`` (``WaitingForDatabase``); all polled every 30 s (not watched).
+2. ``WaitingForConfig`` while the Config step produced no ConfigMap.
+3. ``dispatch``: the image/release lockstep check, then either the steady-state db-sync Job
+   (fresh install, same release, patch bump) or the release upgrade. The upgrade flow
+   (expand / migrate / contract) is a separate piece of work that plugs in at
+   ``run_upgrade``; until then a valid one-step upgrade is refused without advancing.
+4. The db-sync Job: created with its pod-spec hash; replaced when the hash changed; a Job
+   that failed with the current template is a permanent failure (error, Warning event).
+   On completion: ``DatabaseSynced``, ``status.installedRelease``, and the cells report of
+   the Job's pod into ``status.cells`` (once per Job UID).
+
+Every terminal Job observed is handed to the exactly-once recorder (suffix ``db-sync``) for
+``nova_operator_db_sync_total`` / ``_duration_seconds``, even when it is about to be replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nova_operator import cells, conditions, intervals, releases
+from nova_operator.kube.errors import Conflict
+from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
+from nova_operator.readiness import JobState, custom_resource_ready, job_state
+from nova_operator.reconcilers.common import record_terminal_job
+from nova_operator.reconcilers.context import PassContext, controller_uid
+from nova_operator.renderers import jobs, mariadb
+from nova_operator.renderers.workload import image_ref
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.DATABASE_READY
+CLUSTER_NOT_READY: Final = "ClusterNotReady"
+WAITING_FOR_DATABASE: Final = "WaitingForDatabase"
+WAITING_FOR_CONFIG: Final = "WaitingForConfig"
+IMAGE_RELEASE_MISMATCH: Final = "ImageReleaseMismatch"
+DB_SYNC_IN_PROGRESS: Final = "DBSyncInProgress"
+DB_SYNC_FAILED: Final = "DBSyncFailed"
+DATABASE_SYNCED: Final = "DatabaseSynced"
+CELLS_REPORT_UNAVAILABLE: Final = "CellsReportUnavailable"
+
+DB_SYNC: Final = "db-sync"
+DB_SYNC_CELLS: Final = "db-sync-cells"
+
+
+class DBSyncFailed(Exception):
+    """The db-sync Job failed with the current template (the work queue backs off)."""
+
+
+class UpgradeRefused(Exception):
+    """A release change this operator does not carry out (reason in ``args[0]``)."""
+
+
+def _wait(ctx: PassContext, reason: str, message: str, after: float = intervals.DATABASE_WAIT) -> Result:
+    ctx.set(CONDITION, False, reason, message)
+    return Result(requeue_after=after)
+
+
+# -- 5.1 provisioning --------------------------------------------------------------------------
+
+
+def _by_block(ctx: PassContext) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The MariaDB objects in creation order, grouped by the MariaDB cluster they live on."""
+    objects = mariadb.mariadb_objects(ctx.nova)
+    spec = ctx.nova.spec
+    groups: list[tuple[str, list[dict[str, Any]]]] = []
+    api_name = f"{ctx.name}-api"
+    for block, cluster in ((spec.api_database, "api"), (spec.database, "cell")):
+        if block.cluster_ref is None:
+            continue
+        mine = [
+            o
+            for o in objects
+            if (o["metadata"]["name"] == api_name) == (cluster == "api")
+            and o["spec"]["mariaDbRef"]["name"] == block.cluster_ref.name
+        ]
+        groups.append((block.cluster_ref.name, mine))
+    return groups
+
+
+async def _provision(ctx: PassContext) -> Result | None:
+    for cluster, objects in _by_block(ctx):
+        server = await ctx.live(MARIADBS, cluster)
+        if server is None or not custom_resource_ready(server):
+            return _wait(ctx, CLUSTER_NOT_READY, f"MariaDB {ctx.namespace}/{cluster} is not Ready")
+        databases = [o for o in objects if o["kind"] == "Database"]
+        others = [o for o in objects if o["kind"] != "Database"]
+        for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):
+            live = [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in group]
+            pending = [f"{o['kind']} {o['metadata']['name']}" for o in live if not custom_resource_ready(o)]
+            if pending:
+                return _wait(ctx, WAITING_FOR_DATABASE, f"{what}: {', '.join(pending)}")
+    return None
+
+
+# -- 5.3 dispatch ------------------------------------------------------------------------------
+
+
+def lockstep_problem(ctx: PassContext) -> str | None:
+    release = ctx.nova.spec.open_stack_release
+    tag = releases.image_tag(image_ref(ctx.nova))
+    if releases.lockstep_mismatch(image_tag_value=tag, release=release):
+        return f"image tag {tag} does not match spec.openStackRelease {release}"
+    return None
+
+
+async def run_upgrade(ctx: PassContext, installed: str, target: str) -> Result:
+    """The seam of the release upgrade (upgrade-and-cells.md): validation now, phases later.
+
+    Validation failures are errors with their Warning event (§9: backoff). A valid one-step
+    upgrade is not carried out by this build: it is refused the same way, naming the release
+    pair, and nothing advances (the installed schema and the running workloads stay as they are).
+    """
+    transition = releases.classify(installed, target)
+    if transition is releases.Transition.UNPARSEABLE:
+        side = "installed" if releases.base(installed) is None else "target"
+        reason, message = transition.value, f"cannot parse the {side} release ({installed} → {target})"
+    elif transition is releases.Transition.DOWNGRADE:
+        reason, message = transition.value, f"downgrade from {installed} to {target} not supported"
+    elif transition is releases.Transition.SKIP_LEVEL:
+        reason, message = transition.value, f"upgrade from {installed} to {target} is not sequential"
+    else:
+        reason = releases.Transition.SKIP_LEVEL.value
+        message = (
+            f"upgrade from {installed} to {target}: the expand/migrate/contract flow is not available yet"
+        )
+    ctx.set(CONDITION, False, reason, message)
+    await ctx.emit("Warning", reason, message)
+    raise UpgradeRefused(reason)
+
+
+async def dispatch(ctx: PassContext) -> Result:
+    status = ctx.status
+    installed = str(status.get("installedRelease") or "")
+    target = ctx.nova.spec.open_stack_release
+    if status.get("upgradePhase"):
+        if target != installed and (problem := lockstep_problem(ctx)) is not None:
+            return _wait(ctx, IMAGE_RELEASE_MISMATCH, problem)
+        return await run_upgrade(ctx, installed, target)
+    if (problem := lockstep_problem(ctx)) is not None:
+        return _wait(ctx, IMAGE_RELEASE_MISMATCH, problem)
+    if releases.needs_upgrade(installed, target):
+        return await run_upgrade(ctx, installed, target)
+    return await db_sync(ctx)
+
+
+# -- 5.4 / 5.6 the db-sync Job -----------------------------------------------------------------
+
+
+async def run_job(
+    ctx: PassContext, desired: Mapping[str, Any]
+) -> tuple[JobState | None, Mapping[str, Any] | None]:
+    """One pass of "run the Job": (state or None for not done, the Job observed at the start)."""
+    name = desired["metadata"]["name"]
+    observed = ctx.cached(JOBS, name)
+    if observed is None:
+        with contextlib.suppress(Conflict):  # an old Job of that name is still terminating
+            await ctx.ensure(desired, ref=JOBS)
+        return None, None
+    owner = controller_uid(observed)
+    if owner is None:  # adopt a Job of that name that nobody controls
+        await ctx.kube.patch(
+            JOBS,
+            name,
+            {"metadata": {"ownerReferences": [_owner_ref(ctx)]}},
+            ctx.namespace,
+        )
+    elif owner != ctx.uid:
+        raise RuntimeError(f"Job {ctx.namespace}/{name} is controlled by another owner")
+    state = job_state(observed)
+    if state is JobState.RUNNING:
+        return None, observed
+    want = desired["metadata"]["annotations"][jobs.POD_SPEC_HASH]
+    have = ((observed.get("metadata") or {}).get("annotations") or {}).get(jobs.POD_SPEC_HASH)
+    if have != want:
+        await ctx.kube.delete(JOBS, name, ctx.namespace, propagation="Background")
+        with contextlib.suppress(Conflict):
+            await ctx.kube.create(JOBS, _with_owner(ctx, desired), ctx.namespace)
+        return None, observed
+    return state, observed
+
+
+def _owner_ref(ctx: PassContext) -> dict[str, Any]:
+    return {
+        "apiVersion": ctx.obj["apiVersion"],
+        "kind": ctx.obj["kind"],
+        "name": ctx.name,
+        "uid": ctx.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _with_owner(ctx: PassContext, desired: Mapping[str, Any]) -> dict[str, Any]:
+    body = dict(desired)
+    body["metadata"] = {**desired["metadata"], "ownerReferences": [_owner_ref(ctx)]}
+    return body
+
+
+def _job_failure(job: Mapping[str, Any]) -> str:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return str(c.get("message") or c.get("reason") or "failed")
+    return "failed"
+
+
+async def _record_metrics(ctx: PassContext, job: Mapping[str, Any] | None) -> None:
+    def record(state: JobState, seconds: float) -> None:
+        result = "failed" if state is JobState.FAILED else "succeeded"
+        ctx.metrics.db_sync_total.labels(ctx.name, ctx.namespace, result).inc()
+        ctx.metrics.db_sync_duration.labels(ctx.name, ctx.namespace).observe(seconds)
+
+    await record_terminal_job(
+        ctx.kube,
+        NOVAS,
+        ctx.obj,
+        job,
+        suffix=DB_SYNC,
+        record=record,
+        events=ctx.events,
+        deferral_reason="DBSyncMetricEmissionDeferred",
+    )
+
+
+async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
+    """Once per completed Job UID: ``status.cells`` from the termination message of its pod (§5.5)."""
+
+    async def record(state: JobState, seconds: float) -> None:
+        name = job["metadata"]["name"]
+        try:
+            listed = await ctx.kube.list(
+                PODS, ctx.namespace, label_selector=f"batch.kubernetes.io/job-name={name}"
+            )
+            pod = cells.report_pod(list(listed.get("items") or []))
+        except Exception:
+            pod = None
+        found = cells.parse_cells_report(cells.termination_message(pod) if pod is not None else None)
+        if not found:
+            await ctx.emit(
+                "Normal",
+                CELLS_REPORT_UNAVAILABLE,
+                f"Job {name} left no readable cell report; status.cells left unchanged",
+            )
+            return
+        ctx.status["cells"] = found
+
+    await record_terminal_job(
+        ctx.kube,
+        NOVAS,
+        ctx.obj,
+        job,
+        suffix=DB_SYNC_CELLS,
+        record=record,
+        events=ctx.events,
+        deferral_reason="CellsReportEmissionDeferred",
+    )
+
+
+async def db_sync(ctx: PassContext) -> Result:
+    desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map)
+    state, observed = await run_job(ctx, desired)
+    await _record_metrics(ctx, observed)
+    if state is None:
+        return _wait(ctx, DB_SYNC_IN_PROGRESS, "db_sync job is running")
+    assert observed is not None
+    if state is JobState.FAILED:
+        message = f"db_sync job failed: {_job_failure(observed)}"
+        ctx.set(CONDITION, False, DB_SYNC_FAILED, message)
+        await ctx.emit("Warning", DB_SYNC_FAILED, message)
+        raise DBSyncFailed(message)
+    await _cells_report(ctx, observed)
+    previous = ctx.condition(CONDITION)
+    transitioned = previous is None or previous.get("status") != "True"
+    ctx.set(CONDITION, True, DATABASE_SYNCED, "schema is up to date")
+    ctx.status["installedRelease"] = ctx.nova.spec.open_stack_release
+    if transitioned:  # choice (§5.4): on the transition only, so a converged pass writes nothing
+        await ctx.emit("Normal", DATABASE_SYNCED, "schema is up to date")
+    return Result()
+
+
+async def run(ctx: PassContext) -> Result:
+    if (waiting := await _provision(ctx)) is not None:
+        return waiting
+    if not ctx.state.config_map:
+        return _wait(ctx, WAITING_FOR_CONFIG, "waiting for the config ConfigMap")
+    return await dispatch(ctx)

@@ -1,0 +1,78 @@
+"""Step 12, ``DBArchive`` (``DBArchiveReady``): the ``{name}-db-archive`` CronJob and its runs (§6).
+
+The CronJob exists on every pass (with or without ``spec.dbArchive``). The newest terminal
+run controlled by this CronJob decides the condition, except that ``suspend`` wins. Each
+terminal run is recorded once in ``nova_operator_db_archive_*`` (suffix ``db-archive``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from nova_operator import conditions, naming
+from nova_operator.kube.resources import JOBS, NOVAS
+from nova_operator.naming import Component
+from nova_operator.readiness import JobState, job_state
+from nova_operator.reconcilers.common import record_terminal_job
+from nova_operator.reconcilers.context import PassContext, controller_uid
+from nova_operator.renderers import jobs
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.DB_ARCHIVE_READY
+SCHEDULED: Final = "DBArchiveScheduled"
+SUSPENDED: Final = "DBArchiveSuspended"
+JOB_FAILED: Final = "DBArchiveJobFailed"
+SUFFIX: Final = "db-archive"
+
+
+def _newest_terminal(ctx: PassContext, cronjob_uid: str) -> dict[str, Any] | None:
+    runs = [
+        j
+        for j in ctx.caches[JOBS].list(ctx.namespace, naming.labels(ctx.name, Component.DB_ARCHIVE))
+        if controller_uid(j) == cronjob_uid and job_state(j) is not JobState.RUNNING
+    ]
+    runs.sort(key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"]))
+    return runs[-1] if runs else None
+
+
+async def run(ctx: PassContext) -> Result:
+    settings = jobs.archive_settings(ctx.nova)
+    cronjob = await ctx.ensure(jobs.db_archive_cronjob(ctx.nova, ctx.state.config_map))
+    newest = _newest_terminal(ctx, str(cronjob["metadata"].get("uid", "")))
+    failed = newest is not None and job_state(newest) is JobState.FAILED
+    if settings.suspend:
+        tail = f"; the newest run {newest['metadata']['name']} failed" if failed and newest else ""
+        ctx.set(CONDITION, True, SUSPENDED, f"the db-archive CronJob is suspended: nothing is archived{tail}")
+    elif failed and newest is not None:
+        message = (
+            f"db-archive Job {newest['metadata']['name']} failed; soft-deleted rows keep accumulating "
+            "until a run succeeds"
+        )
+        ctx.set(CONDITION, False, JOB_FAILED, message)
+        await ctx.emit("Warning", JOB_FAILED, message)
+    else:
+        window = f", rows older than {settings.retention_days} days" if settings.retention_days else ""
+        ctx.set(
+            CONDITION,
+            True,
+            SCHEDULED,
+            f"db-archive runs on schedule {settings.schedule}, "
+            f"up to {settings.max_rows} rows per batch{window}",
+        )
+
+    def record(state: JobState, seconds: float) -> None:
+        result = "failed" if state is JobState.FAILED else "succeeded"
+        ctx.metrics.db_archive_total.labels(ctx.name, ctx.namespace, result).inc()
+        ctx.metrics.db_archive_duration.labels(ctx.name, ctx.namespace).observe(seconds)
+
+    await record_terminal_job(
+        ctx.kube,
+        NOVAS,
+        ctx.obj,
+        newest,
+        suffix=SUFFIX,
+        record=record,
+        events=ctx.events,
+        deferral_reason="DBArchiveMetricEmissionDeferred",
+    )
+    return Result()

@@ -1,0 +1,46 @@
+"""Step 2, ``DBConnectionSecrets`` (reports ``SecretsReady``): the two derived pymysql DSN Secrets (§4.2).
+
+The ``nova_api`` half runs first and returns its own wait; the cell half is never derived
+while the ``nova_api`` credentials are missing. A DSN is never written with empty
+credentials. The digests go forward to the workload steps (empty on every wait).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import conditions, intervals
+from nova_operator.digests import credential_digest
+from nova_operator.kube.resources import SECRETS
+from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.renderers import secrets as derived
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.SECRETS_READY
+WAITING_FOR_DB_CREDENTIALS: Final = "WaitingForDBCredentials"
+
+
+async def run(ctx: PassContext) -> Result:
+    spec = ctx.nova.spec
+    digests: dict[str, str] = {}
+    for which, block, field in (
+        ("api", spec.api_database, "apiDatabase"),
+        ("cell", spec.database, "database"),
+    ):
+        secret = await ctx.live(SECRETS, block.secret_ref.name)
+        username, password = secret_value(secret, "username"), secret_value(secret, "password")
+        if not username or not password:
+            ctx.set(
+                CONDITION,
+                False,
+                WAITING_FOR_DB_CREDENTIALS,
+                f"spec.{field}.secretRef: Secret {ctx.namespace}/{block.secret_ref.name} needs non-empty "
+                "username and password",
+            )
+            return Result(requeue_after=intervals.SECRET_POLL)
+        dsn = derived.database_dsn(ctx.nova, which, username=username, password=password)  # type: ignore[arg-type]
+        await ctx.ensure(derived.dsn_secret(ctx.nova, which, dsn))  # type: ignore[arg-type]
+        digests[which] = credential_digest(dsn)
+    ctx.state.api_db_digest = digests["api"]
+    ctx.state.cell_db_digest = digests["cell"]
+    return Result()

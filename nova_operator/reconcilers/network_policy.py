@@ -1,0 +1,41 @@
+"""Group member ``NetworkPolicy`` (``NetworkPolicyReady``), §7.6: ``{name}`` and ``{name}-novncproxy``.
+
+Fail closed: a set ``spec.networkPolicy`` with an empty ingress list is an error (the CRD
+refuses it too), never a policy that admits all ingress.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import conditions
+from nova_operator.kube.resources import NETWORK_POLICIES
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.renderers import network_policy
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.NETWORK_POLICY_READY
+
+
+async def run(ctx: PassContext) -> Result:
+    spec = ctx.nova.spec.network_policy
+    names = (ctx.name, f"{ctx.name}-novncproxy")
+    if spec is None:
+        for name in names:
+            await ctx.remove(NETWORK_POLICIES, name)
+        ctx.set(CONDITION, True, "NetworkPolicyNotRequired", "spec.networkPolicy is not set")
+        return Result()
+    if not spec.ingress:
+        raise ValueError("spec.networkPolicy.ingress is empty: refusing a policy that admits all ingress")
+    desired = network_policy.network_policies(
+        ctx.nova, operator_namespace=ctx.options.operator_namespace, broker_port=ctx.state.broker_port
+    )
+    for policy in desired.values():
+        await ctx.ensure(policy, ref=NETWORK_POLICIES)
+    for name in names:
+        if name not in desired:
+            await ctx.remove(NETWORK_POLICIES, name)
+    ctx.set(
+        CONDITION, True, "NetworkPolicyReady", f"NetworkPolicies {', '.join(sorted(desired))} are applied"
+    )
+    return Result()

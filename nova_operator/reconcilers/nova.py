@@ -1,0 +1,323 @@
+"""The Nova controller: one pass per CR (reconciler.md §2), its deletion branch (§12) and its watches (§10).
+
+A pass: read the CR (gone: done) -> deletion branch -> ensure the finalizer (requeue 1 s
+after adding it) -> snapshot the status -> the twelve steps, then the concurrent group ->
+one status write, skipped when nothing changed. The result of the pipeline (requeue or
+error) is returned after the status write on every exit path.
+
+Concurrency: up to N CRs are reconciled at once (never one CR twice); everything a step
+hands forward lives in the pass's ``PassContext``. The reconciler object holds only what is
+shared on purpose: the informer caches, the event recorder, the health-probe cache.
+
+Register with ``controller_factory(manager)`` (or ``make_controller_factory(options)`` to
+set the operator namespace, the Gateway API capability, or a prober).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import structlog
+from pydantic import ValidationError
+
+from nova_operator import conditions, intervals, naming
+from nova_operator.apply import delete_if_present
+from nova_operator.events import EventRecorder
+from nova_operator.kube.client import Kube
+from nova_operator.kube.errors import KubeError, NotFound
+from nova_operator.kube.resources import (
+    CONFIGMAPS,
+    CRONJOBS,
+    DATABASES,
+    DEPLOYMENTS,
+    GRANTS,
+    HPAS,
+    HTTPROUTES,
+    JOBS,
+    MARIADBS,
+    NETWORK_POLICIES,
+    NOVAS,
+    OPERATOR_NAMESPACE,
+    PDBS,
+    SECRETS,
+    SERVICES,
+    USERS,
+    ResourceRef,
+)
+from nova_operator.manager import ControllerFactory, Manager
+from nova_operator.metrics import Metrics
+from nova_operator.models.nova import Nova
+from nova_operator.pipeline import run_group, run_sequence
+from nova_operator.reconcilers import common
+from nova_operator.reconcilers.context import NovaOptions, PassContext
+from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.predicates import ignore_status_only
+from nova_operator.runtime.request import Request, Result
+
+log = structlog.get_logger("nova_operator.nova")
+
+CONTROLLER_NAME: Final = "nova"
+EVENT_COMPONENT: Final = "nova-controller"
+FINALIZER: Final = "nova.openstack.c5c3.io/finalizer"
+SECRET_INDEX: Final = "nova.spec.secretRefs.name"
+INVALID_SPEC: Final = "InvalidSpec"
+
+OWNED: Final[tuple[ResourceRef, ...]] = (
+    DEPLOYMENTS,
+    SERVICES,
+    CONFIGMAPS,
+    JOBS,
+    CRONJOBS,
+    PDBS,
+    HPAS,
+    NETWORK_POLICIES,
+)
+
+
+class StepMetrics:
+    """The pipeline observer: ``nova_operator_reconcile_duration_seconds`` and ``_errors_total`` (§14.1)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        for step in (*NOVA_STEPS, *NOVA_GROUP):  # pre-create the error series at 0
+            metrics.step_errors.labels(step.name, condition_type(step.name))
+
+    def observe_step(self, step: str, condition: str, seconds: float, *, failed: bool) -> None:
+        self._metrics.step_duration.labels(step).observe(seconds)
+        if failed:
+            self._metrics.step_errors.labels(step, condition_type(step)).inc()
+
+
+class NovaReconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        caches: Mapping[ResourceRef, Cache],
+        *,
+        events: common.EventSink | None = None,
+        options: NovaOptions | None = None,
+        now: Callable[[], datetime] = common.utcnow,
+    ) -> None:
+        self.kube = kube
+        self.caches = caches
+        self.events: common.EventSink = events if events is not None else EventRecorder(kube, EVENT_COMPONENT)
+        self.options = options if options is not None else NovaOptions()
+        self.now = now
+        self.observer = StepMetrics(kube.metrics)
+
+    async def reconcile(self, request: Request) -> Result:
+        obj = await common.read_object(self.kube, NOVAS, request.namespace, request.name)
+        if obj is None:
+            return Result()
+        if obj["metadata"].get("deletionTimestamp"):
+            return await self.finalize(obj)
+        if await common.ensure_finalizer(self.kube, NOVAS, obj, FINALIZER):
+            return Result(requeue_after=intervals.NEXT_PASS)
+        snapshot = common.snapshot_status(obj)
+        status = common.snapshot_status(obj)
+        generation = int(obj["metadata"].get("generation", 0))
+        result, error = Result(), None
+        try:
+            nova = Nova.model_validate(obj)
+        except ValidationError as exc:
+            await self._invalid_spec(obj, status, exc, generation)
+            nova = None
+        if nova is not None:
+            ctx = PassContext(
+                kube=self.kube,
+                obj=obj,
+                nova=nova,
+                status=status,
+                now=self.now,
+                events=self.events,
+                caches=self.caches,
+                metrics=self.kube.metrics,
+                options=self.options,
+            )
+            try:
+                result = await run_sequence(NOVA_STEPS, ctx, self.observer)
+                if result.requeue_after is None:
+                    result = await run_group(NOVA_GROUP, ctx, self.observer)
+            except Exception as exc:
+                error = exc
+        try:
+            await common.write_status(
+                self.kube,
+                NOVAS,
+                obj,
+                status,
+                snapshot,
+                ready_inputs=conditions.NOVA_READY_INPUTS,
+                generation=generation,
+                now=self.now(),
+            )
+        except KubeError as write_error:
+            if error is not None:
+                raise ExceptionGroup("pipeline and status write failed", [error, write_error]) from None
+            raise
+        if error is not None:
+            raise error
+        return result
+
+    async def _invalid_spec(
+        self, obj: dict[str, Any], status: dict[str, Any], exc: ValidationError, generation: int
+    ) -> None:
+        """A rule CEL cannot express failed: a False condition and a Warning event, no crash loop."""
+        problems = "; ".join(
+            f"spec.{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        message = f"the spec is invalid: {problems}"
+        conds: list[conditions.Condition] = status.setdefault("conditions", [])
+        conditions.set_condition(
+            conds,
+            conditions.SECRETS_READY,
+            False,
+            "ConfigError",
+            message,
+            generation=generation,
+            now=self.now(),
+        )
+        await self.events.emit(obj, "Warning", INVALID_SPEC, message)
+
+    # -- deletion (§12) ------------------------------------------------------------------------
+
+    def _mariadb_objects(self, obj: Mapping[str, Any]) -> list[tuple[ResourceRef, str]]:
+        """The MariaDB objects of the managed blocks, by name (brownfield blocks have none)."""
+        name = obj["metadata"]["name"]
+        spec = obj.get("spec") or {}
+        targets: list[tuple[ResourceRef, str]] = []
+        api, cell = spec.get("apiDatabase") or {}, spec.get("database") or {}
+        if api.get("clusterRef"):
+            targets += [(DATABASES, f"{name}-api"), (USERS, f"{name}-api"), (GRANTS, f"{name}-api")]
+        if cell.get("clusterRef"):
+            cell0 = naming.cell0_object_name(name, str(cell.get("database") or ""))
+            targets += [(DATABASES, name), (DATABASES, cell0), (USERS, name), (GRANTS, name), (GRANTS, cell0)]
+        return targets
+
+    async def finalize(self, obj: dict[str, Any]) -> Result:
+        if not common.has_finalizer(obj, FINALIZER):
+            return Result()
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or ""
+        targets = self._mariadb_objects(obj)
+        live = False
+        for ref, name in targets:  # observe both blocks before deleting either
+            try:
+                found = await self.kube.get(ref, name, namespace)
+            except NotFound:
+                continue
+            live = live or not found["metadata"].get("deletionTimestamp")
+        for ref, name in targets:
+            await delete_if_present(self.kube, ref, name, namespace)
+        if live:
+            await self.events.emit(
+                obj,
+                "Normal",
+                "FinalizingDatabase",
+                "cleaning up both schemas' Databases, Users and Grants",
+            )
+            return Result(requeue_after=intervals.DATABASE_WAIT)
+        await self.events.emit(obj, "Normal", "DatabaseFinalized", "marked for deletion; releasing finalizer")
+        await common.remove_finalizer(self.kube, NOVAS, obj, FINALIZER)
+        self.kube.metrics.forget_nova(meta["name"], namespace)
+        self.options.health.evict(str(meta.get("uid", "")))
+        if isinstance(self.events, EventRecorder):
+            self.events.forget(str(meta.get("uid", "")))
+        return Result()
+
+
+# -- watches (§10.1) ---------------------------------------------------------------------------
+
+
+def secret_refs(nova: Mapping[str, Any]) -> list[str]:
+    """The Secret-name index values of a Nova: ``<namespace>/<name>`` of every Secret its spec names."""
+    spec = nova.get("spec") or {}
+    namespace = (nova.get("metadata") or {}).get("namespace") or ""
+    names: list[str] = []
+
+    def add(ref: Any) -> None:
+        if isinstance(ref, Mapping) and ref.get("name"):
+            names.append(str(ref["name"]))
+
+    for block in (spec.get("apiDatabase") or {}, spec.get("database") or {}):
+        add(block.get("secretRef"))
+        tls = block.get("tls") or {}
+        if tls.get("mode") not in (None, "disabled"):
+            add(tls.get("caBundleSecretRef"))
+            add(tls.get("clientCertSecretRef"))
+    add((spec.get("serviceUser") or {}).get("secretRef"))
+    add((spec.get("metadata") or {}).get("sharedSecretRef"))
+    messaging = spec.get("messaging") or {}
+    add(messaging.get("secretRef"))
+    add((messaging.get("tls") or {}).get("caBundleSecretRef"))
+    add((spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
+    return sorted({f"{namespace}/{n}" for n in names})
+
+
+def _secret_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    def mapper(secret: dict[str, Any]) -> list[Request]:
+        meta = secret.get("metadata") or {}
+        namespace = meta.get("namespace") or ""
+        keys = set(novas.keys_by_index(SECRET_INDEX, f"{namespace}/{meta.get('name', '')}"))
+        for ref in meta.get("ownerReferences") or []:
+            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+            if ref.get("kind") == "Nova" and group == NOVAS.group:
+                key = Request(namespace, str(ref.get("name")))
+                if key in novas:
+                    keys.add(key)
+        return sorted(keys)
+
+    return mapper
+
+
+def _mariadb_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    def mapper(server: dict[str, Any]) -> list[Request]:
+        meta = server.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name")
+        keys = []
+        for nova in novas.list(namespace):
+            spec = nova.get("spec") or {}
+            refs = {
+                ((spec.get(b) or {}).get("clusterRef") or {}).get("name") for b in ("apiDatabase", "database")
+            }
+            if name in refs:
+                keys.append(Request(namespace, nova["metadata"]["name"]))
+        return keys
+
+    return mapper
+
+
+def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
+    """A factory for the manager; ``options`` set the operator namespace, Gateway API capability, prober."""
+    opts = options if options is not None else NovaOptions(operator_namespace=OPERATOR_NAMESPACE)
+
+    def factory(manager: Manager) -> Controller:
+        watched = [NOVAS, SECRETS, MARIADBS, *OWNED]
+        if opts.gateway_api:
+            watched.append(HTTPROUTES)
+        informers = {ref: manager.informer(ref) for ref in watched}
+        novas = informers[NOVAS].cache
+        if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
+            novas.add_index(SECRET_INDEX, secret_refs)
+        reconciler = NovaReconciler(
+            manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
+        )
+        ctl = manager.controller(CONTROLLER_NAME, reconciler)
+        ctl.watch_primary(informers[NOVAS], ignore_status_only)
+        owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)
+        for ref in owned:
+            ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
+        ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
+        ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
+        return ctl
+
+    return factory
+
+
+def controller_factory(manager: Manager) -> Controller:
+    """The Nova controller with production defaults (operator namespace ``nova-system``, Gateway API on)."""
+    return make_controller_factory()(manager)

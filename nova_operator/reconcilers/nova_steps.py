@@ -1,0 +1,67 @@
+"""The Nova pipeline as data (reconciler.md §3): the twelve ordered steps, then the concurrent group.
+
+Several steps report through one condition on purpose (the DSN, transport-URL and config
+steps produce inputs of the same graph as the Secrets step, so they mark ``SecretsReady``);
+the ``sub_reconciler`` metric label, the step name, tells them apart.
+
+    Secrets -> DBConnectionSecrets -> TransportURLSecret -> Config -> ComputeConfig
+      -> Database -> Conductor -> Scheduler -> Metadata -> ConsoleProxy -> Deployment
+      -> DBArchive -> [ HTTPRoute | MetadataHTTPRoute | ConsoleHTTPRoute
+                        | HealthCheck | HPA | NetworkPolicy ]
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import conditions as c
+from nova_operator.pipeline import Step
+from nova_operator.reconcilers import (
+    compute_config,
+    config,
+    database,
+    db_archive,
+    db_connection,
+    deployment,
+    health_check,
+    hpa,
+    http_route,
+    network_policy,
+    secrets,
+    transport_url,
+    workloads,
+)
+from nova_operator.reconcilers.context import PassContext
+
+NovaStep = Step[PassContext]
+
+NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
+    Step("Secrets", c.SECRETS_READY, secrets.run),
+    Step("DBConnectionSecrets", c.SECRETS_READY, db_connection.run),
+    Step("TransportURLSecret", c.SECRETS_READY, transport_url.run),
+    Step("Config", c.SECRETS_READY, config.run),
+    Step("ComputeConfig", c.COMPUTE_CONFIG_READY, compute_config.run),
+    Step("Database", c.DATABASE_READY, database.run),
+    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor),
+    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler),
+    Step("Metadata", c.METADATA_READY, workloads.metadata),
+    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy),
+    Step("Deployment", c.DEPLOYMENT_READY, deployment.run),
+    Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run),
+)
+
+NOVA_GROUP: Final[tuple[NovaStep, ...]] = (
+    Step("HTTPRoute", c.HTTP_ROUTE_READY, http_route.api),
+    Step("MetadataHTTPRoute", c.METADATA_HTTP_ROUTE_READY, http_route.metadata),
+    Step("ConsoleHTTPRoute", c.CONSOLE_HTTP_ROUTE_READY, http_route.console),
+    Step("HealthCheck", c.NOVA_API_READY, health_check.run),
+    Step("HPA", c.HPA_READY, hpa.run),
+    Step("NetworkPolicy", c.NETWORK_POLICY_READY, network_policy.run),
+)
+
+CONDITION_TYPES: Final[dict[str, str]] = {s.name: s.condition for s in (*NOVA_STEPS, *NOVA_GROUP)}
+"""``sub_reconciler`` -> ``condition_type`` of the step metrics (§14.1); anything else is ``UNKNOWN``."""
+
+
+def condition_type(step: str) -> str:
+    return CONDITION_TYPES.get(step, "UNKNOWN")

@@ -1,0 +1,118 @@
+"""Step 1, ``Secrets`` (``SecretsReady``): the secret-store and credential gates (reconciler.md §4.1).
+
+Each gate is a wait (``SecretsReady=False`` with its reason, requeue 15 s, every value left
+empty). Messages name the Secret, the key and the spec field, never a value. The store gate
+runs only when ``spec.secretStoreRef`` is set (a cluster without External Secrets must work).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import conditions, intervals
+from nova_operator.digests import credential_digest
+from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
+from nova_operator.readiness import custom_resource_ready
+from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.SECRETS_READY
+
+SECRET_STORE_NOT_READY: Final = "SecretStoreNotReady"
+WAITING_FOR_DB_CREDENTIALS: Final = "WaitingForDBCredentials"
+WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
+WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
+METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
+WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+SECRETS_AVAILABLE: Final = "SecretsAvailable"
+_DB_KEYS = ("username", "password")
+
+
+async def missing_keys(ctx: PassContext, name: str, keys: tuple[str, ...]) -> str | None:
+    """None when Secret ``name`` carries every key; else what is missing (no values)."""
+    secret = await ctx.live(SECRETS, name)
+    if secret is None:
+        return f"Secret {ctx.namespace}/{name} not found"
+    absent = [k for k in keys if secret_value(secret, k) is None]
+    if absent:
+        return f"Secret {ctx.namespace}/{name} has no key {', '.join(absent)}"
+    return None
+
+
+def wait(ctx: PassContext, reason: str, message: str) -> Result:
+    ctx.set(CONDITION, False, reason, message)
+    return Result(requeue_after=intervals.SECRET_POLL)
+
+
+async def _store_gate(ctx: PassContext) -> str | None:
+    ref = ctx.nova.spec.secret_store_ref
+    if ref is None:
+        return None
+    if ref.kind == "SecretStore":
+        store = await ctx.live(SECRET_STORES, ref.name)
+    else:
+        store = await ctx.live(CLUSTER_SECRET_STORES, ref.name, namespace="")
+    if store is None:
+        return f"{ref.kind} {ref.name} not found"
+    if not custom_resource_ready(store):
+        return f"{ref.kind} {ref.name} is not Ready"
+    return None
+
+
+async def run(ctx: PassContext) -> Result:
+    spec = ctx.nova.spec
+    if (problem := await _store_gate(ctx)) is not None:
+        return wait(ctx, SECRET_STORE_NOT_READY, problem)
+    gates = [
+        (
+            spec.api_database.secret_ref.name,
+            ("username", "password"),
+            WAITING_FOR_DB_CREDENTIALS,
+            "apiDatabase",
+        ),
+        (spec.database.secret_ref.name, ("username", "password"), WAITING_FOR_DB_CREDENTIALS, "database"),
+        (
+            spec.service_user.secret_ref.name,
+            (spec.service_user.secret_ref.key or "password",),
+            WAITING_FOR_SERVICE_USER,
+            "serviceUser",
+        ),
+        (
+            spec.metadata.shared_secret_ref.name,
+            (spec.metadata.shared_secret_ref.key or "shared_secret",),
+            WAITING_FOR_METADATA_SECRET,
+            "metadata.sharedSecretRef",
+        ),
+    ]
+    if spec.messaging.tls is not None:
+        ca = spec.messaging.tls.ca_bundle_secret_ref
+        gates.append(
+            (ca.name, (ca.key or "ca.crt",), WAITING_FOR_MESSAGING_CA, "messaging.tls.caBundleSecretRef")
+        )
+    for name, keys, reason, field in gates:
+        if (problem := await missing_keys(ctx, name, keys)) is not None:
+            return wait(ctx, reason, f"spec.{field}: {problem}")
+
+    service = await ctx.live(SECRETS, spec.service_user.secret_ref.name)
+    shared = await ctx.live(SECRETS, spec.metadata.shared_secret_ref.name)
+    password = secret_value(service, spec.service_user.secret_ref.key or "password")
+    metadata_secret = secret_value(shared, spec.metadata.shared_secret_ref.key or "shared_secret")
+    if password is None or metadata_secret is None:
+        raise RuntimeError("a credential Secret vanished between its gate and its read")  # error, not a wait
+    if not metadata_secret:
+        return wait(
+            ctx,
+            METADATA_SECRET_EMPTY,
+            f"spec.metadata.sharedSecretRef: key {spec.metadata.shared_secret_ref.key or 'shared_secret'} of "
+            f"Secret {ctx.namespace}/{spec.metadata.shared_secret_ref.name} is empty; nova would verify "
+            "instance metadata requests against an empty key",
+        )
+    if spec.messaging.tls is not None:
+        ca_ref = spec.messaging.tls.ca_bundle_secret_ref
+        ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
+    ctx.state.service_user_password = password
+    ctx.state.metadata_secret = metadata_secret
+    ctx.state.authtoken_digest = credential_digest(password)
+    ctx.state.metadata_digest = credential_digest(metadata_secret)
+    ctx.set(CONDITION, True, SECRETS_AVAILABLE, "All referenced Secrets are available")
+    return Result()

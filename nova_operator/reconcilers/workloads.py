@@ -1,0 +1,81 @@
+"""Steps 7-10, the four non-API workloads (reconciler.md §4.7): Conductor, Scheduler, Metadata, ConsoleProxy.
+
+One function shape for all four: apply the Deployment (and the Service of metadata and the
+console proxy), then set the role's condition True when the Deployment is available, else
+False ``WaitingFor<Role>`` with a **zero result**: the owned-Deployment watch wakes the CR as
+the rollout progresses, and only the API step requeues. During an upgrade's
+``RollingUpdate`` phase each role requeues 10 s until it is fully rolled out onto the new
+image, which serialises the roll. The console proxy, while disabled, deletes its Deployment
+and Service and reports ``ConsoleProxyDisabled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from nova_operator import conditions, intervals, naming
+from nova_operator.kube.resources import DEPLOYMENTS, SERVICES
+from nova_operator.naming import Component
+from nova_operator.readiness import deployment_available, deployment_rolled_out, first_container_image
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.renderers import service, workload
+from nova_operator.runtime.request import Result
+
+CONSOLE_PROXY_DISABLED: Final = "ConsoleProxyDisabled"
+
+_ROLES: Final = {
+    Component.CONDUCTOR: (conditions.CONDUCTOR_READY, "ConductorReady", "WaitingForConductor"),
+    Component.SCHEDULER: (conditions.SCHEDULER_READY, "SchedulerReady", "WaitingForScheduler"),
+    Component.METADATA: (conditions.METADATA_READY, "MetadataReady", "WaitingForMetadata"),
+    Component.NOVNCPROXY: (conditions.CONSOLE_PROXY_READY, "ConsoleProxyReady", "WaitingForConsoleProxy"),
+}
+_WITH_SERVICE: Final = (Component.METADATA, Component.NOVNCPROXY)
+
+
+async def reconcile_role(ctx: PassContext, component: Component) -> Result:
+    condition, ready, waiting = _ROLES[component]
+    live = await ctx.ensure(workload.deployment(ctx.nova, component, ctx.state.workload_inputs()))
+    if component in _WITH_SERVICE:
+        await ctx.ensure(service.service(ctx.nova, component))
+    name = live["metadata"]["name"]
+    if ctx.status.get("upgradePhase") == "RollingUpdate" and not (
+        deployment_rolled_out(live) and first_container_image(live) == workload.image_ref(ctx.nova)
+    ):
+        ctx.set(condition, False, waiting, f"Deployment {name} is rolling out the upgraded image")
+        return Result(requeue_after=intervals.DEPLOYMENT_POLL)
+    if not deployment_available(live):
+        ctx.set(condition, False, waiting, f"Deployment {name} is not available yet")
+        return Result()
+    ctx.set(condition, True, ready, f"Deployment {name} is available")
+    return Result()
+
+
+async def conductor(ctx: PassContext) -> Result:
+    return await reconcile_role(ctx, Component.CONDUCTOR)
+
+
+async def scheduler(ctx: PassContext) -> Result:
+    return await reconcile_role(ctx, Component.SCHEDULER)
+
+
+async def metadata(ctx: PassContext) -> Result:
+    return await reconcile_role(ctx, Component.METADATA)
+
+
+async def console_proxy(ctx: PassContext) -> Result:
+    if ctx.nova.spec.console_proxy.enabled:
+        return await reconcile_role(ctx, Component.NOVNCPROXY)
+    name = naming.deployment_name(ctx.name, Component.NOVNCPROXY)
+    await ctx.remove(DEPLOYMENTS, name)
+    await ctx.remove(SERVICES, name)
+    ctx.set(conditions.CONSOLE_PROXY_READY, True, CONSOLE_PROXY_DISABLED, "The console proxy is disabled")
+    return Result()
+
+
+STEPS: Final[dict[str, Callable[[PassContext], Awaitable[Result]]]] = {
+    "Conductor": conductor,
+    "Scheduler": scheduler,
+    "Metadata": metadata,
+    "ConsoleProxy": console_proxy,
+}

@@ -52,11 +52,16 @@ def with_owner(desired: Mapping[str, Any], owner: Mapping[str, Any]) -> Object:
 
 
 def carries(live: Any, desired: Any) -> bool:
-    """True when ``live`` contains every field of ``desired`` with an equal value."""
+    """True when ``live`` contains every field of ``desired`` with an equal value.
+
+    An empty or null desired field counts as carried when the live object omits it (the
+    API server drops empty maps and lists), so such fields do not cause a write per pass.
+    Values are compared as JSON: render canonical forms (``"1"`` not ``"1000m"``).
+    """
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return False
-        return all(k in live and carries(live[k], v) for k, v in desired.items())
+        return all(carries(live[k], v) if k in live else v in (None, {}, []) for k, v in desired.items())
     if isinstance(desired, list):
         if not isinstance(live, list) or len(live) != len(desired):
             return False

@@ -197,6 +197,12 @@ class Metrics:
         self.queue_adds.labels(name)
         self.queue_retries.labels(name)
 
+    def record_step(self, sub_reconciler: str, condition_type: str, seconds: float, *, failed: bool) -> None:
+        """One step invocation (reconciler spec §14.1): duration always, the error counter on failure."""
+        self.step_duration.labels(sub_reconciler).observe(seconds)
+        if failed:
+            self.step_errors.labels(sub_reconciler, condition_type).inc()
+
     def api_request_count(self, verbs: frozenset[str] | None = None, resource: str | None = None) -> int:
         """Sum of ``nova_operator_api_requests_total`` over the given verbs (all if None)."""
         total = 0.0

@@ -29,6 +29,7 @@ class WatchSettings:
     backoff_max: float = 30.0
     backoff_jitter: float = 0.2
     resync_period: float | None = 10 * 3600.0
+    list_page_size: int = 500  # LIST in pages (limit/continue) so a large relist stays bounded
     sync_timeout: float = 120.0  # caches not synced by then: the manager fails
 
 

@@ -124,13 +124,19 @@ class Kube:
         *,
         label_selector: str | None = None,
         resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Object:
-        """The whole List (``metadata.resourceVersion`` and ``items``)."""
+        """A List: ``metadata.resourceVersion``, ``items`` and, with ``limit``, ``metadata.continue``."""
         query: _Query = []
         if label_selector:
             query.append(("labelSelector", label_selector))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
+        if limit:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
         return await self._call("list", str(ref), "GET", ref.path(namespace), query=query)
 
     def watch(

@@ -60,6 +60,8 @@ class ListWatcher(Protocol):
         *,
         label_selector: str | None = None,
         resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Object: ...
 
     def watch(
@@ -147,7 +149,7 @@ class Informer:
                 self._restarted("gone")
                 log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
                 self._rv[namespace] = None
-            except (KubeError, TimeoutError, ValueError) as exc:
+            except Exception as exc:  # KubeError, inactivity (TimeoutError), bad JSON, a bug: back off
                 self._restarted("inactive" if isinstance(exc, TimeoutError) else "error")
                 delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
                 log.warning(
@@ -156,6 +158,7 @@ class Informer:
                     namespace=namespace,
                     error=str(exc) or type(exc).__name__,
                     retry_in=round(delay, 3),
+                    exc_info=not isinstance(exc, KubeError | TimeoutError),
                 )
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, s.backoff_max)
@@ -165,8 +168,24 @@ class Informer:
             self._metrics.informer_watch_restarts.labels(str(self.ref), reason).inc()
 
     async def _list(self, namespace: str | None) -> str:
-        doc = await self._lw.list(self.ref, namespace, label_selector=self.label_selector)
-        items = [strip(obj) for obj in doc.get("items") or []]
+        """LIST in pages of ``list_page_size`` (one consistent snapshot); returns its resourceVersion."""
+        items: list[Object] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            doc = await self._lw.list(
+                self.ref,
+                namespace,
+                label_selector=self.label_selector,
+                limit=self._settings.list_page_size,
+                continue_token=token,
+            )
+            items.extend(strip(obj) for obj in doc.get("items") or [])
+            meta = doc.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion", ""))
+            token = meta.get("continue") or None
+            if token is None:
+                break
         kind, api_version = self.ref.kind, self.ref.api_version
         for obj in items:  # list items carry no kind/apiVersion; objects from a watch do
             obj.setdefault("kind", kind)
@@ -181,7 +200,6 @@ class Informer:
             self.cache.mark_synced()
             self._synced.set()
             log.debug("cache synced", resource=str(self.ref), objects=len(self.cache))
-        rv: str = doc.get("metadata", {}).get("resourceVersion", "")
         return rv
 
     async def _watch(self, namespace: str | None) -> None:

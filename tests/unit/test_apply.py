@@ -67,6 +67,9 @@ def test_carries_is_a_subset_check_that_ignores_server_added_fields() -> None:
     assert not apply.carries(live, {"metadata": {"annotations": {"a": "1"}}})
     assert not apply.carries({"v": 1}, {"v": True})  # JSON true is not 1
     assert not apply.carries({"v": "1"}, {"v": 1})
+    # The server drops empty maps and lists: an empty desired field is carried by its absence.
+    assert apply.carries({"metadata": {"name": "c"}}, {"metadata": {"name": "c", "annotations": {}}, "x": []})
+    assert not apply.carries({"x": [1]}, {"x": []})
 
 
 def test_with_owner_sets_one_controller_reference_without_touching_the_input() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -65,10 +66,18 @@ class ScriptedAPI:
         self.exhausted = asyncio.Event()
 
     async def list(self, ref: ResourceRef, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
-        self.list_calls += 1
-        self.namespaces.append(namespace)
-        items = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
-        return {"metadata": {"resourceVersion": str(10 * self.list_calls)}, "items": [dict(i) for i in items]}
+        """Pages of ``limit`` items; the continue token is the offset of the next page."""
+        start = int(kw.get("continue_token") or 0)
+        if start == 0:
+            self.list_calls += 1
+            self.namespaces.append(namespace)
+            self.current = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        limit = kw.get("limit") or len(self.current)
+        page = self.current[start : start + limit]
+        meta = {"resourceVersion": str(10 * self.list_calls)}
+        if start + limit < len(self.current):
+            meta["continue"] = str(start + limit)
+        return {"metadata": meta, "items": [dict(i) for i in page]}
 
     def watch(self, ref: ResourceRef, namespace: str | None = None, **kw: Any) -> Stream:
         self.watch_rvs.append(kw["resource_version"])
@@ -201,3 +210,13 @@ async def test_resync_delivers_every_cached_object_as_an_update() -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert rec.events == [("add", "a"), ("add", "b"), ("update", "a"), ("update", "b")]
+
+
+async def test_a_large_list_is_read_in_pages_as_one_snapshot() -> None:
+    objs = [cm(f"o{i:02d}", "1") for i in range(25)]
+    api = ScriptedAPI(lists=[objs], watches=[])
+    informer = Informer(api, CONFIGMAPS, settings=dataclasses.replace(FAST, list_page_size=10))
+    await run_until_exhausted(informer, api)
+    assert len(informer.cache) == 25
+    assert api.list_calls == 1
+    assert api.watch_rvs == ["10"]

@@ -1,0 +1,73 @@
+"""Metrics: one registry per instance, pre-created series, and counts a benchmark can read."""
+
+from __future__ import annotations
+
+from nova_operator.metrics import READ_VERBS, WRITE_VERBS, Metrics
+
+
+def test_each_instance_has_its_own_registry() -> None:
+    a, b = Metrics(), Metrics()
+    a.api_requests.labels("get", "configmaps", "200").inc()
+    assert a.api_request_count() == 1
+    assert b.api_request_count() == 0
+
+
+def test_api_request_count_filters_by_verb_and_resource() -> None:
+    m = Metrics()
+    for verb, resource, code in [
+        ("get", "configmaps", "200"),
+        ("list", "configmaps", "200"),
+        ("apply", "configmaps", "201"),
+        ("apply", "deployments.apps", "409"),
+        ("patch", "novas.nova.openstack.c5c3.io/status", "200"),
+        ("watch", "configmaps", "200"),
+    ]:
+        m.api_requests.labels(verb, resource, code).inc()
+    assert m.api_request_count(READ_VERBS) == 2
+    assert m.api_request_count(WRITE_VERBS) == 3
+    assert m.api_request_count(WRITE_VERBS, resource="configmaps") == 1
+    assert m.api_request_count() == 6
+
+
+def test_controller_series_exist_at_zero_from_registration() -> None:
+    m = Metrics()
+    m.register_controller("nova", 2)
+    for result in ("success", "error", "requeue_after", "terminal_error"):
+        assert (
+            m.registry.get_sample_value(
+                "nova_operator_controller_reconcile_total", {"controller": "nova", "result": result}
+            )
+            == 0
+        )
+    assert (
+        m.registry.get_sample_value(
+            "nova_operator_controller_max_concurrent_reconciles", {"controller": "nova"}
+        )
+        == 2
+    )
+    assert b"nova_operator_workqueue_depth" in m.render()
+
+
+def test_step_instrumentation_uses_the_spec_names_and_buckets() -> None:
+    m = Metrics()
+    m.record_step("Database", "DatabaseReady", 0.2, failed=False)
+    m.record_step("Database", "DatabaseReady", 3.0, failed=True)
+    assert (
+        m.registry.get_sample_value(
+            "nova_operator_reconcile_duration_seconds_count", {"sub_reconciler": "Database"}
+        )
+        == 2
+    )
+    assert (
+        m.registry.get_sample_value(
+            "nova_operator_reconcile_duration_seconds_bucket", {"sub_reconciler": "Database", "le": "0.25"}
+        )
+        == 1
+    )
+    assert (
+        m.registry.get_sample_value(
+            "nova_operator_reconcile_errors_total",
+            {"sub_reconciler": "Database", "condition_type": "DatabaseReady"},
+        )
+        == 1
+    )

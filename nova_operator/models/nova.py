@@ -8,10 +8,22 @@ becomes ``{replicas: 1}``), a block that is present gets its fields' defaults
 is absent (see ``NovaConsoleProxySpec.effective_deployment``), since a structural default
 cannot depend on the sibling ``enabled``.
 
-Rules CEL cannot express are pydantic validators (the reconciler reports them):
-the cron grammar of ``dbArchive.schedule`` and the label grammar of ``nodeSelector`` maps.
-The existence of a PriorityClass and the extraConfig option catalog are checked by the
-reconciler, which has API access.
+Every check of the upstream validating webhook that CEL can express is a CEL rule here,
+including the create-only name rules (a name cannot change, so checking it on every write
+is equivalent). Where CEL cannot help:
+
+- pydantic validators (``model_validate`` fails; the reconciler reports it as a False
+  condition and a Warning event): the cron grammar of ``dbArchive.schedule``, the label
+  grammar of every ``nodeSelector``;
+- the reconciler, which has API access: the existence of a named PriorityClass, the
+  extraConfig option catalog (``nova_operator.catalog``), and the upstream *warning* on a
+  lowered ``dbArchive.retentionDays`` (an admission warning needs a webhook; an event can
+  say it instead).
+
+The upstream webhook admitted a finalizer-removal update of a deleting object without any
+check. With CEL that needs no special case: transition rules compare unchanged values, and
+a rule tightened after the object was created is ratcheted for unchanged fields by the API
+server (CRD validation ratcheting, on by default since Kubernetes 1.33).
 """
 
 from __future__ import annotations

@@ -816,6 +816,56 @@ async def test_compute_agent_registers_pool_nodes_and_discovery_maps_them(
 # -- the launcher ---------------------------------------------------------------------------
 
 
+def test_apply_installs_a_crd_and_its_objects_from_one_file(
+    simcluster: SimHandle, tmp_path: pathlib.Path
+) -> None:
+    """``SimHandle.apply``: what ``make run`` uses for CRDs, RBAC and samples (any kind, via discovery)."""
+    ns = f"e2e-apply-{os.urandom(3).hex()}"
+    manifest = tmp_path / "bundle.yaml"
+    manifest.write_text(
+        f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: widgets.sim.example.org}}
+spec:
+  group: sim.example.org
+  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {{type: object, properties: {{size: {{type: integer}}}}}}
+---
+apiVersion: sim.example.org/v1
+kind: Widget
+metadata: {{name: w, namespace: {ns}}}
+spec: {{size: 3}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-reader}}
+rules: [{{apiGroups: ["sim.example.org"], resources: ["widgets"], verbs: ["get"]}}]
+"""
+    )
+    docs = simcluster.apply(manifest)
+    assert [d["kind"] for d in docs] == ["Namespace", "CustomResourceDefinition", "Widget", "ClusterRole"]
+    simcluster.apply(manifest)  # idempotent: replaces what exists
+    kube = simcluster.cluster.kube
+    assert kube.get(f"/apis/sim.example.org/v1/namespaces/{ns}/widgets/w")["spec"] == {"size": 3}
+    kube.delete(f"/api/v1/namespaces/{ns}")
+    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{ns}-reader")
+    kube.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.sim.example.org")
+
+
 def test_killed_launcher_leaves_no_process_behind(simcluster: SimHandle, tmp_path: pathlib.Path) -> None:
     """SIGKILL of ``python -m simcluster up`` (no cleanup runs): the parent-death signal ends every child."""
     repo = pathlib.Path(__file__).resolve().parents[2]

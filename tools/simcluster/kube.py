@@ -22,42 +22,6 @@ import yaml
 
 JSON = dict[str, Any]
 
-# Collection paths of the kinds the launcher writes (apiVersion, kind) -> (path template, namespaced).
-_RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
-    ("v1", "Namespace"): ("/api/v1/namespaces", False),
-    ("v1", "Node"): ("/api/v1/nodes", False),
-    ("v1", "Secret"): ("/api/v1/namespaces/{ns}/secrets", True),
-    ("v1", "ConfigMap"): ("/api/v1/namespaces/{ns}/configmaps", True),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
-        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
-        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): (
-        "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): (
-        "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
-        False,
-    ),
-    ("gateway.networking.k8s.io/v1", "GatewayClass"): (
-        "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
-        False,
-    ),
-    ("gateway.networking.k8s.io/v1", "Gateway"): (
-        "/apis/gateway.networking.k8s.io/v1/namespaces/{ns}/gateways",
-        True,
-    ),
-}
-
 
 class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
@@ -76,6 +40,7 @@ class Kube:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         self._ctx = ctx
+        self._discovery: dict[str, dict[str, tuple[str, bool]]] = {}
 
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
@@ -113,22 +78,43 @@ class Kube:
 
     # -- manifests -------------------------------------------------------------------------
 
-    @staticmethod
-    def collection(doc: JSON) -> str:
-        key = (doc["apiVersion"], doc["kind"])
-        if key not in _RESOURCES:
-            raise KeyError(f"the launcher does not know where {key} lives")
-        path, namespaced = _RESOURCES[key]
+    def collection(self, doc: JSON, namespace: str = "default") -> str:
+        """The collection path of ``doc``'s kind, found through API discovery (cached per group version)."""
+        api_version, kind = doc["apiVersion"], doc["kind"]
+        resources = self._discovery.get(api_version)
+        if resources is None:
+            base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+            listing = self.get(base)["resources"]
+            resources = {r["kind"]: (r["name"], r["namespaced"]) for r in listing if "/" not in r["name"]}
+            self._discovery[api_version] = resources
+        if kind not in resources:
+            self._discovery.pop(api_version, None)  # a CRD may be installed later
+            raise KeyError(f"{api_version} serves no kind {kind}")
+        plural, namespaced = resources[kind]
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
         if namespaced:
-            path = path.format(ns=doc["metadata"].get("namespace", "default"))
-        return path
+            ns = doc["metadata"].get("namespace") or namespace
+            return f"{base}/namespaces/{ns}/{plural}"
+        return f"{base}/{plural}"
 
-    def apply(self, doc: JSON) -> JSON:
-        """Create ``doc``, or replace the existing object of that name (keeping its resourceVersion)."""
-        coll = self.collection(doc)
+    def apply(self, doc: JSON, namespace: str = "default", *, ensure_namespace: bool = True) -> JSON:
+        """Create ``doc``, or replace the existing object of that name (keeping its resourceVersion).
+
+        Any kind the server serves; namespaced objects without ``metadata.namespace`` go to ``namespace``,
+        which is created if missing (``ensure_namespace``).
+        """
+        coll = self.collection(doc, namespace)
         try:
             return self.post(coll, doc)
         except KubeError as exc:
+            if exc.status == 404 and "/namespaces/" in coll and ensure_namespace:
+                ns = coll.split("/namespaces/")[1].split("/")[0]
+                with contextlib.suppress(KubeError):
+                    self.post(
+                        "/api/v1/namespaces",
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                    )
+                return self.apply(doc, namespace, ensure_namespace=False)
             if exc.status != 409:
                 raise
         current = self.get(f"{coll}/{doc['metadata']['name']}")
@@ -136,13 +122,33 @@ class Kube:
         doc = {**doc, "metadata": meta}
         return self.put(f"{coll}/{doc['metadata']['name']}", doc)
 
-    def apply_files(self, files: Iterable[pathlib.Path]) -> list[JSON]:
-        out = []
+    def apply_files(self, files: Iterable[pathlib.Path], namespace: str = "default") -> list[JSON]:
+        """Apply every YAML document of ``files`` in order (a ``kind: List`` is unpacked)."""
+        out: list[JSON] = []
+        pending_crds: list[str] = []
         for f in files:
             for doc in yaml.safe_load_all(f.read_text()):
-                if doc:
-                    out.append(self.apply(doc))
+                if not doc:
+                    continue
+                for item in doc.get("items", []) if doc.get("kind") == "List" else [doc]:
+                    is_crd = item.get("kind") == "CustomResourceDefinition"
+                    if pending_crds and not is_crd:  # a custom resource may follow its CRD
+                        self.wait_crds_established(pending_crds)
+                        pending_crds = []
+                    out.append(self._apply_when_served(item, namespace))
+                    if is_crd:
+                        pending_crds.append(item["metadata"]["name"])
         return out
+
+    def _apply_when_served(self, doc: JSON, namespace: str, timeout: float = 15.0) -> JSON:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.apply(doc, namespace)
+            except KeyError:  # discovery lags a freshly established CRD for a moment
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def wait_crds_established(self, names: Iterable[str], timeout: float = 30.0) -> None:
         for name in names:

@@ -122,6 +122,23 @@ class SimHandle:
 
         return self.sidecar.call(_run(), timeout)
 
+    def apply(self, *paths: pathlib.Path, namespace: str = "default") -> list[dict[str, Any]]:
+        """Create or replace every object in these YAML files (CRDs, RBAC, samples), as admin.
+
+        Files (a directory means its ``*.yaml`` but ``kustomization.yaml``) are applied in the order
+        given; a custom resource may follow its CRD.
+        """
+        files = [
+            f
+            for p in paths
+            for f in (sorted(p.glob("*.yaml")) if p.is_dir() else [p])
+            if f.name != "kustomization.yaml"
+        ]
+        docs = self.cluster.kube.apply_files(files, namespace)
+        crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
+        self.cluster.kube.wait_crds_established(crds)
+        return docs
+
     def create_gateway(self, namespace: str, name: str, *, listeners: int = 1) -> None:
         """A Gateway of the stand-in's class; HTTPRoutes naming it get Accepted."""
         self.cluster.kube.apply(

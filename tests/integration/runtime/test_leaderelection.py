@@ -21,7 +21,7 @@ from nova_operator.settings import Settings
 pytestmark = pytest.mark.integration
 
 LEASE = {"enabled": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.25}
-SYNC_ALLOWANCE = 1.0  # the new leader's caches are warm; this covers starting its workers
+SYNC_ALLOWANCE = 1.5  # the new leader's caches are warm; this covers starting its workers on a busy machine
 
 
 class Log:
@@ -140,7 +140,7 @@ async def test_a_lost_lease_stops_the_controllers_and_fails_the_manager(
         with pytest.raises(LeaderElectionLost):
             await asyncio.wait_for(task, 10)
         took = time.monotonic() - lost_at
-        assert took < LEASE["renew_deadline"] + LEASE["retry_period"] * 2 + 0.5
+        assert took < LEASE["renew_deadline"] + LEASE["retry_period"] * 2 + 1.0
         assert not manager.leading
         assert all(c.queue.shutting_down for c in manager.controllers)
         gauge = manager.metrics.registry.get_sample_value(

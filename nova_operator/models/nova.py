@@ -21,9 +21,10 @@ is equivalent). Where CEL cannot help:
   say it instead).
 
 The upstream webhook admitted a finalizer-removal update of a deleting object without any
-check. With CEL that needs no special case: transition rules compare unchanged values, and
-a rule tightened after the object was created is ratcheted for unchanged fields by the API
-server (CRD validation ratcheting, on by default since Kubernetes 1.33).
+check. Here: the name rules are create-only (``optionalOldSelf``; ``oldSelf`` has a value on
+every update), transition rules compare unchanged values, and a rule on a field tightened
+after the object was created is ratcheted by the API server for unchanged fields (CRD
+validation ratcheting, on by default since Kubernetes 1.33).
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ NovaExtraConfig = Annotated[
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
+# Name rules hold on CREATE only, as upstream's webhook had them: an update (a finalizer
+# removal included) of an object created under older rules is never refused for its name.
+_ON_CREATE = "oldSelf.hasValue()"
 _CHILD_SUFFIXES = ("-api", "-metadata", "-scheduler", "-conductor", "-novncproxy", "-console")
 _SUFFIX_LIST = "[" + ", ".join(f"'{s}'" for s in _CHILD_SUFFIXES) + "]"
 
@@ -506,14 +510,16 @@ class Nova(CRDModel):
 
     __crd_rules__ = (
         Rule(
-            "self.metadata.name.size() <= 41",
+            f"{_ON_CREATE} || self.metadata.name.size() <= 41",
             field_path=".metadata.name",
+            optional_old_self=True,
             message='name must be at most 41 characters: the db-archive CronJob appends "-db-archive" '
             "and Kubernetes caps CronJob names at 52 characters",
         ),
         Rule(
-            f"!{_SUFFIX_LIST}.exists(s, self.metadata.name.endsWith(s))",
+            f"{_ON_CREATE} || !{_SUFFIX_LIST}.exists(s, self.metadata.name.endsWith(s))",
             field_path=".metadata.name",
+            optional_old_self=True,
             message="name must not end in "
             + ", ".join(f'"{s}"' for s in _CHILD_SUFFIXES)
             + ": a Nova named like "
@@ -527,8 +533,9 @@ class Nova(CRDModel):
             ),
         ),
         Rule(
-            "!self.metadata.name.endsWith('-cell0')",
+            f"{_ON_CREATE} || !self.metadata.name.endsWith('-cell0')",
             field_path=".metadata.name",
+            optional_old_self=True,
             message='name must not end in "-cell0": the cell0 Database and Grant are named '
             "<name>-<database>-cell0, so a Nova with this name could share them with another Nova "
             "in this namespace",

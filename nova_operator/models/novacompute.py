@@ -224,8 +224,9 @@ class NovaCompute(CRDModel):
 
     __crd_rules__ = (
         Rule(
-            "self.metadata.name.size() <= 63",
+            "oldSelf.hasValue() || self.metadata.name.size() <= 63",
             field_path=".metadata.name",
+            optional_old_self=True,
             message="name must be at most 63 characters: "
             "it is the app.kubernetes.io/instance label value of every child",
         ),

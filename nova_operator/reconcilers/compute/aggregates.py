@@ -12,15 +12,13 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from nova_operator import conditions, intervals, nodeplan
+from nova_operator import conditions, nodeplan
 from nova_operator.openstack import AGGREGATE_MARKER, Aggregate, AggregateExists, ComputeAPIError
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result
 
 COND = conditions.AGGREGATES_READY
 TENANT_FILTER_TESTS: Final = "tenant_filter_tests"
-API_RETRY = Result(requeue_after=intervals.COMPUTE_NODE_DRAINING)  # 30 s, a requeue and not an error
-RACE_RETRY = Result(requeue_after=intervals.COMPUTE_NODE_RELEASING)  # 10 s
 
 
 def _zones(entries: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -69,7 +67,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
                 created = await client.create_aggregate(name, zone)
             except AggregateExists:
                 p.set(COND, False, "WaitingForAggregate", f"aggregate {name} was created concurrently")
-                return RACE_RETRY
+                return Result(requeue_after=p.settings.intervals.releasing)  # 10 s
             try:
                 await client.set_aggregate_metadata(created.id, {AGGREGATE_MARKER: marker})
             except ComputeAPIError:
@@ -82,7 +80,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
             await _cleanup(p, agg, marker, required)
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
-        return API_RETRY
+        return Result(requeue_after=p.settings.intervals.draining)  # 30 s: a requeue, not an error
     if mismatches:
         p.set(
             COND,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol
 
-from nova_operator import conditions
+from nova_operator import conditions, intervals
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.models.novacompute import NovaCompute
@@ -53,6 +53,21 @@ def no_cache(ref: ResourceRef, namespace: str, name: str) -> Object | None:
 
 
 @dataclass(frozen=True)
+class ComputeIntervals:
+    """The named requeues of §19; production values from ``nova_operator.intervals``."""
+
+    next_pass: float = intervals.NEXT_PASS  # after adding the finalizer
+    wait: float = intervals.SECRET_POLL  # NovaReady and ConfigReady waits, NodesForbidden (15 s)
+    releasing: float = intervals.COMPUTE_NODE_RELEASING  # Releasing nodes, a concurrent aggregate (10 s)
+    draining: float = intervals.COMPUTE_NODE_DRAINING  # Draining/Pending, every failed API call (30 s)
+    settled: float = intervals.COMPUTE_SETTLED  # every node settled (60 s)
+
+    def scaled(self, factor: float) -> ComputeIntervals:
+        """Every interval times ``factor`` (tests run the same state machine faster)."""
+        return ComputeIntervals(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
 class ComputeSettings:
     """Knobs of the NovaCompute controller; production defaults, tests inject faster ones."""
 
@@ -61,6 +76,7 @@ class ComputeSettings:
     default_pull_policy: str | None = None  # the operator-wide --default-image-pull-policy
     clock: Callable[[], datetime] = utcnow
     config_map_history: int = 3
+    intervals: ComputeIntervals = field(default_factory=ComputeIntervals)
 
 
 @dataclass

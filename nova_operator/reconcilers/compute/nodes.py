@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import conditions, intervals, nodeplan
+from nova_operator import conditions, nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import NODES
 from nova_operator.reconcilers.compute.context import ComputePass, Object
@@ -55,7 +55,7 @@ async def reconcile_nodes(p: ComputePass) -> Result:
                 held[name] = None  # gone from the cluster
     except errors.Forbidden as exc:
         p.set(COND, False, "NodesForbidden", f"the operator may not read Nodes: {exc}")
-        return Result(requeue_after=intervals.SECRET_POLL)
+        return Result(requeue_after=p.settings.intervals.wait)
     except errors.KubeError as exc:
         p.set(COND, False, "NodeListError", f"reading Nodes: {exc}")
         raise

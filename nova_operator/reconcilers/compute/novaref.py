@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from nova_operator import conditions, intervals
+from nova_operator import conditions
 from nova_operator.kube import errors
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.models.nova import Nova
@@ -14,12 +14,11 @@ from nova_operator.renderers.compute_pool import default_image
 from nova_operator.runtime.request import Result
 
 COND = conditions.NOVA_REF_READY
-WAIT = Result(requeue_after=intervals.SECRET_POLL)  # every NovaReady wait: 15 s
 
 
 def _wait(p: ComputePass, reason: str, message: str) -> Result:
     p.set(COND, False, reason, message)
-    return WAIT
+    return Result(requeue_after=p.settings.intervals.wait)  # every NovaReady wait: 15 s
 
 
 async def reconcile_nova_ref(p: ComputePass) -> Result:

@@ -6,7 +6,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, conditions, intervals
+from nova_operator import apply, conditions
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -57,7 +57,7 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
             f"the compute contract Secret {ns}/{secret_name} does not exist; the ControlPlane mirrors it, "
             "or it must be copied here by hand",
         )
-        return Result(requeue_after=intervals.SECRET_POLL)
+        return Result(requeue_after=p.settings.intervals.wait)
     except errors.KubeError as exc:
         p.set(COND, False, "ConfigError", f"reading the compute contract Secret {ns}/{secret_name}: {exc}")
         raise
@@ -70,7 +70,7 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
             "ComputeConfigIncomplete",
             f"the compute contract Secret {ns}/{secret_name} lacks {', '.join(missing)}",
         )
-        return Result(requeue_after=intervals.SECRET_POLL)
+        return Result(requeue_after=p.settings.intervals.wait)
     try:
         desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
         name = await _ensure_config_map(p, desired)

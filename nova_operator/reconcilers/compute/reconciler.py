@@ -15,7 +15,7 @@ from typing import Final
 import structlog
 from pydantic import ValidationError
 
-from nova_operator import conditions, intervals
+from nova_operator import conditions
 from nova_operator.kube import errors
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
@@ -38,7 +38,6 @@ from nova_operator.runtime.request import Request, Result, TerminalError
 log = structlog.get_logger("nova_operator.novacompute")
 
 MIRROR_LABEL: Final = "nova.openstack.c5c3.io/compute-config-mirror"
-TEARDOWN_DEFAULT: Final = Result(requeue_after=intervals.COMPUTE_NODE_DRAINING)  # 30 s
 
 
 class NovaComputeReconciler:
@@ -66,7 +65,7 @@ class NovaComputeReconciler:
         if cr["metadata"].get("deletionTimestamp"):
             return await self._teardown(cr)
         if await common.ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):
-            return Result(requeue_after=intervals.NEXT_PASS)
+            return Result(requeue_after=self.settings.intervals.next_pass)
         p = self._pass(cr)
         return await self._run(p, NOVACOMPUTE_STEPS)
 
@@ -126,7 +125,11 @@ class NovaComputeReconciler:
             steps = NOVACOMPUTE_STEPS if held_at_start else TEARDOWN_STEPS
             result = await self._run(p, steps)  # an error propagates: the pass failed
             if held_at_start or not p.aggregates_ensured:
-                return result if result.requeue_after is not None else TEARDOWN_DEFAULT
+                return (
+                    result
+                    if result.requeue_after is not None
+                    else Result(requeue_after=self.settings.intervals.draining)
+                )
         await self._reap_mirrors(cr)
         # Local children go by garbage collection through their owner references.
         await common.remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)

@@ -16,34 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nova_operator import conditions, intervals, nodeplan
+from nova_operator import conditions, nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
 from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome
-from nova_operator.reconcilers.compute.context import ComputePass, Object
+from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass, Object
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
 
 COND = conditions.SERVICES_READY
-API_RETRY = intervals.COMPUTE_NODE_DRAINING
-
-_PHASE_POLL = {
-    nodeplan.RELEASING: intervals.COMPUTE_NODE_RELEASING,
-    nodeplan.DRAINING: intervals.COMPUTE_NODE_DRAINING,
-    nodeplan.PENDING: intervals.COMPUTE_NODE_DRAINING,
-    nodeplan.ACTIVE: intervals.COMPUTE_SETTLED,
-    nodeplan.CONFLICT: intervals.COMPUTE_SETTLED,
-}
 _SERVICE_FIELDS = ("serviceID", "serviceStatus", "serviceState", "disabledReason")
 
 
-def poll_interval(*ledgers: list[Object]) -> float:
-    """60 s, lowered to the shortest interval any entry of any ledger needs (before and after the walk)."""
-    poll = intervals.COMPUTE_SETTLED
-    for ledger in ledgers:
-        for entry in ledger:
-            poll = min(poll, _PHASE_POLL.get(entry.get("phase", ""), poll))
-    return poll
+def poll_interval(ledger: list[Object], every: ComputeIntervals) -> float:
+    """60 s, lowered to the shortest interval an entry needs: Releasing 10 s, Draining and Pending 30 s."""
+    by_phase = {
+        nodeplan.RELEASING: every.releasing,
+        nodeplan.DRAINING: every.draining,
+        nodeplan.PENDING: every.draining,
+    }
+    return min([every.settled, *(by_phase.get(e.get("phase", ""), every.settled) for e in ledger)])
 
 
 def copy_service(entry: Object, service: ComputeService | None) -> None:
@@ -171,13 +163,14 @@ class _Walk:
 
 
 async def reconcile_services(p: ComputePass) -> Result:
-    poll = poll_interval(p.nodes)
+    every = p.settings.intervals
+    poll = poll_interval(p.nodes, every)  # before the walk: a node dropped now still polls soon
     try:
         client = await p.compute()
         services = await client.list_services()
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
-        return Result(requeue_after=API_RETRY)
+        return Result(requeue_after=every.draining)
     mapping_error: ComputeAPIError | None = None
     mapped: set[str] = set()
     if any(e.get("phase") == nodeplan.PENDING and e["name"] in services for e in p.nodes):
@@ -187,13 +180,13 @@ async def reconcile_services(p: ComputePass) -> Result:
             mapping_error = exc
     walk = _Walk(p, services, mapped)
     p.status["nodes"] = await walk.run()
-    poll = min(poll, poll_interval(p.nodes))
+    poll = min(poll, poll_interval(p.nodes, every))
     if isinstance(walk.failure, _PodListError):
         p.set(COND, False, "PodListError", str(walk.failure))
         raise walk.failure
     if walk.failure is not None:
         p.set(COND, False, "ComputeAPIError", str(walk.failure))
-        return Result(requeue_after=API_RETRY)
+        return Result(requeue_after=every.draining)
     if mapping_error is not None:
         p.set(COND, False, "ComputeAPIError", f"listing hypervisors: {mapping_error}")
         return Result(requeue_after=poll)

@@ -1,0 +1,387 @@
+"""The NovaCompute controller on the real API server, under the operator's RBAC, against a fake OpenStack.
+
+The test plays every missing actor: it creates Nodes and the pool's pods directly (no
+kubelet, no DaemonSet controller), writes the DaemonSet status, publishes the Nova's status
+and compute contract as the Nova controller would, and registers compute services in the
+fake Nova as nova-compute would on start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import pathlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from simcluster import ControlPlane, FakeOpenStack
+
+from nova_operator import conditions
+from nova_operator.kube import errors
+from nova_operator.kube.client import Kube
+from nova_operator.kube.resources import (
+    DAEMONSETS,
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    NOVACOMPUTES,
+    NOVAS,
+    PODS,
+    SECRETS,
+)
+from nova_operator.manager import Manager
+from nova_operator.metrics import Metrics
+from nova_operator.models.crd import render_crds
+from nova_operator.reconcilers.compute import ComputeSettings, factory_with
+from nova_operator.reconcilers.compute.context import ComputeIntervals
+from nova_operator.renderers.compute_pool import selector_labels
+from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
+
+Object = dict[str, Any]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+PASSWORD = "service-user-pw"
+SCALE = 0.02  # every requeue interval of the spec, times this: 15 s -> 0.3 s, 60 s -> 1.2 s
+ZONE = "topology.kubernetes.io/zone"
+
+
+class ScriptedOpenStack(FakeOpenStack):
+    """The fake, plus a scripted answer for a compute-service DELETE (the race the spec's 404 rule covers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone_on_delete: set[str] = set()  # hosts whose service vanishes just before our DELETE
+
+    async def _services_delete(self, request: web.Request) -> web.Response:
+        with self._lock:
+            svc = self.services.get(request.match_info["id"])
+            if svc is not None and svc.host in self.gone_on_delete:
+                del self.services[svc.uuid]  # somebody else deleted it first: our DELETE answers 404
+        return await super()._services_delete(request)
+
+    def calls_to(self, method: str, path: str) -> list[Any]:
+        return [c for c in self.calls(method, path) if c.status != 0]
+
+
+async def _install_crds(kube: Kube) -> None:
+    from nova_operator.kube.resources import ResourceRef
+
+    crds = ResourceRef(
+        "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+    )
+    for text in render_crds().values():
+        body = yaml.safe_load(text)
+        try:
+            await kube.create(crds, body)
+        except errors.Conflict:
+            live = await kube.get(crds, body["metadata"]["name"])
+            body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+            await kube.replace(crds, body)
+    for text in render_crds().values():
+        name = yaml.safe_load(text)["metadata"]["name"]
+        for _ in range(200):
+            crd = await kube.get(crds, name)
+            if any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in crd["status"].get("conditions", [])
+            ):
+                break
+            await asyncio.sleep(0.05)
+
+
+async def _apply_rbac(api: client.ApiClient) -> None:
+    """config/rbac/*.yaml as admin (the operator's ServiceAccount, ClusterRole and binding)."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    for call in (lambda: core.create_namespace({"metadata": {"name": "nova-system"}}),):
+        try:
+            await call()
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    for path in sorted((ROOT / "config" / "rbac").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        kind = doc.get("kind")
+        try:
+            if kind == "ServiceAccount":
+                await core.create_namespaced_service_account(doc["metadata"]["namespace"], doc)
+            elif kind == "ClusterRole":
+                await rbac.create_cluster_role(doc)
+            elif kind == "ClusterRoleBinding":
+                await rbac.create_cluster_role_binding(doc)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            if kind == "ClusterRole":
+                await rbac.replace_cluster_role(doc["metadata"]["name"], doc)
+
+
+_READY: set[str] = set()
+
+
+@pytest.fixture
+async def admin(control_plane: ControlPlane, admin_api: client.ApiClient) -> AsyncIterator[Kube]:
+    kube = await Kube.connect(kubeconfig=str(control_plane.kubeconfig), context="admin", metrics=Metrics())
+    async with kube:
+        if "setup" not in _READY:
+            await _install_crds(kube)
+            await _apply_rbac(admin_api)
+            _READY.add("setup")
+        yield kube
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[ScriptedOpenStack]:
+    f = ScriptedOpenStack()
+    await f.start()
+    f.add_user("nova", PASSWORD)
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+class Env:
+    """One test's world: admin access, the fake OpenStack and the running controller."""
+
+    def __init__(self, admin: Kube, api: client.ApiClient, fake: ScriptedOpenStack, namespace: str) -> None:
+        self.admin, self.api, self.fake, self.ns = admin, api, fake, namespace
+        self.metrics = Metrics()
+        self.manager: Manager | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._nodes: list[str] = []
+
+    # -- actors --------------------------------------------------------------------------
+
+    async def nova(self, name: str = "nova") -> None:
+        """A Nova with an installed release and a published contract, and its service-user Secret."""
+        body = yaml.safe_load((ROOT / "config" / "samples" / "nova_minimal.yaml").read_text())
+        body["metadata"] = {"name": name, "namespace": self.ns}
+        body["spec"]["keystoneEndpoint"] = self.fake.keystone_url
+        await self.admin.create(NOVAS, body, self.ns)
+        await self.secret("nova-service-user", {"password": PASSWORD})
+        await self.secret(
+            f"{name}-compute-config",
+            {
+                "nova-compute.conf": "[DEFAULT]\ndebug = false\n",
+                "transport_url": "rabbit://nova:pw@rabbitmq:5672/",
+                "password": PASSWORD,
+                "cell_name": "cell1",
+            },
+            labels={"app.kubernetes.io/component": "compute-config"},
+        )
+        await self.admin.patch_status(
+            NOVAS,
+            name,
+            {
+                "status": {
+                    "installedRelease": "2025.2",
+                    "computeConfigSecretRef": {"name": f"{name}-compute-config"},
+                }
+            },
+            self.ns,
+        )
+
+    async def secret(self, name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> None:
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        meta: Object = {"name": name, "namespace": self.ns}
+        if labels:
+            meta["labels"] = labels
+        await self.admin.create(
+            SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": encoded}, self.ns
+        )
+
+    def node_name(self, short: str) -> str:
+        return f"{self.ns}-{short}"
+
+    async def node(self, short: str, *, pool: str | None, zone: str | None) -> str:
+        name = self.node_name(short)
+        labels = {}
+        if pool:
+            labels["pool"] = pool
+        if zone:
+            labels[ZONE] = zone
+        await self.admin.create(
+            NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+        )
+        self._nodes.append(name)
+        return name
+
+    async def relabel(self, short: str, pool: str | None) -> None:
+        await self.admin.patch(NODES, self.node_name(short), {"metadata": {"labels": {"pool": pool}}})
+
+    async def pool(self, name: str = "pool", *, selector: str = "a", **spec: Any) -> None:
+        await self.admin.create(
+            NOVACOMPUTES,
+            {
+                "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+                "kind": "NovaCompute",
+                "metadata": {"name": name, "namespace": self.ns},
+                "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"pool": selector}, **spec},
+            },
+            self.ns,
+        )
+
+    async def pod(self, short: str, pool: str = "pool") -> None:
+        """A pool pod on a node, as the DaemonSet controller and the scheduler would place it."""
+        await self.admin.create(
+            PODS,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{pool}-{short}",
+                    "namespace": self.ns,
+                    "labels": selector_labels(pool),
+                },
+                "spec": {"nodeName": self.node_name(short), "containers": [{"name": "c", "image": "x"}]},
+            },
+            self.ns,
+        )
+
+    async def pod_gone(self, short: str, pool: str = "pool") -> None:
+        await client.CoreV1Api(self.api).delete_namespaced_pod(
+            f"{pool}-{short}", self.ns, grace_period_seconds=0
+        )
+
+    async def daemonset_rolled_out(self, pool: str = "pool", count: int | None = None) -> None:
+        """Play the DaemonSet controller: every scheduled pod updated and ready."""
+        ds = await self.until(lambda: self.get(DAEMONSETS, f"{pool}-nova-compute"))
+        n = (
+            count
+            if count is not None
+            else len(
+                ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"
+                ]["nodeSelectorTerms"]
+            )
+        )
+        await self.admin.patch_status(
+            DAEMONSETS,
+            ds["metadata"]["name"],
+            {
+                "status": {
+                    "observedGeneration": ds["metadata"]["generation"],
+                    "desiredNumberScheduled": n,
+                    "currentNumberScheduled": n,
+                    "updatedNumberScheduled": n,
+                    "numberReady": n,
+                    "numberMisscheduled": 0,
+                }
+            },
+            self.ns,
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(self, ref: Any, name: str) -> Object | None:
+        try:
+            return await self.admin.get(ref, name, self.ns if ref.namespaced else None)
+        except errors.NotFound:
+            return None
+
+    async def cr(self, name: str = "pool") -> Object:
+        obj = await self.get(NOVACOMPUTES, name)
+        assert obj is not None
+        return obj
+
+    async def entry(self, short: str, pool: str = "pool") -> Object | None:
+        nodes = ((await self.cr(pool)).get("status") or {}).get("nodes") or []
+        return next((e for e in nodes if e["name"] == self.node_name(short)), None)
+
+    async def condition(self, cond_type: str, pool: str = "pool") -> Object | None:
+        conds = ((await self.cr(pool)).get("status") or {}).get("conditions") or []
+        found = conditions.find(conds, cond_type)
+        return dict(found) if found is not None else None
+
+    async def events(self, reason: str | None = None) -> list[Object]:
+        items = (await self.admin.list(EVENTS, self.ns))["items"]
+        return [e for e in items if reason is None or e["reason"] == reason]
+
+    async def until(self, probe: Callable[[], Awaitable[Any]], within: float = 30.0) -> Any:
+        """Poll ``probe`` until it returns something truthy."""
+        async with asyncio.timeout(within):
+            while True:
+                value = await probe()
+                if value:
+                    return value
+                await asyncio.sleep(0.05)
+
+    async def settle(self, seconds: float = 2.0) -> None:
+        """Let the controller run a few polls (60 s, 30 s and 10 s scaled)."""
+        await asyncio.sleep(seconds)
+
+    # -- the controller ------------------------------------------------------------------
+
+    async def start(self, control_plane: ControlPlane) -> None:
+        kube = await Kube.connect(
+            kubeconfig=str(control_plane.kubeconfig), context="operator", metrics=self.metrics
+        )
+        settings = Settings(
+            watch=WatchSettings(
+                namespaces=(self.ns,),
+                backoff_initial=0.05,
+                backoff_max=0.5,
+                inactivity_timeout=20,
+                resync_period=None,
+                sync_timeout=20,
+            ),
+            leader_election=LeaderElectionSettings(enabled=False),
+            servers=ServerSettings(metrics_bind_address="0", health_probe_bind_address="0"),
+            shutdown_timeout=5,
+        )
+        self._kube = kube
+        self.manager = Manager(kube, settings)
+        compute = ComputeSettings(
+            nova_api_url=lambda _nova, _ns: self.fake.nova_url,
+            request_timeout=2.0,
+            intervals=ComputeIntervals().scaled(SCALE),
+        )
+        self.manager.add_controller(factory_with(compute)(self.manager))
+        self._task = asyncio.create_task(self.manager.run(), name="novacompute manager")
+
+    async def stop(self) -> None:
+        if self.manager is not None and self._task is not None:
+            self.manager.stop()
+            await asyncio.wait_for(self._task, 15)
+            await self._kube.close()
+        for name in self._nodes:
+            try:
+                await self.admin.delete(NODES, name)
+            except errors.NotFound:
+                pass
+
+    def step_count(self, step: str) -> float:
+        return _sample(self.metrics, "nova_operator_reconcile_duration_seconds_count", sub_reconciler=step)
+
+    def step_errors(self, step: str, cond: str) -> float:
+        return _sample(
+            self.metrics, "nova_operator_reconcile_errors_total", sub_reconciler=step, condition_type=cond
+        )
+
+
+def _sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return float(value) if value is not None else -1.0
+
+
+@pytest.fixture
+async def env(
+    control_plane: ControlPlane,
+    admin: Kube,
+    admin_api: client.ApiClient,
+    fake: ScriptedOpenStack,
+    namespace: str,
+) -> AsyncIterator[Env]:
+    e = Env(admin, admin_api, fake, namespace)
+    await e.start(control_plane)
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+__all__ = ["NAMESPACES", "Env", "ScriptedOpenStack"]

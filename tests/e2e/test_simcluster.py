@@ -647,6 +647,10 @@ async def test_fake_nova_api_auth_services_paging_aggregates_and_call_log(simclu
         bad["auth"]["identity"]["password"]["user"]["password"] = "wrong"
         async with http.post(f"{fake.keystone_url}/v3/auth/tokens", json=bad) as r:
             assert r.status == 401
+        other_project: dict[str, Any] = copy.deepcopy(auth)
+        other_project["auth"]["scope"]["project"]["name"] = "admin"
+        async with http.post(f"{fake.keystone_url}/v3/auth/tokens", json=other_project) as r:
+            assert r.status == 401
         cred_id, secret = fake.add_application_credential(SERVICE_USER)
         ac = {
             "auth": {
@@ -744,6 +748,11 @@ async def test_fake_nova_api_auth_services_paging_aggregates_and_call_log(simclu
             await nova("GET", "/os-aggregates")
         simcluster.in_sidecar(lambda: fake.go_online("nova"))
         assert (await nova("GET", "/os-aggregates"))[0] == 200
+        # a revoked token gets 401; the control endpoint shows the log to a human or another process
+        fake.revoke_tokens()
+        assert (await nova("GET", "/os-aggregates"))[0] == 401
+        async with http.get(f"{fake.nova_url}/_sim/calls?method=PUT") as r:
+            assert [c["path"] for c in await r.json()] == [f"/v2.1/os-services/{svcs['cmp-00'].uuid}"]
     # the call log answers "exactly one disable, no enable, no migration"
     puts = fake.calls("PUT", "/v2.1/os-services/")
     assert len(puts) == 1

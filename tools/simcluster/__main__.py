@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--no-standins", action="store_true", help="no dependency CRDs and stand-in controllers")
     up.add_argument("--no-openstack", action="store_true", help="no fake Keystone/Nova API")
     up.set_defaults(func=cmd_up)
+    # `run` (install config/crd, config/rbac and config/samples, then run the operator under its own
+    # token until the sample Nova is Ready) belongs here too: launch(...), then handle.apply(...) for
+    # the manifests and handle.operator_env() for the operator subprocess; stop with handle.stop().
     args = parser.parse_args(argv)
     rc: int = args.func(args)
     return rc

@@ -244,6 +244,11 @@ class FakeOpenStack:
                 self.servers.append(Server(host=host, name=f"{host}-vm-{i}", tenant_id=self.project_id))
             return svc
 
+    def revoke_tokens(self) -> None:
+        """Every issued token becomes invalid (Nova answers 401 until a new one is fetched)."""
+        with self._lock:
+            self.tokens.clear()
+
     def map_all_hosts(self) -> list[str]:
         """``nova-manage cell_v2 discover_hosts``: map every registered, unmapped compute host."""
         with self._lock:
@@ -339,6 +344,11 @@ class FakeOpenStack:
         async def mw(
             request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
         ) -> web.StreamResponse:
+            if request.path.startswith("/_sim/"):
+                try:
+                    return await handler(request)
+                except ApiFault as exc:
+                    return exc.response()
             raw = await request.read()
             try:
                 body: Any = json.loads(raw) if raw else None
@@ -457,6 +467,9 @@ class FakeOpenStack:
                     )
                 if entry and entry[0] == ac.get("secret"):
                     user = self.users.get(entry[2])
+            scope = ((await request.json())["auth"].get("scope") or {}).get("project") or {}
+            if user is not None and scope.get("name") and scope["name"] != user.project:
+                user = None  # not a member of that project
             if user is None:
                 return _ks_error(401, "Unauthorized", "The request you have made requires authentication.")
             token = "gAAAAA" + secrets.token_urlsafe(32)
@@ -514,6 +527,10 @@ class FakeOpenStack:
     def _nova_app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware("nova")])
         r = app.router
+        r.add_get("/_sim/calls", self._sim_calls)
+        r.add_get("/_sim/state", self._sim_state)
+        r.add_post("/_sim/fault", self._sim_fault)
+        r.add_post("/_sim/computes", self._sim_computes)
         r.add_get("/", self._nova_versions)
         r.add_get("/v2.1", self._nova_version)
         r.add_get("/v2.1/", self._nova_version)
@@ -916,6 +933,55 @@ class FakeOpenStack:
                 raise _error(400, "Bad Request", f"Invalid aggregate action {action}.")
             agg.updated_at = _now()
             return web.json_response({"aggregate": self._aggregate_view(agg, mv)})
+
+    # -- control endpoints (/_sim/ on the Nova port; not logged, no auth) -------------------
+
+    async def _sim_calls(self, request: web.Request) -> web.Response:
+        calls = self.calls(method=request.query.get("method"), path=request.query.get("path"))
+        return web.json_response(
+            [
+                {
+                    "api": c.api,
+                    "method": c.method,
+                    "path": c.path,
+                    "query": c.query,
+                    "microversion": c.microversion,
+                    "body": c.body,
+                    "status": c.status,
+                }
+                for c in calls
+            ]
+        )
+
+    async def _sim_state(self, request: web.Request) -> web.Response:
+        with self._lock:
+            state = {
+                "services": [self._service_view(s, MAX_MICROVERSION) for s in self.services.values()],
+                "mapped_hosts": sorted({h.host for h in self.hypervisors.values() if h.mapped}),
+                "servers": [{"id": s.id, "host": s.host, "name": s.name} for s in self.servers],
+                "aggregates": [self._aggregate_view(a, MAX_MICROVERSION) for a in self.aggregates.values()],
+            }
+        return web.json_response(state)
+
+    async def _sim_fault(self, request: web.Request) -> web.Response:
+        """Body: {"fault": "error" | "reset" | null, "api": "keystone" | "nova" | "all", "seconds": n}."""
+        body = await request.json()
+        fault = body.get("fault")
+        if fault not in (None, "error", "reset") or body.get("api", "all") not in ("keystone", "nova", "all"):
+            raise _error(400, "Bad Request", "fault must be error, reset or null; api keystone, nova or all")
+        self.set_fault(fault, api=body.get("api", "all"), seconds=body.get("seconds"))
+        return web.json_response({"ok": True})
+
+    async def _sim_computes(self, request: web.Request) -> web.Response:
+        """Body: {"host": ..., "servers": n, "mapped": bool, "zone": ...}: register a compute host."""
+        body = await request.json()
+        svc = self.add_compute(
+            body["host"],
+            zone=body.get("zone", "nova"),
+            mapped=body.get("mapped", True),
+            servers=body.get("servers", 0),
+        )
+        return web.json_response({"id": svc.uuid, "host": svc.host})
 
 
 def _requested_microversion(request: web.Request) -> tuple[int, int]:

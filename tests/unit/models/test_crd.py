@@ -282,3 +282,9 @@ class _ListDefault(CRDModel):
 def test_a_non_scalar_default_without_a_schema_default_is_refused() -> None:
     with pytest.raises(TypeError, match="Schema"):
         _spec_schema(_ListDefault)
+
+
+def test_yaml_has_no_anchors_or_aliases() -> None:
+    for text in crd.render_crds().values():
+        assert "&id" not in text
+        assert "*id" not in text

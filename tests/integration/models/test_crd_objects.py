@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 import pathlib
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -49,6 +51,10 @@ def _compute() -> Obj:
         "metadata": {"name": "pool"},
         "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"example.org/pool": "a"}},
     }
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _with(base: Callable[[], Obj], **spec: Any) -> Obj:
@@ -306,3 +312,53 @@ async def test_status_is_a_subresource_and_round_trips(objects: Objects) -> None
     assert (
         NovaComputeStatus.model_validate(written["status"]).model_dump(exclude_none=True) == compute["status"]
     )
+
+
+async def _table(admin_api: client.ApiClient, namespace: str, plural: str) -> dict[str, Any]:
+    response = await admin_api.call_api(
+        f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{namespace}/{plural}",
+        "GET",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    table: dict[str, Any] = json.loads(await response.read())
+    return table
+
+
+async def test_printer_columns_show_status_through_kubectl_get(
+    objects: Objects, admin_api: client.ApiClient
+) -> None:
+    nova = await objects.create("novas", {**_nova(), "status": {"installedRelease": "dropped on create"}})
+    assert "status" not in nova  # the status subresource: a create does not write status
+    nova["status"] = {
+        "installedRelease": "2025.2",
+        "endpoint": "https://nova.example.org/",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "AllReady",
+                "message": "",
+                "lastTransitionTime": now(),
+            }
+        ],
+    }
+    await objects.replace_status("novas", nova)
+    table = await _table(admin_api, objects.namespace, "novas")
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Release", "Endpoint", "Age"]
+    assert table["rows"][0]["cells"][:4] == ["nova", "True", "2025.2", "https://nova.example.org/"]
+
+    compute = await objects.create("novacomputes", _compute())
+    compute["status"] = {"desiredNumberScheduled": 3, "numberReady": 2}
+    await objects.replace_status("novacomputes", compute)
+    table = await _table(admin_api, objects.namespace, "novacomputes")
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Ready",
+        "Desired",
+        "Ready pods",
+        "Age",
+    ]
+    assert table["rows"][0]["cells"][:4] == ["pool", None, 3, 2]

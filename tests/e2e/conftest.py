@@ -21,6 +21,7 @@ from simcluster import SimHandle, launch
 
 E2E_KUBECONFIG = os.environ.get("E2E_KUBECONFIG")
 _HANDLE: SimHandle | None = None
+_STARTUP: list[str] = []  # shown in the terminal summary (print() is captured without -s)
 
 # Node layout of the session cluster: 3 plain nodes, 3 in pool "a", 2 in pool "b".
 POOL_A = "a"
@@ -37,7 +38,10 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle | None]:
     t0 = time.monotonic()
     handle = launch(tmp_path_factory.mktemp("simcluster"), nodes=3, pools={POOL_A: 3, POOL_B: 2})
     took, procs = time.monotonic() - t0, handle.cluster.startup_seconds
-    print(f"\nsimulated cluster up in {took:.1f} s (processes {procs:.1f} s)")
+    _STARTUP.append(
+        f"simulated cluster up in {took:.1f} s (etcd, apiserver, controller-manager, scheduler, kwok: "
+        f"{procs:.1f} s; then nodes, dependency CRDs, stand-ins, fake OpenStack)"
+    )
     _HANDLE = handle
     try:
         yield handle
@@ -65,6 +69,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and _HANDLE is not None and "sim" in getattr(item, "fixturenames", ()):
         report.sections.append(("simulated cluster logs", _HANDLE.logs(6000)))
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _STARTUP:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture

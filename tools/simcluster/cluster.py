@@ -47,6 +47,14 @@ REAL_BACKOFF_ANNOTATION = f"{SIM_PREFIX}/real-backoff"
 NODE_TYPE_LABEL = "type"
 POOL_LABEL = f"{SIM_PREFIX}/pool"
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+SIM_BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kwok-stages.yaml",
+)
 
 
 def stock_node_stages(bindir: pathlib.Path) -> list[JSON]:
@@ -84,6 +92,12 @@ class SimCluster:
         self.workdir = pathlib.Path(self.workdir)
         if self.bindir is None:
             self.bindir = find_binaries()
+        missing = [b for b in SIM_BINARIES if not (self.bindir / b).exists()]
+        if missing:
+            raise ControlPlaneError(
+                f"{self.bindir} lacks {', '.join(missing)}: "
+                "run tools/envtest/build.sh without ENVTEST_ONLY_CORE=1"
+            )
         self.control_plane = ControlPlane(self.workdir, self.bindir, start_timeout=self.start_timeout)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -358,7 +372,8 @@ class SimCluster:
                 "--controllers=*,-serviceaccount-token-controller,"
                 "-kube-apiserver-serving-clustertrustbundle-publisher-controller",
                 f"--root-ca-file={cp.ca_file}",
-                "--node-monitor-grace-period=40s",
+                # kwok heartbeats every 20-45 s; on a busy 2-core box one may come late.
+                "--node-monitor-grace-period=3m",
             ],
         )
         sched = cp._spawn("kube-scheduler", [*common, *serving("kube-scheduler")])

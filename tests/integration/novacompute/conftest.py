@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import pathlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -349,10 +350,8 @@ class Env:
             await asyncio.wait_for(self._task, 15)
             await self._kube.close()
         for name in self._nodes:
-            try:
+            with contextlib.suppress(errors.NotFound):
                 await self.admin.delete(NODES, name)
-            except errors.NotFound:
-                pass
 
     def step_count(self, step: str) -> float:
         return _sample(self.metrics, "nova_operator_reconcile_duration_seconds_count", sub_reconciler=step)

@@ -31,7 +31,15 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import Metric
 
 RESULTS = ("success", "error", "requeue_after", "terminal_error")
@@ -47,8 +55,12 @@ class Metrics:
     """All collectors, registered on ``registry`` (a fresh one unless given)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        own = registry is None
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        if own:  # process_* and python_* series, as the global registry would have them
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
         self.api_requests = Counter(
             "nova_operator_api_requests_total",
             "API requests by verb, resource and HTTP status code ('error' when there was no answer)",

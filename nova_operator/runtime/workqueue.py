@@ -111,6 +111,10 @@ class WorkQueue(Generic[T]):
             self._getters.append(fut)
             try:
                 await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._wake_one()  # we were woken for a key we will not take: pass it on
+                raise
             finally:
                 if not fut.done():
                     fut.cancel()

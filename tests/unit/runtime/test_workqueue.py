@@ -175,3 +175,14 @@ async def test_metrics_count_adds_depth_and_retries() -> None:
     )
     q.add_rate_limited("z")
     assert metrics.registry.get_sample_value("nova_operator_workqueue_retries_total", {"name": "q"}) == 1
+
+
+async def test_a_getter_cancelled_after_being_woken_passes_the_key_on() -> None:
+    q = make()
+    first = asyncio.ensure_future(q.get())
+    second = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    q.add("a")  # wakes the first getter ...
+    first.cancel()  # ... which is cancelled before it runs
+    assert await asyncio.wait_for(second, 1) == "a"
+    assert first.cancelled()

@@ -47,11 +47,17 @@ def _micro_time() -> str:
 
 class LeaderElector:
     def __init__(
-        self, kube: Kube, settings: LeaderElectionSettings, *, metrics: Metrics | None = None
+        self,
+        kube: Kube,
+        settings: LeaderElectionSettings,
+        *,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if settings.renew_deadline >= settings.lease_duration:
             raise ValueError("renew deadline must be shorter than the lease duration")
         self._kube = kube
+        self._clock = clock
         self.settings = settings
         self.identity = settings.identity
         self._metrics = metrics
@@ -109,9 +115,9 @@ class LeaderElector:
         s = self.settings
         while True:
             await asyncio.sleep(s.retry_period)
-            deadline = time.monotonic() + s.renew_deadline
+            deadline = self._clock() + s.renew_deadline
             while True:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._clock()
                 if remaining <= 0:
                     log.error("lost the lease: no renewal within the deadline", lease=s.name)
                     raise LeaderElectionLost(s.name)
@@ -121,7 +127,7 @@ class LeaderElector:
                             break
                 except (KubeError, TimeoutError) as exc:
                     log.warning("lease renewal failed", lease=s.name, error=str(exc) or type(exc).__name__)
-                await asyncio.sleep(min(s.retry_period, max(0.0, deadline - time.monotonic())))
+                await asyncio.sleep(min(s.retry_period, max(0.0, deadline - self._clock())))
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this process holds the lease afterwards."""
@@ -155,7 +161,7 @@ class LeaderElector:
             self._observe(spec)
         holder = spec.get("holderIdentity") or ""
         held_for = spec.get("leaseDurationSeconds") or duration
-        if holder and holder != self.identity and time.monotonic() < self._observed_at + held_for:
+        if holder and holder != self.identity and self._clock() < self._observed_at + held_for:
             return False
         new = dict(spec)
         if holder != self.identity:
@@ -191,7 +197,7 @@ class LeaderElector:
 
     def _observe(self, spec: dict[str, Any]) -> None:
         self._observed_spec = spec
-        self._observed_at = time.monotonic()
+        self._observed_at = self._clock()
 
     def _set_leading(self, leading: bool) -> None:
         self._leading = leading

@@ -84,6 +84,20 @@ async def test_informer_sees_add_update_delete(
     ]
 
 
+async def test_objects_larger_than_a_read_buffer_arrive_whole(
+    control_plane: ControlPlane, kube: Kube, namespace: str
+) -> None:
+    big = "x" * 400_000  # far beyond aiohttp's 64 KiB line limit
+    async with await operator_kube(control_plane) as ok:
+        informer = Informer(ok, CONFIGMAPS, namespaces=[namespace], settings=FAST, metrics=ok.metrics)
+        rec = Recorder()
+        informer.add_handler(rec)
+        async with running(informer):
+            await kube.create(CONFIGMAPS, cm("big", v=big), namespace)
+            await rec.until(lambda: len(rec.events) == 1)
+        assert data_of(informer, "big", namespace) == {"v": big}
+
+
 async def test_label_selected_informer_caches_only_matching_objects(
     control_plane: ControlPlane, kube: Kube, namespace: str
 ) -> None:

@@ -138,7 +138,9 @@ class Informer:
         s = self._settings
         backoff = s.backoff_initial
         self._rv[namespace] = None
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             try:
                 if self._rv[namespace] is None:
                     self._rv[namespace] = await self._list(namespace)
@@ -151,6 +153,8 @@ class Informer:
                 self._rv[namespace] = None
             except Exception as exc:  # KubeError, inactivity (TimeoutError), bad JSON, a bug: back off
                 self._restarted("inactive" if isinstance(exc, TimeoutError) else "error")
+                if loop.time() - started > s.backoff_max:  # it had been working for a while: start over
+                    backoff = s.backoff_initial
                 delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
                 log.warning(
                     "watch failed, retrying",

@@ -1,0 +1,145 @@
+"""Doubles for the NovaCompute steps: a compute client, a pod lister and an event sink, no cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nova_operator.models.novacompute import NovaCompute
+from nova_operator.nodeplan import Plan
+from nova_operator.openstack import (
+    Aggregate,
+    AggregateExists,
+    ComputeAPIError,
+    ComputeService,
+    DeleteOutcome,
+)
+from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
+
+Object = dict[str, Any]
+
+
+@dataclass
+class FakeCompute:
+    services: dict[str, ComputeService] = field(default_factory=dict)
+    servers: dict[str, int] = field(default_factory=dict)
+    mapped: set[str] = field(default_factory=set)
+    aggregates: list[Aggregate] = field(default_factory=list)
+    delete_answers: dict[str, DeleteOutcome] = field(default_factory=dict)
+    fail: dict[str, ComputeAPIError] = field(default_factory=dict)
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def _call(self, name: str, arg: Any = None) -> None:
+        self.calls.append((name, arg))
+        if name in self.fail:
+            raise self.fail[name]
+
+    async def list_services(self) -> dict[str, ComputeService]:
+        self._call("list_services")
+        return dict(self.services)
+
+    async def disable_service(self, service_id: str, reason: str) -> None:
+        self._call("disable_service", (service_id, reason))
+
+    async def delete_service(self, service_id: str) -> DeleteOutcome:
+        self._call("delete_service", service_id)
+        return self.delete_answers.get(service_id, DeleteOutcome.DELETED)
+
+    async def mapped_hosts(self) -> set[str]:
+        self._call("mapped_hosts")
+        return set(self.mapped)
+
+    async def count_servers(self, host: str) -> int:
+        self._call("count_servers", host)
+        return self.servers.get(host, 0)
+
+    async def list_aggregates(self) -> list[Aggregate]:
+        self._call("list_aggregates")
+        return list(self.aggregates)
+
+    async def create_aggregate(self, name: str, zone: str) -> Aggregate:
+        self._call("create_aggregate", (name, zone))
+        if any(a.name == name for a in self.aggregates):
+            raise AggregateExists("exists", status=409)
+        agg = Aggregate(len(self.aggregates) + 1, name, zone, (), {})
+        self.aggregates.append(agg)
+        return agg
+
+    async def set_aggregate_metadata(self, aggregate_id: int, metadata: dict[str, str]) -> None:
+        self._call("set_aggregate_metadata", (aggregate_id, metadata))
+
+    async def delete_aggregate(self, aggregate_id: int) -> DeleteOutcome:
+        self._call("delete_aggregate", aggregate_id)
+        self.aggregates = [a for a in self.aggregates if a.id != aggregate_id]
+        return DeleteOutcome.DELETED
+
+    def close(self) -> None:
+        return None
+
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+class FakeKube:
+    """Only what the Services step reads: the pool's pods."""
+
+    def __init__(self, pods: list[Object] | None = None) -> None:
+        self.pods = pods or []
+        self.lists = 0
+
+    async def list(
+        self, ref: Any, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> Object:
+        self.lists += 1
+        return {"items": list(self.pods)}
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str, str]] = []
+
+    async def emit(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.emitted.append((type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [r for _, r, _ in self.emitted]
+
+
+def pod(node: str, phase: str = "Running") -> Object:
+    return {"spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def service(host: str, status: str = "enabled", state: str = "up", reason: str = "") -> ComputeService:
+    return ComputeService(id=f"uuid-{host}", host=host, status=status, state=state, disabled_reason=reason)
+
+
+def make_pass(
+    nodes: list[Object],
+    *,
+    compute: FakeCompute,
+    kube: FakeKube | None = None,
+    siblings: list[Object] | None = None,
+    deleting: bool = False,
+    plan: Plan | None = None,
+) -> tuple[ComputePass, FakeEvents]:
+    cr: Object = {
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "NovaCompute",
+        "metadata": {"name": "pool", "namespace": "ns", "uid": "u1", "generation": 3},
+        "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"pool": "a"}},
+    }
+    if deleting:
+        cr["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    events = FakeEvents()
+    p = ComputePass(
+        kube=kube or FakeKube(),  # type: ignore[arg-type]
+        events=events,
+        settings=ComputeSettings(),
+        cr=cr,
+        pool=NovaCompute.model_validate(cr),
+        status={"nodes": [dict(n) for n in nodes]},
+        pools=lambda ns, nova: list(siblings or []),
+        plan=plan,
+    )
+    p._client = compute  # type: ignore[assignment]
+    return p, events

@@ -1,0 +1,128 @@
+"""The Aggregates step (novacompute-crd.md §11) with a compute-client double."""
+
+from __future__ import annotations
+
+from nova_operator.openstack import Aggregate, ComputeAPIError
+from nova_operator.reconcilers.compute.aggregates import reconcile_aggregates, required_names
+
+from .conftest import FakeCompute, make_pass
+
+MARK = {"c5c3.io:nova": "ns/nova"}
+
+
+def agg(
+    id_: int, name: str, zone: str = "", hosts: tuple[str, ...] = (), metadata: dict[str, str] | None = None
+) -> Aggregate:
+    return Aggregate(id_, name, zone, hosts, metadata if metadata is not None else dict(MARK))
+
+
+def sibling(nodes: list[dict[str, str]], deleting: bool = False) -> dict[str, object]:
+    meta: dict[str, object] = {"name": "other"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"nodes": nodes}}
+
+
+def test_required_set_spans_live_siblings_and_any_phase() -> None:
+    own = [{"name": "n1", "phase": "Draining", "zone": "az1"}]
+    assert required_names(own, False, []) == {"tenant_filter_tests", "az1"}
+    assert required_names(own, True, []) == set()
+    assert required_names(own, True, [sibling([{"name": "x", "phase": "Conflict", "zone": "az9"}])]) == {
+        "tenant_filter_tests",
+        "az9",
+    }
+    assert required_names([], True, [sibling([{"name": "x", "zone": "az9"}], deleting=True)]) == set()
+
+
+async def test_creates_and_marks_the_zone_aggregates_and_tenant_filter_tests() -> None:
+    compute = FakeCompute()
+    p, events = make_pass(
+        [{"name": "n1", "phase": "Active", "zone": "az1"}, {"name": "n2", "phase": "Pending", "zone": "az2"}],
+        compute=compute,
+    )
+    assert (await reconcile_aggregates(p)).requeue_after is None
+    creates = [c[1] for c in compute.calls if c[0] == "create_aggregate"]
+    assert creates == [("az1", "az1"), ("az2", "az2"), ("tenant_filter_tests", "")]
+    marks = [c[1][1] for c in compute.calls if c[0] == "set_aggregate_metadata"]
+    assert marks == [MARK, MARK, MARK]
+    assert events.reasons() == ["AggregateCreated"] * 3
+    assert p.condition("AggregatesReady")["reason"] == "AggregatesEnsured"
+    assert p.aggregates_ensured
+
+
+async def test_an_existing_aggregate_is_used_as_is_and_a_zone_mismatch_is_reported() -> None:
+    compute = FakeCompute(aggregates=[agg(1, "az1", "other-az", metadata={}), agg(2, "tenant_filter_tests")])
+    p, _events = make_pass([{"name": "n1", "phase": "Active", "zone": "az1"}], compute=compute)
+    assert (await reconcile_aggregates(p)).requeue_after is None  # not a wait
+    assert "create_aggregate" not in compute.names()
+    c = p.condition("AggregatesReady")
+    assert (c["status"], c["reason"]) == ("False", "AggregateZoneMismatch")
+    assert "other-az" in c["message"]
+    assert not p.aggregates_ensured
+
+
+async def test_nodes_without_zone_are_reported_but_the_other_zones_ensured() -> None:
+    compute = FakeCompute()
+    p, _ = make_pass(
+        [{"name": "n1", "phase": "Active"}, {"name": "n2", "phase": "Active", "zone": "az2"}], compute=compute
+    )
+    assert (await reconcile_aggregates(p)).requeue_after is None
+    assert p.condition("AggregatesReady")["reason"] == "NodesWithoutZone"
+    assert [c[1][0] for c in compute.calls if c[0] == "create_aggregate"] == ["az2", "tenant_filter_tests"]
+
+
+async def test_a_concurrent_create_waits_10s_and_api_errors_requeue_30s() -> None:
+    compute = FakeCompute()
+    p, _ = make_pass([{"name": "n1", "phase": "Active", "zone": "az1"}], compute=compute)
+
+    async def racing(name: str, zone: str) -> Aggregate:
+        from nova_operator.openstack import AggregateExists
+
+        raise AggregateExists("409", status=409)
+
+    compute.create_aggregate = racing  # type: ignore[method-assign]
+    assert (await reconcile_aggregates(p)).requeue_after == 10
+    assert p.condition("AggregatesReady")["reason"] == "WaitingForAggregate"
+    compute = FakeCompute(fail={"list_aggregates": ComputeAPIError("down")})
+    p, _ = make_pass([], compute=compute)
+    assert (await reconcile_aggregates(p)).requeue_after == 30
+    assert p.condition("AggregatesReady")["reason"] == "ComputeAPIError"
+
+
+async def test_a_failed_mark_deletes_the_new_aggregate() -> None:
+    compute = FakeCompute(fail={"set_aggregate_metadata": ComputeAPIError("boom")})
+    p, _ = make_pass([{"name": "n1", "phase": "Active", "zone": "az1"}], compute=compute)
+    assert (await reconcile_aggregates(p)).requeue_after == 30
+    assert "delete_aggregate" in compute.names()
+    assert compute.aggregates == []
+
+
+async def test_cleanup_deletes_only_empty_unneeded_marked_aggregates() -> None:
+    compute = FakeCompute(
+        aggregates=[
+            agg(1, "az-gone"),  # ours, empty, unneeded: deleted
+            agg(2, "az-hosts", hosts=("h",)),  # not empty: kept
+            agg(3, "az-foreign-meta", metadata={**MARK, "filter_tenant_id": "t"}),  # kept with a warning
+            agg(4, "az-not-ours", metadata={}),  # never deleted
+            agg(5, "az-other-nova", metadata={"c5c3.io:nova": "ns/other"}),
+            agg(6, "az1", "az1"),
+            agg(7, "tenant_filter_tests"),
+        ]
+    )
+    p, events = make_pass([{"name": "n1", "phase": "Active", "zone": "az1"}], compute=compute)
+    await reconcile_aggregates(p)
+    assert [c[1] for c in compute.calls if c[0] == "delete_aggregate"] == [1]
+    assert events.reasons() == ["AggregateDeleted", "AggregateKept"]
+
+
+async def test_a_deleting_pool_ensures_nothing_and_the_last_one_cleans_up() -> None:
+    compute = FakeCompute(aggregates=[agg(1, "az1", "az1"), agg(2, "tenant_filter_tests")])
+    p, _events = make_pass([], compute=compute, deleting=True)
+    await reconcile_aggregates(p)
+    assert "create_aggregate" not in compute.names()
+    assert [c[1] for c in compute.calls if c[0] == "delete_aggregate"] == [1, 2]
+    assert p.aggregates_ensured
+    compute = FakeCompute(aggregates=[agg(1, "az1", "az1"), agg(2, "tenant_filter_tests")])
+    p, _ = make_pass([], compute=compute, deleting=True, siblings=[sibling([{"name": "x", "zone": "az1"}])])
+    await reconcile_aggregates(p)
+    assert "delete_aggregate" not in compute.names()  # a live sibling still needs both

@@ -1,0 +1,213 @@
+"""The Services step's walk over a ledger (novacompute-crd.md §12), with a compute-client double."""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_operator.nodeplan import Plan
+from nova_operator.openstack import ComputeAPIError, DeleteOutcome
+from nova_operator.reconcilers.compute.context import ComputeIntervals
+from nova_operator.reconcilers.compute.services import poll_interval, reconcile_services
+
+from .conftest import FakeCompute, FakeKube, make_pass, pod, service
+
+REASON = "c5c3.io: leaving NovaCompute ns/pool"
+
+
+def cond(p, cond_type="ServicesReady"):  # type: ignore[no-untyped-def]
+    c = p.condition(cond_type)
+    return (c["status"], c["reason"])
+
+
+def test_poll_is_the_shortest_need_of_any_entry() -> None:
+    every = ComputeIntervals()
+    assert poll_interval([], every) == 60
+    assert poll_interval([{"phase": "Active"}, {"phase": "Conflict"}], every) == 60
+    assert poll_interval([{"phase": "Active"}, {"phase": "Pending"}], every) == 30
+    assert poll_interval([{"phase": "Draining"}, {"phase": "Releasing"}], every) == 10
+    assert ComputeIntervals().scaled(0.5).settled == 30
+
+
+async def test_registered_and_mapped_pending_becomes_active() -> None:
+    compute = FakeCompute(services={"n1": service("n1"), "n2": service("n2")}, mapped={"n1"})
+    p, _ = make_pass(
+        [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Pending"}], compute=compute
+    )
+    result = await reconcile_services(p)
+    assert [(e["name"], e["phase"]) for e in p.nodes] == [("n1", "Active"), ("n2", "Pending")]
+    assert p.nodes[0]["serviceID"] == "uuid-n1"
+    assert cond(p) == ("False", "WaitingForHostMapping")
+    assert "n2" in p.condition("ServicesReady")["message"]
+    assert result.requeue_after == 30
+
+
+async def test_no_service_stays_pending_and_an_active_without_service_drops_back() -> None:
+    compute = FakeCompute()
+    p, _ = make_pass(
+        [
+            {"name": "n1", "phase": "Active", "serviceID": "old", "serviceStatus": "enabled"},
+            {"name": "n2", "phase": "Pending"},
+        ],
+        compute=compute,
+    )
+    await reconcile_services(p)
+    assert p.nodes == [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Pending"}]
+    assert cond(p) == ("False", "WaitingForServices")
+    assert "mapped_hosts" not in compute.names()  # no Pending entry has a service: no mapping read
+
+
+async def test_an_active_node_is_never_rechecked_for_mapping_and_down_is_reported() -> None:
+    compute = FakeCompute(services={"n1": service("n1", state="down")})
+    p, _ = make_pass([{"name": "n1", "phase": "Active"}], compute=compute)
+    result = await reconcile_services(p)
+    assert p.nodes[0]["phase"] == "Active"
+    assert "mapped_hosts" not in compute.names()
+    assert cond(p) == ("False", "ServicesDown")
+    assert result.requeue_after == 60
+
+
+async def test_drain_disables_an_enabled_service_once_and_counts_servers() -> None:
+    compute = FakeCompute(services={"n1": service("n1")}, servers={"n1": 3})
+    p, events = make_pass([{"name": "n1", "phase": "Draining"}], compute=compute)
+    await reconcile_services(p)
+    assert ("disable_service", ("uuid-n1", REASON)) in compute.calls
+    assert p.nodes[0] | {} == {
+        "name": "n1",
+        "phase": "Draining",
+        "serviceID": "uuid-n1",
+        "serviceStatus": "disabled",
+        "serviceState": "up",
+        "disabledReason": REASON,
+        "instances": 3,
+    }
+    assert events.reasons() == ["ComputeServiceDisabled"]
+    assert cond(p) == ("True", "Draining")
+    assert p.condition("ServicesReady")["message"] == "n1: 3 instances"
+
+
+async def test_a_service_someone_else_disabled_keeps_its_reason_and_gets_no_put() -> None:
+    compute = FakeCompute(
+        services={"n1": service("n1", status="disabled", reason="hvo: maintenance")}, servers={"n1": 1}
+    )
+    p, events = make_pass([{"name": "n1", "phase": "Draining"}], compute=compute)
+    await reconcile_services(p)
+    assert "disable_service" not in compute.names()
+    assert p.nodes[0]["disabledReason"] == "hvo: maintenance"
+    assert events.reasons() == []
+
+
+async def test_servers_are_counted_without_a_service_and_zero_means_releasing() -> None:
+    compute = FakeCompute()
+    p, _ = make_pass([{"name": "n1", "phase": "Draining", "instances": 4}], compute=compute)
+    result = await reconcile_services(p)
+    assert ("count_servers", "n1") in compute.calls
+    assert p.nodes == [{"name": "n1", "phase": "Releasing"}]
+    assert result.requeue_after == 10
+
+
+async def test_release_waits_for_the_pod_then_deletes_the_service() -> None:
+    compute = FakeCompute(services={"n1": service("n1", status="disabled")})
+    kube = FakeKube([pod("n1"), pod("n9", phase="Succeeded")])
+    p, events = make_pass([{"name": "n1", "phase": "Releasing"}], compute=compute, kube=kube)
+    await reconcile_services(p)
+    assert p.nodes[0]["phase"] == "Releasing"
+    assert "delete_service" not in compute.names()
+    kube.pods = [pod("n1", phase="Failed")]
+    p, events = make_pass([{"name": "n1", "phase": "Releasing"}], compute=compute, kube=kube)
+    result = await reconcile_services(p)
+    assert p.nodes == []
+    assert ("delete_service", "uuid-n1") in compute.calls
+    assert events.reasons() == ["ComputeServiceDeleted"]
+    assert result.requeue_after == 10  # the node dropped this pass still polls soon (its aggregates)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept"), [(DeleteOutcome.CONFLICT, "Draining"), (DeleteOutcome.GONE, None)]
+)
+async def test_delete_409_goes_back_to_draining_and_404_is_done(
+    answer: DeleteOutcome, kept: str | None
+) -> None:
+    compute = FakeCompute(
+        services={"n1": service("n1", status="disabled")}, delete_answers={"uuid-n1": answer}
+    )
+    p, _ = make_pass([{"name": "n1", "phase": "Releasing"}], compute=compute)
+    await reconcile_services(p)
+    assert [e["phase"] for e in p.nodes] == ([kept] if kept else [])
+
+
+async def test_a_handover_drops_the_entry_without_any_nova_call() -> None:
+    compute = FakeCompute(services={"n1": service("n1")})
+    plan = Plan(
+        nodes=[], excluded=frozenset(), keep_pods=frozenset(), handover=frozenset({"n1"}), new_conflicts=()
+    )
+    p, _ = make_pass([{"name": "n1", "phase": "Releasing"}], compute=compute, plan=plan)
+    await reconcile_services(p)
+    assert p.nodes == []
+    assert compute.names() == ["list_services"]
+
+
+async def test_one_pod_list_per_pass_filtered_to_the_only_releasing_node() -> None:
+    compute = FakeCompute()
+    kube = FakeKube([pod("n2")])
+    p, _ = make_pass([{"name": "n1", "phase": "Releasing"}], compute=compute, kube=kube)
+    await reconcile_services(p)
+    assert p.nodes == []  # n2's pod does not hold n1
+    kube2 = FakeKube([pod("n2")])
+    p, _ = make_pass(
+        [{"name": "n1", "phase": "Releasing"}, {"name": "n2", "phase": "Releasing"}],
+        compute=compute,
+        kube=kube2,
+    )
+    await reconcile_services(p)
+    assert [e["name"] for e in p.nodes] == ["n2"]
+    assert kube2.lists == 1
+
+
+async def test_a_failed_call_stops_the_walk_and_keeps_the_rest_unchanged() -> None:
+    compute = FakeCompute(
+        services={"n1": service("n1"), "n2": service("n2")},
+        servers={"n1": 1},
+        fail={"disable_service": ComputeAPIError("PUT /v2.1/os-services/x: HTTP 500: boom", status=500)},
+    )
+    ledger = [
+        {"name": "n0", "phase": "Pending"},
+        {"name": "n1", "phase": "Draining"},
+        {"name": "n2", "phase": "Draining"},
+    ]
+    p, _ = make_pass(ledger, compute=compute)
+    result = await reconcile_services(p)
+    assert p.nodes[0]["phase"] == "Pending"
+    assert p.nodes[1:] == ledger[1:]
+    assert cond(p) == ("False", "ComputeAPIError")
+    assert result.requeue_after == 30
+
+
+async def test_a_down_cell_or_an_unreachable_nova_makes_no_drain_decision() -> None:
+    compute = FakeCompute(fail={"list_services": ComputeAPIError("GET /v2.1/os-services: status UNKNOWN")})
+    ledger = [{"name": "n1", "phase": "Draining", "instances": 2}]
+    p, _ = make_pass(ledger, compute=compute)
+    result = await reconcile_services(p)
+    assert p.nodes == ledger
+    assert cond(p) == ("False", "ComputeAPIError")
+    assert result.requeue_after == 30
+
+
+async def test_a_failed_hypervisor_read_keeps_pending_and_moves_the_others() -> None:
+    compute = FakeCompute(
+        services={"n1": service("n1"), "n2": service("n2")},
+        fail={"mapped_hosts": ComputeAPIError("GET /v2.1/os-hypervisors/detail: HTTP 500")},
+    )
+    p, _ = make_pass(
+        [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Draining"}], compute=compute
+    )
+    result = await reconcile_services(p)
+    assert [e["phase"] for e in p.nodes] == ["Pending", "Releasing"]
+    assert cond(p) == ("False", "ComputeAPIError")
+    assert p.condition("ServicesReady")["message"].startswith("listing hypervisors")
+    assert result.requeue_after == 10
+
+
+async def test_no_nodes_is_services_up() -> None:
+    p, _ = make_pass([], compute=FakeCompute())
+    assert (await reconcile_services(p)).requeue_after == 60
+    assert cond(p) == ("True", "ServicesUp")

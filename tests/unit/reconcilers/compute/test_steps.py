@@ -1,0 +1,113 @@
+"""Drift guard: the NovaCompute pipeline, its conditions, the Ready list and the metric map agree."""
+
+from __future__ import annotations
+
+from nova_operator import conditions
+from nova_operator.metrics import Metrics
+from nova_operator.reconcilers.compute import NOVACOMPUTE_STEPS, STEP_CONDITIONS
+from nova_operator.reconcilers.compute.controller import nova_changed, sibling_changed
+from nova_operator.reconcilers.compute.daemonset import rolled_out
+from nova_operator.reconcilers.compute.steps import TEARDOWN_STEPS, StepMetrics
+from nova_operator.reconcilers.compute.vpa import reconcile_vpa
+
+from .conftest import FakeCompute, make_pass
+
+
+def test_the_seven_steps_run_in_the_spec_order_each_owning_one_ready_input() -> None:
+    assert [(s.name, s.condition) for s in NOVACOMPUTE_STEPS] == [
+        ("NovaRef", "NovaReady"),
+        ("Nodes", "NodesReady"),
+        ("PoolConfig", "ConfigReady"),
+        ("DaemonSet", "DaemonSetReady"),
+        ("ComputeVPA", "VPAReady"),
+        ("Aggregates", "AggregatesReady"),
+        ("Services", "ServicesReady"),
+    ]
+    assert sorted(STEP_CONDITIONS.values()) == sorted(conditions.NOVACOMPUTE_READY_INPUTS)
+    assert [s.name for s in TEARDOWN_STEPS] == ["NovaRef", "Aggregates"]
+
+
+def test_step_metrics_use_the_spec_names_and_unknown_for_unmapped_steps() -> None:
+    metrics = Metrics()
+    observer = StepMetrics(metrics)
+    r = metrics.registry
+    assert (
+        r.get_sample_value(
+            "nova_operator_reconcile_errors_total",
+            {"sub_reconciler": "Services", "condition_type": "ServicesReady"},
+        )
+        == 0
+    )
+    observer.observe_step("Services", "ServicesReady", 0.2, failed=True)
+    observer.observe_step("Bogus", "X", 0.1, failed=True)
+    assert (
+        r.get_sample_value(
+            "nova_operator_reconcile_errors_total",
+            {"sub_reconciler": "Services", "condition_type": "ServicesReady"},
+        )
+        == 1
+    )
+    assert (
+        r.get_sample_value(
+            "nova_operator_reconcile_errors_total", {"sub_reconciler": "Bogus", "condition_type": "UNKNOWN"}
+        )
+        == 1
+    )
+    assert (
+        r.get_sample_value("nova_operator_reconcile_duration_seconds_count", {"sub_reconciler": "Services"})
+        == 1
+    )
+
+
+async def test_vpa_is_not_required_since_no_pool_can_opt_in() -> None:
+    p, _ = make_pass([], compute=FakeCompute())
+    assert (await reconcile_vpa(p)).requeue_after is None
+    c = p.condition("VPAReady")
+    assert (c["status"], c["reason"]) == ("True", "VPANotRequired")
+    assert c["observedGeneration"] == 3
+
+
+def test_daemonset_readiness() -> None:
+    def ds(gen: int, observed: int, desired: int, updated: int, ready: int) -> dict[str, object]:
+        return {
+            "metadata": {"generation": gen},
+            "status": {
+                "observedGeneration": observed,
+                "desiredNumberScheduled": desired,
+                "updatedNumberScheduled": updated,
+                "numberReady": ready,
+            },
+        }
+
+    assert rolled_out(ds(2, 2, 3, 3, 3))
+    assert rolled_out(ds(2, 2, 0, 0, 0))
+    assert not rolled_out(ds(2, 1, 3, 3, 3))
+    assert not rolled_out(ds(2, 2, 3, 2, 2))
+    assert not rolled_out(ds(2, 2, 3, 3, 2))
+
+
+def test_sibling_and_nova_watch_filters() -> None:
+    base = {
+        "metadata": {"generation": 1},
+        "status": {"nodes": [{"name": "n", "phase": "Active", "zone": "z", "instances": 1}]},
+    }
+    counts = {
+        "metadata": {"generation": 1},
+        "status": {
+            "nodes": [{"name": "n", "phase": "Active", "zone": "z", "instances": 5}],
+            "numberReady": 3,
+        },
+    }
+    moved = {
+        "metadata": {"generation": 1},
+        "status": {"nodes": [{"name": "n", "phase": "Draining", "zone": "z"}]},
+    }
+    deleting = {"metadata": {"generation": 1, "deletionTimestamp": "t"}, "status": base["status"]}
+    assert not sibling_changed.update(base, counts)
+    assert sibling_changed.update(base, moved)
+    assert sibling_changed.update(base, deleting)
+    nova = {"metadata": {"generation": 1}, "status": {"installedRelease": "2025.2", "conditions": []}}
+    assert not nova_changed.update(
+        nova, {**nova, "status": {**nova["status"], "conditions": [{"type": "Ready"}]}}
+    )
+    assert nova_changed.update(nova, {**nova, "status": {"installedRelease": "2026.1"}})

@@ -1,0 +1,151 @@
+"""Two pools of one Nova (conflict, handover) and the pool config rolling (novacompute-crd.md §7, §8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVACOMPUTES, SECRETS
+
+from .conftest import Env
+
+pytestmark = pytest.mark.integration
+
+HASH = "nova.openstack.c5c3.io/compute-config-hash"
+
+
+async def entry_phase(env: Env, short: str, pool: str) -> str | None:
+    entry = await env.entry(short, pool)
+    return entry["phase"] if entry else None
+
+
+async def test_a_node_held_by_an_older_pool_is_a_conflict_for_the_younger(env: Env) -> None:
+    await env.nova()
+    n1 = await env.node("n1", pool="a", zone="az1")
+    await env.pool("older", selector="a")
+
+    async def held() -> bool:
+        return await entry_phase(env, "n1", "older") == "Pending"
+
+    await env.until(held)
+    await env.pool("younger", selector="a")
+
+    async def conflict() -> bool:
+        return await entry_phase(env, "n1", "younger") == "Conflict"
+
+    await env.until(conflict)
+    entry = await env.entry("n1", "younger")
+    assert entry == {"name": n1, "phase": "Conflict", "zone": "az1", "conflictsWith": "older"}
+    cond = await env.until(lambda: _cond(env, "NodesReady", "younger", "NodeConflict"))
+    assert cond["status"] == "False"
+    assert cond["message"] == f"nodes held by another pool of this Nova: {n1} (held by older)"
+    ds = await env.until(lambda: env.get(DAEMONSETS, "younger-nova-compute"))
+    (term,) = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": [n1]}]
+    await env.settle(1.0)
+    events = await env.events("NodeConflict")
+    assert len(events) == 1  # once per new conflict, not on every poll
+    assert events[0]["count"] == 1
+    assert events[0]["involvedObject"]["name"] == "younger"
+    assert await entry_phase(env, "n1", "older") == "Pending"  # the holder keeps it
+
+
+async def test_a_node_relabelled_to_another_pool_is_handed_over_without_a_disable(env: Env) -> None:
+    await env.nova()
+    n1 = await env.node("n1", pool="a", zone="az1")
+    svc = env.fake.add_compute(n1)
+    await env.pod("n1", pool="p1")
+    await env.pool("p1", selector="a")
+    await env.pool("p2", selector="b")
+
+    async def active() -> bool:
+        return await entry_phase(env, "n1", "p1") == "Active"
+
+    await env.until(active)
+    await env.relabel("n1", "b")
+
+    async def releasing() -> bool:
+        return await entry_phase(env, "n1", "p1") == "Releasing"
+
+    await env.until(releasing)
+    await env.pod_gone("n1", pool="p1")
+
+    async def taken_over() -> bool:
+        return await env.entry("n1", "p1") is None and await entry_phase(env, "n1", "p2") == "Active"
+
+    await env.until(taken_over)
+    entry = await env.entry("n1", "p2")
+    assert entry is not None
+    assert entry["serviceID"] == svc.uuid  # the same service, never disabled or deleted
+    assert entry["serviceStatus"] == "enabled"
+    assert env.fake.calls("PUT", "/v2.1/os-services") == []
+    assert env.fake.calls("DELETE", "/v2.1/os-services") == []
+    assert await env.events("ComputeServiceDisabled") == []
+
+
+async def test_pool_config_rolls_on_spec_and_contract_changes_and_keeps_three_old_configmaps(
+    env: Env,
+) -> None:
+    await env.nova()
+    await env.node("n1", pool="a", zone="az1")
+    await env.pool(extraConfig={"libvirt": {"virt_type": "qemu"}})
+    health = await env.until(lambda: _cond(env, "ExtraConfigHealthy", "pool", "OwnedKeysOverridden"))
+    assert health["status"] == "False"
+    assert health["message"] == "extraConfig overrides owned keys of compute-pool.conf: [libvirt] virt_type"
+    first = await env.until(lambda: _ds_field(env, lambda ds: _config_map(ds)))
+    cm = await env.get(CONFIGMAPS, first)
+    assert cm is not None
+    assert "virt_type = qemu" in cm["data"]["compute-pool.conf"]
+
+    names = {first}
+    for i in range(4):
+        await env.admin.patch(
+            NOVACOMPUTES, "pool", {"spec": {"extraConfig": {"DEFAULT": {"debug": f"v{i}"}}}}, env.ns
+        )
+        names.add(
+            await env.until(
+                lambda: _ds_field(env, lambda ds: _config_map(ds) if _config_map(ds) not in names else None)
+            )
+        )
+    await env.settle(1.0)
+    listed = (
+        await env.admin.list(CONFIGMAPS, env.ns, label_selector="cobaltcore.c5c3.io/config-base=pool-config")
+    )["items"]
+    assert len(names) == 5
+    assert len(listed) == 4  # the current one and the three newest others
+    assert first not in {c["metadata"]["name"] for c in listed}
+    overrides = await env.events("ExtraConfigOwnedKeyOverride")
+    assert len(overrides) == 1  # the set of keys never changed
+    assert overrides[0]["count"] == 1
+
+    ds = await env.get(DAEMONSETS, "pool-nova-compute")
+    assert ds is not None
+    before = ds["spec"]["template"]["metadata"]["annotations"][HASH]
+    secret = await env.get(SECRETS, "nova-compute-config")
+    assert secret is not None
+    secret["data"]["password"] = "cm90YXRlZA=="  # a rotated password rolls the pods
+    await env.admin.replace(SECRETS, secret, env.ns)
+    after = await env.until(lambda: _ds_field(env, lambda d: _hash(d) if _hash(d) != before else None))
+    assert after != before
+
+
+async def _cond(env: Env, cond_type: str, pool: str, reason: str) -> dict[str, Any] | None:
+    cond = await env.condition(cond_type, pool)
+    return cond if cond is not None and cond["reason"] == reason else None
+
+
+async def _ds_field(env: Env, pick: Any) -> Any:
+    ds = await env.get(DAEMONSETS, "pool-nova-compute")
+    return pick(ds) if ds is not None else None
+
+
+def _config_map(ds: dict[str, Any]) -> str:
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    return str(volumes["pool-config"]["configMap"]["name"])
+
+
+def _hash(ds: dict[str, Any]) -> str:
+    return str(ds["spec"]["template"]["metadata"]["annotations"][HASH])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -194,3 +195,21 @@ async def test_forbidden_without_admin(fake: FakeOpenStack) -> None:
         assert err.value.status == 403
     finally:
         c.close()
+
+
+async def test_neither_password_nor_token_reaches_a_log_even_at_debug(
+    fake: FakeOpenStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake.add_compute("n1")
+    c = await ComputeClient.connect(creds(fake), fake.nova_url)
+    try:
+        await c.list_services()
+        await c.disable_service(fake.service_by_host("n1").uuid, "reason")  # type: ignore[union-attr]
+    finally:
+        c.close()
+    tokens = list(fake.tokens)
+    assert tokens
+    assert PASSWORD not in caplog.text
+    assert all(t not in caplog.text for t in tokens)
+    assert PASSWORD not in repr(creds(fake))

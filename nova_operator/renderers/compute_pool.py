@@ -22,6 +22,7 @@ __all__ = [
     "COMPUTE_CONFIG_HASH_ANNOTATION",
     "CONFIG_FILE",
     "DEFAULT_REPOSITORY",
+    "OWNED_KEYS",
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
     "PoolInputs",
@@ -67,7 +68,7 @@ REPORTED_KEYS: Final[tuple[tuple[str, str], ...]] = (
     ("libvirt", "cpu_models"),
     ("libvirt", "images_type"),
 )
-_OWNED_KEYS: Final = frozenset(
+OWNED_KEYS: Final = frozenset(
     {(s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS} | set(REPORTED_KEYS)
 )
 
@@ -162,7 +163,7 @@ def config_map_name(name: str, data: Mapping[str, str]) -> str:
 
 def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) -> list[tuple[str, str]]:
     """Every owned key (§4.3, reported or rejected) that ``extra_config`` sets, sorted."""
-    return sorted((s, k) for s, opts in (extra_config or {}).items() for k in opts if (s, k) in _OWNED_KEYS)
+    return sorted((s, k) for s, opts in (extra_config or {}).items() for k in opts if (s, k) in OWNED_KEYS)
 
 
 def pool_conf_sections(pool: NovaCompute) -> Sections:

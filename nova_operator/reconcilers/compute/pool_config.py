@@ -1,4 +1,12 @@
-"""Step PoolConfig (ConfigReady, and ExtraConfigHealthy): compute-pool.conf and its ConfigMap (§8)."""
+"""Step PoolConfig (ConfigReady, and ExtraConfigHealthy): compute-pool.conf and its ConfigMap (§8).
+
+There is no admission webhook, so the option-catalog check of §4.2 runs here, against the
+Nova's ``spec.openStackRelease``. Choice: an unknown option or section is a ``ConfigError``
+(Warning event of the same reason, once per distinct message) that stops the pass with the
+15 s wait rather than an error backoff, so no pod template ever mounts a config the release
+does not know; fixing the spec wakes the pool at once. Owned keys are exempt from the scan,
+and a release without a shipped catalog fails open.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, conditions
+from nova_operator import apply, catalog, conditions, releases
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -44,8 +52,28 @@ def _decoded(secret: Mapping[str, Any]) -> dict[str, bytes]:
     return {k: base64.b64decode(v or "") for k, v in (secret.get("data") or {}).items()}
 
 
+def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]] | None) -> list[str]:
+    """One message per extraConfig pair the release's option catalog does not know."""
+    base = releases.base(release)
+    if base is None or not extra_config:
+        return []
+    try:
+        unknown = catalog.unknown_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
+    except catalog.NoCatalogError:
+        return []  # fail open: no catalog is shipped for this release
+    return [catalog.format_unknown(base, s, k) for s, k in unknown]
+
+
 async def reconcile_pool_config(p: ComputePass) -> Result:
     await _extra_config_health(p)
+    release = str(((p.nova or {}).get("spec") or {}).get("openStackRelease") or "")
+    if problems := catalog_problems(release, p.pool.spec.extra_config):
+        message = "; ".join(problems)
+        before = p.condition(COND)
+        p.set(COND, False, "ConfigError", message)
+        if before is None or before.get("message") != message:
+            await p.emit("Warning", "ConfigError", message)
+        return Result(requeue_after=p.settings.intervals.wait)
     ns, secret_name = p.namespace, p.contract_secret
     try:
         secret = await p.kube.get(SECRETS, secret_name, ns)

@@ -149,3 +149,22 @@ def _config_map(ds: dict[str, Any]) -> str:
 
 def _hash(ds: dict[str, Any]) -> str:
     return str(ds["spec"]["template"]["metadata"]["annotations"][HASH])
+
+
+async def test_an_option_the_release_does_not_know_stops_before_the_daemonset(env: Env) -> None:
+    await env.nova()
+    await env.node("n1", pool="a", zone="az1")
+    await env.pool(extraConfig={"libvirt": {"no_such_knob": "1"}})
+    cond = await env.until(lambda: _cond(env, "ConfigReady", "pool", "ConfigError"))
+    assert cond["status"] == "False"
+    assert "no_such_knob" in cond["message"]
+    await env.settle(1.0)
+    assert await env.get(DAEMONSETS, "pool-nova-compute") is None
+    events = await env.events("ConfigError")
+    assert len(events) == 1
+    assert events[0]["type"] == "Warning"
+    assert events[0]["count"] == 1
+    await env.admin.patch(
+        NOVACOMPUTES, "pool", {"spec": {"extraConfig": {"libvirt": {"no_such_knob": None}}}}, env.ns
+    )
+    await env.until(lambda: env.get(DAEMONSETS, "pool-nova-compute"))

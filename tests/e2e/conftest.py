@@ -12,7 +12,7 @@ import os
 import pathlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,26 +28,49 @@ POOL_A = "a"
 POOL_B = "b"
 
 
-@pytest.fixture(scope="session")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle | None]:
-    """The session's simulated cluster, or None when the tests run against ``E2E_KUBECONFIG``."""
+def _started(tmp_path_factory: pytest.TempPathFactory) -> SimHandle:
+    """The simulated cluster, started on first use (and again if a test needs it after it stopped)."""
     global _HANDLE
-    if E2E_KUBECONFIG:
-        yield None
-        return
-    t0 = time.monotonic()
-    handle = launch(tmp_path_factory.mktemp("simcluster"), nodes=3, pools={POOL_A: 3, POOL_B: 2})
-    took, procs = time.monotonic() - t0, handle.cluster.startup_seconds
-    _STARTUP.append(
-        f"simulated cluster up in {took:.1f} s (etcd, apiserver, controller-manager, scheduler, kwok: "
-        f"{procs:.1f} s; then nodes, dependency CRDs, stand-ins, fake OpenStack)"
-    )
-    _HANDLE = handle
-    try:
-        yield handle
-    finally:
+    if _HANDLE is None:
+        t0 = time.monotonic()
+        _HANDLE = launch(tmp_path_factory.mktemp("simcluster"), nodes=3, pools={POOL_A: 3, POOL_B: 2})
+        took, procs = time.monotonic() - t0, _HANDLE.cluster.startup_seconds
+        _STARTUP.append(
+            f"simulated cluster up in {took:.1f} s (etcd, apiserver, controller-manager, scheduler, kwok: "
+            f"{procs:.1f} s; then nodes, dependency CRDs, stand-ins, fake OpenStack)"
+        )
+    return _HANDLE
+
+
+def _stop() -> None:
+    global _HANDLE
+    if _HANDLE is not None:
+        _HANDLE.stop()
         _HANDLE = None
-        handle.stop()
+
+
+@pytest.fixture
+def sim(tmp_path_factory: pytest.TempPathFactory) -> SimHandle | None:
+    """The simulated cluster, or None when the tests run against ``E2E_KUBECONFIG``.
+
+    One cluster serves every e2e test; it stops right after the last e2e test (see
+    ``pytest_runtest_teardown``), so it is not alive while the integration tier runs its own
+    control plane.
+    """
+    return None if E2E_KUBECONFIG else _started(tmp_path_factory)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    result = yield  # the test's own fixtures (namespaces, clients) are torn down first
+    here = pathlib.Path(__file__).parent
+    if nextitem is None or here not in pathlib.Path(nextitem.path).parents:
+        _stop()
+    return result
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _stop()
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ for all namespaces or a cluster-scoped kind); all of them write the same cache. 
 2. WATCH from the list's resourceVersion with bookmarks and a randomized server-side
    timeout; apply each event to the cache, then call the handlers. A bookmark only
    advances the resourceVersion.
-3. A stream that ends normally is re-opened from the last resourceVersion. 410 Gone
-   means the resourceVersion is too old: relist at once (step 1). Any other error, or
-   no event and no bookmark within the inactivity timeout, re-opens after a backoff
-   (0.8 s doubling to 30 s, with jitter), from the last resourceVersion.
+3. A stream that ends normally, or says nothing (no event, no bookmark) for the
+   inactivity timeout, is re-opened at once from the last resourceVersion. 410 Gone means
+   the resourceVersion is too old: relist at once (step 1). Any other error re-opens
+   after a backoff (0.8 s doubling to 30 s, with jitter), from the last resourceVersion.
 
 Handlers run synchronously on the loop and only enqueue; an exception in one is logged
 and does not stop the informer.
@@ -36,6 +36,10 @@ from nova_operator.settings import WatchSettings
 
 Object = dict[str, Any]
 log = structlog.get_logger("nova_operator.informer")
+
+
+class _Silent(Exception):
+    """The watch stream said nothing (no event, no bookmark) for the inactivity timeout."""
 
 
 class WatchEventLike(Protocol):
@@ -151,8 +155,13 @@ class Informer:
                 self._restarted("gone")
                 log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
                 self._rv[namespace] = None
-            except Exception as exc:  # KubeError, inactivity (TimeoutError), bad JSON, a bug: back off
-                self._restarted("inactive" if isinstance(exc, TimeoutError) else "error")
+            except _Silent:
+                # No event and no bookmark for the inactivity timeout: drop the stream and re-open
+                # at once; if the server is really gone, opening fails and the backoff applies.
+                self._restarted("inactive")
+                log.info("watch silent, re-opening", resource=str(self.ref), namespace=namespace)
+            except Exception as exc:  # KubeError, a timeout, bad JSON, a bug: back off
+                self._restarted("error")
                 if loop.time() - started > s.backoff_max:  # it had been working for a while: start over
                     backoff = s.backoff_initial
                 delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
@@ -225,6 +234,8 @@ class Informer:
                         event = await anext(events)
                 except StopAsyncIteration:
                     return
+                except TimeoutError:
+                    raise _Silent from None
                 self._rv[namespace] = self._apply(event.type, event.object) or self._rv[namespace]
 
     def _apply(self, kind: str, obj: Object) -> str | None:

@@ -555,6 +555,18 @@ async def test_rabbitmq_standin_writes_default_user_secret_and_status(
         data["connection_string"] == f"amqp://{data['username']}:{data['password']}@rabbitmq.{ns}.svc:5672/"
     )
     assert secret.metadata.owner_references[0].kind == "RabbitmqCluster"
+    await co.delete_namespaced_custom_object("rabbitmq.com", "v1beta1", ns, "rabbitmqclusters", "rabbitmq")
+
+    async def gone() -> bool:  # the stand-in drops the real operator's deletion finalizer
+        try:
+            await co.get_namespaced_custom_object(
+                "rabbitmq.com", "v1beta1", ns, "rabbitmqclusters", "rabbitmq"
+            )
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    await eventually(gone, what="RabbitmqCluster finalised")
 
 
 async def test_gateway_standin_accepts_httproutes(

@@ -9,7 +9,8 @@ more (no StatefulSets, Services or databases behind them):
   Ready; a User also needs its password Secret key, a Grant its User.
 * RabbitMQ cluster operator (v2.16.0 API): ``RabbitmqCluster`` gets its ``<name>-default-user``
   Secret (keys username, password, host, port, connection_string, provider, type,
-  default_user.conf) and ``status.defaultUser`` / ``binding`` / conditions.
+  default_user.conf), ``status.defaultUser`` / ``binding`` / conditions, and the deletion finalizer
+  the real operator adds (dropped when the cluster is deleted).
 * nova-compute and host discovery, on the fake Nova API: a Ready ``nova-compute`` pool pod
   registers its node as a compute service (unmapped), a Succeeded ``discover-hosts`` Job pod maps
   every registered host, and a service whose pod is gone is reported ``down``.
@@ -48,6 +49,7 @@ FINALIZERS = {
     "databases": "database.k8s.mariadb.com/finalizer",
     "users": "user.k8s.mariadb.com/finalizer",
     "grants": "grant.k8s.mariadb.com/finalizer",
+    "rabbitmqclusters": "deletion.finalizers.rabbitmqclusters.rabbitmq.com",
 }
 # Watched collections; any event kicks a pass.
 WATCHED = [
@@ -311,7 +313,7 @@ class StandIns:
             raise
         for rmq in clusters:
             meta = rmq["metadata"]
-            if meta.get("deletionTimestamp"):
+            if await self._finalize(RABBIT, "rabbitmqclusters", rmq):
                 continue
             ns, name = meta["namespace"], meta["name"]
             secret_name = f"{name}-default-user"

@@ -42,7 +42,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 async def _api_client(plane: ControlPlane, context: str) -> client.ApiClient:
     cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(plane.kubeconfig), context=context, client_configuration=cfg)
+    await config.load_kube_config(
+        config_file=str(plane.kubeconfig), context=context, client_configuration=cfg
+    )
     return client.ApiClient(configuration=cfg)
 
 

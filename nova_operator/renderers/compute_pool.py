@@ -1,4 +1,5 @@
-"""A NovaCompute pool's children: ``compute-pool.conf``, its immutable ConfigMap and the DaemonSet.
+"""A NovaCompute pool's children: ``compute-pool.conf``, its immutable ConfigMap, the DaemonSet,
+and the Nova's shared host-discovery Job the pool starts.
 
 Pure (novacompute-crd.md §8, §9): a function of the NovaCompute and ``PoolInputs`` only.
 Node membership lives entirely in the pod template's required node affinity: the pool
@@ -12,16 +13,30 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nova_operator import naming
 from nova_operator.digests import config_hash
 from nova_operator.models.common import ResourceRequirements
+from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
-from nova_operator.renderers.novaconf import serialize
+from nova_operator.renderers.novaconf import CONFIG_DIR, serialize
+from nova_operator.renderers.workload import (
+    OPENSTACK_GID,
+    config_volume,
+    db_tls_volumes,
+    job_pod_settings,
+    manage_env,
+    memory_figure,
+    plain,
+    restricted_container_security_context,
+)
+from nova_operator.renderers.workload import resolve_resources as resolve_job_resources
 
 __all__ = [
     "COMPUTE_CONFIG_HASH_ANNOTATION",
     "CONFIG_FILE",
     "DEFAULT_REPOSITORY",
+    "DISCOVER_HOSTS",
     "OWNED_KEYS",
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
@@ -33,6 +48,8 @@ __all__ = [
     "daemonset",
     "daemonset_name",
     "default_image",
+    "discover_hosts_job",
+    "discover_hosts_job_name",
     "labels",
     "node_affinity_terms",
     "overridden_owned_keys",
@@ -458,3 +475,69 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
             },
         },
     }
+
+
+# --------------------------------------------------------------------------- host discovery (§15)
+
+DISCOVER_HOSTS: Final = "discover-hosts"
+_DISCOVER_SUFFIX: Final = "-discover-hosts"
+DISCOVER_BACKOFF_LIMIT: Final = 0
+DISCOVER_ACTIVE_DEADLINE: Final = 300
+DISCOVER_TTL: Final = 300
+
+
+def discover_hosts_job_name(nova: str) -> str:
+    """``{nova}-discover-hosts``, or a hashed short form when that exceeds 63 characters."""
+    name = f"{nova}{_DISCOVER_SUFFIX}"
+    if len(name) <= 63:
+        return name
+    head = nova[: 63 - len(_DISCOVER_SUFFIX) - 9].rstrip("-.")
+    return f"{head}-{hashlib.sha256(nova.encode()).hexdigest()[:8]}{_DISCOVER_SUFFIX}"
+
+
+def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: str) -> dict[str, Any]:
+    """The Nova's host discovery Job (§15): plain ``discover_hosts --verbose``, the API's image and config."""
+    name = nova.metadata.name or ""
+    labels = naming.labels(name, DISCOVER_HOSTS)
+    placement, resources = job_pod_settings(nova)
+    tls_volumes, tls_mounts = db_tls_volumes(nova)
+    container = {
+        "name": DISCOVER_HOSTS,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["nova-manage", "--config-dir", CONFIG_DIR, "cell_v2", "discover_hosts", "--verbose"],
+        "env": manage_env(nova),
+        "resources": resolve_job_resources(resources, memory_figure(1)),
+        "securityContext": restricted_container_security_context(),
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+            *tls_mounts,
+        ],
+    }
+    return plain(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": discover_hosts_job_name(name),
+                "namespace": nova.metadata.namespace,
+                "labels": labels,
+            },
+            "spec": {
+                "backoffLimit": DISCOVER_BACKOFF_LIMIT,
+                "activeDeadlineSeconds": DISCOVER_ACTIVE_DEADLINE,
+                "ttlSecondsAfterFinished": DISCOVER_TTL,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "securityContext": {"fsGroup": OPENSTACK_GID},
+                        "containers": [container],
+                        "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
+                        **placement,
+                    },
+                },
+            },
+        }
+    )

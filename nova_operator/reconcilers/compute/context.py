@@ -61,6 +61,7 @@ class ComputeIntervals:
     releasing: float = intervals.COMPUTE_NODE_RELEASING  # Releasing nodes, a concurrent aggregate (10 s)
     draining: float = intervals.COMPUTE_NODE_DRAINING  # Draining/Pending, every failed API call (30 s)
     settled: float = intervals.COMPUTE_SETTLED  # every node settled (60 s)
+    discovery_grace: float = 30.0  # a finished discovery Job is left alone this long, then replaced
 
     def scaled(self, factor: float) -> ComputeIntervals:
         """Every interval times ``factor`` (tests run the same state machine faster)."""

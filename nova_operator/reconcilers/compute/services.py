@@ -7,24 +7,29 @@ Releasing: its pod goes, and once no pod of the pool runs on it the service is d
 (409 sends the node back to Draining, 404 counts as done). A failed call stops the walk and
 leaves every entry not yet walked exactly as it was.
 
-Host discovery (§15) is left to the scheduler's periodic discover_hosts_in_cells_interval
-(300 s), as the seed says: this step reports WaitingForHostMapping and polls, and starts no
-``{nova}-discover-hosts`` Job (spec §25 allows either; the Job is the optional extra).
+A Pending node stays Pending until its host is mapped into the cell (it shows in the
+hypervisor list). The scheduler's periodic discovery (300 s, the seed) maps it; while some
+host waits, the pool also runs the Nova's shared ``{nova}-discover-hosts`` Job (§15,
+``host_discovery``) and polls at 10 s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import structlog
+
 from nova_operator import conditions, nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
 from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome
+from nova_operator.reconcilers.compute import host_discovery
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass, Object
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
 
 COND = conditions.SERVICES_READY
+log = structlog.get_logger("nova_operator.novacompute")
 _SERVICE_FIELDS = ("serviceID", "serviceStatus", "serviceState", "disabledReason")
 
 
@@ -190,11 +195,20 @@ async def reconcile_services(p: ComputePass) -> Result:
     if mapping_error is not None:
         p.set(COND, False, "ComputeAPIError", f"listing hypervisors: {mapping_error}")
         return Result(requeue_after=poll)
-    _condition(p, walk.unmapped)
+    note = ""
+    if walk.unmapped:
+        try:
+            note = await host_discovery.discover(p, walk.unmapped)
+        except host_discovery.HostDiscoveryError as exc:
+            log.warning("host discovery failed", error=str(exc))
+            p.set(COND, False, "HostDiscoveryError", str(exc))
+            return Result(requeue_after=min(poll, every.draining))
+        poll = min(poll, every.releasing)
+    _condition(p, walk.unmapped, note)
     return Result(requeue_after=poll)
 
 
-def _condition(p: ComputePass, unmapped: list[str]) -> None:
+def _condition(p: ComputePass, unmapped: list[str], note: str) -> None:
     nodes = p.nodes
     waiting = [e["name"] for e in nodes if e.get("phase") == nodeplan.PENDING and e["name"] not in unmapped]
     if waiting:
@@ -207,9 +221,7 @@ def _condition(p: ComputePass, unmapped: list[str]) -> None:
             COND,
             False,
             "WaitingForHostMapping",
-            "hosts not mapped to a cell yet: "
-            + ", ".join(unmapped)
-            + "; the scheduler's periodic host discovery (every 300 s) maps them",
+            "hosts not mapped to a cell yet: " + ", ".join(unmapped) + f"; {note}",
         )
         return
     down = [e["name"] for e in nodes if e.get("phase") == nodeplan.ACTIVE and e.get("serviceState") == "down"]

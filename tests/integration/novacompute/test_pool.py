@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS
 from nova_operator.metrics import WRITE_VERBS
 from nova_operator.reconcilers.compute import STEP_CONDITIONS
 
@@ -136,3 +138,53 @@ async def test_a_pool_waits_for_its_nova_and_the_contract(env: Env) -> None:
 
     await env.until(resolved)
     await env.until(lambda: env.get(DAEMONSETS, "pool-nova-compute"))
+
+
+async def test_an_unmapped_host_stays_pending_and_the_pool_runs_host_discovery(env: Env) -> None:
+    await env.nova()
+    n1 = await env.node("n1", pool="a", zone="az1")
+    labels = {"app": "nova-api"}
+    await env.admin.create(
+        DEPLOYMENTS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "nova", "namespace": env.ns},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "api", "image": "ghcr.io/c5c3/nova:2025.2"}],
+                        "volumes": [{"name": "config", "configMap": {"name": "nova-config-0123abcd"}}],
+                    },
+                },
+            },
+        },
+        env.ns,
+    )
+    env.fake.add_compute(n1, mapped=False)  # registered, but not in the cell's host mappings yet
+    await env.pool()
+
+    async def waiting() -> dict[str, Any] | None:
+        cond = await env.condition("ServicesReady")
+        return cond if cond is not None and cond["reason"] == "WaitingForHostMapping" else None
+
+    cond = await env.until(waiting)
+    assert cond["status"] == "False"
+    job = await env.until(lambda: env.get(JOBS, "nova-discover-hosts"))
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "Nova"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/c5c3/nova:2025.2"
+    assert container["command"][-3:] == ["cell_v2", "discover_hosts", "--verbose"]
+    started = await env.until(lambda: env.events("HostDiscoveryStarted"))
+    assert n1 in started[0]["message"]
+    assert (await env.entry("n1") or {}).get("phase") == "Pending"
+
+    env.fake.map_host(n1)  # what the Job (or the scheduler's periodic discovery) does
+
+    async def active() -> bool:
+        return (await env.entry("n1") or {}).get("phase") == "Active"
+
+    await env.until(active)
+    assert len(await env.events("HostDiscoveryStarted")) == 1  # one Job for the whole wait

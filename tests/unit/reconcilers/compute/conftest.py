@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import pathlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
+from nova_operator.kube import errors
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.nodeplan import Plan
 from nova_operator.openstack import (
@@ -81,17 +87,40 @@ class FakeCompute:
 
 
 class FakeKube:
-    """Only what the Services step reads: the pool's pods."""
+    """What the Services step touches: the pool's pods, the Nova API Deployment, the discovery Job."""
 
-    def __init__(self, pods: list[Object] | None = None) -> None:
+    def __init__(
+        self, pods: list[Object] | None = None, objects: dict[tuple[str, str], Object] | None = None
+    ) -> None:
         self.pods = pods or []
+        self.objects = objects or {}
         self.lists = 0
+        self.created: list[Object] = []
+        self.deleted: list[tuple[str, str]] = []
 
     async def list(
         self, ref: Any, namespace: str | None = None, *, label_selector: str | None = None
     ) -> Object:
         self.lists += 1
         return {"items": list(self.pods)}
+
+    async def get(self, ref: Any, name: str, namespace: str | None = None) -> Object:
+        try:
+            return copy.deepcopy(self.objects[(ref.plural, name)])
+        except KeyError:
+            raise errors.NotFound(f"{ref.plural} {name} not found", status=404) from None
+
+    async def create(self, ref: Any, body: Object, namespace: str | None = None) -> Object:
+        if (ref.plural, body["metadata"]["name"]) in self.objects:
+            raise errors.Conflict("exists", status=409)
+        self.objects[(ref.plural, body["metadata"]["name"])] = body
+        self.created.append(body)
+        return body
+
+    async def delete(self, ref: Any, name: str, namespace: str | None = None, **_: Any) -> None:
+        if self.objects.pop((ref.plural, name), None) is None:
+            raise errors.NotFound("gone", status=404)
+        self.deleted.append((ref.plural, name))
 
 
 class FakeEvents:
@@ -103,6 +132,24 @@ class FakeEvents:
 
     def reasons(self) -> list[str]:
         return [r for _, r, _ in self.emitted]
+
+
+def nova() -> Object:
+    """The sample Nova, as the NovaRef step hands it forward."""
+    root = pathlib.Path(__file__).resolve().parents[4]
+    body: Object = yaml.safe_load((root / "config" / "samples" / "nova_minimal.yaml").read_text())
+    body["metadata"] = {"name": "nova", "namespace": "ns", "uid": "nova-uid"}
+    return body
+
+
+def api_deployment(config_map: str | None = "nova-config-abc") -> Object:
+    volumes = [{"name": "config", "configMap": {"name": config_map}}] if config_map else []
+    return {
+        "metadata": {"name": "nova"},
+        "spec": {
+            "template": {"spec": {"containers": [{"image": "ghcr.io/c5c3/nova:2025.2"}], "volumes": volumes}}
+        },
+    }
 
 
 def pod(node: str, phase: str = "Running") -> Object:
@@ -121,6 +168,7 @@ def make_pass(
     siblings: list[Object] | None = None,
     deleting: bool = False,
     plan: Plan | None = None,
+    now: datetime | None = None,
 ) -> tuple[ComputePass, FakeEvents]:
     cr: Object = {
         "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
@@ -140,6 +188,8 @@ def make_pass(
         status={"nodes": [dict(n) for n in nodes]},
         pools=lambda ns, nova: list(siblings or []),
         plan=plan,
+        nova=nova(),
+        now=now or datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
     )
     p._client = compute  # type: ignore[assignment]
     return p, events

@@ -9,7 +9,7 @@ from nova_operator.openstack import ComputeAPIError, DeleteOutcome
 from nova_operator.reconcilers.compute.context import ComputeIntervals
 from nova_operator.reconcilers.compute.services import poll_interval, reconcile_services
 
-from .conftest import FakeCompute, FakeKube, make_pass, pod, service
+from .conftest import FakeCompute, FakeKube, api_deployment, make_pass, pod, service
 
 REASON = "c5c3.io: leaving NovaCompute ns/pool"
 
@@ -28,16 +28,105 @@ def test_poll_is_the_shortest_need_of_any_entry() -> None:
     assert ComputeIntervals().scaled(0.5).settled == 30
 
 
-async def test_registered_and_mapped_pending_becomes_active() -> None:
+async def test_registered_and_mapped_pending_becomes_active_and_unmapped_starts_discovery() -> None:
     compute = FakeCompute(services={"n1": service("n1"), "n2": service("n2")}, mapped={"n1"})
-    p, _ = make_pass(
-        [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Pending"}], compute=compute
+    kube = FakeKube(objects={("deployments", "nova"): api_deployment()})
+    p, events = make_pass(
+        [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Pending"}], compute=compute, kube=kube
     )
     result = await reconcile_services(p)
     assert [(e["name"], e["phase"]) for e in p.nodes] == [("n1", "Active"), ("n2", "Pending")]
     assert p.nodes[0]["serviceID"] == "uuid-n1"
     assert cond(p) == ("False", "WaitingForHostMapping")
-    assert "n2" in p.condition("ServicesReady")["message"]
+    assert (
+        p.condition("ServicesReady")["message"]
+        == "hosts not mapped to a cell yet: n2; discovery Job nova-discover-hosts started"
+    )
+    assert result.requeue_after == 10  # discovery runs: a short poll
+    (job,) = kube.created
+    assert job["metadata"]["name"] == "nova-discover-hosts"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "nova-uid"
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["activeDeadlineSeconds"] == 300
+    assert job["spec"]["ttlSecondsAfterFinished"] == 300
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/c5c3/nova:2025.2"
+    assert container["command"] == [
+        "nova-manage",
+        "--config-dir",
+        "/etc/nova/nova.conf.d",
+        "cell_v2",
+        "discover_hosts",
+        "--verbose",
+    ]
+    assert job["spec"]["template"]["spec"]["volumes"][0] == {
+        "name": "config",
+        "configMap": {"name": "nova-config-abc"},
+    }
+    assert job["spec"]["template"]["spec"]["securityContext"] == {"fsGroup": 42424}
+    assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "discover-hosts"
+    assert events.reasons() == ["HostDiscoveryStarted"]
+
+
+def _job(condition: str | None, at: str = "2026-11-29T09:59:50Z") -> dict[str, object]:
+    conds = (
+        [{"type": condition, "status": "True", "lastTransitionTime": at, "message": "BackoffLimitExceeded"}]
+        if condition
+        else []
+    )
+    return {"metadata": {"name": "nova-discover-hosts"}, "status": {"conditions": conds}}
+
+
+@pytest.mark.parametrize(
+    ("job", "note", "deleted", "reasons"),
+    [
+        (None, "no discovery Job can run yet: the Nova API Deployment mounts no config", False, []),
+        (_job(None), "discovery Job nova-discover-hosts is running", False, []),
+        (_job("Complete"), "discovery Job nova-discover-hosts finished and will be replaced", False, []),
+        (_job("Failed"), "discovery Job nova-discover-hosts failed and will be replaced", False, []),
+        (
+            _job("Complete", "2026-11-29T09:59:00Z"),
+            "discovery Job nova-discover-hosts finished; a new one starts on the next pass",
+            True,
+            [],
+        ),
+        (
+            _job("Failed", "2026-11-29T09:59:00Z"),
+            "discovery Job nova-discover-hosts failed; a new one starts on the next pass",
+            True,
+            ["HostDiscoveryFailed"],
+        ),
+    ],
+)
+async def test_discovery_job_state_machine(job, note, deleted, reasons) -> None:  # type: ignore[no-untyped-def]
+    objects = {("deployments", "nova"): api_deployment(config_map=None)}
+    if job is not None:
+        objects[("jobs", "nova-discover-hosts")] = job
+    kube = FakeKube(objects=objects)
+    p, events = make_pass(
+        [{"name": "n1", "phase": "Pending"}], compute=FakeCompute(services={"n1": service("n1")}), kube=kube
+    )
+    await reconcile_services(p)
+    assert p.condition("ServicesReady")["message"] == f"hosts not mapped to a cell yet: n1; {note}"
+    assert (("jobs", "nova-discover-hosts") in kube.deleted) is deleted
+    assert kube.created == []
+    assert events.reasons() == reasons
+
+
+async def test_a_discovery_failure_is_host_discovery_error_and_polls() -> None:
+    class Broken(FakeKube):
+        async def get(self, ref, name, namespace=None):  # type: ignore[no-untyped-def]
+            from nova_operator.kube import errors
+
+            raise errors.Forbidden("jobs is forbidden", status=403)
+
+    p, _ = make_pass(
+        [{"name": "n1", "phase": "Pending"}],
+        compute=FakeCompute(services={"n1": service("n1")}),
+        kube=Broken(),
+    )
+    result = await reconcile_services(p)
+    assert cond(p) == ("False", "HostDiscoveryError")
     assert result.requeue_after == 30
 
 

@@ -887,6 +887,25 @@ rules: [{{apiGroups: ["sim.example.org"], resources: ["widgets"], verbs: ["get"]
     kube.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.sim.example.org")
 
 
+def test_spawned_process_gets_the_operator_environment_and_can_be_killed(simcluster: SimHandle) -> None:
+    """``SimHandle.spawn``: how a scenario runs the operator (and kills it mid-install)."""
+    code = (
+        "import os, time; print(os.environ['KUBE_CONTEXT'], os.environ['SIM_NOVA_API_URL'], flush=True); "
+        "time.sleep(60)"
+    )
+    proc = simcluster.spawn(
+        f"sleeper-{os.urandom(3).hex()}", [sys.executable, "-c", code], env={"EXTRA": "1"}
+    )
+    deadline = time.monotonic() + 10
+    while "operator" not in proc.output() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.alive
+    assert proc.output().split() == ["operator", simcluster.openstack.nova_url]  # type: ignore[union-attr]
+    proc.kill()
+    assert not proc.alive
+    assert proc.popen.returncode == -signal.SIGKILL
+
+
 def test_killed_launcher_leaves_no_process_behind(simcluster: SimHandle, tmp_path: pathlib.Path) -> None:
     """SIGKILL of ``python -m simcluster up`` (no cleanup runs): the parent-death signal ends every child."""
     repo = pathlib.Path(__file__).resolve().parents[2]

@@ -33,7 +33,7 @@ OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_A
 # Children get SIGKILL when the thread that started them dies (even by SIGKILL), so a killed test
 # run or launcher leaves no etcd or apiserver behind. setpriv (util-linux) execs the binary in
 # place, so the pid and process group stay the binary's own.
-_DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
 class ControlPlaneError(RuntimeError):
@@ -226,7 +226,7 @@ class ControlPlane:
         log = self.workdir / f"{name}.log"
         with log.open("ab") as fh:
             popen = subprocess.Popen(
-                [*_DEATH_SIGNAL, str(self.bindir / name), *args],
+                [*DEATH_SIGNAL, str(self.bindir / name), *args],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

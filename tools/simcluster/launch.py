@@ -16,16 +16,20 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import os
 import pathlib
+import signal
+import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from simcluster.asynckube import AsyncKube
 from simcluster.cluster import CRDS_DIR, SimCluster
+from simcluster.controlplane import DEATH_SIGNAL
 from simcluster.fakeopenstack import FakeOpenStack
 from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, StandIns
 
@@ -39,6 +43,43 @@ DEPENDENCY_CRD_FILES = [
 # The service user the fake Keystone knows (admin role, project "service", domain "Default").
 SERVICE_USER = "nova"
 SERVICE_PASSWORD = "nova-service-password"
+
+
+@dataclass
+class ManagedProcess:
+    """A process started by ``SimHandle.spawn``."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: pathlib.Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an evicted pod would end it."""
+        if self.alive:
+            self.popen.kill()
+            self.popen.wait()
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.alive:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+    def output(self, tail_bytes: int = 20_000) -> str:
+        return self.log.read_bytes()[-tail_bytes:].decode(errors="replace") if self.log.exists() else ""
 
 
 class Sidecar:
@@ -92,6 +133,7 @@ class SimHandle:
     _standins_future: concurrent.futures.Future[Any] | None = None
     _kube: AsyncKube | None = None
     startup_seconds: float = 0.0
+    processes: list[ManagedProcess] = field(default_factory=list)
     _stopped: bool = field(default=False)
 
     @property
@@ -156,11 +198,41 @@ class SimHandle:
             }
         )
 
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: pathlib.Path | None = None,
+    ) -> ManagedProcess:
+        """Run a program next to the cluster (the operator, a second replica, ...), with
+        ``operator_env()`` plus ``env`` on top of this process's environment, its output in
+        ``<workdir>/<name>.log``, the same parent-death signal as the cluster, and stopped by
+        ``stop()``. Names must be unique per handle."""
+        log = self.workdir / f"{name}.log"
+        full_env = {**os.environ, **self.operator_env(), **(env or {})}
+        with log.open("ab") as fh:
+            popen = subprocess.Popen(
+                [*DEATH_SIGNAL, *argv],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        proc = ManagedProcess(name, popen, log)
+        self.processes.append(proc)
+        return proc
+
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         atexit.unregister(self.stop)
+        for proc in reversed(self.processes):
+            proc.stop()
         if self.sidecar is not None:
             sidecar = self.sidecar
 

@@ -285,3 +285,34 @@ def test_rendering_is_deterministic() -> None:
     a = cp.daemonset(pool(), inputs(excluded=frozenset({"x", "y"})))
     b = cp.daemonset(pool(), inputs(excluded=frozenset({"y", "x"})))
     assert a == b
+
+
+def test_discover_hosts_job_name_fits_63_characters() -> None:
+    assert cp.discover_hosts_job_name("nova") == "nova-discover-hosts"
+    long = "n" * 50 + "-."
+    name = cp.discover_hosts_job_name(long)
+    assert len(name) <= 63
+    assert name.endswith("-discover-hosts")
+    assert name.startswith("n" * 39 + "-")
+    assert name == cp.discover_hosts_job_name(long)
+
+
+def test_discover_hosts_job_is_valid() -> None:
+    import pathlib
+
+    import yaml
+
+    from nova_operator.models.nova import Nova
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    body = yaml.safe_load((root / "config" / "samples" / "nova_minimal.yaml").read_text())
+    job = cp.discover_hosts_job(
+        Nova.model_validate(body),
+        image="ghcr.io/c5c3/nova:2025.2",
+        config_map="nova-config-1",
+        pull_policy="Always",
+    )
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "OS_DEFAULT__TRANSPORT_URL" in env

@@ -277,3 +277,29 @@ async def _no_daemonset(env: Env) -> bool:
 
 async def _cr_gone(env: Env) -> bool:
     return await env.get(NOVACOMPUTES, "pool") is None
+
+
+async def test_an_unreachable_nova_api_holds_the_deletion_until_it_returns(env: Env) -> None:
+    _, n2 = await up(env)
+    await env.fake.go_offline("nova")
+    await env.admin.delete(NOVACOMPUTES, "pool", env.ns)
+    await env.until(lambda: _reason(env, "AggregatesReady", "ComputeAPIError"))
+    await env.settle(1.5)
+    cr = await env.cr()
+    assert "nova.openstack.c5c3.io/compute-drain" in cr["metadata"]["finalizers"]
+    assert env.fake.service_by_host(n2) is not None
+    await env.fake.go_online("nova")
+    await env.until(lambda: _is(env, "n2", "Releasing"))
+    await env.pod_gone("n1")
+    await env.pod_gone("n2")
+    await env.until(lambda: _cr_gone(env), within=30)
+    assert env.fake.services == {}
+
+
+async def test_a_pool_whose_nova_is_gone_is_released_without_any_nova_call(env: Env) -> None:
+    await env.node("n1", pool="a", zone="az1")
+    await env.pool()
+    await env.until(lambda: _reason(env, "NovaReady", "NovaNotFound"))
+    await env.admin.delete(NOVACOMPUTES, "pool", env.ns)
+    await env.until(lambda: _cr_gone(env))
+    assert env.fake.calls(api="nova") == []

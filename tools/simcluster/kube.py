@@ -135,12 +135,13 @@ class Kube:
                     if pending_crds and not is_crd:  # a custom resource may follow its CRD
                         self.wait_crds_established(pending_crds)
                         pending_crds = []
-                    out.append(self._apply_when_served(item, namespace))
+                    out.append(self.apply_when_served(item, namespace))
                     if is_crd:
                         pending_crds.append(item["metadata"]["name"])
         return out
 
-    def _apply_when_served(self, doc: JSON, namespace: str, timeout: float = 15.0) -> JSON:
+    def apply_when_served(self, doc: JSON, namespace: str = "default", timeout: float = 15.0) -> JSON:
+        """``apply``, retrying while API discovery does not list the kind yet (a fresh CRD)."""
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -31,6 +31,7 @@ from simcluster.asynckube import AsyncKube
 from simcluster.cluster import CRDS_DIR, SimCluster
 from simcluster.controlplane import DEATH_SIGNAL
 from simcluster.fakeopenstack import FakeOpenStack
+from simcluster.kube import Kube
 from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, StandIns
 
 T = TypeVar("T")
@@ -271,7 +272,7 @@ def launch(
     if workdir is None:
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
     cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files)
-    cluster.start()
+    cluster.start(while_controllers_start=_install_dependency_crds if standins else None)
     handle = SimHandle(cluster=cluster, nodes={})
     atexit.register(handle.stop)
     try:
@@ -286,19 +287,6 @@ def launch(
             fake.add_user(SERVICE_USER, SERVICE_PASSWORD)
             handle.openstack = handle.sidecar.call(fake.start())
         if standins:
-            kube = cluster.kube
-            docs = kube.apply_files(DEPENDENCY_CRD_FILES)
-            kube.wait_crds_established(
-                [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
-            )
-            kube.apply(
-                {
-                    "apiVersion": "gateway.networking.k8s.io/v1",
-                    "kind": "GatewayClass",
-                    "metadata": {"name": GATEWAY_CLASS},
-                    "spec": {"controllerName": GATEWAY_CONTROLLER},
-                }
-            )
             _start_standins(handle)
         cluster.wait_nodes_ready([n for names in handle.nodes.values() for n in names])
     except BaseException:
@@ -306,6 +294,23 @@ def launch(
         raise
     handle.startup_seconds = time.monotonic() - t0
     return handle
+
+
+def _install_dependency_crds(kube: Kube) -> None:
+    """The CRDs of mariadb-operator, the RabbitMQ cluster operator and Gateway API, and the GatewayClass
+    of the Gateway stand-in."""
+    docs = kube.apply_files(DEPENDENCY_CRD_FILES)
+    kube.wait_crds_established(
+        [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
+    )
+    kube.apply_when_served(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": GATEWAY_CLASS},
+            "spec": {"controllerName": GATEWAY_CONTROLLER},
+        }
+    )
 
 
 def _start_standins(handle: SimHandle) -> None:

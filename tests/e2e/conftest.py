@@ -1,9 +1,10 @@
-"""Fixtures of the e2e tier: one simulated cluster per session (or an existing one).
+"""Fixtures of the e2e tier: one simulated cluster for all e2e tests (or an existing cluster).
 
 With ``E2E_KUBECONFIG`` set, the tests run against that cluster (kind, for example); the
 tests that need kwok stages, fake nodes or the stand-ins are skipped with a reason.
 Otherwise ``simcluster.launch`` starts etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok, the stand-ins and the fake OpenStack API once per session.
+kube-scheduler, kwok, the stand-ins and the fake OpenStack API on first use and stops them after
+the last e2e test. Scenarios run the operator with ``sim.spawn(...)`` under ``sim.operator_env()``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ E2E_KUBECONFIG = os.environ.get("E2E_KUBECONFIG")
 _HANDLE: SimHandle | None = None
 _STARTUP: list[str] = []  # shown in the terminal summary (print() is captured without -s)
 
-# Node layout of the session cluster: 3 plain nodes, 3 in pool "a", 2 in pool "b".
+# Node layout: 3 plain nodes, 3 in pool "a", 2 in pool "b" (label sim.nova.openstack.c5c3.io/pool).
 POOL_A = "a"
 POOL_B = "b"
 

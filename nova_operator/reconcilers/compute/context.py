@@ -150,6 +150,11 @@ class ComputePass:
     def condition(self, cond_type: str) -> Mapping[str, Any] | None:
         return conditions.find(self.conditions, cond_type)
 
+    async def read(self, ref: ResourceRef, name: str) -> Object:
+        """The object from the informer cache, or a GET on a miss (raises NotFound when it is gone)."""
+        cached = self.cached(ref, self.namespace, name)
+        return cached if cached is not None else await self.kube.get(ref, name, self.namespace)
+
     async def emit(self, type_: EventType, reason: str, message: str) -> None:
         await self.events.emit(self.cr, type_, reason, message)
 

@@ -95,7 +95,12 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     novas = manager.informer(NOVAS)
     contracts = manager.informer(SECRETS, label_selector=CONTRACT_SELECTOR)
-    caches: dict[ResourceRef, Cache] = {DAEMONSETS: daemonsets.cache, CONFIGMAPS: config_maps.cache}
+    caches: dict[ResourceRef, Cache] = {
+        DAEMONSETS: daemonsets.cache,
+        CONFIGMAPS: config_maps.cache,
+        NOVAS: novas.cache,
+        SECRETS: contracts.cache,  # only the labelled contract Secrets; a miss falls back to a GET
+    }
 
     def cached(ref: ResourceRef, namespace: str, name: str) -> Object | None:
         cache = caches.get(ref)

@@ -24,7 +24,7 @@ def _wait(p: ComputePass, reason: str, message: str) -> Result:
 async def reconcile_nova_ref(p: ComputePass) -> Result:
     ns, name = p.namespace, p.nova_name
     try:
-        raw = await p.kube.get(NOVAS, name, ns)
+        raw = await p.read(NOVAS, name)
     except errors.NotFound:
         return _wait(p, "NovaNotFound", f"Nova {ns}/{name} not found")
     except errors.KubeError as exc:

@@ -76,7 +76,7 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         return Result(requeue_after=p.settings.intervals.wait)
     ns, secret_name = p.namespace, p.contract_secret
     try:
-        secret = await p.kube.get(SECRETS, secret_name, ns)
+        secret = await p.read(SECRETS, secret_name)
     except errors.NotFound:
         p.set(
             COND,

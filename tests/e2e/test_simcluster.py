@@ -42,7 +42,7 @@ POOL_A, POOL_B = "a", "b"  # the session cluster has 3 nodes in pool "a", 2 in p
 CELLS_LINE = re.compile(r"^([A-Za-z0-9_-]+)=([0-9a-f-]{36})$")
 
 
-async def eventually(check: Callable[[], Awaitable[T | None]], within: float = 20.0, what: str = "") -> T:
+async def eventually(check: Callable[[], Awaitable[T | None]], within: float = 30.0, what: str = "") -> T:
     """Poll ``check`` until it returns something truthy."""
     deadline = time.monotonic() + within
     last: Any = None
@@ -388,7 +388,7 @@ async def test_garbage_collector_cascades_and_namespaces_finish(
             return exc.status == 404
         return False
 
-    await eventually(ns_gone, what="namespace finalised")
+    await eventually(ns_gone, 60.0, what="namespace finalised")
 
 
 # -- stand-ins ------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from simcluster.cluster import (
 )
 from simcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
 from simcluster.fakeopenstack import FakeOpenStack
-from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, SimHandle, launch
+from simcluster.kube import Kube, KubeError
+from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, ManagedProcess, SimHandle, launch
 
 __all__ = [
     "CELL0_UUID",
@@ -39,6 +40,9 @@ __all__ = [
     "ControlPlane",
     "ControlPlaneError",
     "FakeOpenStack",
+    "Kube",
+    "KubeError",
+    "ManagedProcess",
     "SimCluster",
     "SimHandle",
     "find_binaries",

@@ -303,3 +303,20 @@ async def test_a_pool_whose_nova_is_gone_is_released_without_any_nova_call(env: 
     await env.admin.delete(NOVACOMPUTES, "pool", env.ns)
     await env.until(lambda: _cr_gone(env))
     assert env.fake.calls(api="nova") == []
+
+
+async def test_a_node_selected_again_mid_drain_goes_back_to_active_and_stays_disabled(env: Env) -> None:
+    _, n2 = await up(env, servers={"n2": 1})
+    await env.relabel("n2", None)
+    await env.until(lambda: _is(env, "n2", "Draining"))
+    await env.relabel("n2", "a")
+    await env.until(lambda: _is(env, "n2", "Active"))
+    entry = await env.entry("n2")
+    assert entry is not None
+    assert entry["serviceStatus"] == "disabled"  # re-enabling is a person's decision
+    assert "instances" not in entry
+    await env.settle(1.0)
+    puts = env.fake.calls_to("PUT", "/v2.1/os-services")
+    assert len(puts) == 1
+    no_enable_no_migration(env)
+    assert env.fake.service_by_host(n2).status == "disabled"  # type: ignore[union-attr]

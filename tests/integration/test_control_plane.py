@@ -92,9 +92,9 @@ async def test_cel_rule_rejects_a_violating_object_and_accepts_a_valid_one(
 async def test_operator_token_is_refused_what_its_rbac_does_not_grant(
     operator_api: client.ApiClient, admin_api: client.ApiClient, namespace: str
 ) -> None:
-    # Without any binding, the operator's ServiceAccount may not read Secrets.
+    # The operator's ServiceAccount has no grant on PodTemplates (config/rbac never names them).
     with pytest.raises(ApiException) as err:
-        await client.CoreV1Api(operator_api).list_namespaced_secret(namespace)
+        await client.CoreV1Api(operator_api).list_namespaced_pod_template(namespace)
     assert err.value.status == 403
     assert "system:serviceaccount:nova-system:nova-operator" in err.value.body
 
@@ -103,21 +103,21 @@ async def test_operator_token_is_refused_what_its_rbac_does_not_grant(
     await rbac.create_namespaced_role(
         namespace,
         {
-            "metadata": {"name": "read-secrets"},
-            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}],
+            "metadata": {"name": "read-podtemplates"},
+            "rules": [{"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["list"]}],
         },
     )
     await rbac.create_namespaced_role_binding(
         namespace,
         {
-            "metadata": {"name": "read-secrets"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-secrets"},
+            "metadata": {"name": "read-podtemplates"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-podtemplates"},
             "subjects": [{"kind": "ServiceAccount", "name": "nova-operator", "namespace": "nova-system"}],
         },
     )
     for _ in range(50):  # the RBAC authorizer's informer catches up within milliseconds
         try:
-            await client.CoreV1Api(operator_api).list_namespaced_secret(namespace)
+            await client.CoreV1Api(operator_api).list_namespaced_pod_template(namespace)
             break
         except ApiException as exc:
             if exc.status != 403:
@@ -127,5 +127,5 @@ async def test_operator_token_is_refused_what_its_rbac_does_not_grant(
         raise AssertionError("the RoleBinding never took effect")
     # ... and still nothing more than that.
     with pytest.raises(ApiException) as err:
-        await client.CoreV1Api(operator_api).delete_namespaced_secret("anything", namespace)
+        await client.CoreV1Api(operator_api).delete_namespaced_pod_template("anything", namespace)
     assert err.value.status == 403

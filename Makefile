@@ -57,4 +57,4 @@ test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit,
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests
 
 run: venv  ## run the operator against KUBECONFIG, or start a local cluster and run it there
-	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run
+	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run -- $(ARGS)

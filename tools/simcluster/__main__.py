@@ -1,4 +1,5 @@
-"""``python -m simcluster up``: start the simulated cluster and keep it until Ctrl-C.
+"""``python -m simcluster up``: start the simulated cluster and keep it until Ctrl-C;
+``python -m simcluster run``: run the operator there (or against $KUBECONFIG), as `make run` does.
 
 (PYTHONPATH=tools; the binaries come from ENVTEST_BIN or tools/envtest/build.sh.)
 """
@@ -6,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import signal
 import sys
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, launch
+from simcluster.run import run_against_kubeconfig, run_simulated
 
 
 def _pools(values: Sequence[str]) -> dict[str, int]:
@@ -67,6 +70,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    if os.environ.get("KUBECONFIG"):
+        return run_against_kubeconfig(args.operator_args)
+    return run_simulated(pathlib.Path(args.workdir) if args.workdir else None, args.operator_args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,9 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--no-standins", action="store_true", help="no dependency CRDs and stand-in controllers")
     up.add_argument("--no-openstack", action="store_true", help="no fake Keystone/Nova API")
     up.set_defaults(func=cmd_up)
-    # `run` (install config/crd, config/rbac and config/samples, then run the operator under its own
-    # token until the sample Nova is Ready) belongs here too: launch(...), then handle.apply(...) for
-    # the manifests and handle.operator_env() for the operator subprocess; stop with handle.stop().
+    run = sub.add_parser(
+        "run",
+        help="run the operator: against $KUBECONFIG, or on a simulated cluster with the samples applied",
+    )
+    run.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
+    run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
+    run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)
     rc: int = args.func(args)
     return rc

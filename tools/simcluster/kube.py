@@ -177,5 +177,5 @@ class Kube:
 def _established(crd: JSON) -> bool:
     return any(
         c.get("type") == "Established" and c.get("status") == "True"
-        for c in crd.get("status", {}).get("conditions", [])
+        for c in (crd.get("status") or {}).get("conditions") or []
     )

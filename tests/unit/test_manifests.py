@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 import shutil
+import subprocess
+import sys
 
 from nova_operator import manifests
 
@@ -30,3 +32,15 @@ def test_verify_reports_changed_missing_and_extra_files(tmp_path: pathlib.Path) 
     assert not (tmp_path / "rbac" / "extra.yaml").exists()
     shutil.rmtree(tmp_path / "crd")
     assert manifests.main(["bogus"]) == 2
+
+
+def test_command_line_exit_codes(tmp_path: pathlib.Path) -> None:
+    def run(*args: str) -> int:
+        return subprocess.run(
+            [sys.executable, "-m", "nova_operator.manifests", *args], check=False
+        ).returncode
+
+    assert run("verify", str(tmp_path)) == 1
+    assert run("write", str(tmp_path)) == 0
+    assert run("verify", str(tmp_path)) == 0
+    assert run("nonsense") == 2

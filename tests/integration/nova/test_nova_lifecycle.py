@@ -1,0 +1,286 @@
+"""Waiting states, config changes, invalid inputs, failures and deletion of a Nova, on the real API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova_operator.kube import Kube
+from nova_operator.kube.resources import (
+    CONFIGMAPS,
+    DATABASES,
+    DEPLOYMENTS,
+    GRANTS,
+    JOBS,
+    NOVAS,
+    SECRETS,
+    USERS,
+)
+from nova_operator.runtime.request import Request
+
+from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
+from .test_nova_controller import (  # type: ignore[import-not-found]
+    SECRETS_DATA,
+    cond,
+    create_inputs,
+    events_of,
+    is_ready,
+    nova_body,
+    sample_value,
+    secret,
+)
+
+Object = dict[str, Any]
+
+
+def secrets_reason(reason: str, fragment: str = "") -> Any:
+    def check(nova: Object) -> bool:
+        c = cond(nova, "SecretsReady")
+        return c.get("reason") == reason and fragment in c.get("message", "")
+
+    return check
+
+
+async def test_each_missing_secret_or_key_waits_with_its_reason_and_proceeds_when_it_appears(
+    admin: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = namespace
+    await admin.create(NOVAS, nova_body(), ns)
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    # Each wait below is shorter than the 15 s secret poll: progress comes from the Secret watch.
+    within = 10
+    await wait_for(get, secrets_reason("WaitingForDBCredentials", f"Secret {ns}/api-db not found"), within)
+    await admin.create(SECRETS, secret("api-db", {"username": "nova_api"}), ns)
+    await wait_for(get, secrets_reason("WaitingForDBCredentials", "api-db has no key password"), within)
+    await admin.patch(SECRETS, "api-db", {"stringData": {"password": SECRETS_DATA["api-db"]["password"]}}, ns)
+    await wait_for(get, secrets_reason("WaitingForDBCredentials", "spec.database: Secret"), within)
+    await admin.create(SECRETS, secret("cell-db", SECRETS_DATA["cell-db"]), ns)
+    await wait_for(get, secrets_reason("WaitingForServiceUserCredentials", "service-user"), within)
+    await admin.create(SECRETS, secret("service-user", SECRETS_DATA["service-user"]), ns)
+    await wait_for(get, secrets_reason("WaitingForMetadataSharedSecret", "metadata-proxy"), within)
+    await admin.create(SECRETS, secret("metadata-proxy", {"shared_secret": ""}), ns)
+    await wait_for(get, secrets_reason("MetadataSharedSecretEmpty", "is empty"), within)
+    await admin.patch(SECRETS, "metadata-proxy", {"stringData": SECRETS_DATA["metadata-proxy"]}, ns)
+    await wait_for(get, secrets_reason("WaitingForMessagingCredentials", "bus"), within)
+    await admin.create(
+        SECRETS, secret("bus", {"transport_url": "rabbit://nova:pw@rabbitmq.example.org/"}), ns
+    )
+    await wait_for(get, secrets_reason("TransportURLRejected", "port"), within)
+    await admin.patch(SECRETS, "bus", {"stringData": SECRETS_DATA["bus"]}, ns)
+    nova = await wait_for(get, lambda n: cond(n, "SecretsReady").get("status") == "True", within)
+    # no MariaDB yet: the next gate is the Database step's, and nothing was derived with empty values
+    assert cond(nova, "DatabaseReady")["reason"] == "ClusterNotReady"
+    assert cond(nova, "Ready")["status"] == "False"
+    for name in ("nova-api-db-connection", "nova-db-connection", "nova-transport-url", "nova-compute-config"):
+        assert (await admin.get(SECRETS, name, ns))["data"]
+    # a closed gate is a polling state: no events (reconciler.md §13)
+    assert [e for e in await events_of(admin, ns) if e[0] == "Warning"] == []
+    # messages never carry a credential
+    assert "pw@" not in str(nova["status"])
+
+
+def config_map_of(deployment: Object) -> str:
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    return str(next(v for v in volumes if v["name"] == "config")["configMap"]["name"])
+
+
+async def ready_at_generation(admin: Kube, ns: str, generation: int) -> Object:
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    return await wait_for(
+        get, lambda n: is_ready(n) and n["status"]["observedGeneration"] == generation, within=60
+    )
+
+
+async def test_an_extra_config_change_rolls_the_workloads_and_old_config_maps_are_pruned_to_three(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    nova = await admin.create(NOVAS, nova_body(), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    seen = [config_map_of(await admin.get(DEPLOYMENTS, "nova-scheduler", ns))]
+    for i in range(5):
+        nova = await admin.get(NOVAS, "nova", ns)
+        nova["spec"]["extraConfig"] = {"quota": {"instances": str(100 + i)}}
+        nova = await admin.replace(NOVAS, nova, ns)
+        await ready_at_generation(admin, ns, nova["metadata"]["generation"])
+        for name in ("nova", "nova-scheduler", "nova-conductor", "nova-metadata", "nova-novncproxy"):
+            assert config_map_of(await admin.get(DEPLOYMENTS, name, ns)) not in seen
+        current = config_map_of(await admin.get(DEPLOYMENTS, "nova-scheduler", ns))
+        assert f"instances = {100 + i}" in (await admin.get(CONFIGMAPS, current, ns))["data"]["nova.conf"]
+        job = await admin.get(JOBS, "nova-db-sync", ns)
+        assert config_map_of(job) == current  # the config change re-ran db-sync first
+        seen.append(current)
+    names = sorted(cm["metadata"]["name"] for cm in (await admin.list(CONFIGMAPS, ns))["items"])
+    assert names == sorted(seen[-4:])  # the current one plus the 3 newest historical
+    m = operator.metrics
+    assert (
+        sample_value(
+            m, "nova_operator_db_sync_total", {"nova": "nova", "namespace": ns, "result": "succeeded"}
+        )
+        == 6
+    )
+
+
+async def test_an_unknown_extra_config_key_is_refused_without_touching_the_running_config(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    await ready_at_generation(admin, ns, 1)
+    good = config_map_of(await admin.get(DEPLOYMENTS, "nova", ns))
+    config_maps = len((await admin.list(CONFIGMAPS, ns))["items"])
+    errors_before = sample_value(
+        operator.metrics, "nova_operator_controller_reconcile_errors_total", {"controller": "nova"}
+    )
+
+    nova = await admin.get(NOVAS, "nova", ns)
+    nova["spec"]["extraConfig"] = {"DEFAULT": {"no_such_option": "1"}}
+    nova = await admin.replace(NOVAS, nova, ns)
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    bad = await wait_for(
+        get, lambda n: n["status"]["observedGeneration"] == nova["metadata"]["generation"], 30
+    )
+    secrets_ready = cond(bad, "SecretsReady")
+    assert secrets_ready["status"] == "False"
+    assert secrets_ready["reason"] == "ConfigError"
+    assert (
+        "spec.extraConfig[DEFAULT][no_such_option]: no such option in the nova 2025.2 option catalog"
+        in secrets_ready["message"]
+    )
+    assert cond(bad, "Ready")["status"] == "False"
+    events = await events_of(admin, ns)
+    assert any(t == "Warning" and r == "ConfigError" and "no_such_option" in m for t, r, m in events)
+    # no half-written child: no new ConfigMap, every workload still mounts the last good one
+    assert len((await admin.list(CONFIGMAPS, ns))["items"]) == config_maps
+    for name in ("nova", "nova-scheduler", "nova-conductor", "nova-metadata"):
+        assert config_map_of(await admin.get(DEPLOYMENTS, name, ns)) == good
+    # not a crash loop: the pass ends without an error
+    errors_after = sample_value(
+        operator.metrics, "nova_operator_controller_reconcile_errors_total", {"controller": "nova"}
+    )
+    assert errors_after == errors_before
+
+    bad["spec"].pop("extraConfig")
+    fixed = await admin.replace(NOVAS, bad, ns)
+    await ready_at_generation(admin, ns, fixed["metadata"]["generation"])
+
+
+async def test_a_failed_db_sync_is_reported_once_with_its_event_and_metric(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    simulator.fail_jobs = True
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    nova = await wait_for(get, lambda n: cond(n, "DatabaseReady").get("reason") == "DBSyncFailed", 30)
+    assert cond(nova, "DatabaseReady")["message"].startswith("db_sync job failed: ")
+    events = await wait_for(
+        lambda: events_of(admin, ns), lambda es: any(e[1] == "DBSyncFailed" for e in es), 10
+    )
+    assert ("Warning", "DBSyncFailed") in [(t, r) for t, r, _ in events]
+    # retried with backoff, but the terminal Job is counted exactly once
+    for _ in range(3):
+        operator.controller.enqueue(Request(ns, "nova"))
+        await wait_for(lambda: admin.get(NOVAS, "nova", ns), lambda n: True, 1)
+    m = operator.metrics
+    assert (
+        sample_value(m, "nova_operator_db_sync_total", {"nova": "nova", "namespace": ns, "result": "failed"})
+        == 1
+    )
+    assert (
+        sample_value(
+            m, "nova_operator_db_sync_total", {"nova": "nova", "namespace": ns, "result": "succeeded"}
+        )
+        == 0
+    )
+    assert (
+        sample_value(
+            m,
+            "nova_operator_reconcile_errors_total",
+            {"sub_reconciler": "Database", "condition_type": "DatabaseReady"},
+        )
+        >= 1
+    )
+    # no workload is applied while the database is not synced
+    assert (await admin.list(DEPLOYMENTS, ns))["items"] == []
+
+
+async def test_deletion_cleans_up_managed_databases_before_releasing_the_finalizer(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    await ready_at_generation(admin, ns, 1)
+    managed = [(DATABASES, "nova-api"), (USERS, "nova-api"), (GRANTS, "nova-api"), (DATABASES, "nova")]
+    managed += [
+        (USERS, "nova"),
+        (GRANTS, "nova"),
+        (DATABASES, "nova-nova-cell0"),
+        (GRANTS, "nova-nova-cell0"),
+    ]
+    await admin.delete(NOVAS, "nova", ns)
+    await wait_for(lambda: events_of(admin, ns), lambda es: any(e[1] == "FinalizingDatabase" for e in es), 10)
+    still = await admin.get(NOVAS, "nova", ns)
+    assert "nova.openstack.c5c3.io/finalizer" in still["metadata"]["finalizers"]  # one more pass first
+    operator.controller.enqueue(Request(ns, "nova"))  # the 30 s database wait, played now
+
+    async def gone() -> bool:
+        try:
+            await admin.get(NOVAS, "nova", ns)
+        except Exception:
+            return True
+        return False
+
+    await wait_for(gone, bool, 10)
+    for ref, name in managed:
+        assert not [o for o in (await admin.list(ref, ns))["items"] if o["metadata"]["name"] == name], name
+    reasons = [r for _, r, _ in await events_of(admin, ns)]
+    assert reasons.index("FinalizingDatabase") < reasons.index("DatabaseFinalized")
+
+
+async def test_deletion_of_a_brownfield_nova_leaves_its_databases_alone(
+    admin: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    foreign = {
+        "apiVersion": DATABASES.api_version,
+        "kind": "Database",
+        "metadata": {"name": "nova"},
+        "spec": {},
+    }
+    foreign["spec"] = {"mariaDbRef": {"name": "elsewhere"}, "name": "nova"}
+    await admin.create(DATABASES, foreign, ns)
+    body = nova_body()
+    body["spec"]["apiDatabase"] = {
+        "host": "db.example.org",
+        "database": "nova_api",
+        "secretRef": {"name": "api-db"},
+    }
+    body["spec"]["database"] = {
+        "host": "db.example.org",
+        "database": "nova",
+        "secretRef": {"name": "cell-db"},
+    }
+    await admin.create(NOVAS, body, ns)
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    await wait_for(
+        get, lambda n: "nova.openstack.c5c3.io/finalizer" in (n["metadata"].get("finalizers") or []), 10
+    )
+    await admin.delete(NOVAS, "nova", ns)
+
+    async def gone() -> bool:
+        try:
+            await admin.get(NOVAS, "nova", ns)
+        except Exception:
+            return True
+        return False
+
+    await wait_for(gone, bool, 10)
+    assert (await admin.get(DATABASES, "nova", ns))["metadata"].get("deletionTimestamp") is None
+    reasons = [r for _, r, _ in await events_of(admin, ns)]
+    assert "DatabaseFinalized" in reasons
+    assert "FinalizingDatabase" not in reasons

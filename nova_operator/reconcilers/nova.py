@@ -28,10 +28,12 @@ from nova_operator.events import EventRecorder
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import KubeError, NotFound
 from nova_operator.kube.resources import (
+    CLUSTER_SECRET_STORES,
     CONFIGMAPS,
     CRONJOBS,
     DATABASES,
     DEPLOYMENTS,
+    EVENTS,
     GRANTS,
     HPAS,
     HTTPROUTES,
@@ -41,6 +43,9 @@ from nova_operator.kube.resources import (
     NOVAS,
     OPERATOR_NAMESPACE,
     PDBS,
+    PODS,
+    RABBITMQ_CLUSTERS,
+    SECRET_STORES,
     SECRETS,
     SERVICES,
     USERS,
@@ -76,6 +81,34 @@ OWNED: Final[tuple[ResourceRef, ...]] = (
     HPAS,
     NETWORK_POLICIES,
 )
+
+
+_WATCH = ("list", "watch")
+_APPLY = ("create", "patch")  # server-side apply may create
+RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
+    str(NOVAS): ("get", *_WATCH, "patch"),
+    f"{NOVAS}/status": ("patch",),
+    str(SECRETS): ("get", *_WATCH, *_APPLY, "delete"),
+    str(CONFIGMAPS): (*_WATCH, *_APPLY, "delete"),
+    str(DEPLOYMENTS): (*_WATCH, *_APPLY, "delete"),
+    str(SERVICES): (*_WATCH, *_APPLY, "delete"),
+    str(JOBS): (*_WATCH, *_APPLY, "delete"),
+    str(CRONJOBS): (*_WATCH, *_APPLY),
+    str(PDBS): (*_WATCH, *_APPLY),
+    str(HPAS): (*_WATCH, *_APPLY, "delete"),
+    str(NETWORK_POLICIES): (*_WATCH, *_APPLY, "delete"),
+    str(HTTPROUTES): (*_WATCH, *_APPLY, "delete"),
+    str(DATABASES): ("get", *_APPLY, "delete"),
+    str(USERS): ("get", *_APPLY, "delete"),
+    str(GRANTS): ("get", *_APPLY, "delete"),
+    str(MARIADBS): ("get", *_WATCH),
+    str(RABBITMQ_CLUSTERS): ("get",),
+    str(SECRET_STORES): ("get",),
+    str(CLUSTER_SECRET_STORES): ("get",),
+    str(PODS): ("list",),
+    str(EVENTS): ("create", "patch"),
+}
+"""The verbs the Nova controller sends, per resource (what ``config/rbac`` must grant it, and no more)."""
 
 
 class StepMetrics:

@@ -41,7 +41,7 @@ from nova_operator.kube.resources import (
 from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
 from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import make_controller_factory
+from nova_operator.reconcilers.nova import RBAC_NEEDS, make_controller_factory
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.request import Request
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
@@ -177,6 +177,23 @@ async def operator(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[
         manager.stop()
         await task
         await kube.close()
+    used = used_verbs(kube.metrics)
+    assert not [u for u in used if u[2] == "403"], used
+    beyond = sorted({(r, v) for v, r, _ in used if v not in RBAC_NEEDS.get(r, ())})
+    assert beyond == [], f"verbs sent but not declared in RBAC_NEEDS: {beyond}"
+
+
+def used_verbs(metrics: Metrics) -> list[tuple[str, str, str]]:
+    """(RBAC verb, resource, code) of every request the operator sent (apply is a patch)."""
+    found = []
+    for metric in metrics.api_requests.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.value:
+                verb = {"apply": "patch", "update": "update"}.get(
+                    sample.labels["verb"], sample.labels["verb"]
+                )
+                found.append((verb, sample.labels["resource"], sample.labels["code"]))
+    return found
 
 
 # -- the test plays the missing controllers ------------------------------------------------------

@@ -23,9 +23,11 @@ from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory
 from nova_operator.settings import (
+    DEFAULT_NOVA_API_URL,
     KubeSettings,
     LeaderElectionSettings,
     LogSettings,
+    OpenStackSettings,
     QueueSettings,
     ServerSettings,
     Settings,
@@ -111,7 +113,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-format", choices=["json", "console"], help="default: console on a TTY, else json")
     p.add_argument("--log-level", choices=sorted(log.LEVELS), help="default: info")
+    p.add_argument(
+        "--nova-api-url",
+        help="the compute API of a Nova, with {name} and {namespace} placeholders "
+        f"(default: {DEFAULT_NOVA_API_URL})",
+    )
     return p
+
+
+def _nova_api_url(template: str) -> str:
+    try:
+        url = template.format(name="n", namespace="ns")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"--nova-api-url {template!r}: only {{name}} and {{namespace}} may be used") from exc
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--nova-api-url {template!r}: want an http:// or https:// URL")
+    return template
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:
@@ -129,6 +146,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         health_addr = args.health_probe_bind_address or _address(_env("HEALTH_PROBE_BIND_ADDRESS") or ":8081")
         fmt = args.log_format or _env("LOG_FORMAT") or log.default_format()
         level = (args.log_level or _env("LOG_LEVEL") or "info").lower()
+        nova_api_url = _nova_api_url(args.nova_api_url or _env("NOVA_API_URL") or DEFAULT_NOVA_API_URL)
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
         if level not in log.LEVELS:
@@ -150,6 +168,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         ),
         servers=ServerSettings(metrics_bind_address=metrics_addr, health_probe_bind_address=health_addr),
         log=LogSettings(format="console" if fmt == "console" else "json", level=level),
+        openstack=OpenStackSettings(nova_api_url=nova_api_url),
     )
 
 
@@ -163,7 +182,7 @@ def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFact
     except SystemExit as exc:
         return int(exc.code or 0)
     log.configure(fmt=settings.log.format, level=settings.log.level)
-    factories = list(controllers) if controllers is not None else registry.factories()
+    factories = list(controllers) if controllers is not None else registry.factories(settings)
     try:
         asyncio.run(run(settings, factories))
     except KeyboardInterrupt:

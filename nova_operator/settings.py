@@ -67,6 +67,20 @@ class LogSettings:
     level: str = "info"
 
 
+DEFAULT_NOVA_API_URL = "http://{name}.{namespace}.svc.cluster.local:8774"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStackSettings:
+    # Where the NovaCompute controller reaches a Nova's compute API: ``{name}`` and ``{namespace}``
+    # are the Nova's. The default is its in-cluster Service; an operator running outside the
+    # cluster (``make run``, development) points it elsewhere.
+    nova_api_url: str = DEFAULT_NOVA_API_URL
+
+    def nova_api_url_for(self, name: str, namespace: str) -> str:
+        return self.nova_api_url.format(name=name, namespace=namespace)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     kube: KubeSettings = field(default_factory=KubeSettings)
@@ -75,4 +89,5 @@ class Settings:
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
     servers: ServerSettings = field(default_factory=ServerSettings)
     log: LogSettings = field(default_factory=LogSettings)
+    openstack: OpenStackSettings = field(default_factory=OpenStackSettings)
     shutdown_timeout: float = 30.0  # graceful drain of in-flight reconciles, then cancel

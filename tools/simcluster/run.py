@@ -98,6 +98,8 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str]) ->
                 "--metrics-bind-address", f"127.0.0.1:{metrics}",
                 "--health-probe-bind-address", f"127.0.0.1:{health}",
                 "--log-format", "json",
+                # The Nova API is the fake one: no in-cluster Service DNS out here.
+                "--nova-api-url", handle.openstack.nova_url,
                 *operator_args,
             ],
         )  # fmt: skip

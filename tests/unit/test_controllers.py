@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import pytest
+
+from nova_operator import cli, controllers
+from nova_operator.settings import OpenStackSettings, Settings
+
+
+def test_every_controller_is_registered() -> None:
+    assert len(controllers.factories()) == 1  # NovaCompute; the Nova controller joins with issue 6
+
+
+def test_nova_api_url_defaults_to_the_in_cluster_service_and_can_be_pointed_elsewhere() -> None:
+    assert Settings().openstack.nova_api_url_for("nova", "openstack") == (
+        "http://nova.openstack.svc.cluster.local:8774"
+    )
+    settings = cli.parse_settings(["--nova-api-url", "http://127.0.0.1:9774/{namespace}/{name}"])
+    assert settings.openstack == OpenStackSettings("http://127.0.0.1:9774/{namespace}/{name}")
+    assert settings.openstack.nova_api_url_for("nova", "openstack") == "http://127.0.0.1:9774/openstack/nova"
+
+
+@pytest.mark.parametrize("bad", ["http://{host}:8774", "ftp://x/{name}", "{0}"])
+def test_a_bad_nova_api_url_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_settings(["--nova-api-url", bad])
+    assert exc.value.code == 2
+    assert "--nova-api-url" in capsys.readouterr().err

@@ -284,3 +284,53 @@ async def test_deletion_of_a_brownfield_nova_leaves_its_databases_alone(
     reasons = [r for _, r, _ in await events_of(admin, ns)]
     assert "DatabaseFinalized" in reasons
     assert "FinalizingDatabase" not in reasons
+
+
+async def test_a_release_change_that_is_not_a_patch_is_refused_and_nothing_advances(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    api_before = (await admin.get(DEPLOYMENTS, "nova", ns))["metadata"]["resourceVersion"]
+    job_before = (await admin.get(JOBS, "nova-db-sync", ns))["metadata"]["uid"]
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    for release, reason in (("2025.1", "DowngradeNotSupported"), ("2026.2", "UpgradePathInvalid")):
+        nova = await admin.get(NOVAS, "nova", ns)
+        nova["spec"]["openStackRelease"] = release
+        nova["spec"]["image"]["tag"] = release  # in lockstep, so the release check is what refuses
+        await admin.replace(NOVAS, nova, ns)
+        refused = await wait_for(get, lambda n, r=reason: cond(n, "DatabaseReady").get("reason") == r, 20)
+        assert refused["status"]["installedRelease"] == "2025.2"
+        assert cond(refused, "Ready")["status"] == "False"
+        events = await wait_for(
+            lambda: events_of(admin, ns), lambda es, r=reason: any(e[1] == r for e in es), 10
+        )
+        assert any(t == "Warning" and r == reason for t, r, _ in events)
+    # the installed release keeps running: no workload re-applied, no new db-sync Job
+    assert (await admin.get(DEPLOYMENTS, "nova", ns))["metadata"]["resourceVersion"] == api_before
+    assert (await admin.get(JOBS, "nova-db-sync", ns))["metadata"]["uid"] == job_before
+
+    nova = await admin.get(NOVAS, "nova", ns)
+    nova["spec"]["openStackRelease"] = "2025.2"
+    nova["spec"]["image"]["tag"] = "2025.2-p1"  # a patch tag is in lockstep with its release
+    nova = await admin.replace(NOVAS, nova, ns)
+    await ready_at_generation(admin, ns, nova["metadata"]["generation"])
+
+
+async def test_an_owned_key_override_is_reported_without_losing_ready(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(extraConfig={"DEFAULT": {"debug": "true"}}), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    health = cond(nova, "ExtraConfigHealthy")
+    assert health["status"] == "False"
+    assert health["reason"] == "OwnedKeysOverridden"
+    assert "[DEFAULT] debug" in health["message"]
+    events = await events_of(admin, ns)
+    overrides = [e for e in events if e[1] == "ExtraConfigOwnedKeyOverride"]
+    assert len(overrides) == 1
+    assert overrides[0][0] == "Warning"

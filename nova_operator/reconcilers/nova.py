@@ -324,6 +324,21 @@ def _mariadb_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request
     return mapper
 
 
+async def gateway_api_served(kube: Kube) -> bool:
+    """Whether the cluster serves ``gateway.networking.k8s.io/v1`` HTTPRoute (probe once at start-up).
+
+    Pass the answer as ``NovaOptions(gateway_api=...)``: without the kind no route informer is
+    started and the route members report ``GatewayAPINotInstalled`` for a set block.
+    """
+    try:
+        await kube.list(HTTPROUTES)
+    except NotFound:
+        return False
+    except KubeError:
+        return True  # served, but this read failed: let the informer retry
+    return True
+
+
 def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
     """A factory for the manager; ``options`` set the operator namespace, Gateway API capability, prober."""
     opts = options if options is not None else NovaOptions(operator_namespace=OPERATOR_NAMESPACE)

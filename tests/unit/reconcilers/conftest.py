@@ -84,13 +84,39 @@ class FakeKube:
     ) -> Object:
         return await self.patch(ref, name, patch, namespace, subresource="status")
 
+    async def apply(
+        self,
+        ref: ResourceRef,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        namespace: str | None = None,
+        force: bool = True,
+        subresource: str | None = None,
+    ) -> Object:
+        self.calls.append(("apply", str(ref), body["metadata"]["name"]))
+        key = (str(ref), namespace or "", body["metadata"]["name"])
+        obj = copy.deepcopy(self.store.get(key) or {})
+        _merge(obj, copy.deepcopy(dict(body)))
+        obj["metadata"].setdefault("uid", f"uid-{body['metadata']['name']}")
+        return self.put(ref, obj)
+
+    async def list(self, ref: ResourceRef, namespace: str | None = None, **_: Any) -> Object:
+        self.calls.append(("list", str(ref), namespace or ""))
+        items = [
+            copy.deepcopy(o)
+            for (r, ns, _n), o in self.store.items()
+            if r == str(ref) and ns == (namespace or ns)
+        ]
+        return {"metadata": {"resourceVersion": str(self._rv)}, "items": items}
+
     async def delete(self, ref: ResourceRef, name: str, namespace: str | None = None, **_: Any) -> None:
         self.calls.append(("delete", str(ref), name))
         if self.store.pop((str(ref), namespace or "", name), None) is None:
             raise NotFound("not found")
 
     def writes(self) -> list[tuple[str, str, str]]:
-        return [c for c in self.calls if c[0] != "get"]
+        return [c for c in self.calls if c[0] not in ("get", "list")]
 
 
 class FakeEvents:

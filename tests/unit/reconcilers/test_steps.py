@@ -1,0 +1,214 @@
+"""Single steps on a fake API: gates, last-good config, pruning, the probe cache, a refused URL."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from nova_operator import conditions
+from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NOVAS, SECRETS
+from nova_operator.models.nova import Nova
+from nova_operator.reconcilers import config, health_check, secrets, transport_url
+from nova_operator.reconcilers.context import HealthCache, NovaOptions, PassContext, ProbeError
+from nova_operator.runtime.cache import Cache
+
+NS = "ns"
+UID = "nova-uid"
+
+
+def nova_obj(**spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": NOVAS.api_version,
+        "kind": "Nova",
+        "metadata": {"name": "nova", "namespace": NS, "uid": UID, "generation": 3, "resourceVersion": "1"},
+        "spec": {
+            "openStackRelease": "2025.2",
+            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
+            "apiDatabase": {"host": "db", "database": "nova_api", "secretRef": {"name": "api-db"}},
+            "database": {"host": "db", "database": "nova", "secretRef": {"name": "cell-db"}},
+            "cache": {"servers": ["memcached:11211"]},
+            "messaging": {"secretRef": {"name": "bus"}},
+            "keystoneEndpoint": "http://keystone:5000/v3",
+            "serviceUser": {"secretRef": {"name": "service-user"}},
+            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def secret(name: str, **data: str) -> dict[str, Any]:
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": encoded,
+    }
+
+
+def make_ctx(
+    kube: Any, events: Any, *objects: dict[str, Any], options: NovaOptions | None = None, **spec: Any
+) -> PassContext:
+    caches = {ref: Cache(str(ref)) for ref in (SECRETS, CONFIGMAPS, DEPLOYMENTS, JOBS)}
+    refs = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS, "Deployment": DEPLOYMENTS, "Job": JOBS}
+    for obj in objects:
+        caches[refs[obj["kind"]]].upsert(obj)
+    raw = nova_obj(**spec)
+    return PassContext(
+        kube=kube,
+        obj=raw,
+        nova=Nova.model_validate(raw),
+        status={},
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        events=events,
+        caches=caches,
+        metrics=kube.metrics,
+        options=options or NovaOptions(),
+    )
+
+
+ALL_SECRETS = (
+    secret("api-db", username="a", password="pa"),
+    secret("cell-db", username="c", password="pc"),
+    secret("service-user", password="ps"),
+    secret("metadata-proxy", shared_secret="pm"),
+)
+
+
+async def test_a_missing_key_is_a_wait_with_its_reason_and_no_value_handed_on(kube: Any, events: Any) -> None:
+    ctx = make_ctx(kube, events, secret("api-db", username="a"), *ALL_SECRETS[1:])
+    result = await secrets.run(ctx)
+    assert result.requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "WaitingForDBCredentials")
+    assert c["message"] == "spec.apiDatabase: Secret ns/api-db has no key password"
+    assert c["observedGeneration"] == 3
+    assert ctx.state.authtoken_digest == ""
+    assert events.emitted == []
+
+
+async def test_all_secrets_present_hand_on_values_and_digests(kube: Any, events: Any) -> None:
+    ctx = make_ctx(kube, events, *ALL_SECRETS)
+    assert (await secrets.run(ctx)).requeue_after is None
+    assert ctx.state.service_user_password == "ps"
+    assert len(ctx.state.authtoken_digest) == 64
+    assert kube.writes() == []
+
+
+async def test_a_transport_url_without_port_is_rejected_before_anything_is_written(
+    kube: Any, events: Any
+) -> None:
+    ctx = make_ctx(kube, events, secret("bus", transport_url="rabbit://u:topsecret@host/"))
+    result = await transport_url.run(ctx)
+    assert result.requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["reason"] == "TransportURLRejected"
+    assert "topsecret" not in c["message"]
+    assert kube.writes() == []
+
+
+def _config_map(name: str, created: str, owner: str = UID) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "creationTimestamp": created,
+            "labels": {"cobaltcore.c5c3.io/config-base": "nova-config"},
+            "ownerReferences": [{"uid": owner, "controller": True, "kind": "Nova", "name": "nova"}],
+        },
+        "data": {"nova.conf": ""},
+    }
+
+
+async def test_config_keeps_the_current_and_three_newest_historical_config_maps(
+    kube: Any, events: Any
+) -> None:
+    old = [_config_map(f"nova-config-{i:08d}", f"2026-01-01T00:00:0{i}Z") for i in range(6)]
+    foreign = _config_map("nova-config-ffffffff", "2020-01-01T00:00:00Z", owner="someone-else")
+    for cm in [*old, foreign]:
+        kube.put(CONFIGMAPS, cm)
+    ctx = make_ctx(kube, events, *old, foreign)
+    assert (await config.run(ctx)).requeue_after is None
+    deleted = sorted(name for verb, _, name in kube.calls if verb == "delete")
+    assert deleted == ["nova-config-00000000", "nova-config-00000001", "nova-config-00000002"]
+    assert ctx.state.config_map.startswith("nova-config-")
+    assert "nova.conf" in ctx.state.config_keys
+
+
+async def test_an_unknown_option_keeps_the_config_the_api_deployment_mounts(kube: Any, events: Any) -> None:
+    live = _config_map("nova-config-0000aaaa", "2026-01-01T00:00:00Z")
+    api = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nova", "namespace": NS},
+        "spec": {
+            "template": {
+                "spec": {"volumes": [{"name": "config", "configMap": {"name": "nova-config-0000aaaa"}}]}
+            }
+        },
+    }
+    ctx = make_ctx(kube, events, live, api, extraConfig={"nosuchsection": {"x": "1"}})
+    assert (await config.run(ctx)).requeue_after is None  # the pipeline goes on with the last-good config
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["reason"] == "ConfigError"
+    assert "no such section" in c["message"]
+    assert ctx.state.config_map == "nova-config-0000aaaa"
+    assert kube.writes() == []
+    assert events.emitted[0][:2] == ("Warning", "ConfigError")
+
+
+async def test_a_first_install_with_an_unrenderable_config_hands_on_nothing(kube: Any, events: Any) -> None:
+    ctx = make_ctx(kube, events, extraConfig={"nosuchsection": {"x": "1"}})
+    await config.run(ctx)
+    assert ctx.state.config_map == ""
+
+
+async def test_a_passing_probe_is_reused_for_thirty_seconds(kube: Any, events: Any) -> None:
+    calls: list[str] = []
+    clock = [100.0]
+
+    async def probe(url: str, limit: float) -> tuple[int, str]:
+        calls.append(url)
+        return 200, "{}"
+
+    options = NovaOptions(prober=probe, health=HealthCache(), monotonic=lambda: clock[0])
+    ctx = make_ctx(kube, events, options=options)
+    ctx.status["endpoint"] = "http://nova.ns.svc.cluster.local:8774"
+    assert (await health_check.run(ctx)).requeue_after is None
+    assert calls == ["http://nova.ns.svc.cluster.local:8774/"]
+    clock[0] += 29
+    await health_check.run(ctx)
+    assert len(calls) == 1
+    clock[0] += 2
+    await health_check.run(ctx)
+    assert len(calls) == 2
+
+
+async def test_a_failing_probe_reports_its_reason_and_retries_in_ten_seconds(kube: Any, events: Any) -> None:
+    async def unhealthy(url: str, limit: float) -> tuple[int, str]:
+        return 503, "down\nfor\rmaintenance " + "x" * 400
+
+    async def refused(url: str, limit: float) -> tuple[int, str]:
+        raise ProbeError("ConnectionFailed", "GET x: connection refused")
+
+    ctx = make_ctx(kube, events, options=NovaOptions(prober=unhealthy))
+    ctx.status["endpoint"] = "http://e"
+    assert (await health_check.run(ctx)).requeue_after == 10.0
+    c = ctx.condition(conditions.NOVA_API_READY)
+    assert c is not None
+    assert c["reason"] == "APIUnhealthy"
+    assert "503: down for maintenance" in c["message"]
+    assert "\n" not in c["message"]
+    ctx = make_ctx(kube, events, options=NovaOptions(prober=refused))
+    ctx.status["endpoint"] = "http://e"
+    await health_check.run(ctx)
+    c = ctx.condition(conditions.NOVA_API_READY)
+    assert c is not None
+    assert c["reason"] == "ConnectionFailed"

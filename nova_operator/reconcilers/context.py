@@ -65,7 +65,8 @@ class NovaOptions:
     """Process-wide inputs of the Nova controller (not per pass)."""
 
     operator_namespace: str = "nova-system"
-    gateway_api: bool = True  # HTTPRoute served by the cluster (probed at start-up by the caller)
+    gateway_api: bool = True  # HTTPRoute served by the cluster (see nova.probe_options)
+    mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None

@@ -9,8 +9,8 @@ Concurrency: up to N CRs are reconciled at once (never one CR twice); everything
 hands forward lives in the pass's ``PassContext``. The reconciler object holds only what is
 shared on purpose: the informer caches, the event recorder, the health-probe cache.
 
-Register with ``controller_factory(manager)`` (or ``make_controller_factory(options)`` to
-set the operator namespace, the Gateway API capability, or a prober).
+Register with ``controller_factory(manager)``, or, to adapt to a cluster without the Gateway API
+or the MariaDB kinds, ``make_controller_factory(await probe_options(kube))``.
 """
 
 from __future__ import annotations
@@ -324,14 +324,10 @@ def _mariadb_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request
     return mapper
 
 
-async def gateway_api_served(kube: Kube) -> bool:
-    """Whether the cluster serves ``gateway.networking.k8s.io/v1`` HTTPRoute (probe once at start-up).
-
-    Pass the answer as ``NovaOptions(gateway_api=...)``: without the kind no route informer is
-    started and the route members report ``GatewayAPINotInstalled`` for a set block.
-    """
+async def served(kube: Kube, ref: ResourceRef) -> bool:
+    """Whether the cluster serves ``ref`` (probed at start-up: an informer on a missing kind never syncs)."""
     try:
-        await kube.list(HTTPROUTES)
+        await kube.list(ref)
     except NotFound:
         return False
     except KubeError:
@@ -339,14 +335,26 @@ async def gateway_api_served(kube: Kube) -> bool:
     return True
 
 
+async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESPACE) -> NovaOptions:
+    """Options for this cluster: without the Gateway API the route members report
+    ``GatewayAPINotInstalled`` for a set block; without the MariaDB kinds the Database step polls."""
+    return NovaOptions(
+        operator_namespace=operator_namespace,
+        gateway_api=await served(kube, HTTPROUTES),
+        mariadb_api=await served(kube, MARIADBS),
+    )
+
+
 def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
     """A factory for the manager; ``options`` set the operator namespace, Gateway API capability, prober."""
     opts = options if options is not None else NovaOptions(operator_namespace=OPERATOR_NAMESPACE)
 
     def factory(manager: Manager) -> Controller:
-        watched = [NOVAS, SECRETS, MARIADBS, *OWNED]
+        watched = [NOVAS, SECRETS, *OWNED]
         if opts.gateway_api:
             watched.append(HTTPROUTES)
+        if opts.mariadb_api:
+            watched.append(MARIADBS)
         informers = {ref: manager.informer(ref) for ref in watched}
         novas = informers[NOVAS].cache
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
@@ -360,7 +368,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         for ref in owned:
             ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
-        ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
+        if opts.mariadb_api:
+            ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
         return ctl
 
     return factory

@@ -118,7 +118,7 @@ async def admin(nova_cluster: ControlPlane) -> AsyncIterator[Kube]:
     async with await Kube.connect(
         kubeconfig=str(nova_cluster.kubeconfig), context="admin", metrics=Metrics()
     ) as kube:
-        kube.timeout = 5
+        kube.timeout = 10
         yield kube
 
 
@@ -150,7 +150,7 @@ class Operator:
 async def operator(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[Operator]:
     """The Nova controller in-process, under the operator's own token, watching the test namespace."""
     kube = await Kube.connect(kubeconfig=str(nova_cluster.kubeconfig), context="operator", metrics=Metrics())
-    kube.timeout = 5  # a request stuck behind a re-initialising watch cache fails fast and is retried
+    kube.timeout = 10  # a request stuck behind a re-initialising watch cache fails fast and is retried
     settings = Settings(
         watch=WatchSettings(
             namespaces=(namespace,),

@@ -105,3 +105,12 @@ async def test_every_optional_feature_becomes_ready_and_the_disabled_console_pro
     assert not await absent(admin, NETWORK_POLICIES, "nova-novncproxy", ns)
     assert "remoteComputeConfigSecretRef" not in nova["status"]
     assert await absent(admin, SECRETS, "nova-remote-compute-config", ns)
+
+
+async def test_the_start_up_probe_sees_which_optional_kinds_the_cluster_serves(operator: Operator) -> None:
+    from nova_operator.reconcilers.nova import probe_options
+
+    options = await probe_options(operator.kube)
+    assert options.gateway_api is True
+    assert options.mariadb_api is True
+    assert options.operator_namespace == "nova-system"

@@ -74,16 +74,19 @@ class NovaOptions:
 
 @dataclass
 class PassState:
-    """Values handed forward within one pass (reconciler.md §2). Empty means unknown: never written."""
+    """Values handed forward within one pass (reconciler.md §2). Empty means unknown: never written.
 
-    service_user_password: str = ""
-    metadata_secret: str = ""
-    broker_ca: str = ""
+    Credential fields are left out of ``repr`` so a traceback that shows locals never prints them.
+    """
+
+    service_user_password: str = field(default="", repr=False)
+    metadata_secret: str = field(default="", repr=False)
+    broker_ca: str = field(default="", repr=False)
     authtoken_digest: str = ""
     metadata_digest: str = ""
     api_db_digest: str = ""
     cell_db_digest: str = ""
-    transport_url: str = ""
+    transport_url: str = field(default="", repr=False)
     transport_digest: str = ""
     broker_port: int | None = None
     config_map: str = ""

@@ -19,6 +19,7 @@ from nova_operator.runtime.request import Request
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import (  # type: ignore[import-not-found]
+    SECRET_VALUES,
     SECRETS_DATA,
     cond,
     create_inputs,
@@ -167,7 +168,7 @@ async def test_an_unknown_extra_config_key_is_refused_without_touching_the_runni
 
 
 async def test_a_failed_db_sync_is_reported_once_with_its_event_and_metric(
-    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str, capsys: Any
 ) -> None:
     ns = namespace
     simulator.fail_jobs = True
@@ -205,6 +206,11 @@ async def test_a_failed_db_sync_is_reported_once_with_its_event_and_metric(
     )
     # no workload is applied while the database is not synced
     assert (await admin.list(DEPLOYMENTS, ns))["items"] == []
+    # the logged errors (tracebacks included) carry no credential
+    logged = capsys.readouterr()
+    assert "DBSyncFailed" in logged.out + logged.err
+    for value in SECRET_VALUES:
+        assert value not in logged.out + logged.err
 
 
 async def test_deletion_cleans_up_managed_databases_before_releasing_the_finalizer(
@@ -334,3 +340,18 @@ async def test_an_owned_key_override_is_reported_without_losing_ready(
     overrides = [e for e in events if e[1] == "ExtraConfigOwnedKeyOverride"]
     assert len(overrides) == 1
     assert overrides[0][0] == "Warning"
+
+
+async def test_a_db_sync_without_a_readable_cells_report_leaves_status_cells_alone(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    simulator.cells_report = "Traceback (most recent call last):\n  garbage"
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    assert "cells" not in nova["status"]
+    events = await events_of(admin, ns)
+    assert [e[:2] for e in events if e[1] == "CellsReportUnavailable"] == [
+        ("Normal", "CellsReportUnavailable")
+    ]

@@ -245,6 +245,9 @@ async def test_deletion_cleans_up_managed_databases_before_releasing_the_finaliz
         assert not [o for o in (await admin.list(ref, ns))["items"] if o["metadata"]["name"] == name], name
     reasons = [r for _, r, _ in await events_of(admin, ns)]
     assert reasons.index("FinalizingDatabase") < reasons.index("DatabaseFinalized")
+    # the per-CR Job series go with the finalizer
+    labels = {"nova": "nova", "namespace": ns, "result": "succeeded"}
+    assert operator.metrics.registry.get_sample_value("nova_operator_db_sync_total", labels) is None
 
 
 async def test_deletion_of_a_brownfield_nova_leaves_its_databases_alone(

@@ -29,6 +29,7 @@ from nova_operator import naming, upgrade
 from nova_operator.cells import report_pod, termination_message
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import DEPLOYMENTS, JOBS, NOVAS, PODS
+from nova_operator.models.nova import NovaStatus
 from nova_operator.naming import Component
 from nova_operator.readiness import JobState, deployment_rolled_out, first_container_image
 from nova_operator.reconcilers import database
@@ -100,6 +101,7 @@ async def apply(ctx: PassContext, decision: Decision) -> Result:
             ctx.status[key] = value
         else:
             ctx.status.pop(key, None)  # "empty": the CRD enum admits no ""; the write sends null
+    _mirror(ctx, decision)
     if decision.condition is not None:
         c = decision.condition
         ctx.set(c.type, c.status, c.reason, c.message)
@@ -113,6 +115,20 @@ async def apply(ctx: PassContext, decision: Decision) -> Result:
     if decision.next is Next.AFTER:
         return Result(requeue_after=decision.requeue_after)
     return Result()
+
+
+def _mirror(ctx: PassContext, decision: Decision) -> None:
+    """Keep the typed view of the status in step: the workload steps render from ``ctx.nova``.
+
+    On completion the four ``installed-release``-annotated roles must roll in the same pass
+    (§6.2); a status write is status-only and wakes no further pass.
+    """
+    if ctx.nova.status is None:
+        ctx.nova.status = NovaStatus()
+    status = ctx.nova.status
+    status.installed_release = decision.installed or None
+    status.target_release = decision.target or None
+    status.upgrade_phase = cast(Any, decision.phase or None)
 
 
 async def delete_phase_jobs(ctx: PassContext) -> None:

@@ -239,7 +239,12 @@ async def test_a_full_upgrade_through_the_glue(env: Env) -> None:
     assert await env.run() == Result(requeue_after=30.0)
     assert env.database_ready() == ("False", "ContractInProgress")
     env.finish("db-contract")
-    assert await env.run() == Result()
+    ctx = env.context()
+    assert await glue.dispatch(ctx, steady) == Result()
+    env.save(ctx)
+    # the workload steps of this same pass render the promoted release (the second roll, §6.2)
+    assert ctx.nova.status is not None
+    assert (ctx.nova.status.installed_release, ctx.nova.status.upgrade_phase) == ("2026.2", None)
     assert env.status["installedRelease"] == "2026.2"
     assert "targetRelease" not in env.status
     assert "upgradePhase" not in env.status

@@ -205,3 +205,79 @@ def test_archive_without_retention_passes_no_date_filter(run: Run) -> None:
     result = run(jobs.archive_script(), MAX_ROWS="1000", SLEEP="0")
     assert result.returncode == 0, result.stderr
     assert run.calls == [f"{CD} db archive_deleted_rows --all-cells --max_rows 1000"]
+
+
+def test_expand_checks_first_then_migrates_nova_api_then_the_cell(run: Run) -> None:
+    stub = run.tmp / "bin" / "nova-status"
+    stub.write_text('#!/bin/sh\nprintf \'nova-status %s\\n\' "$*" >> "$STUB_LOG"\nexit 0\n')
+    result = run(jobs.expand_script(termination_log=str(run.termination)))
+    assert result.returncode == 0, result.stderr
+    assert run.calls == [f"nova-status {CD} upgrade check", f"{CD} api_db sync", f"{CD} db sync"]
+    assert run.termination.read_text() == "nova-status upgrade check exit 0\n"
+
+
+def test_expand_reports_the_code_even_when_the_sync_fails_afterwards(run: Run) -> None:
+    # the line is written before acting on the code, so a later failure still leaves the report
+    (run.tmp / "bin" / "nova-manage").write_text("#!/bin/sh\nexit 255\n")
+    result = run(jobs.expand_script(termination_log=str(run.termination)))
+    assert result.returncode == 255
+    assert run.termination.read_text() == "nova-status upgrade check exit 0\n"
+
+
+@pytest.mark.parametrize(
+    ("conn", "cell0"),
+    [
+        (
+            "mysql+pymysql://nova:pw@nova-db:3306/nova?ssl_ca=/etc/nova-db-tls/cell/ca.crt",
+            "mysql+pymysql://nova:pw@nova-db:3306/nova_cell0?ssl_ca=/etc/nova-db-tls/cell/ca.crt",
+        ),
+        ("mysql+pymysql://nova:pw@nova-db:3306/nova", "mysql+pymysql://nova:pw@nova-db:3306/nova_cell0"),
+        (
+            "mysql+pymysql://nova:pw@db:3306/nova?charset=utf8&ssl_ca=/a?b",  # only the first ? splits
+            "mysql+pymysql://nova:pw@db:3306/nova_cell0?charset=utf8&ssl_ca=/a?b",
+        ),
+    ],
+)
+def test_contract_rewrites_the_connection_for_the_cell0_pass(run: Run, conn: str, cell0: str) -> None:
+    (run.tmp / "bin" / "nova-manage").write_text(
+        '#!/bin/sh\nprintf \'%s\\n\' "$OS_DATABASE__CONNECTION" >> "$STUB_LOG"\nexit 0\n'
+    )
+    result = run(jobs.contract_script(), OS_DATABASE__CONNECTION=conn)
+    assert result.returncode == 0, result.stderr
+    assert run.calls == [conn, cell0]
+
+
+def test_a_failure_in_the_cell0_pass_fails_the_contract_with_its_code(run: Run) -> None:
+    (run.tmp / "bin" / "nova-manage").write_text(
+        "#!/bin/sh\n"
+        'printf \'%s\\n\' "$OS_DATABASE__CONNECTION" >> "$STUB_LOG"\n'
+        'case "$OS_DATABASE__CONNECTION" in *_cell0*) exit 2 ;; esac\nexit 0\n'
+    )
+    result = run(jobs.contract_script(), OS_DATABASE__CONNECTION="mysql+pymysql://n:p@h:1/nova")
+    assert result.returncode == 2
+    assert run.calls == ["mysql+pymysql://n:p@h:1/nova", "mysql+pymysql://n:p@h:1/nova_cell0"]
+
+
+@pytest.mark.parametrize("phase", ["db-expand", "db-migrate", "db-contract"])
+def test_the_phase_jobs_share_the_migration_job_shape(load_sample: Callable[[str], Nova], phase: str) -> None:
+    nova = load_sample("minimal")
+    job = jobs.phase_job(nova, phase, "nova-config-abc")  # type: ignore[arg-type]
+    assert job["metadata"]["name"] == f"nova-{phase}"
+    assert job["spec"]["backoffLimit"] == 4  # five attempts
+    assert "ttlSecondsAfterFinished" not in job["spec"]  # the finished Job is the state record
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["name"] == phase
+    assert container["image"] == "ghcr.io/c5c3/nova:2025.2"  # spec.image: the target release
+    assert {"name": "config", "mountPath": "/etc/nova/nova.conf.d", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    assert {"name": "config", "configMap": {"name": "nova-config-abc"}} in pod["volumes"]
+    env = {e["name"] for e in container["env"]}
+    assert {"OS_DATABASE__CONNECTION", "OS_API_DATABASE__CONNECTION", "OS_DEFAULT__TRANSPORT_URL"} <= env
+    if phase == "db-migrate":
+        assert container["command"][0] == "nova-manage"  # argv form, no shell
+    else:
+        script = jobs.expand_script() if phase == "db-expand" else jobs.contract_script()
+        assert container["command"] == ["/bin/sh", "-eu", "-c", script]

@@ -193,13 +193,29 @@ async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, su
     )
 
 
-async def read_check_message(ctx: PassContext, job_name: str) -> str | None:
-    """The expand pod's termination message, read uncached (succeeded pod first, else the newest)."""
+def _of_another_job(pod: Mapping[str, Any], job_uid: str) -> bool:
+    """A pod that names a different Job UID (a replaced Job's pod still being garbage-collected)."""
+    meta = pod.get("metadata") or {}
+    marks = {str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("kind") == "Job"}
+    label = (meta.get("labels") or {}).get("batch.kubernetes.io/controller-uid")
+    if label:
+        marks.add(str(label))
+    return bool(marks) and job_uid not in marks
+
+
+async def read_check_message(ctx: PassContext, job: Mapping[str, Any]) -> str | None:
+    """The expand pod's termination message, read uncached (succeeded pod first, else the newest).
+
+    Pods are selected by the ``job-name`` label like the cells report; a pod that positively
+    belongs to another UID of that name (the Job was re-created) is left out.
+    """
+    meta = job.get("metadata") or {}
     try:
         listed = await ctx.kube.list(
-            PODS, ctx.namespace, label_selector=f"batch.kubernetes.io/job-name={job_name}"
+            PODS, ctx.namespace, label_selector=f"batch.kubernetes.io/job-name={meta.get('name', '')}"
         )
-        pod = report_pod(list(listed.get("items") or []))
+        pods = [p for p in listed.get("items") or [] if not _of_another_job(p, str(meta.get("uid", "")))]
+        pod = report_pod(pods)
     except Exception:  # diagnostic only: never fails the pass
         return None
     return termination_message(pod) if pod is not None else None
@@ -210,7 +226,7 @@ async def report_check(ctx: PassContext, job: Mapping[str, Any] | None) -> None:
 
     async def record(state: JobState, seconds: float) -> None:
         assert job is not None
-        event = upgrade.check_report(await read_check_message(ctx, job["metadata"]["name"]))
+        event = upgrade.check_report(await read_check_message(ctx, job))
         await ctx.emit(event.type, event.reason, event.message)
 
     await record_terminal_job(

@@ -483,3 +483,29 @@ async def test_no_flip_outside_rolling_update(env: Env) -> None:
     env.kube.put(DEPLOYMENTS, deployment("nova", "ghcr.io/c5c3/nova:2026.1"))
     ctx = env.context()
     assert await glue.rollout_flip(ctx, env.kube.store[(str(DEPLOYMENTS), NS, "nova")]) is None
+
+
+async def test_the_report_ignores_a_pod_of_a_replaced_expand_job(env: Env) -> None:
+    await in_phase(env, "Expanding")
+    await env.run()
+    stale = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "nova-db-expand-old",
+            "namespace": NS,
+            "labels": {
+                "batch.kubernetes.io/job-name": "nova-db-expand",
+                "batch.kubernetes.io/controller-uid": "gone",
+            },
+            "creationTimestamp": T1,
+        },
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [{"state": {"terminated": {"message": "stale exit 0"}}}],
+        },
+    }
+    env.kube.put(PODS, stale)
+    env.finish("db-expand", message="nova-status upgrade check exit 1")
+    await env.run()
+    assert env.events.emitted[0] == ("Warning", "UpgradeCheckWarnings", "nova-status upgrade check exit 1")

@@ -7,6 +7,7 @@ from typing import Any
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import (
     CONFIGMAPS,
+    CRONJOBS,
     DATABASES,
     DEPLOYMENTS,
     GRANTS,
@@ -17,7 +18,7 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.runtime.request import Request
 
-from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
+from .conftest import Operator, Simulator, now, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import (  # type: ignore[import-not-found]
     SECRET_VALUES,
     SECRETS_DATA,
@@ -358,3 +359,62 @@ async def test_a_db_sync_without_a_readable_cells_report_leaves_status_cells_alo
     assert [e[:2] for e in events if e[1] == "CellsReportUnavailable"] == [
         ("Normal", "CellsReportUnavailable")
     ]
+
+
+async def test_db_archive_runs_drive_the_condition_and_are_counted_once(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    await ready_at_generation(admin, ns, 1)
+    cronjob = await admin.get(CRONJOBS, "nova-db-archive", ns)
+    labels = cronjob["spec"]["jobTemplate"]["metadata"]["labels"]
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "name": "nova-db-archive",
+        "uid": cronjob["metadata"]["uid"],
+        "controller": True,
+    }
+    template = cronjob["spec"]["jobTemplate"]["spec"]
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    m = operator.metrics
+    archive = {"nova": "nova", "namespace": ns}
+
+    async def run(name: str, *, fail: bool) -> None:
+        simulator.fail_jobs = fail
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
+            "spec": template,
+        }
+        await admin.create(JOBS, job, ns)
+        await wait_for(
+            lambda: admin.get(JOBS, name, ns), lambda j: bool((j.get("status") or {}).get("conditions")), 10
+        )
+        # the CronJob controller's status update is what wakes the Nova
+        await admin.patch_status(CRONJOBS, "nova-db-archive", {"status": {"lastScheduleTime": now()}}, ns)
+
+    await run("nova-db-archive-100", fail=False)
+    await wait_for(
+        lambda: _value(m, "nova_operator_db_archive_total", {**archive, "result": "succeeded"}), bool, 10
+    )
+    await run("nova-db-archive-200", fail=True)
+    nova = await wait_for(get, lambda n: cond(n, "DBArchiveReady").get("reason") == "DBArchiveJobFailed", 10)
+    assert "nova-db-archive-200" in cond(nova, "DBArchiveReady")["message"]
+    assert cond(nova, "Ready")["status"] == "False"
+    events = await events_of(admin, ns)
+    assert any(t == "Warning" and r == "DBArchiveJobFailed" for t, r, _ in events)
+    operator.controller.enqueue(Request(ns, "nova"))
+    await wait_for(
+        lambda: _value(m, "nova_operator_db_archive_total", {**archive, "result": "failed"}), bool, 10
+    )
+    assert await _value(m, "nova_operator_db_archive_total", {**archive, "result": "succeeded"}) == 1
+    assert await _value(m, "nova_operator_db_archive_total", {**archive, "result": "failed"}) == 1
+    assert await _value(m, "nova_operator_db_archive_duration_seconds_count", archive) == 2
+
+
+async def _value(metrics: Any, name: str, labels: dict[str, str]) -> float:
+    return sample_value(metrics, name, labels)

@@ -23,6 +23,13 @@ from .conftest import (  # type: ignore[import-not-found]
 )
 
 Object = dict[str, Any]
+ROLE_CONDITIONS = {
+    "nova-conductor": ("ConductorReady", "WaitingForConductor"),
+    "nova-scheduler": ("SchedulerReady", "WaitingForScheduler"),
+    "nova-metadata": ("MetadataReady", "WaitingForMetadata"),
+    "nova-novncproxy": ("ConsoleProxyReady", "WaitingForConsoleProxy"),
+    "nova": ("DeploymentReady", "WaitingForDeployment"),
+}
 
 
 def phase(nova: Object) -> str:
@@ -82,6 +89,8 @@ async def test_a_full_upgrade_walks_every_phase_in_order(cluster: Cluster, opera
         images = await c.wait_image(role, f"{IMAGE}:{NEW}")
         for later in ROLES[i + 1 :]:
             assert images[later] == f"{IMAGE}:{OLD}", (role, later, images)
+        condition, waiting = ROLE_CONDITIONS[role]
+        await c.until(lambda n, t=condition, r=waiting: cond(n, t).get("reason") == r)
         nova = await c.nova()
         assert phase(nova) == "RollingUpdate"
         assert db_reason(nova) == "UpgradeRollingUpdate"
@@ -259,3 +268,36 @@ async def test_a_patch_bump_performs_no_phase(cluster: Cluster) -> None:
     assert set((await c.images()).values()) == {f"{IMAGE}:{OLD}-p1"}
     assert not [e for e in await c.events() if e[1].startswith("Upgrade")]
     assert (await c.admin.get(NOVAS, "nova", c.ns))["status"].get("upgradePhase") is None
+
+
+async def test_a_third_release_mid_upgrade_is_refused_until_set_back_to_the_target(cluster: Cluster) -> None:
+    c, sim = cluster, cluster.sim
+    await c.ready()
+    sim.messages["nova-db-expand"] = check_line(0)
+    sim.held_jobs.add("nova-db-migrate")
+    await c.edit(NEW)
+    await c.until(at("Migrating", "MigrateInProgress"))
+    await c.edit("2027.1")
+    nova = await c.until(at("Migrating", "UpgradeTargetChanged"))
+    assert nova["status"]["targetRelease"] == NEW
+    assert nova["status"]["installedRelease"] == OLD
+    event = await c.event("UpgradeTargetChanged")
+    assert event[0] == "Warning"
+    assert "2027.1" in event[2]
+    assert set((await c.images()).values()) == {f"{IMAGE}:{OLD}"}
+    await c.edit(NEW)  # continue
+    sim.held_jobs.clear()
+    nova = await c.until(lambda n: n["status"].get("installedRelease") == NEW and is_ready(n), 60)
+    assert "upgradePhase" not in nova["status"]
+
+
+async def test_a_release_bump_without_the_image_parks_on_the_mismatch(cluster: Cluster) -> None:
+    c = cluster
+    await c.ready()
+    await c.edit(NEW, OLD)  # only the release: the old nova-manage would no-op the phases
+    nova = await c.until(lambda n: db_reason(n) == "ImageReleaseMismatch")
+    assert phase(nova) == ""
+    assert not await c.job_names() & set(PHASE_JOBS)
+    await c.edit(NEW)  # the image follows: the upgrade starts
+    await c.until(lambda n: n["status"].get("targetRelease") == NEW)
+    assert (await c.event("UpgradeInitiated"))[2] == f"Upgrade initiated: {OLD} → {NEW}"

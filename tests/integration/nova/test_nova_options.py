@@ -82,6 +82,14 @@ async def test_every_optional_feature_becomes_ready_and_the_disabled_console_pro
     assert sorted(remote["data"]) == sorted(contract["data"])
     assert remote["data"]["transport_url"] != contract["data"]["transport_url"]
 
+    # quiet steady state with every optional object in place
+    simulator.hold_jobs = True
+    writes = operator.writes()
+    for _ in range(20):
+        await operator.force_pass("nova")
+    assert operator.writes() - writes == 0
+    simulator.hold_jobs = False
+
     # turning the console proxy on brings its Deployment, Service and route back
     nova["spec"]["consoleProxy"] = {
         "enabled": True,

@@ -9,6 +9,7 @@ the control plane does not). Only when both are as the spec asks: ``ComputeConfi
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from nova_operator import conditions
@@ -23,6 +24,10 @@ CONDITION: Final = conditions.COMPUTE_CONFIG_READY
 PUBLISHED: Final = "ComputeConfigPublished"
 COMPUTE_CONFIG_ERROR: Final = "ComputeConfigError"
 WAITING_FOR_REMOTE_URL: Final = "WaitingForRemoteTransportURL"
+
+
+class RemoteContractRefused(Exception):
+    """The remote transport URL cannot be published (the pass stops and backs off)."""
 
 
 def _contract(ctx: PassContext, fragment: str, transport_url: str, *, remote: bool) -> dict[str, object]:
@@ -53,12 +58,19 @@ async def _remote(ctx: PassContext, inputs: novaconf.ConfInputs) -> str | None:
             f"{WAITING_FOR_REMOTE_URL}:spec.remoteCompute.transportURLSecretRef: Secret "
             f"{ctx.namespace}/{ref.name} has no non-empty key {key}"
         )
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme != "rabbit":  # a remote compute would join no bus: halt (nova-crd §11.2)
+        shown = repr(scheme) if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,15}", scheme) else "none"
+        message = (  # never echo the URL: it carries a password
+            f"spec.remoteCompute.transportURLSecretRef: the transport URL scheme must be rabbit, not {shown}"
+        )
+        ctx.set(CONDITION, False, COMPUTE_CONFIG_ERROR, message)
+        raise RemoteContractRefused(message)
     try:
-        derived.check_transport_url(url)
         fragment = novaconf.render_compute_fragment(
             inputs, remote=novaconf.RemoteComputeInputs(keystone_endpoint=remote.keystone_endpoint)
         )
-    except (derived.TransportURLRejected, novaconf.ConfigError) as exc:
+    except novaconf.ConfigError as exc:
         return f"{COMPUTE_CONFIG_ERROR}:remote compute contract: {exc}"
     await ctx.ensure(_contract(ctx, fragment, url, remote=True))
     ctx.status["remoteComputeConfigSecretRef"] = {"name": name}

@@ -212,3 +212,33 @@ async def test_a_failing_probe_reports_its_reason_and_retries_in_ten_seconds(kub
     c = ctx.condition(conditions.NOVA_API_READY)
     assert c is not None
     assert c["reason"] == "ConnectionFailed"
+
+
+async def test_a_remote_transport_url_that_is_not_rabbit_halts_without_echoing_it(
+    kube: Any, events: Any
+) -> None:
+    import pytest
+
+    from nova_operator.reconcilers import compute_config
+
+    remote = {
+        "keystoneEndpoint": "https://keystone.example.org/v3",
+        "transportURLSecretRef": {"name": "remote"},
+    }
+    tls = {"secretRef": {"name": "bus"}, "tls": {"caBundleSecretRef": {"name": "ca"}}}
+    ctx = make_ctx(
+        kube,
+        events,
+        secret("remote", transport_url="amqp://u:topsecret@h:5672/"),
+        remoteCompute=remote,
+        messaging=tls,
+    )
+    ctx.state.broker_ca = "CA"
+    ctx.state.transport_url = "rabbit://u:p@h:5672/"
+    with pytest.raises(compute_config.RemoteContractRefused):
+        await compute_config.run(ctx)
+    c = ctx.condition(conditions.COMPUTE_CONFIG_READY)
+    assert c is not None
+    assert c["reason"] == "ComputeConfigError"
+    assert "'amqp'" in c["message"]
+    assert "topsecret" not in c["message"]

@@ -242,3 +242,22 @@ async def test_a_remote_transport_url_that_is_not_rabbit_halts_without_echoing_i
     assert c["reason"] == "ComputeConfigError"
     assert "'amqp'" in c["message"]
     assert "topsecret" not in c["message"]
+
+
+async def test_the_secret_store_gate_runs_only_when_a_store_is_named(kube: Any, events: Any) -> None:
+    from nova_operator.kube.resources import CLUSTER_SECRET_STORES
+
+    store = {"kind": "ClusterSecretStore", "name": "openbao"}
+    ctx = make_ctx(kube, events, *ALL_SECRETS, secretStoreRef=store)
+    assert (await secrets.run(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["reason"], c["message"]) == ("SecretStoreNotReady", "ClusterSecretStore openbao not found")
+    ready = [{"type": "Ready", "status": "True"}]
+    kube.put(CLUSTER_SECRET_STORES, {"metadata": {"name": "openbao"}, "status": {"conditions": ready}})
+    ctx = make_ctx(kube, events, *ALL_SECRETS, secretStoreRef=store)
+    assert (await secrets.run(ctx)).requeue_after is None
+    calls = len(kube.calls)
+    ctx = make_ctx(kube, events, *ALL_SECRETS)  # no store named: not even read
+    await secrets.run(ctx)
+    assert len(kube.calls) == calls

@@ -1,0 +1,80 @@
+"""The Nova controller's watch mappings (reconciler.md §10.1): Secret-name index, owner leg, MariaDB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova_operator.reconcilers.nova import SECRET_INDEX, _mariadb_mapper, _secret_mapper, secret_refs
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.request import Request
+
+
+def nova(name: str = "nova", **spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiDatabase": {"clusterRef": {"name": "db"}, "secretRef": {"name": "api-db"}},
+        "database": {
+            "host": "h",
+            "secretRef": {"name": "cell-db"},
+            "tls": {
+                "mode": "disabled",
+                "caBundleSecretRef": {"name": "ca"},
+                "clientCertSecretRef": {"name": "cc"},
+            },
+        },
+        "serviceUser": {"secretRef": {"name": "svc"}},
+        "metadata": {"sharedSecretRef": {"name": "meta"}},
+        "messaging": {"secretRef": {"name": "bus"}},
+    }
+    base.update(spec)
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": base}
+
+
+def test_the_index_names_every_referenced_secret_but_tls_secrets_only_while_tls_is_on() -> None:
+    assert secret_refs(nova()) == ["ns/api-db", "ns/bus", "ns/cell-db", "ns/meta", "ns/svc"]
+    tls = {"mode": "require", "caBundleSecretRef": {"name": "ca"}, "clientCertSecretRef": {"name": "cc"}}
+    with_tls = nova(database={"host": "h", "secretRef": {"name": "cell-db"}, "tls": tls})
+    remote = {"transportURLSecretRef": {"name": "remote"}}
+    assert {"ns/ca", "ns/cc"} <= set(secret_refs(with_tls))
+    assert "ns/remote" in secret_refs(nova(remoteCompute=remote))
+
+
+def _cache(*novas: dict[str, Any]) -> Cache:
+    cache = Cache("novas")
+    cache.add_index(SECRET_INDEX, secret_refs)
+    for n in novas:
+        cache.upsert(n)
+    return cache
+
+
+def test_a_secret_wakes_the_novas_naming_it_and_its_nova_owner_if_that_still_exists() -> None:
+    mapper = _secret_mapper(_cache(nova("a"), nova("b")))
+    referenced = {"metadata": {"name": "svc", "namespace": "ns"}}
+    assert mapper(referenced) == [Request("ns", "a"), Request("ns", "b")]
+    derived = {
+        "metadata": {
+            "name": "a-transport-url",
+            "namespace": "ns",
+            "ownerReferences": [
+                {"apiVersion": "nova.openstack.c5c3.io/v1alpha1", "kind": "Nova", "name": "a"}
+            ],
+        }
+    }
+    assert mapper(derived) == [Request("ns", "a")]
+    orphan = {
+        "metadata": {
+            **derived["metadata"],
+            "ownerReferences": [{**derived["metadata"]["ownerReferences"][0], "name": "gone"}],
+        }
+    }
+    assert list(mapper(orphan)) == []
+    elsewhere = {"metadata": {"name": "svc", "namespace": "other"}}
+    assert list(mapper(elsewhere)) == []
+
+
+def test_a_mariadb_wakes_each_nova_that_names_it_once() -> None:
+    both = nova("both", database={"clusterRef": {"name": "db"}, "secretRef": {"name": "x"}})
+    mapper = _mariadb_mapper(_cache(both, nova("api-only"), nova("none", apiDatabase={"host": "h"})))
+    assert mapper({"metadata": {"name": "db", "namespace": "ns"}}) == [
+        Request("ns", "api-only"),
+        Request("ns", "both"),
+    ]

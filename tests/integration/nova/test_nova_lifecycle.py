@@ -418,3 +418,27 @@ async def test_db_archive_runs_drive_the_condition_and_are_counted_once(
 
 async def _value(metrics: Any, name: str, labels: dict[str, str]) -> float:
     return sample_value(metrics, name, labels)
+
+
+async def test_a_spec_rule_the_schema_cannot_check_is_reported_without_a_crash_loop(
+    admin: Kube, operator: Operator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(dbArchive={"schedule": "every night at two"}), ns)
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    nova = await wait_for(get, lambda n: cond(n, "SecretsReady").get("reason") == "ConfigError", 10)
+    message = cond(nova, "SecretsReady")["message"]
+    assert "spec.dbArchive.schedule" in message
+    assert "invalid cron expression" in message
+    assert cond(nova, "Ready")["status"] == "False"
+    events = await events_of(admin, ns)
+    assert any(t == "Warning" and r == "InvalidSpec" for t, r, _ in events)
+    assert (
+        await _value(
+            operator.metrics, "nova_operator_controller_reconcile_errors_total", {"controller": "nova"}
+        )
+        == 0
+    )
+    for name in ("nova-api-db-connection", "nova-transport-url"):  # nothing derived from an invalid spec
+        assert name not in [s["metadata"]["name"] for s in (await admin.list(SECRETS, ns))["items"]]

@@ -205,6 +205,8 @@ class NovaReconciler:
         )
         message = f"the spec is invalid: {problems}"
         conds: list[conditions.Condition] = status.setdefault("conditions", [])
+        previous = conditions.find(conds, conditions.SECRETS_READY)
+        repeated = previous is not None and previous.get("message") == message
         conditions.set_condition(
             conds,
             conditions.SECRETS_READY,
@@ -214,7 +216,8 @@ class NovaReconciler:
             generation=generation,
             now=self.now(),
         )
-        await self.events.emit(obj, "Warning", INVALID_SPEC, message)
+        if not repeated:  # once per distinct problem, not on every wake-up
+            await self.events.emit(obj, "Warning", INVALID_SPEC, message)
 
     # -- deletion (§12) ------------------------------------------------------------------------
 

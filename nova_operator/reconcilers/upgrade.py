@@ -11,6 +11,13 @@ Two seams:
   returns the step's result while the phase is ``RollingUpdate`` (gate closed: wait 10 s;
   open: flip to ``Contracting``, requeue 1 s) and None in any other phase.
 
+Wiring (step modules may not import each other, ``tests/unit/reconcilers/test_independence.py``):
+the Database step takes the flow as a parameter, e.g. ``database.run(ctx, upgrade_flow=...)``
+calling ``upgrade_flow(ctx, installed, target)`` where it calls ``run_upgrade`` today, and
+``nova_steps`` binds ``upgrade.run_upgrade`` into the ``Database`` step; likewise the API step
+may take ``rollout_flip`` (its own inline flip is equivalent). Until then the integration
+tests point ``database.run_upgrade`` at ``run_upgrade`` (``tests/integration/upgrade/conftest.py``).
+
 The phase Jobs run through the Database step's Job mechanics (``database.run_job``: create,
 pod-spec-hash gate, recreate on a template change, adoption, permanent failure). Each Job
 observed is handed to the exactly-once recorder under its suffix (``db-expand``,

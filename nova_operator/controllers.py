@@ -2,18 +2,27 @@
 
 ``factories(settings)`` returns the controller factories the CLI hands to the manager.
 Each factory takes the ``Manager``, asks it for the informers it needs and returns its
-``Controller``.
+``Controller`` (or an awaitable of it, when it must ask the cluster something first).
 """
 
 from __future__ import annotations
 
-from nova_operator.manager import ControllerFactory
+from nova_operator.manager import AsyncControllerFactory, ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with as novacompute_factory
+from nova_operator.reconcilers.nova import make_controller_factory, probe_options
+from nova_operator.runtime import Controller
 from nova_operator.settings import Settings
 
 
-def factories(settings: Settings | None = None) -> list[ControllerFactory]:
+def factories(settings: Settings | None = None) -> list[ControllerFactory | AsyncControllerFactory]:
     settings = settings or Settings()
+    operator_namespace = settings.leader_election.namespace  # the namespace the operator runs in
+
+    async def nova(manager: Manager) -> Controller:
+        # Whether the Gateway API and MariaDB kinds are served decides which informers can sync.
+        options = await probe_options(manager.kube, operator_namespace=operator_namespace)
+        return make_controller_factory(options)(manager)
+
     compute = ComputeSettings(nova_api_url=settings.openstack.nova_api_url_for)
-    return [novacompute_factory(compute)]
+    return [nova, novacompute_factory(compute)]

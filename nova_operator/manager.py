@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import structlog
@@ -40,6 +41,8 @@ from nova_operator.settings import Settings
 log = structlog.get_logger("nova_operator.manager")
 
 ControllerFactory = Callable[["Manager"], Controller]
+AsyncControllerFactory = Callable[["Manager"], Awaitable[Controller]]
+"""A factory that must ask the cluster something first (e.g. which kinds it serves)."""
 
 
 class CacheSyncTimeout(Exception):
@@ -253,7 +256,7 @@ async def check_reachable(kube: Kube, within: float = 10.0) -> None:
 
 async def run(
     settings: Settings,
-    controllers: Sequence[ControllerFactory] = (),
+    controllers: Sequence[ControllerFactory | AsyncControllerFactory] = (),
     *,
     kube: Kube | None = None,
     handle_signals: bool = True,
@@ -267,7 +270,8 @@ async def run(
         await check_reachable(kube)
         manager = Manager(kube, settings)
         for factory in controllers:
-            manager.add_controller(factory(manager))
+            built = factory(manager)
+            manager.add_controller(await built if inspect.isawaitable(built) else built)
         await manager.run(handle_signals=handle_signals)
     finally:
         if own:

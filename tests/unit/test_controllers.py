@@ -7,7 +7,7 @@ from nova_operator.settings import OpenStackSettings, Settings
 
 
 def test_every_controller_is_registered() -> None:
-    assert len(controllers.factories()) == 1  # NovaCompute; the Nova controller joins with issue 6
+    assert len(controllers.factories()) == 2  # Nova and NovaCompute
 
 
 def test_nova_api_url_defaults_to_the_in_cluster_service_and_can_be_pointed_elsewhere() -> None:

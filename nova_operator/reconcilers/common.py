@@ -107,6 +107,19 @@ def finish_status(status: Object, *, ready_inputs: Sequence[str], generation: in
     return status
 
 
+def keep_transition_times(status: Mapping[str, Any], snapshot: Mapping[str, Any]) -> None:
+    """A condition whose status ends the pass where it started keeps its ``lastTransitionTime``.
+
+    Steps may set one condition more than once in a pass (the Secrets step sets ``SecretsReady``
+    True, a later step marks it False); only the pass's net change is a transition.
+    """
+    before = {c.get("type"): c for c in snapshot.get("conditions") or []}
+    for cond in status.get("conditions") or []:
+        old = before.get(cond.get("type"))
+        if old is not None and old.get("status") == cond.get("status") and "lastTransitionTime" in old:
+            cond["lastTransitionTime"] = old["lastTransitionTime"]
+
+
 def status_patch(snapshot: Mapping[str, Any], status: Mapping[str, Any]) -> Object:
     """A merge patch turning ``snapshot`` into ``status`` at the top level (removed fields become null)."""
     patch: Object = {k: v for k, v in status.items() if snapshot.get(k) != v}
@@ -132,6 +145,7 @@ async def write_status(
     A converged pass finds nothing changed and sends nothing (no watch event, no resourceVersion churn).
     """
     finish_status(status, ready_inputs=ready_inputs, generation=generation, now=now)
+    keep_transition_times(status, snapshot)
     if status == snapshot:
         return False
     meta = obj["metadata"]

@@ -83,8 +83,14 @@ async def _last_good(ctx: PassContext) -> None:
 
 
 async def _fail(ctx: PassContext, message: str) -> Result:
+    previous = ctx.initial_condition(CONDITION)
+    repeated = previous is not None and (previous.get("reason"), previous.get("message")) == (
+        CONFIG_ERROR,
+        message,
+    )
     ctx.set(CONDITION, False, CONFIG_ERROR, message)
-    await ctx.emit("Warning", CONFIG_ERROR, message)
+    if not repeated:  # once per distinct problem, so a refused config does not flood the namespace
+        await ctx.emit("Warning", CONFIG_ERROR, message)
     await _last_good(ctx)
     return Result()
 

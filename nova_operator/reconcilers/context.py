@@ -129,6 +129,7 @@ class PassContext:
     metrics: Metrics
     options: NovaOptions = field(default_factory=NovaOptions)
     state: PassState = field(default_factory=PassState)
+    initial: Mapping[str, Any] = field(default_factory=dict)  # the status as the pass found it
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -162,6 +163,10 @@ class PassContext:
 
     def condition(self, cond_type: str) -> Mapping[str, Any] | None:
         return conditions.find(self.conditions, cond_type)
+
+    def initial_condition(self, cond_type: str) -> Mapping[str, Any] | None:
+        """The condition as the pass found it (before any step of this pass set it)."""
+        return conditions.find(self.initial.get("conditions") or [], cond_type)
 
     async def emit(self, type_: EventType, reason: str, message: str) -> None:
         await self.events.emit(self.obj, type_, reason, message)

@@ -170,6 +170,7 @@ class NovaReconciler:
                 caches=self.caches,
                 metrics=self.kube.metrics,
                 options=self.options,
+                initial=snapshot,
             )
             try:
                 result = await run_sequence(NOVA_STEPS, ctx, self.observer)

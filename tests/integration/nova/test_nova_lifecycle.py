@@ -157,6 +157,14 @@ async def test_an_unknown_extra_config_key_is_refused_without_touching_the_runni
     assert len((await admin.list(CONFIGMAPS, ns))["items"]) == config_maps
     for name in ("nova", "nova-scheduler", "nova-conductor", "nova-metadata"):
         assert config_map_of(await admin.get(DEPLOYMENTS, name, ns)) == good
+    # the refusal is a quiet state too: more passes write nothing and repeat no event
+    simulator.hold_jobs = True
+    writes = operator.writes()
+    for _ in range(5):
+        await operator.force_pass("nova")
+    assert operator.writes() - writes == 0
+    simulator.hold_jobs = False
+    assert len([e for e in await events_of(admin, ns) if e[1] == "ConfigError"]) == 1
     # not a crash loop: the pass ends without an error
     errors_after = sample_value(
         operator.metrics, "nova_operator_controller_reconcile_errors_total", {"controller": "nova"}

@@ -102,3 +102,14 @@ async def test_a_stale_resource_version_defers_the_recording(kube: Any, events: 
     assert not ok
     assert seen == []
     assert events.emitted[0][:2] == ("Warning", "DBArchiveMetricEmissionDeferred")
+
+
+def test_a_condition_that_flips_and_flips_back_within_a_pass_keeps_its_transition_time() -> None:
+    old = {"type": "SecretsReady", "status": "False", "lastTransitionTime": "2025-01-01T00:00:00Z"}
+    snapshot = {"conditions": [old]}
+    status = {"conditions": [{**old, "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "new"}]}
+    common.keep_transition_times(status, snapshot)
+    assert status["conditions"][0]["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+    flipped = {"conditions": [{**old, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    common.keep_transition_times(flipped, snapshot)
+    assert flipped["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"

@@ -259,8 +259,8 @@ async def test_deletion_cleans_up_managed_databases_before_releasing_the_finaliz
     assert operator.metrics.registry.get_sample_value("nova_operator_db_sync_total", labels) is None
 
 
-async def test_deletion_of_a_brownfield_nova_leaves_its_databases_alone(
-    admin: Kube, operator: Operator, namespace: str
+async def test_a_brownfield_nova_is_ready_without_mariadb_objects_and_leaves_them_alone_on_deletion(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
 ) -> None:
     ns = namespace
     await create_inputs(admin, ns)
@@ -284,10 +284,11 @@ async def test_deletion_of_a_brownfield_nova_leaves_its_databases_alone(
         "secretRef": {"name": "cell-db"},
     }
     await admin.create(NOVAS, body, ns)
-    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
-    await wait_for(
-        get, lambda n: "nova.openstack.c5c3.io/finalizer" in (n["metadata"].get("finalizers") or []), 10
-    )
+    await ready_at_generation(admin, ns, 1)
+    for ref in (DATABASES, USERS, GRANTS):  # nothing provisioned: only the foreign Database exists
+        names = [o["metadata"]["name"] for o in (await admin.list(ref, ns))["items"]]
+        assert names == (["nova"] if ref is DATABASES else []), (ref, names)
+    assert "ownerReferences" not in (await admin.get(DATABASES, "nova", ns))["metadata"]
     await admin.delete(NOVAS, "nova", ns)
 
     async def gone() -> bool:

@@ -4,14 +4,14 @@
 steps, then the concurrent group ``NOVA_GROUP``. The lists live in
 ``nova_operator.reconcilers.nova_steps`` and are imported lazily here, so importing a single
 step module (or ``common``) never drags in the whole pipeline. The NovaCompute controller's
-steps live in ``nova_operator.reconcilers.compute``.
+steps live in ``nova_operator.reconcilers.compute`` and are re-exported here as ``NOVACOMPUTE_STEPS``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NOVA_GROUP", "NOVA_STEPS"]
+__all__ = ["NOVACOMPUTE_STEPS", "NOVA_GROUP", "NOVA_STEPS"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from nova_operator.reconcilers import nova_steps
 
         return getattr(nova_steps, name)
+    if name == "NOVACOMPUTE_STEPS":
+        from nova_operator.reconcilers import compute
+
+        return compute.NOVACOMPUTE_STEPS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,12 @@ def default_format() -> Literal["json", "console"]:
 def configure(*, fmt: Literal["json", "console"] = "json", level: str = "info") -> None:
     """Configure structlog (and route stdlib logging, e.g. aiohttp's, through the same level)."""
     lvl = LEVELS[level.lower()]
+    # Tracebacks are plain in both formats: rich tracebacks print every frame's local variables,
+    # and a reconcile's locals can hold a password or a DSN.
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        if fmt == "console"
+        else structlog.processors.JSONRenderer()
     )
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,

@@ -45,3 +45,20 @@ def test_console_format_renders_plain_text(capsys: pytest.CaptureFixture[str]) -
             json.loads(err)
     finally:
         structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_a_traceback_never_shows_local_variables(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    log.configure(fmt=fmt, level="info")  # type: ignore[arg-type]
+
+    def failing_step() -> None:
+        password = "s3cr3t-local-value"
+        raise RuntimeError(f"step failed ({len(password)} chars)")
+
+    try:
+        failing_step()
+    except RuntimeError:
+        structlog.get_logger("t").exception("reconcile failed")
+    err = capsys.readouterr().err
+    assert "RuntimeError: step failed" in err
+    assert "s3cr3t-local-value" not in err

@@ -20,6 +20,11 @@ def default_format() -> Literal["json", "console"]:
     return "console" if sys.stderr.isatty() else "json"
 
 
+def _stderr_logger(*args: object) -> structlog.PrintLogger:
+    """A logger on the *current* ``sys.stderr`` (resolved per logger, so redirection is honoured)."""
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure(*, fmt: Literal["json", "console"] = "json", level: str = "info") -> None:
     """Configure structlog (and route stdlib logging, e.g. aiohttp's, through the same level)."""
     lvl = LEVELS[level.lower()]
@@ -42,7 +47,7 @@ def configure(*, fmt: Literal["json", "console"] = "json", level: str = "info") 
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s")

@@ -17,7 +17,16 @@ import pytest
 from kubernetes_asyncio import client, config
 from simcluster import ControlPlane, find_binaries
 
+from nova_operator import log
+
 _PLANE: ControlPlane | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The production logging setup. structlog's default would render rich tracebacks with every
+    # frame's locals (whole informer caches) on each logged error, blocking the event loop for
+    # seconds and printing values no log line may carry.
+    log.configure(fmt="console", level="info")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ Each factory takes the ``Manager``, asks it for the informers it needs and retur
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nova_operator.manager import AsyncControllerFactory, ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with as novacompute_factory
@@ -22,6 +24,7 @@ def factories(settings: Settings | None = None) -> list[ControllerFactory | Asyn
     async def nova(manager: Manager) -> Controller:
         # Whether the Gateway API and MariaDB kinds are served decides which informers can sync.
         options = await probe_options(manager.kube, operator_namespace=operator_namespace)
+        options = replace(options, nova_api_url=settings.openstack.nova_api_url_for)
         return make_controller_factory(options)(manager)
 
     compute = ComputeSettings(nova_api_url=settings.openstack.nova_api_url_for)

@@ -28,6 +28,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache
+from nova_operator.settings import OpenStackSettings
 
 Object = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
@@ -66,6 +67,9 @@ class NovaOptions:
 
     operator_namespace: str = "nova-system"
     gateway_api: bool = True  # HTTPRoute served by the cluster (see nova.probe_options)
+    # Where the compute API of a Nova answers: its in-cluster Service unless the operator runs
+    # outside the cluster (--nova-api-url); (name, namespace) -> base URL without a trailing slash.
+    nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
     health: HealthCache = field(default_factory=HealthCache)

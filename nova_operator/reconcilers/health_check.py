@@ -1,7 +1,8 @@
 """Group member ``HealthCheck`` (``NovaAPIReady``), §7.5: an HTTP GET of the API root.
 
-The probe always targets the in-cluster URL ``http://{name}.{ns}.svc.cluster.local:8774/``
-(the compute API answers its version document without a token), never the gateway. A
+The probe targets the in-cluster URL ``http://{name}.{ns}.svc.cluster.local:8774/`` (the
+compute API answers its version document without a token), never the gateway; an operator
+running outside the cluster reaches it where ``--nova-api-url`` says. A
 success is reused for 30 s for the same CR UID and URL while the condition is True, so a
 converged pass sends nothing. The prober is injectable (tests, and clusters the operator
 reaches only through the API server).
@@ -51,7 +52,7 @@ async def http_probe(url: str, limit: float) -> tuple[int, str]:
 
 
 def probe_url(ctx: PassContext) -> str:
-    return f"http://{ctx.name}.{ctx.namespace}.svc.cluster.local:8774/"
+    return ctx.options.nova_api_url(ctx.name, ctx.namespace).rstrip("/") + "/"
 
 
 async def run(ctx: PassContext) -> Result:

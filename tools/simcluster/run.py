@@ -80,7 +80,7 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str]) ->
     try:
         c = handle.cluster
         for node in handle.nodes[POOL]:
-            c.label_node(node, {POOL_LABEL: POOL})
+            c.label_node(node, {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"})
         assert handle.openstack is not None
         service_user = yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text())
         for doc in service_user:

@@ -191,6 +191,20 @@ async def test_a_passing_probe_is_reused_for_thirty_seconds(kube: Any, events: A
     assert len(calls) == 2
 
 
+async def test_the_probe_follows_the_nova_api_url_setting(kube: Any, events: Any) -> None:
+    calls: list[str] = []
+
+    async def probe(url: str, limit: float) -> tuple[int, str]:
+        calls.append(url)
+        return 200, "{}"
+
+    outside = NovaOptions(prober=probe, nova_api_url=lambda name, ns: f"http://127.0.0.1:9774/{ns}/{name}/")
+    ctx = make_ctx(kube, events, options=outside)
+    ctx.status["endpoint"] = "http://nova.ns.svc.cluster.local:8774"
+    await health_check.run(ctx)
+    assert calls == [f"http://127.0.0.1:9774/{ctx.namespace}/{ctx.name}/"]
+
+
 async def test_a_failing_probe_reports_its_reason_and_retries_in_ten_seconds(kube: Any, events: Any) -> None:
     async def unhealthy(url: str, limit: float) -> tuple[int, str]:
         return 503, "down\nfor\rmaintenance " + "x" * 400

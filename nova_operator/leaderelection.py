@@ -36,6 +36,9 @@ from nova_operator.settings import LeaderElectionSettings
 
 log = structlog.get_logger("nova_operator.leaderelection")
 
+RBAC_NEEDS: dict[str, tuple[str, ...]] = {str(LEASES): ("get", "create", "update")}
+"""The verbs leader election sends (config/rbac must grant them, and no more)."""
+
 
 class LeaderElectionLost(Exception):
     """The lease could not be renewed within the renew deadline."""

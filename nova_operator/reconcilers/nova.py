@@ -90,6 +90,9 @@ _APPLY = ("create", "patch")  # server-side apply may create
 RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(NOVAS): ("get", *_WATCH, "patch"),
     f"{NOVAS}/status": ("patch",),
+    # blockOwnerDeletion on the children's owner references needs this where the
+    # OwnerReferencesPermissionEnforcement admission plugin is on.
+    f"{NOVAS}/finalizers": ("update",),
     str(SECRETS): ("get", *_WATCH, *_APPLY, "delete"),
     str(CONFIGMAPS): (*_WATCH, *_APPLY, "delete"),
     str(DEPLOYMENTS): (*_WATCH, *_APPLY, "delete"),

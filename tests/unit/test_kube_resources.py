@@ -53,7 +53,6 @@ def test_every_kind_the_operator_touches_is_in_the_table() -> None:
         ("k8s.mariadb.com", "Grant"),
         ("rabbitmq.com", "RabbitmqCluster"),
         ("coordination.k8s.io", "Lease"),
-        ("events.k8s.io", "Event"),
         ("nova.openstack.c5c3.io", "Nova"),
         ("nova.openstack.c5c3.io", "NovaCompute"),
     ]:

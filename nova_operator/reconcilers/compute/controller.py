@@ -11,10 +11,22 @@ watch: a relabel is noticed by the poll (60 s at most).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from nova_operator.events import EventRecorder
-from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVACOMPUTES, NOVAS, SECRETS, ResourceRef
+from nova_operator.kube.resources import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    EVENTS,
+    JOBS,
+    NODES,
+    NOVACOMPUTES,
+    NOVAS,
+    PODS,
+    SECRETS,
+    ResourceRef,
+)
 from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings, Object
 from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
@@ -28,6 +40,24 @@ NAME = "novacompute"
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=novacompute-operator"
 CONTRACT_SELECTOR = "app.kubernetes.io/component=compute-config"
 CONTRACT_SUFFIX = "-compute-config"
+
+RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
+    str(NOVACOMPUTES): ("get", "list", "watch", "patch"),  # read, informer, finalizer
+    f"{NOVACOMPUTES}/status": ("patch",),
+    # blockOwnerDeletion on the children's owner references needs this where the
+    # OwnerReferencesPermissionEnforcement admission plugin is on.
+    f"{NOVACOMPUTES}/finalizers": ("update",),
+    str(NOVAS): ("get", "list", "watch"),
+    str(NODES): ("get", "list"),  # uncached, as the spec asks
+    str(PODS): ("list",),
+    str(DAEMONSETS): ("get", "list", "watch", "create", "patch", "delete"),
+    str(CONFIGMAPS): ("get", "list", "watch", "create", "delete"),
+    str(SECRETS): ("get", "list", "watch", "delete"),  # the contract; mirrors are reaped
+    str(JOBS): ("get", "create", "delete"),  # the host-discovery Job
+    str(DEPLOYMENTS): ("get",),
+    str(EVENTS): ("create", "patch"),
+}
+"""The verbs the NovaCompute controller sends, per resource (config/rbac must grant them, and no more)."""
 
 
 def nova_ref(obj: Mapping[str, Any]) -> str:

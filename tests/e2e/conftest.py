@@ -13,7 +13,7 @@ import os
 import pathlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from simcluster import SimHandle, launch
 E2E_KUBECONFIG = os.environ.get("E2E_KUBECONFIG")
 _HANDLE: SimHandle | None = None
 _STARTUP: list[str] = []  # shown in the terminal summary (print() is captured without -s)
+_SCENARIO_TIMES: list[str] = []  # setup + call time of each operator scenario (test_scenarios.py)
 
 # Node layout: 3 plain nodes, 3 in pool "a", 2 in pool "b" (label sim.nova.openstack.c5c3.io/pool).
 POOL_A = "a"
@@ -74,6 +75,37 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _stop()
 
 
+@pytest.fixture(scope="module")
+def sim_module(tmp_path_factory: pytest.TempPathFactory) -> SimHandle:
+    """The simulated cluster for module-scoped fixtures (one operator per scenario group); skips on
+    an external cluster, since the operator scenarios need the stand-ins and the fake OpenStack API."""
+    if E2E_KUBECONFIG:
+        pytest.skip("needs the simulated cluster (stand-ins, fake OpenStack); E2E_KUBECONFIG is set")
+    return _started(tmp_path_factory)
+
+
+@pytest.fixture
+def summary_line() -> Callable[[str], None]:
+    """Add a line to the e2e part of the terminal summary (e.g. a measured time to Ready)."""
+    return _STARTUP.append
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "test_scenarios.py" not in report.nodeid or report.when == "teardown":
+        return
+    if report.when == "setup":
+        _SETUP_SECONDS[report.nodeid] = report.duration
+    elif report.when == "call":
+        setup = _SETUP_SECONDS.pop(report.nodeid, 0.0)
+        name = report.nodeid.split("::")[-1]
+        _SCENARIO_TIMES.append(
+            f"  {name}: {report.duration + setup:6.1f} s (setup {setup:.1f} s) {report.outcome}"
+        )
+
+
+_SETUP_SECONDS: dict[str, float] = {}
+
+
 @pytest.fixture
 def simcluster(sim: SimHandle | None) -> SimHandle:
     """The simulated cluster; skips the test on an external cluster."""
@@ -90,14 +122,22 @@ def kubeconfig(sim: SimHandle | None) -> pathlib.Path:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    if report.failed and _HANDLE is not None and "sim" in getattr(item, "fixturenames", ()):
+    uses_sim = {"sim", "sim_module"} & set(getattr(item, "fixturenames", ()))
+    if report.failed and _HANDLE is not None and uses_sim:
         report.sections.append(("simulated cluster logs", _HANDLE.logs(6000)))
+    if report.failed and _HANDLE is not None and "test_scenarios.py" in item.nodeid:
+        for proc in _HANDLE.processes[-2:]:  # the operator replicas of the failing scenario
+            report.sections.append((f"{proc.name} log (alive: {proc.alive})", proc.output(8000)))
     return report
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _STARTUP:
         terminalreporter.write_line(line)
+    if _SCENARIO_TIMES:
+        terminalreporter.write_line("operator scenarios (setup + call):")
+        for line in _SCENARIO_TIMES:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture

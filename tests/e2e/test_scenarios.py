@@ -1,0 +1,631 @@
+"""The operator on the simulated cluster: issue 10's "What must be shown", one scenario per test.
+
+Every scenario runs the operator as a separate process (``python -m nova_operator``) as its own
+ServiceAccount (the ``operator`` kubeconfig context, bound by config/rbac) and scoped to the
+scenario's namespace, and asserts on the cluster's real state: the Nova's status, Deployments,
+ReplicaSets, pods on kwok nodes, Jobs and their pods' termination messages, the fake Nova API's
+call log. Nothing here reads the operator's log (it is attached to a failure report only).
+
+The main group (install, change, unready workload, pool, failover, delete) shares one namespace and
+one installed sample Nova, in that order; restart runs in a namespace of its own. Waits poll the
+real state with a deadline; no fixed sleep is an assertion.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from simcluster import UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
+from simcluster.controlplane import free_port
+
+pytestmark = pytest.mark.e2e
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "config" / "samples"
+DEPENDENCIES = REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml"
+NOVAS = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas"
+NOVACOMPUTES = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novacomputes"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/{ns}/deployments"
+REPLICASETS = "/apis/apps/v1/namespaces/{ns}/replicasets"
+DAEMONSETS = "/apis/apps/v1/namespaces/{ns}/daemonsets"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+PODS = "/api/v1/namespaces/{ns}/pods"
+CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+NAME = "nova"  # the sample Nova's name
+POOL = "rack7"  # the sample NovaCompute's name
+# The pool label of these scenarios: set on the cluster's pool "a" nodes, so relabelling never touches
+# the pool label the cluster's own tests use.
+POOL_KEY = "e2e.example.org/compute-pool"
+INSTANCE = "app.kubernetes.io/instance"
+COMPONENT = "app.kubernetes.io/component"
+CONFIG_BASE_LABEL = "cobaltcore.c5c3.io/config-base"
+LEASE_NAME = "nova-operator-leader"
+LEASE_SECONDS = 15.0  # the operator's default lease duration
+RETRY_SECONDS = 2.0  # its default retry period
+INSTALL_WITHIN = 90.0  # make run measured ~27 s to Ready
+
+
+# -- polling and reading ---------------------------------------------------------------------------
+
+
+def wait_for(check: Callable[[], T | None], within: float, what: str, interval: float = 0.25) -> T:
+    """Poll ``check`` until it returns something truthy (API errors count as "not yet")."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except KubeError as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            result: T = last
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:.0f} s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
+def items(sim: SimHandle, path: str, selector: str | None = None) -> list[JSON]:
+    query = f"?labelSelector={selector}" if selector else ""
+    return list(sim.cluster.kube.get(path + query).get("items") or [])
+
+
+def conditions(obj: JSON) -> dict[str, JSON]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def is_ready(obj: JSON) -> bool:
+    """Ready=True for the object's current generation."""
+    ready = conditions(obj).get("Ready") or {}
+    return ready.get("status") == "True" and ready.get("observedGeneration") == obj["metadata"]["generation"]
+
+
+def job_finished(job: JSON) -> str | None:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+            return str(c["type"])
+    return None
+
+
+def owned_by(obj: JSON, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+class Scenario:
+    """One namespace with the sample Nova (and optionally its NovaCompute) and its operator(s)."""
+
+    def __init__(self, sim: SimHandle, ns: str) -> None:
+        self.sim = sim
+        self.ns = ns
+        self.kube = sim.cluster.kube
+        self.operators: list[ManagedProcess] = []
+        self.metrics_ports: dict[str, int] = {}
+
+    # reading
+    def path(self, template: str, name: str = "") -> str:
+        base = template.format(ns=self.ns)
+        return f"{base}/{name}" if name else base
+
+    def nova(self) -> JSON:
+        return self.kube.get(self.path(NOVAS, NAME))
+
+    def list(self, template: str, selector: str | None = None) -> list[JSON]:
+        return items(self.sim, self.path(template), selector)
+
+    def deployments(self) -> dict[str, JSON]:
+        return {d["metadata"]["name"]: d for d in self.list(DEPLOYMENTS, f"{INSTANCE}={NAME}")}
+
+    def nova_ready(self) -> JSON | None:
+        nova = self.nova()
+        return nova if is_ready(nova) else None
+
+    def wait_ready(self, within: float = 60.0, what: str = "the Nova Ready") -> JSON:
+        return wait_for(self.nova_ready, within, what)
+
+    def patch_nova(self, spec: JSON) -> None:
+        self.kube.patch(self.path(NOVAS, NAME), {"spec": spec})
+
+    # the operator
+    def start_operator(self, tag: str, *, leader_elect: bool = False) -> ManagedProcess:
+        assert self.sim.openstack is not None
+        metrics, health = free_port(), free_port()
+        argv = [
+            sys.executable, "-m", "nova_operator",
+            "--kubeconfig", str(self.sim.kubeconfig), "--context", "operator",
+            "--namespace", self.ns,
+            "--nova-api-url", self.sim.openstack.nova_url,
+            "--metrics-bind-address", f"127.0.0.1:{metrics}",
+            "--health-probe-bind-address", f"127.0.0.1:{health}",
+            "--log-format", "json",
+            *(["--leader-elect", "--leader-election-namespace", self.ns] if leader_elect
+              else ["--no-leader-elect"]),
+        ]  # fmt: skip
+        proc = self.sim.spawn(f"operator-{self.ns}-{tag}", argv, cwd=REPO)
+        self.operators.append(proc)
+        self.metrics_ports[proc.name] = metrics
+        return proc
+
+    def metrics(self, proc: ManagedProcess) -> str:
+        url = f"http://127.0.0.1:{self.metrics_ports[proc.name]}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.read().decode()
+        except OSError:
+            return ""
+
+    def stop_operators(self) -> None:
+        for proc in self.operators:
+            proc.stop()
+
+    # installing
+    def install(self, *, compute: bool = False) -> None:
+        """The samples as ``make run`` applies them, in this namespace: Secrets, MariaDB and RabbitMQ
+        clusters (the stand-ins make them Ready), a Gateway, the minimal Nova (Keystone = the fake)."""
+        assert self.sim.openstack is not None
+        self.sim.create_gateway(self.ns, "public-gateway")
+        docs = [
+            *yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()),
+            *yaml.safe_load_all(DEPENDENCIES.read_text()),
+        ]
+        nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
+        nova["spec"]["keystoneEndpoint"] = self.sim.openstack.keystone_url
+        docs.append(nova)
+        if compute:
+            docs.append(self.compute_doc())
+        for doc in docs:
+            if doc:
+                self.apply(doc)
+
+    def compute_doc(self) -> JSON:
+        pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
+        pool["spec"]["nodeSelector"] = {POOL_KEY: POOL}
+        return dict(pool)
+
+    def apply(self, doc: JSON) -> None:
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["namespace"] = self.ns
+        self.kube.apply(doc, self.ns)
+
+
+# -- fixtures --------------------------------------------------------------------------------------
+
+_PREPARED: set[int] = set()
+
+
+def prepare(sim: SimHandle) -> None:
+    """Once per cluster: the project's CRDs and RBAC, the sample service user known to the fake Keystone,
+    and the pool label on pool "a"'s nodes."""
+    if id(sim) in _PREPARED:
+        return
+    assert sim.openstack is not None
+    sim.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+    for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
+        if doc["metadata"]["name"] == "nova-service-user":
+            sim.openstack.add_user("nova", doc["stringData"]["password"])
+    for node in sim.nodes["a"]:
+        sim.cluster.label_node(node, {POOL_KEY: POOL, "topology.kubernetes.io/zone": "az1"})
+    _PREPARED.add(id(sim))
+
+
+def new_namespace(sim: SimHandle, prefix: str) -> str:
+    ns = f"e2e-{prefix}-{uuid.uuid4().hex[:6]}"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    sim.cluster.kube.post("/api/v1/namespaces", body)
+    return ns
+
+
+def drop_namespace(sim: SimHandle, ns: str) -> None:
+    try:
+        sim.cluster.kube.delete(f"/api/v1/namespaces/{ns}")
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+
+
+@pytest.fixture(scope="module")
+def main(sim_module: SimHandle) -> Iterator[Scenario]:
+    """The main group's namespace: one operator, the sample Nova applied (the install test waits)."""
+    prepare(sim_module)
+    s = Scenario(sim_module, new_namespace(sim_module, "main"))
+    s.start_operator("0")
+    s.install()
+    s.installed_at = time.monotonic()  # type: ignore[attr-defined]
+    yield s
+    s.stop_operators()
+    drop_namespace(sim_module, s.ns)
+
+
+# -- 1. install ------------------------------------------------------------------------------------
+
+
+def test_install(main: Scenario, summary_line: Callable[[str], None]) -> None:
+    nova = main.wait_ready(INSTALL_WITHIN, "the sample Nova Ready")
+    took = time.monotonic() - main.installed_at  # type: ignore[attr-defined]
+    summary_line(f"install: the sample Nova Ready {took:.1f} s after it was applied")
+
+    fake_nodes = {n for names in main.sim.nodes.values() for n in names}
+    deployments = main.deployments()
+    roles = {"nova", "nova-scheduler", "nova-conductor", "nova-metadata", "nova-novncproxy"}
+    assert roles <= set(deployments)
+    pods = main.list(PODS, f"{INSTANCE}={NAME}")
+    replicasets = main.list(REPLICASETS, f"{INSTANCE}={NAME}")
+    for name, d in deployments.items():
+        want = d["spec"]["replicas"]
+        assert want >= 1
+        assert d["status"].get("availableReplicas") == want, name
+        mine = [rs for rs in replicasets if owned_by(rs, d["metadata"]["uid"])]
+        assert mine, f"{name} has no ReplicaSet"
+        current = [rs for rs in mine if (rs["status"].get("availableReplicas") or 0) == want]
+        assert current, f"{name}: no ReplicaSet with {want} available pods"
+        rs_pods = [p for p in pods if owned_by(p, current[0]["metadata"]["uid"])]
+        assert len(rs_pods) == want
+        for p in rs_pods:
+            assert p["spec"]["nodeName"] in fake_nodes
+            assert p["status"]["phase"] == "Running"
+
+    (job,) = [j for j in main.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
+    assert job_finished(job) == "Complete"
+    (pod,) = main.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")
+    assert pod["status"]["phase"] == "Succeeded"
+    message = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    reported = dict(line.split("=", 1) for line in message.split())
+    cells = {c["name"]: c["uuid"] for c in nova["status"]["cells"]}
+    assert cells == reported
+    assert nova["status"]["cells"][0]["name"] == "cell0"
+    assert nova["status"].get("installedRelease") == nova["spec"]["openStackRelease"]
+
+
+# -- 2. change -------------------------------------------------------------------------------------
+
+
+def replicasets_of(s: Scenario, deployment: JSON) -> dict[str, JSON]:
+    uid = deployment["metadata"]["uid"]
+    return {
+        rs["metadata"]["name"]: rs for rs in s.list(REPLICASETS, f"{INSTANCE}={NAME}") if owned_by(rs, uid)
+    }
+
+
+def config_volume(deployment: JSON) -> str:
+    for v in deployment["spec"]["template"]["spec"].get("volumes") or []:
+        if v.get("name") == "config" and "configMap" in v:
+            return str(v["configMap"]["name"])
+    return ""
+
+
+def rolled_out(d: JSON) -> bool:
+    st, want = d.get("status") or {}, d["spec"]["replicas"]
+    return (
+        st.get("observedGeneration") == d["metadata"]["generation"]
+        and st.get("updatedReplicas") == want
+        and st.get("availableReplicas") == want
+        and (st.get("replicas") or 0) == want
+    )
+
+
+def test_change_replicas_scales_the_right_deployment(main: Scenario) -> None:
+    main.wait_ready()
+    before = main.deployments()
+    scheduler = before["nova-scheduler"]
+    want = scheduler["spec"]["replicas"] + 1
+    rs_before = set(replicasets_of(main, scheduler))
+    main.patch_nova({"scheduler": {"deployment": {"replicas": want}}})
+
+    def scaled() -> dict[str, JSON] | None:
+        now = main.deployments()
+        d = now["nova-scheduler"]
+        return now if d["spec"]["replicas"] == want and rolled_out(d) else None
+
+    after = wait_for(scaled, 30, f"nova-scheduler scaled to {want} available pods")
+    for name, d in before.items():
+        if name != "nova-scheduler":
+            assert after[name]["spec"]["replicas"] == d["spec"]["replicas"], name
+            assert after[name]["metadata"]["generation"] == d["metadata"]["generation"], name
+    assert set(replicasets_of(main, after["nova-scheduler"])) == rs_before  # scaled, not rolled
+    main.wait_ready(30, "the Nova Ready at the new generation")
+
+
+def test_change_extra_config_rolls_workloads_and_prunes_config_maps(main: Scenario) -> None:
+    main.wait_ready()
+    seen: list[str] = [config_volume(main.deployments()["nova"])]
+    assert seen[0]
+    for ratio in ("1.5", "2.5", "3.5", "4.5"):
+        before = main.deployments()
+        old_rs = {name: set(replicasets_of(main, d)) for name, d in before.items()}
+        main.patch_nova({"extraConfig": {"DEFAULT": {"cpu_allocation_ratio": ratio}}})
+
+        def rolled(
+            before: dict[str, JSON] = before, old_rs: dict[str, set[str]] = old_rs
+        ) -> dict[str, JSON] | None:
+            now = main.deployments()
+            for name, d in now.items():
+                cm = config_volume(d)
+                if cm in ("", config_volume(before[name])) or not rolled_out(d):
+                    return None
+                fresh = [rs for n, rs in replicasets_of(main, d).items() if n not in old_rs[name]]
+                if not any(
+                    (rs["status"].get("availableReplicas") or 0) == d["spec"]["replicas"] for rs in fresh
+                ):
+                    return None
+            return now
+
+        now = wait_for(rolled, 60, f"every workload rolled to the config with cpu_allocation_ratio={ratio}")
+        current = {config_volume(d) for d in now.values()}
+        assert len(current) == 1, current  # all roles mount the same content-addressed ConfigMap
+        cm = current.pop()
+        data = main.kube.get(main.path(CONFIGMAPS, cm))["data"]
+        assert any(f"cpu_allocation_ratio = {ratio}" in text for text in data.values())
+        seen.append(cm)
+        main.wait_ready(30, f"the Nova Ready with cpu_allocation_ratio={ratio}")
+
+    assert len(set(seen)) == len(seen)
+    keep = {seen[-1], *seen[-4:-1]}  # the current one and the 3 newest historical
+
+    def pruned() -> set[str] | None:
+        names = {cm["metadata"]["name"] for cm in main.list(CONFIGMAPS, f"{CONFIG_BASE_LABEL}={NAME}-config")}
+        return names if names == keep else None
+
+    wait_for(pruned, 20, f"the config ConfigMaps pruned to {sorted(keep)}")
+
+
+# -- 3. unready workload ---------------------------------------------------------------------------
+
+
+def test_unready_scheduler_reports_waiting_and_recovers(main: Scenario) -> None:
+    main.wait_ready()
+    operator = main.operators[-1]
+    selector = f"{INSTANCE}={NAME},{COMPONENT}=scheduler"
+    policy = f"unready-{main.ns}"
+    main.sim.cluster.mark_pods(
+        policy,
+        namespace=main.ns,
+        match_labels={INSTANCE: NAME, COMPONENT: "scheduler"},
+        labels={UNREADY_LABEL: "true"},
+    )
+    try:
+        for pod in main.list(PODS, selector):
+            main.kube.delete(main.path(PODS, pod["metadata"]["name"]))
+
+        def waiting() -> JSON | None:
+            conds = conditions(main.nova())
+            sched, ready = conds.get("SchedulerReady") or {}, conds.get("Ready") or {}
+            if sched.get("status") == "False" and sched.get("reason") == "WaitingForScheduler":
+                return sched if ready.get("status") == "False" else None
+            return None
+
+        cond = wait_for(waiting, 40, "SchedulerReady=False WaitingForScheduler")
+        assert "scheduler" in cond.get("message", "").lower()
+        pods = main.list(PODS, selector)
+        assert pods
+        assert all(p["metadata"]["labels"].get(UNREADY_LABEL) == "true" for p in pods)
+    finally:
+        main.sim.cluster.unmark_pods(policy)
+    for pod in main.list(PODS, selector):
+        if UNREADY_LABEL in pod["metadata"].get("labels", {}):
+            main.kube.patch(
+                main.path(PODS, pod["metadata"]["name"]), {"metadata": {"labels": {UNREADY_LABEL: None}}}
+            )
+    main.wait_ready(40, "the Nova Ready again once the scheduler pods turn Ready")
+    assert operator.alive
+    assert main.operators[-1] is operator
+
+
+# -- 4. pool ---------------------------------------------------------------------------------------
+
+
+def compute_pods(s: Scenario, ds: JSON) -> dict[str, JSON]:
+    uid = ds["metadata"]["uid"]
+    return {p["spec"].get("nodeName", ""): p for p in s.list(PODS) if owned_by(p, uid)}
+
+
+def pod_ready(pod: JSON) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+def test_pool_follows_node_labels_and_drains_through_nova(main: Scenario) -> None:
+    assert main.sim.openstack is not None
+    openstack = main.sim.openstack
+    main.wait_ready()
+    nodes = list(main.sim.nodes["a"])
+    main.apply(main.compute_doc())
+    pool_path = main.path(NOVACOMPUTES, POOL)
+
+    def pool_ready() -> JSON | None:
+        obj = main.kube.get(pool_path)
+        return obj if is_ready(obj) else None
+
+    pool = wait_for(pool_ready, 90, "the NovaCompute Ready")
+    (ds,) = [d for d in main.list(DAEMONSETS) if owned_by(d, pool["metadata"]["uid"])]
+
+    def on_nodes(want: set[str]) -> Callable[[], dict[str, JSON] | None]:
+        def check() -> dict[str, JSON] | None:
+            pods = compute_pods(main, ds)
+            return pods if set(pods) == want and all(pod_ready(p) for p in pods.values()) else None
+
+        return check
+
+    wait_for(on_nodes(set(nodes)), 30, f"one Ready compute pod on each of {nodes} and nowhere else")
+
+    out = nodes[0]
+    service = openstack.service_by_host(out)
+    assert service is not None, f"{out} never registered in the fake Nova"
+    openstack.clear_calls()
+    main.sim.cluster.label_node(out, {POOL_KEY: None})
+    wait_for(on_nodes(set(nodes[1:])), 120, f"the compute pod gone from {out}")
+
+    def disables() -> list[Any]:
+        return [
+            c
+            for c in openstack.calls("PUT", "/v2.1/os-services/")
+            if isinstance(c.body, dict) and c.body.get("status") == "disabled"
+        ]
+
+    (disable,) = disables()
+    assert disable.path == f"/v2.1/os-services/{service.uuid}"
+
+    main.sim.cluster.label_node(out, {POOL_KEY: POOL})
+    wait_for(on_nodes(set(nodes)), 120, f"the compute pod back on {out}")
+    wait_for(pool_ready, 90, "the NovaCompute Ready with the node back")
+    assert len(disables()) == 1
+
+
+# -- 6b. failover ----------------------------------------------------------------------------------
+
+
+def leader_of(s: Scenario, procs: list[ManagedProcess]) -> ManagedProcess | None:
+    leaders = [
+        p
+        for p in procs
+        if p.alive
+        and "nova_operator_leader_election_master_status" in (m := s.metrics(p))
+        and any(
+            line.startswith("nova_operator_leader_election_master_status") and line.endswith(" 1.0")
+            for line in m.splitlines()
+        )
+    ]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def lease_holder(s: Scenario) -> str:
+    lease = s.kube.get(s.path(LEASES, LEASE_NAME))
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def test_failover_to_the_second_replica(main: Scenario) -> None:
+    main.wait_ready()
+    main.stop_operators()
+    replicas = [main.start_operator("a", leader_elect=True), main.start_operator("b", leader_elect=True)]
+    leader = wait_for(lambda: leader_of(main, replicas), 30, "one replica leading")
+    holder = wait_for(lambda: lease_holder(main), 10, "the Lease held")
+    (standby,) = [p for p in replicas if p is not leader]
+
+    leader.kill()
+    killed = time.monotonic()
+    nova_stayed_ready = True
+
+    def taken_over() -> str | None:
+        nonlocal nova_stayed_ready
+        nova_stayed_ready = nova_stayed_ready and is_ready(main.nova())
+        now = lease_holder(main)
+        return now if now and now != holder else None
+
+    wait_for(taken_over, LEASE_SECONDS + 3 * RETRY_SECONDS + 5, "the standby taking the Lease")
+    took = time.monotonic() - killed
+    assert standby.alive
+    assert wait_for(lambda: leader_of(main, [standby]), 10, "the standby reporting itself leader") is standby
+    # The killed leader last renewed at most one retry period before the kill: the Lease cannot be
+    # taken earlier than its duration after that renewal, nor much later than one more retry period.
+    assert LEASE_SECONDS - RETRY_SECONDS - 1 <= took <= LEASE_SECONDS + 2 * RETRY_SECONDS + 3, took
+    assert nova_stayed_ready
+
+    # The new leader reconciles: a change made now is carried out.
+    scheduler = main.deployments()["nova-scheduler"]
+    want = scheduler["spec"]["replicas"] - 1
+    main.patch_nova({"scheduler": {"deployment": {"replicas": want}}})
+
+    def scaled() -> bool:
+        d = main.deployments()["nova-scheduler"]
+        return d["spec"]["replicas"] == want and rolled_out(d)
+
+    wait_for(scaled, 30, "the new leader scaling nova-scheduler")
+    main.wait_ready(30, "the Nova Ready under the new leader")
+
+
+# -- 5. delete -------------------------------------------------------------------------------------
+
+
+MARIADB = "/apis/k8s.mariadb.com/v1alpha1/namespaces/{ns}/"
+
+
+def test_delete_cleans_up_and_the_namespace_terminates(main: Scenario) -> None:
+    nova = main.wait_ready()
+    uid = nova["metadata"]["uid"]
+    pool_path = main.path(NOVACOMPUTES, POOL)
+    try:
+        main.kube.delete(pool_path)
+        wait_for(lambda: gone(main, pool_path), 60, "the NovaCompute gone")
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+    kinds = [
+        DEPLOYMENTS,
+        REPLICASETS,
+        JOBS,
+        CONFIGMAPS,
+        "/api/v1/namespaces/{ns}/services",
+        "/api/v1/namespaces/{ns}/secrets",
+    ]
+    children = {k: [o["metadata"]["name"] for o in main.list(k) if owned_by(o, uid)] for k in kinds}
+    assert children[DEPLOYMENTS]
+    assert children[JOBS]
+    assert children[CONFIGMAPS]
+    mariadb = {
+        k: [o["metadata"]["name"] for o in main.list(MARIADB + k)] for k in ("databases", "users", "grants")
+    }
+    assert mariadb["databases"]
+    assert mariadb["users"]
+    assert mariadb["grants"]
+
+    main.kube.delete(main.path(NOVAS, NAME))
+    wait_for(lambda: gone(main, main.path(NOVAS, NAME)), 60, "the Nova gone (finalizer released)")
+    for k in ("databases", "users", "grants"):
+        wait_for(lambda k=k: not any(main.list(MARIADB + k)), 30, f"the Nova's MariaDB {k} deleted")
+
+    def orphans() -> bool:
+        left = {k: [o["metadata"]["name"] for o in main.list(k) if owned_by(o, uid)] for k in kinds}
+        left["pods"] = [p["metadata"]["name"] for p in main.list(PODS, f"{INSTANCE}={NAME}")]
+        return not any(left.values())
+
+    wait_for(orphans, 60, "the garbage collector removing every child")
+    main.stop_operators()
+    main.kube.delete(f"/api/v1/namespaces/{main.ns}")
+    wait_for(lambda: gone(main, f"/api/v1/namespaces/{main.ns}"), 60, "the namespace finished terminating")
+
+
+def gone(s: Scenario, path: str) -> bool:
+    try:
+        s.kube.get(path)
+    except KubeError as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+# -- 6a. restart -----------------------------------------------------------------------------------
+
+
+def test_restart_mid_install_resumes_without_a_duplicate_job(sim_module: SimHandle) -> None:
+    prepare(sim_module)
+    s = Scenario(sim_module, new_namespace(sim_module, "restart"))
+    try:
+        first = s.start_operator("0")
+        s.install()
+
+        def db_sync() -> JSON | None:
+            jobs = [j for j in s.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
+            return jobs[0] if jobs else None
+
+        job = wait_for(db_sync, 60, "the db-sync Job created", interval=0.05)
+        first.kill()
+        assert not is_ready(s.nova()), "the install finished before the kill; nothing was interrupted"
+        s.start_operator("1")
+        s.wait_ready(INSTALL_WITHIN, "the Nova Ready after the restart")
+        (again,) = [j for j in s.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
+        assert again["metadata"]["uid"] == job["metadata"]["uid"]
+        assert job_finished(again) == "Complete"
+        assert len(s.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")) == 1
+    finally:
+        s.stop_operators()
+        drop_namespace(sim_module, s.ns)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from simcluster import UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
+from simcluster import FAIL_LABEL, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
 from simcluster.controlplane import free_port
 
 pytestmark = pytest.mark.e2e
@@ -138,11 +138,13 @@ class Scenario:
         self.kube.patch(self.path(NOVAS, NAME), {"spec": spec})
 
     # the operator
-    def start_operator(self, tag: str, *, leader_elect: bool = False) -> ManagedProcess:
+    def start_operator(
+        self, tag: str, *, leader_elect: bool = False, program: tuple[str, ...] = ("-m", "nova_operator")
+    ) -> ManagedProcess:
         assert self.sim.openstack is not None
         metrics, health = free_port(), free_port()
         argv = [
-            sys.executable, "-m", "nova_operator",
+            sys.executable, *program,
             "--kubeconfig", str(self.sim.kubeconfig), "--context", "operator",
             "--namespace", self.ns,
             "--nova-api-url", self.sim.openstack.nova_url,
@@ -626,6 +628,81 @@ def test_restart_mid_install_resumes_without_a_duplicate_job(sim_module: SimHand
         assert again["metadata"]["uid"] == job["metadata"]["uid"]
         assert job_finished(again) == "Complete"
         assert len(s.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")) == 1
+    finally:
+        s.stop_operators()
+        drop_namespace(sim_module, s.ns)
+
+
+# -- 7. upgrade ------------------------------------------------------------------------------------
+
+WIRED_OPERATOR = (str(pathlib.Path(__file__).with_name("upgrade_wired_operator.py")),)
+PHASE_JOBS = ("nova-db-expand", "nova-db-migrate", "nova-db-contract")
+
+
+def database_condition(s: Scenario) -> JSON:
+    return conditions(s.nova()).get("DatabaseReady") or {}
+
+
+def test_upgrade_runs_the_phase_jobs_and_a_failing_migrate_blocks(
+    sim_module: SimHandle, summary_line: Callable[[str], None]
+) -> None:
+    prepare(sim_module)
+    s = Scenario(sim_module, new_namespace(sim_module, "upgrade"))
+    try:
+        s.start_operator("0", program=WIRED_OPERATOR)
+        s.install()
+        nova = s.wait_ready(INSTALL_WITHIN, "the Nova Ready at 2025.2")
+        assert nova["status"]["installedRelease"] == "2025.2"
+
+        t0 = time.monotonic()
+        s.patch_nova({"openStackRelease": "2026.1", "image": {"tag": "2026.1"}})
+
+        def upgraded() -> JSON | None:
+            nova = s.nova_ready()
+            if nova is None or nova["status"].get("installedRelease") != "2026.1":
+                return None
+            return nova if not nova["status"].get("upgradePhase") else None
+
+        nova = wait_for(upgraded, 120, "installedRelease 2026.1 and the Nova Ready")
+        summary_line(f"upgrade: 2025.2 -> 2026.1 done {time.monotonic() - t0:.1f} s after the release bump")
+        jobs = {j["metadata"]["name"]: j for j in s.list(JOBS)}
+        for name in PHASE_JOBS:
+            assert name in jobs, f"no {name} Job"
+            assert job_finished(jobs[name]) == "Complete", name
+        for name, d in s.deployments().items():
+            images = {c["image"] for c in d["spec"]["template"]["spec"]["containers"]}
+            assert all(i.endswith(":2026.1") for i in images), (name, images)
+            assert rolled_out(d), name
+
+        contract_uid = jobs["nova-db-contract"]["metadata"]["uid"]
+        # The next bump with every migrate pod failing: the upgrade stops there, with its reason.
+        s.sim.cluster.mark_pods(
+            f"fail-migrate-{s.ns}",
+            namespace=s.ns,
+            match_labels={"batch.kubernetes.io/job-name": "nova-db-migrate"},
+            labels={FAIL_LABEL: "true"},
+        )
+        try:
+            s.patch_nova({"openStackRelease": "2026.2", "image": {"tag": "2026.2"}})
+
+            def blocked() -> JSON | None:
+                cond = database_condition(s)
+                return (
+                    cond if cond.get("status") == "False" and cond.get("reason") == "MigrateFailed" else None
+                )
+
+            cond = wait_for(blocked, 90, "DatabaseReady=False MigrateFailed")
+            assert "nova-db-migrate" in cond["message"]
+            migrate = s.kube.get(s.path(JOBS, "nova-db-migrate"))
+            assert job_finished(migrate) == "Failed"
+            nova = s.nova()
+            assert nova["status"]["installedRelease"] == "2026.1"
+            assert nova["status"].get("upgradePhase") == "Migrating"
+            assert conditions(nova)["Ready"]["status"] == "False"
+            contract = [j for j in s.list(JOBS) if j["metadata"]["name"] == "nova-db-contract"]
+            assert [j["metadata"]["uid"] for j in contract] in ([], [contract_uid])  # none for 2026.2
+        finally:
+            s.sim.cluster.unmark_pods(f"fail-migrate-{s.ns}")
     finally:
         s.stop_operators()
         drop_namespace(sim_module, s.ns)

@@ -84,6 +84,7 @@ OWNED: Final[tuple[ResourceRef, ...]] = (
 
 
 MARIADB_CHILDREN: Final[tuple[ResourceRef, ...]] = (DATABASES, USERS, GRANTS)
+CHILD_SELECTOR: Final = f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
 
 _WATCH = ("list", "watch")
 _APPLY = ("create", "patch")  # server-side apply may create
@@ -366,7 +367,13 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             # The cluster by name; its Database/User/Grant children by owner, so a managed database
             # turning Ready wakes the Nova at once instead of on the 30 s database poll.
             watched += [MARIADBS, *MARIADB_CHILDREN]
-        informers = {ref: manager.informer(ref) for ref in watched}
+        # Children carry managed-by=nova-operator: cache only those. The Nova itself, Secrets (the
+        # CR references the user's own) and the MariaDB clusters are read whatever their labels.
+        unfiltered = (NOVAS, SECRETS, MARIADBS)
+        informers = {
+            ref: manager.informer(ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR)
+            for ref in watched
+        }
         novas = informers[NOVAS].cache
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)

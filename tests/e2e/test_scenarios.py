@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from simcluster import FAIL_LABEL, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
+from simcluster import FAIL_LABEL, SERVICE_PASSWORD, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
 from simcluster.controlplane import free_port
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +54,7 @@ CONFIG_BASE_LABEL = "cobaltcore.c5c3.io/config-base"
 LEASE_NAME = "nova-operator-leader"
 LEASE_SECONDS = 15.0  # the operator's default lease duration
 RETRY_SECONDS = 2.0  # its default retry period
+REQUEUES = "nova_operator_controller_reconcile_total"
 INSTALL_WITHIN = 90.0  # make run measured ~27 s to Ready
 
 
@@ -167,6 +168,17 @@ class Scenario:
         except OSError:
             return ""
 
+    def metric(self, proc: ManagedProcess, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` whose labels include ``labels`` (0 when none)."""
+        total = 0.0
+        for line in self.metrics(proc).splitlines():
+            if not line.startswith(name + "{"):
+                continue
+            head, _, value = line.rpartition(" ")
+            if all(f'{k}="{v}"' in head for k, v in labels.items()):
+                total += float(value)
+        return total
+
     def stop_operators(self) -> None:
         for proc in self.operators:
             proc.stop()
@@ -181,6 +193,10 @@ class Scenario:
             *yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()),
             *yaml.safe_load_all(DEPENDENCIES.read_text()),
         ]
+        for doc in docs:  # the fake Keystone's service user (its password is shared by other tests)
+            if doc["kind"] == "Secret" and doc["metadata"]["name"] == "nova-service-user":
+                assert doc["stringData"]["password"]
+                doc["stringData"]["password"] = SERVICE_PASSWORD
         nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
         nova["spec"]["keystoneEndpoint"] = self.sim.openstack.keystone_url
         docs.append(nova)
@@ -207,15 +223,11 @@ _PREPARED: set[int] = set()
 
 
 def prepare(sim: SimHandle) -> None:
-    """Once per cluster: the project's CRDs and RBAC, the sample service user known to the fake Keystone,
-    and the pool label on pool "a"'s nodes."""
+    """Once per cluster: the project's CRDs and RBAC, and the pool label on pool "a"'s nodes."""
     if id(sim) in _PREPARED:
         return
     assert sim.openstack is not None
     sim.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
-    for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
-        if doc["metadata"]["name"] == "nova-service-user":
-            sim.openstack.add_user("nova", doc["stringData"]["password"])
     for node in sim.nodes["a"]:
         sim.cluster.label_node(node, {POOL_KEY: POOL, "topology.kubernetes.io/zone": "az1"})
     _PREPARED.add(id(sim))
@@ -384,42 +396,64 @@ def test_change_extra_config_rolls_workloads_and_prunes_config_maps(main: Scenar
 # -- 3. unready workload ---------------------------------------------------------------------------
 
 
-def test_unready_scheduler_reports_waiting_and_recovers(main: Scenario) -> None:
+def test_unready_workloads_report_waiting_requeue_and_recover(main: Scenario) -> None:
+    """Scheduler and API pods held unready by the kwok stage: ``SchedulerReady=False WaitingForScheduler``
+    (a zero result: the Deployment watch wakes the Nova, reconciler.md §3.1) and ``DeploymentReady=False
+    WaitingForDeployment``, whose step requeues every 10 s (§4.8), seen in the operator's own
+    ``requeue_after`` counter growing while nothing changes; removing the label recovers."""
     main.wait_ready()
     operator = main.operators[-1]
-    selector = f"{INSTANCE}={NAME},{COMPONENT}=scheduler"
-    policy = f"unready-{main.ns}"
-    main.sim.cluster.mark_pods(
-        policy,
-        namespace=main.ns,
-        match_labels={INSTANCE: NAME, COMPONENT: "scheduler"},
-        labels={UNREADY_LABEL: "true"},
-    )
+    roles = ("scheduler", "api")
+    for role in roles:
+        main.sim.cluster.mark_pods(
+            f"unready-{role}-{main.ns}",
+            namespace=main.ns,
+            match_labels={INSTANCE: NAME, COMPONENT: role},
+            labels={UNREADY_LABEL: "true"},
+        )
     try:
-        for pod in main.list(PODS, selector):
-            main.kube.delete(main.path(PODS, pod["metadata"]["name"]))
+        for role in roles:
+            for pod in main.list(PODS, f"{INSTANCE}={NAME},{COMPONENT}={role}"):
+                main.kube.delete(main.path(PODS, pod["metadata"]["name"]))
 
-        def waiting() -> JSON | None:
+        def waiting() -> dict[str, JSON] | None:
             conds = conditions(main.nova())
-            sched, ready = conds.get("SchedulerReady") or {}, conds.get("Ready") or {}
-            if sched.get("status") == "False" and sched.get("reason") == "WaitingForScheduler":
-                return sched if ready.get("status") == "False" else None
-            return None
-
-        cond = wait_for(waiting, 40, "SchedulerReady=False WaitingForScheduler")
-        assert "scheduler" in cond.get("message", "").lower()
-        pods = main.list(PODS, selector)
-        assert pods
-        assert all(p["metadata"]["labels"].get(UNREADY_LABEL) == "true" for p in pods)
-    finally:
-        main.sim.cluster.unmark_pods(policy)
-    for pod in main.list(PODS, selector):
-        if UNREADY_LABEL in pod["metadata"].get("labels", {}):
-            main.kube.patch(
-                main.path(PODS, pod["metadata"]["name"]), {"metadata": {"labels": {UNREADY_LABEL: None}}}
+            sched, api = conds.get("SchedulerReady") or {}, conds.get("DeploymentReady") or {}
+            return (
+                conds
+                if (sched.get("status"), sched.get("reason")) == ("False", "WaitingForScheduler")
+                and (api.get("status"), api.get("reason")) == ("False", "WaitingForDeployment")
+                and conds["Ready"]["status"] == "False"
+                else None
             )
-    main.wait_ready(40, "the Nova Ready again once the scheduler pods turn Ready")
-    assert operator.alive
+
+        conds = wait_for(waiting, 40, "SchedulerReady=False WaitingForScheduler, DeploymentReady=False")
+        assert "nova-scheduler" in conds["SchedulerReady"]["message"]
+        for role in roles:
+            pods = main.list(PODS, f"{INSTANCE}={NAME},{COMPONENT}={role}")
+            assert pods
+            assert all(p["metadata"]["labels"].get(UNREADY_LABEL) == "true" for p in pods)
+            assert not any(pod_ready(p) for p in pods)
+        requeues = main.metric(operator, REQUEUES, controller="nova", result="requeue_after")
+        assert requeues >= 1
+        wait_for(
+            lambda: (
+                main.metric(operator, REQUEUES, controller="nova", result="requeue_after") >= requeues + 2
+            ),
+            30,
+            "two more requeued passes while the pods stay unready",
+        )
+        assert waiting() is not None
+    finally:
+        for role in roles:
+            main.sim.cluster.unmark_pods(f"unready-{role}-{main.ns}")
+        for pod in main.list(PODS, f"{INSTANCE}={NAME}"):
+            if UNREADY_LABEL in pod["metadata"].get("labels", {}):
+                main.kube.patch(
+                    main.path(PODS, pod["metadata"]["name"]), {"metadata": {"labels": {UNREADY_LABEL: None}}}
+                )
+    main.wait_ready(40, "the Nova Ready again once the pods turn Ready")
+    assert operator.alive  # recovered by the same process, no restart
     assert main.operators[-1] is operator
 
 

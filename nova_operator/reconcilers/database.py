@@ -5,9 +5,8 @@
    ``User`` and ``Grant`` (``WaitingForDatabase``); all polled every 30 s (not watched).
 2. ``WaitingForConfig`` while the Config step produced no ConfigMap.
 3. ``dispatch``: the image/release lockstep check, then either the steady-state db-sync Job
-   (fresh install, same release, patch bump) or the release upgrade. The upgrade flow
-   (expand / migrate / contract) is a separate piece of work that plugs in at
-   ``run_upgrade``; until then a valid one-step upgrade is refused without advancing.
+   (fresh install, same release, patch bump) or the release upgrade (expand / migrate /
+   contract, ``reconcilers.upgrade``), which the step list hands in as ``upgrade_flow``.
 4. The db-sync Job: created with its pod-spec hash; replaced when the hash changed; a Job
    that failed with the current template is a permanent failure (error, Warning event).
    On completion: ``DatabaseSynced``, ``status.installedRelease``, and the cells report of
@@ -20,7 +19,7 @@ Every terminal Job observed is handed to the exactly-once recorder (suffix ``db-
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from nova_operator import cells, conditions, intervals, releases
@@ -49,10 +48,6 @@ DB_SYNC_CELLS: Final = "db-sync-cells"
 
 class DBSyncFailed(Exception):
     """The db-sync Job failed with the current template (the work queue backs off)."""
-
-
-class UpgradeRefused(Exception):
-    """A release change this operator does not carry out (reason in ``args[0]``)."""
 
 
 def _wait(ctx: PassContext, reason: str, message: str, after: float = intervals.DATABASE_WAIT) -> Result:
@@ -108,43 +103,23 @@ def lockstep_problem(ctx: PassContext) -> str | None:
     return None
 
 
-async def run_upgrade(ctx: PassContext, installed: str, target: str) -> Result:
-    """The seam of the release upgrade (upgrade-and-cells.md): validation now, phases later.
-
-    Validation failures are errors with their Warning event (§9: backoff). A valid one-step
-    upgrade is not carried out by this build: it is refused the same way, naming the release
-    pair, and nothing advances (the installed schema and the running workloads stay as they are).
-    """
-    transition = releases.classify(installed, target)
-    if transition is releases.Transition.UNPARSEABLE:
-        side = "installed" if releases.base(installed) is None else "target"
-        reason, message = transition.value, f"cannot parse the {side} release ({installed} → {target})"
-    elif transition is releases.Transition.DOWNGRADE:
-        reason, message = transition.value, f"downgrade from {installed} to {target} not supported"
-    elif transition is releases.Transition.SKIP_LEVEL:
-        reason, message = transition.value, f"upgrade from {installed} to {target} is not sequential"
-    else:
-        reason = releases.Transition.SKIP_LEVEL.value
-        message = (
-            f"upgrade from {installed} to {target}: the expand/migrate/contract flow is not available yet"
-        )
-    ctx.set(CONDITION, False, reason, message)
-    await ctx.emit("Warning", reason, message)
-    raise UpgradeRefused(reason)
+UpgradeFlow = Callable[[PassContext, str, str], Awaitable[Result]]
+"""The release upgrade (``reconcilers.upgrade.run_upgrade``), handed in by the step list so that
+this step does not import another step module."""
 
 
-async def dispatch(ctx: PassContext) -> Result:
+async def dispatch(ctx: PassContext, upgrade_flow: UpgradeFlow) -> Result:
     status = ctx.status
     installed = str(status.get("installedRelease") or "")
     target = ctx.nova.spec.open_stack_release
     if status.get("upgradePhase"):
         if target != installed and (problem := lockstep_problem(ctx)) is not None:
             return _wait(ctx, IMAGE_RELEASE_MISMATCH, problem)
-        return await run_upgrade(ctx, installed, target)
+        return await upgrade_flow(ctx, installed, target)
     if (problem := lockstep_problem(ctx)) is not None:
         return _wait(ctx, IMAGE_RELEASE_MISMATCH, problem)
     if releases.needs_upgrade(installed, target):
-        return await run_upgrade(ctx, installed, target)
+        return await upgrade_flow(ctx, installed, target)
     return await db_sync(ctx)
 
 
@@ -282,9 +257,9 @@ async def db_sync(ctx: PassContext) -> Result:
     return Result()
 
 
-async def run(ctx: PassContext) -> Result:
+async def run(ctx: PassContext, *, upgrade_flow: UpgradeFlow) -> Result:
     if (waiting := await _provision(ctx)) is not None:
         return waiting
     if not ctx.state.config_map:
         return _wait(ctx, WAITING_FOR_CONFIG, "waiting for the config ConfigMap")
-    return await dispatch(ctx)
+    return await dispatch(ctx, upgrade_flow)

@@ -12,6 +12,7 @@ the ``sub_reconciler`` metric label, the step name, tells them apart.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
 from nova_operator import conditions as c
@@ -29,6 +30,7 @@ from nova_operator.reconcilers import (
     network_policy,
     secrets,
     transport_url,
+    upgrade,
     workloads,
 )
 from nova_operator.reconcilers.context import PassContext
@@ -41,7 +43,7 @@ NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
     Step("TransportURLSecret", c.SECRETS_READY, transport_url.run),
     Step("Config", c.SECRETS_READY, config.run),
     Step("ComputeConfig", c.COMPUTE_CONFIG_READY, compute_config.run),
-    Step("Database", c.DATABASE_READY, database.run),
+    Step("Database", c.DATABASE_READY, partial(database.run, upgrade_flow=upgrade.run_upgrade)),
     Step("Conductor", c.CONDUCTOR_READY, workloads.conductor),
     Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler),
     Step("Metadata", c.METADATA_READY, workloads.metadata),

@@ -6,9 +6,6 @@ base ``Simulator`` come from ``tests/integration/nova/conftest.py`` (loaded by p
 tree has no packages). ``UpgradeSimulator`` adds per-object control: Jobs and Deployments can
 be held (left running / not rolled out), a Job can be failed, and each Job's pod carries its
 own termination message (the pre-flight line for the expand Job).
-
-Until the Database step calls the upgrade glue itself, the ``wired`` fixture points its seam
-(``database.run_upgrade``) at ``nova_operator.reconcilers.upgrade.run_upgrade``.
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ import pytest
 from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, EVENTS, JOBS, MARIADBS, NOVAS, PODS, SECRETS
-from nova_operator.reconcilers import database
-from nova_operator.reconcilers import upgrade as glue
 
 
 def _load_nova_conftest() -> Any:
@@ -67,12 +62,6 @@ SECRETS_DATA = {
     "metadata-proxy": {"shared_secret": "metadata-shared-secret"},
     "bus": {"transport_url": "rabbit://nova:bus-password@rabbitmq.example.org:5672/"},
 }
-
-
-@pytest.fixture(autouse=True)
-def wired(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Database step's upgrade seam, pointed at the glue (a no-op once it calls the glue itself)."""
-    monkeypatch.setattr(database, "run_upgrade", glue.run_upgrade, raising=False)
 
 
 def check_line(code: int) -> str:

@@ -14,6 +14,7 @@ real state with a deadline; no fixed sleep is an assertion.
 from __future__ import annotations
 
 import copy
+import functools
 import pathlib
 import sys
 import time
@@ -113,6 +114,7 @@ class Scenario:
         self.kube = sim.cluster.kube
         self.operators: list[ManagedProcess] = []
         self.metrics_ports: dict[str, int] = {}
+        self.installed_at = 0.0  # monotonic time the samples were applied
 
     # reading
     def path(self, template: str, name: str = "") -> str:
@@ -164,7 +166,7 @@ class Scenario:
         url = f"http://127.0.0.1:{self.metrics_ports[proc.name]}/metrics"
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
-                return resp.read().decode()
+                return str(resp.read().decode())
         except OSError:
             return ""
 
@@ -255,7 +257,7 @@ def main(sim_module: SimHandle) -> Iterator[Scenario]:
     s = Scenario(sim_module, new_namespace(sim_module, "main"))
     s.start_operator("0")
     s.install()
-    s.installed_at = time.monotonic()  # type: ignore[attr-defined]
+    s.installed_at = time.monotonic()
     yield s
     s.stop_operators()
     drop_namespace(sim_module, s.ns)
@@ -266,7 +268,7 @@ def main(sim_module: SimHandle) -> Iterator[Scenario]:
 
 def test_install(main: Scenario, summary_line: Callable[[str], None]) -> None:
     nova = main.wait_ready(INSTALL_WITHIN, "the sample Nova Ready")
-    took = time.monotonic() - main.installed_at  # type: ignore[attr-defined]
+    took = time.monotonic() - main.installed_at
     summary_line(f"install: the sample Nova Ready {took:.1f} s after it was applied")
 
     fake_nodes = {n for names in main.sim.nodes.values() for n in names}
@@ -320,7 +322,7 @@ def config_volume(deployment: JSON) -> str:
 
 def rolled_out(d: JSON) -> bool:
     st, want = d.get("status") or {}, d["spec"]["replicas"]
-    return (
+    return bool(
         st.get("observedGeneration") == d["metadata"]["generation"]
         and st.get("updatedReplicas") == want
         and st.get("availableReplicas") == want
@@ -616,7 +618,7 @@ def test_delete_cleans_up_and_the_namespace_terminates(main: Scenario) -> None:
     main.kube.delete(main.path(NOVAS, NAME))
     wait_for(lambda: gone(main, main.path(NOVAS, NAME)), 60, "the Nova gone (finalizer released)")
     for k in ("databases", "users", "grants"):
-        wait_for(lambda k=k: not any(main.list(MARIADB + k)), 30, f"the Nova's MariaDB {k} deleted")
+        wait_for(functools.partial(no_items, main, MARIADB + k), 30, f"the Nova's MariaDB {k} deleted")
 
     def orphans() -> bool:
         left = {k: [o["metadata"]["name"] for o in main.list(k) if owned_by(o, uid)] for k in kinds}
@@ -627,6 +629,10 @@ def test_delete_cleans_up_and_the_namespace_terminates(main: Scenario) -> None:
     main.stop_operators()
     main.kube.delete(f"/api/v1/namespaces/{main.ns}")
     wait_for(lambda: gone(main, f"/api/v1/namespaces/{main.ns}"), 60, "the namespace finished terminating")
+
+
+def no_items(s: Scenario, template: str) -> bool:
+    return not s.list(template)
 
 
 def gone(s: Scenario, path: str) -> bool:

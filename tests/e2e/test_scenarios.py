@@ -464,7 +464,11 @@ def test_unready_workloads_report_waiting_requeue_and_recover(main: Scenario) ->
 
 def compute_pods(s: Scenario, ds: JSON) -> dict[str, JSON]:
     uid = ds["metadata"]["uid"]
-    return {p["spec"].get("nodeName", ""): p for p in s.list(PODS) if owned_by(p, uid)}
+    return {
+        p["spec"].get("nodeName", ""): p
+        for p in s.list(PODS)
+        if owned_by(p, uid) and not p["metadata"].get("deletionTimestamp")
+    }
 
 
 def pod_ready(pod: JSON) -> bool:
@@ -509,13 +513,70 @@ def test_pool_follows_node_labels_and_drains_through_nova(main: Scenario) -> Non
             if isinstance(c.body, dict) and c.body.get("status") == "disabled"
         ]
 
-    (disable,) = disables()
+    # The pod's release and the disable are not ordered by what this test can watch: wait for the call.
+    (disable,) = wait_for(disables, 90, f"the service of {out} disabled through the Nova API")
     assert disable.path == f"/v2.1/os-services/{service.uuid}"
+
+    def left() -> JSON | None:
+        entries = {e["name"]: e for e in (main.kube.get(pool_path).get("status") or {}).get("nodes") or []}
+        return entries if entries.get(out, {}).get("phase") not in ("Active", "Pending", "Draining") else None
+
+    wait_for(left, 90, f"{out} released from the pool's ledger")
 
     main.sim.cluster.label_node(out, {POOL_KEY: POOL})
     wait_for(on_nodes(set(nodes)), 120, f"the compute pod back on {out}")
     wait_for(pool_ready, 90, "the NovaCompute Ready with the node back")
     assert len(disables()) == 1
+
+
+def test_pool_keeps_the_pod_of_a_draining_node(main: Scenario) -> None:
+    """A node with servers relabelled out turns Draining and keeps its compute pod (the hold term,
+    novacompute-crd.md §9.2, phase table: "Draining ... pod on the node: yes") until Nova counts no
+    server on it; then it is released and its pod leaves."""
+    assert main.sim.openstack is not None
+    openstack = main.sim.openstack
+    pool_path = main.path(NOVACOMPUTES, POOL)
+    pool = main.kube.get(pool_path)
+    (ds,) = [d for d in main.list(DAEMONSETS) if owned_by(d, pool["metadata"]["uid"])]
+    node = main.sim.nodes["a"][1]
+    assert node in compute_pods(main, ds)
+    openstack.set_servers(node, 1)
+    main.sim.cluster.label_node(node, {POOL_KEY: None})
+    try:
+
+        def phase() -> str:
+            entries = {
+                e["name"]: e for e in (main.kube.get(pool_path).get("status") or {}).get("nodes") or []
+            }
+            return str(entries.get(node, {}).get("phase", ""))
+
+        wait_for(lambda: phase() == "Draining", 90, f"{node} Draining")
+
+        def held() -> bool:
+            live = main.kube.get(main.path(DAEMONSETS, ds["metadata"]["name"]))
+            terms = live["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
+            hold = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            st = live.get("status") or {}
+            settled = st.get("observedGeneration") == live["metadata"]["generation"] and (
+                st.get("desiredNumberScheduled")
+                == st.get("updatedNumberScheduled")
+                == st.get("numberReady")
+                == len(main.sim.nodes["a"])
+            )
+            pod = compute_pods(main, ds).get(node)
+            return hold in terms and settled and pod is not None and pod_ready(pod) and phase() == "Draining"
+
+        # Its labels no longer match the pool term; only the hold term keeps a (Ready) pod there.
+        wait_for(held, 60, f"a Ready compute pod held on the Draining {node}")
+        assert POOL_KEY not in main.kube.get(f"/api/v1/nodes/{node}")["metadata"]["labels"]
+        openstack.set_servers(node, 0)
+        wait_for(lambda: node not in compute_pods(main, ds), 90, f"the pod released from {node}")
+    finally:
+        openstack.set_servers(node, 0)
+        main.sim.cluster.label_node(node, {POOL_KEY: POOL})
+    wait_for(lambda: node in compute_pods(main, ds), 120, f"the compute pod back on {node}")
 
 
 # -- 6b. failover ----------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ With ``E2E_KUBECONFIG`` set, the tests run against that cluster (kind, for examp
 tests that need kwok stages, fake nodes or the stand-ins are skipped with a reason.
 Otherwise ``simcluster.launch`` starts etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok, the stand-ins and the fake OpenStack API on first use and stops them after
-the last e2e test. Scenarios run the operator with ``sim.spawn(...)`` under ``sim.operator_env()``.
+the last e2e test. Scenarios run the operator with ``sim.spawn(...)`` under ``sim.operator_env()``;
+``sim_module`` gives module-scoped fixtures (one operator per scenario group) the same cluster. The
+terminal summary prints the cluster's start-up time, lines the tests add through ``summary_line``
+(time to Ready, upgrade time) and every operator scenario's setup + call time.
 """
 
 from __future__ import annotations

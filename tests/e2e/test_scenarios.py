@@ -736,7 +736,6 @@ def test_restart_mid_install_resumes_without_a_duplicate_job(sim_module: SimHand
 
 # -- 7. upgrade ------------------------------------------------------------------------------------
 
-WIRED_OPERATOR = (str(pathlib.Path(__file__).with_name("upgrade_wired_operator.py")),)
 PHASE_JOBS = ("nova-db-expand", "nova-db-migrate", "nova-db-contract")
 
 
@@ -750,7 +749,7 @@ def test_upgrade_runs_the_phase_jobs_and_a_failing_migrate_blocks(
     prepare(sim_module)
     s = Scenario(sim_module, new_namespace(sim_module, "upgrade"))
     try:
-        s.start_operator("0", program=WIRED_OPERATOR)
+        s.start_operator("0")
         s.install()
         nova = s.wait_ready(INSTALL_WITHIN, "the Nova Ready at 2025.2")
         assert nova["status"]["installedRelease"] == "2025.2"

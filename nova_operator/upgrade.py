@@ -74,7 +74,6 @@ UPGRADE_ABORTED: Final = "UpgradeAborted"
 UPGRADE_CHECK_COMPLETED: Final = "UpgradeCheckCompleted"
 UPGRADE_CHECK_WARNINGS: Final = "UpgradeCheckWarnings"
 UPGRADE_CHECK_DEFERRED: Final = "UpgradeCheckEventEmissionDeferred"
-JOB_METRIC_DEFERRED: Final = "DBSyncMetricEmissionDeferred"
 
 CHECK_UNAVAILABLE: Final = "exit code unavailable"
 _CHECK_CLEAN: Final = re.compile(r"(?:^|\s)exit 0$")

@@ -183,7 +183,10 @@ def _job_failure(job: Mapping[str, Any]) -> str:
     return "failed"
 
 
-async def _record_metrics(ctx: PassContext, job: Mapping[str, Any] | None) -> None:
+async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str = DB_SYNC) -> None:
+    """``nova_operator_db_sync_total`` / ``_duration_seconds`` once per terminal Job UID (§14.2): the
+    db-sync Job and the three upgrade phase Jobs (``suffix`` names which)."""
+
     def record(state: JobState, seconds: float) -> None:
         result = "failed" if state is JobState.FAILED else "succeeded"
         ctx.metrics.db_sync_total.labels(ctx.name, ctx.namespace, result).inc()
@@ -194,7 +197,7 @@ async def _record_metrics(ctx: PassContext, job: Mapping[str, Any] | None) -> No
         NOVAS,
         ctx.obj,
         job,
-        suffix=DB_SYNC,
+        suffix=suffix,
         record=record,
         events=ctx.events,
         deferral_reason="DBSyncMetricEmissionDeferred",
@@ -238,7 +241,7 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
 async def db_sync(ctx: PassContext) -> Result:
     desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map)
     state, observed = await run_job(ctx, desired)
-    await _record_metrics(ctx, observed)
+    await record_job_metrics(ctx, observed)
     if state is None:
         return _wait(ctx, DB_SYNC_IN_PROGRESS, "db_sync job is running")
     assert observed is not None

@@ -6,22 +6,21 @@ Two seams:
   ``dispatch(ctx, steady)`` runs §2 of upgrade-and-cells.md in full (``steady`` is the
   db-sync path it falls through to); ``run_upgrade(ctx, installed, target)`` is the same
   flow for a caller that already ran the lockstep check and only hands over when a phase is
-  set or the pair needs an upgrade (the shape of ``database.run_upgrade``).
+  set or the pair needs an upgrade: what the Database step calls.
 * the API (Deployment) step, after its own availability wait: ``rollout_flip(ctx, api)``
   returns the step's result while the phase is ``RollingUpdate`` (gate closed: wait 10 s;
   open: flip to ``Contracting``, requeue 1 s) and None in any other phase.
 
 Wiring (step modules may not import each other, ``tests/unit/reconcilers/test_independence.py``):
-the Database step takes the flow as a parameter, e.g. ``database.run(ctx, upgrade_flow=...)``
-calling ``upgrade_flow(ctx, installed, target)`` where it calls ``run_upgrade`` today, and
-``nova_steps`` binds ``upgrade.run_upgrade`` into the ``Database`` step; likewise the API step
-may take ``rollout_flip`` (its own inline flip is equivalent). Until then the integration
-tests point ``database.run_upgrade`` at ``run_upgrade`` (``tests/integration/upgrade/conftest.py``).
+the Database step takes the flow as a parameter (``database.run(ctx, upgrade_flow=...)``) and
+``nova_steps`` binds ``run_upgrade`` into it. The API step's own inline flip is equivalent to
+``rollout_flip``.
 
 The phase Jobs run through the Database step's Job mechanics (``database.run_job``: create,
 pod-spec-hash gate, recreate on a template change, adoption, permanent failure). Each Job
-observed is handed to the exactly-once recorder under its suffix (``db-expand``,
-``db-migrate``, ``db-contract``) for the ``nova_operator_db_sync_*`` series, and the expand
+observed is handed to the exactly-once recorder (``database.record_job_metrics``) under its
+suffix (``db-expand``, ``db-migrate``, ``db-contract``) for the ``nova_operator_db_sync_*``
+series, and the expand
 Job once more under ``db-expand-check`` for the pre-flight report (§4). The flow only
 mutates the in-memory status; the pass writes it once at the end.
 """
@@ -164,7 +163,7 @@ async def _run_phase(ctx: PassContext, decision: Decision) -> Result:
     assert suffix is not None
     desired = jobs.phase_job(ctx.nova, cast(jobs.Phase, suffix), ctx.state.config_map)
     state, observed = await database.run_job(ctx, desired)
-    await record_job_metrics(ctx, observed, suffix)
+    await database.record_job_metrics(ctx, observed, suffix)
     if suffix == upgrade.DB_EXPAND:
         await report_check(ctx, observed)
     outcome = (
@@ -178,26 +177,6 @@ async def _run_phase(ctx: PassContext, decision: Decision) -> Result:
         view_of(ctx), outcome, job_name=desired["metadata"]["name"], error=_failure(observed)
     )
     return await apply(ctx, after)
-
-
-async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str) -> None:
-    """``nova_operator_db_sync_total`` / ``_duration_seconds``, once per terminal phase Job UID (§14.2)."""
-
-    def record(state: JobState, seconds: float) -> None:
-        result = "failed" if state is JobState.FAILED else "succeeded"
-        ctx.metrics.db_sync_total.labels(ctx.name, ctx.namespace, result).inc()
-        ctx.metrics.db_sync_duration.labels(ctx.name, ctx.namespace).observe(seconds)
-
-    await record_terminal_job(
-        ctx.kube,
-        NOVAS,
-        ctx.obj,
-        job,
-        suffix=suffix,
-        record=record,
-        events=ctx.events,
-        deferral_reason=upgrade.JOB_METRIC_DEFERRED,
-    )
 
 
 def _of_another_job(pod: Mapping[str, Any], job_uid: str) -> bool:

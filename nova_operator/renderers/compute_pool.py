@@ -261,19 +261,7 @@ def pull_policy(image: str, *, operator_default: str | None = None) -> str:
 
 def resolve_resources(resources: ResourceRequirements | None) -> Manifest:
     """§9.6: CPU named nowhere -> request 150m; memory named nowhere -> request = limit = 768Mi."""
-    requests = dict((resources.requests or {}) if resources else {})
-    limits = dict((resources.limits or {}) if resources else {})
-    if "cpu" not in requests and "cpu" not in limits:
-        requests["cpu"] = DEFAULT_CPU_REQUEST
-    if "memory" not in requests and "memory" not in limits:
-        requests["memory"] = DEFAULT_MEMORY
-        limits["memory"] = DEFAULT_MEMORY
-    out: Manifest = {}
-    if limits:
-        out["limits"] = dict(sorted(limits.items()))
-    if requests:
-        out["requests"] = dict(sorted(requests.items()))
-    return out
+    return resolve_job_resources(resources, DEFAULT_MEMORY, cpu=DEFAULT_CPU_REQUEST)
 
 
 # --------------------------------------------------------------------------- DaemonSet

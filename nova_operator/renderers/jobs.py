@@ -18,8 +18,6 @@ from nova_operator.models.nova import Nova
 from nova_operator.renderers.env import render
 from nova_operator.renderers.novaconf import CONFIG_DIR
 from nova_operator.renderers.workload import (
-    OPENSTACK_GID,
-    OPENSTACK_UID,
     config_volume,
     db_tls_volumes,
     image_ref,
@@ -27,6 +25,7 @@ from nova_operator.renderers.workload import (
     manage_env,
     memory_figure,
     plain,
+    pod_security_context,
     resolve_resources,
     restricted_container_security_context,
 )
@@ -106,16 +105,6 @@ def archive_script() -> str:
     return render("db-archive.sh.j2", config_dir=CONFIG_DIR, budget_seconds=ARCHIVE_BUDGET)
 
 
-def _pod_security_context() -> Manifest:
-    return {
-        "fsGroup": OPENSTACK_GID,
-        "runAsGroup": OPENSTACK_GID,
-        "runAsNonRoot": True,
-        "runAsUser": OPENSTACK_UID,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
 def _pod_template(
     nova: Nova,
     *,
@@ -146,7 +135,7 @@ def _pod_template(
         "spec": {
             "automountServiceAccountToken": False,
             "restartPolicy": restart_policy,
-            "securityContext": _pod_security_context(),
+            "securityContext": pod_security_context(),
             "containers": [container],
             # the whole ConfigMap: nova.conf, the overlays (not read: no --config-dir of theirs), logging.ini
             "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],

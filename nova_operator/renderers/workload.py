@@ -109,7 +109,7 @@ def restricted_container_security_context() -> Manifest:
     }
 
 
-def _pod_security_context() -> Manifest:
+def pod_security_context() -> Manifest:
     return {
         "fsGroup": OPENSTACK_GID,
         "runAsGroup": OPENSTACK_GID,
@@ -239,16 +239,12 @@ def memory_figure(processes: int, threads: int = 1) -> str:
     return f"{16 + processes * (352 + (threads - 1) * 32)}Mi"
 
 
-def _quantity(value: int | str) -> int | str:
-    return value
-
-
-def resolve_resources(resources: ResourceRequirements | None, memory: str) -> Manifest:
-    """A CPU named nowhere gets a 70m request; a memory named nowhere gets ``memory`` as request = limit."""
-    requests = {k: _quantity(v) for k, v in ((resources.requests or {}) if resources else {}).items()}
-    limits = {k: _quantity(v) for k, v in ((resources.limits or {}) if resources else {}).items()}
+def resolve_resources(resources: ResourceRequirements | None, memory: str, *, cpu: str = "70m") -> Manifest:
+    """CPU named nowhere: a ``cpu`` request; memory named nowhere: ``memory`` as request = limit."""
+    requests = dict((resources.requests or {}) if resources else {})
+    limits = dict((resources.limits or {}) if resources else {})
     if "cpu" not in requests and "cpu" not in limits:
-        requests["cpu"] = "70m"
+        requests["cpu"] = cpu
     if "memory" not in requests and "memory" not in limits:
         requests["memory"] = memory
         limits["memory"] = memory
@@ -522,7 +518,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     pod_spec: Manifest = {
         "automountServiceAccountToken": False,
         "containers": [container],
-        "securityContext": _pod_security_context(),
+        "securityContext": pod_security_context(),
         "terminationGracePeriodSeconds": grace if grace is not None else DEFAULT_GRACE,
         "volumes": [
             *config_volumes,

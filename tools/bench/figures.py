@@ -33,6 +33,7 @@ from bench.tracker import Tracker
 
 RECONCILE = "nova_operator_controller_reconcile_time_seconds"
 QUEUE_WAIT = "nova_operator_workqueue_queue_duration_seconds"
+STEP = "nova_operator_reconcile_duration_seconds"
 MARIADB_KINDS = ("databases", "users", "grants")
 GATES = ("databases", "users", "grants", "jobs", "deployments", "httproutes")
 STAGES: dict[str, tuple[str, ...]] = {
@@ -87,6 +88,23 @@ def _quantiles(after: str, before: str, metric: str, /, **labels: str) -> dict[s
         "p95": _r(promtext.quantile(h, 0.95), 4),
         "p99": _r(promtext.quantile(h, 0.99), 4),
     }
+
+
+def steps(after: str, before: str) -> dict[str, dict[str, Any]]:
+    """Per pipeline step: invocations, total seconds and p95 in the window, the costliest first."""
+    totals = {
+        got["sub_reconciler"]: value
+        for got, value in promtext.samples(after, f"{STEP}_sum")
+        if "sub_reconciler" in got
+    }
+    for got, value in promtext.samples(before, f"{STEP}_sum"):
+        if got.get("sub_reconciler") in totals:
+            totals[got["sub_reconciler"]] -= value
+    out = {}
+    for step, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        q = _quantiles(after, before, STEP, sub_reconciler=step)
+        out[step] = {"count": q["count"], "seconds": _r(seconds, 3), "p95": q["p95"]}
+    return out
 
 
 def _by_ns(requests: Iterable[audit.Request]) -> dict[str, list[float]]:
@@ -220,6 +238,10 @@ def compute(
         "reconcile_seconds": {
             "converge": _quantiles(m["converged"], m["start"], RECONCILE, controller="nova"),
             "wake": _quantiles(m["woken"], m["converged"], RECONCILE, controller="nova"),
+        },
+        "step_seconds": {
+            "converge": steps(m["converged"], m["start"]),
+            "wake": steps(m["woken"], m["converged"]),
         },
         "queue_wait_seconds": {
             "converge": _quantiles(m["converged"], m["start"], QUEUE_WAIT, name="nova"),

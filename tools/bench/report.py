@@ -91,6 +91,12 @@ def details(result: dict[str, Any], top: int = 12) -> str:
         out.append(
             f"stand-in reaction, {kind}: p50 {_fmt(s['p50'])} p95 {_fmt(s['p95'])} max {_fmt(s['max'])} s"
         )
+    for phase in ("converge", "wake"):
+        costly = list(((result.get("step_seconds") or {}).get(phase) or {}).items())[:6]
+        shown = ", ".join(
+            f"{k} {_fmt(v['seconds'])} s/{v['count']} (p95 {_fmt(v['p95'])})" for k, v in costly
+        )
+        out.append(f"costliest steps ({phase}): {shown or 'none'}")
     run = result.get("run") or {}
     out.append(
         f"commit {run.get('commit')}, {run.get('machine')}, load average {run.get('load_average_before')}"

@@ -12,7 +12,8 @@ Every time is in seconds. Definitions:
   controller's or stand-in's write) to the operator's next request in that Nova's namespace, the
   first visible sign of the pass it triggered.
 * ``standin_reaction``: from a MariaDB object's or HTTPRoute's creation (or its User's readiness,
-  for a Grant; its backend Service's creation, for a route) to the stand-in's Ready status.
+  for a Grant; its backend Service's creation, for a route) to the stand-in's Ready status write
+  (both dated by the audit log).
 * ``stages``: per stage, the median over Novas of when the operator created the stage's first
   object and when its last object turned ready, from the Nova's own create.
 """
@@ -116,21 +117,32 @@ def _by_ns(requests: Iterable[audit.Request]) -> dict[str, list[float]]:
     return out
 
 
+class StatusWrites:
+    """Others' status writes by object, from the audit log: when a child really turned ready (the
+    write the tracker saw the result of), free of the tracker's own delay."""
+
+    def __init__(self, log: audit.AuditLog) -> None:
+        self._writes: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for r in log.requests:
+            if r.user != OPERATOR_USER and r.resource.endswith("/status"):
+                self._writes[(r.resource.split("/")[0], r.namespace, r.name)].append(r.at)
+
+    def ready_at(self, key: tuple[str, str, str], seen: float) -> float:
+        before = [t for t in self._writes.get(key, []) if t <= seen + 0.05]
+        return max(before) if before else seen
+
+
 def event_to_pass(
     log: audit.AuditLog, tracker: Tracker, end: float
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     operator = [r for r in log.of(OPERATOR_USER) if r.verb not in ("watch", "list")]
     next_request = _by_ns(operator)
-    writes: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for r in log.requests:
-        if r.user != OPERATOR_USER and r.resource.endswith("/status"):
-            writes[(r.resource.split("/")[0], r.namespace, r.name)].append(r.at)
+    writes = StatusWrites(log)
     latencies: dict[str, list[float]] = defaultdict(list)
     for (kind, ns, name), seen in tracker.ready.items():
         if kind not in GATES:
             continue
-        before = [t for t in writes.get((kind, ns, name), []) if t <= seen + 0.05]
-        changed = max(before) if before else seen
+        changed = writes.ready_at((kind, ns, name), seen)
         times = next_request.get(ns, [])
         i = bisect.bisect_right(times, changed)
         if i < len(times) and times[i] < end:
@@ -149,16 +161,18 @@ def _created(log: audit.AuditLog) -> dict[tuple[str, str, str], float]:
 
 def standin_reaction(log: audit.AuditLog, tracker: Tracker) -> dict[str, dict[str, Any]]:
     created = _created(log)
+    writes = StatusWrites(log)
+    ready_at = {key: writes.ready_at(key, seen) for key, seen in tracker.ready.items()}
     users_ready: dict[str, list[float]] = defaultdict(list)
     services: dict[str, list[float]] = defaultdict(list)
-    for (kind, ns, _), t in tracker.ready.items():
+    for (kind, ns, _), t in ready_at.items():
         if kind == "users":
             users_ready[ns].append(t)
     for (kind, ns, _), t in created.items():
         if kind == "services":
             services[ns].append(t)
     out: dict[str, list[float]] = defaultdict(list)
-    for (kind, ns, name), ready in tracker.ready.items():
+    for (kind, ns, name), ready in ready_at.items():
         if kind not in (*MARIADB_KINDS, "httproutes") or (kind, ns, name) not in created:
             continue
         start = created[(kind, ns, name)]

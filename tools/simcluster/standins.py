@@ -39,7 +39,7 @@ from typing import Any
 
 from simcluster.asynckube import JSON, ApiError, AsyncKube, sleep_or
 from simcluster.fakeopenstack import FakeOpenStack
-from simcluster.watchcache import KeyQueue, Store, key_of, reflect, run_workers
+from simcluster.watchcache import KeyQueue, Store, key_of, reflect, run_until, run_workers
 
 log = logging.getLogger("simcluster.standins")
 
@@ -143,7 +143,7 @@ def _random(n: int, alphabet: str = string.ascii_letters + string.digits) -> str
 
 Key = tuple[str, str, str]  # kind (plural), namespace, name
 RESYNC_SECONDS = 30.0  # every key is looked at again this often, whatever the watches said
-WORKERS = 4
+WORKERS = 16  # concurrent writes: a burst of 100 Novas' 800 MariaDB objects clears in seconds
 
 
 class StandIns:
@@ -178,14 +178,7 @@ class StandIns:
         tasks.append(asyncio.create_task(self._resync(stop), name="stand-in resync"))
         if self.openstack is not None:
             tasks.append(asyncio.create_task(self._compute_loop(self.openstack, stop), name="compute agent"))
-        try:
-            await stop.wait()
-        finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
+        await run_until(stop, tasks)
 
     async def _resync(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 
@@ -165,12 +165,18 @@ async def run_workers(
             finally:
                 queue.done(key)
 
-    tasks = [asyncio.create_task(worker(), name=f"stand-in worker {i}") for i in range(workers)]
+    await run_until(
+        stop, [asyncio.create_task(worker(), name=f"stand-in worker {i}") for i in range(workers)]
+    )
+
+
+async def run_until(stop: asyncio.Event, tasks: list[asyncio.Task[Any]]) -> None:
+    """Wait for ``stop``, then cancel ``tasks`` and wait for them to end (their errors are dropped)."""
     try:
         await stop.wait()
     finally:
         for t in tasks:
             t.cancel()
         for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+import functools
 import json
 import math
 import os
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from simcluster import SERVICE_PASSWORD, SimHandle, launch
+from simcluster import SERVICE_PASSWORD, ManagedProcess, SimHandle, launch
 from simcluster.asynckube import AsyncKube
 from simcluster.controlplane import OPERATOR_USER, REPO, free_port
 
@@ -64,9 +65,12 @@ class Options:
 
 @dataclass
 class Operator:
-    pid: int
+    process: ManagedProcess
     metrics_url: str
-    log: pathlib.Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
 
 def namespaces(n: int) -> list[str]:
@@ -127,13 +131,12 @@ def prepare(handle: SimHandle, opts: Options) -> dict[str, Any]:
             for c in (o.get("status") or {}).get("conditions") or []
         )
 
-    kube.wait(lambda: ready("/apis/k8s.mariadb.com/v1alpha1/mariadbs", lambda o: cond(o, "Ready")), 300, "")
-    kube.wait(
-        lambda: ready("/apis/rabbitmq.com/v1beta1/rabbitmqclusters", lambda o: bool(o.get("status"))), 300, ""
-    )
-    kube.wait(
-        lambda: ready("/apis/gateway.networking.k8s.io/v1/gateways", lambda o: cond(o, "Programmed")), 300, ""
-    )
+    for path, check, what in (
+        ("/apis/k8s.mariadb.com/v1alpha1/mariadbs", lambda o: cond(o, "Ready"), "every MariaDB Ready"),
+        ("/apis/rabbitmq.com/v1beta1/rabbitmqclusters", lambda o: bool(o.get("status")), "RabbitmqClusters"),
+        ("/apis/gateway.networking.k8s.io/v1/gateways", lambda o: cond(o, "Programmed"), "Gateways"),
+    ):
+        kube.wait(functools.partial(ready, path, check), 300, what, interval=0.5)
     return nova
 
 
@@ -163,7 +166,7 @@ def start_operator(handle: SimHandle, opts: Options) -> Operator:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the operator did not become leader in 120 s:\n{p.output(4000)}")
         time.sleep(0.5)
-    return Operator(p.pid, url, p.log)
+    return Operator(p, url)
 
 
 async def _quiet(log: audit.AuditLog, seconds: float, limit: float) -> float:
@@ -205,6 +208,8 @@ async def measure(handle: SimHandle, op: Operator, opts: Options, nova: dict[str
 
         def all_ready() -> bool:
             nonlocal rss_peak
+            if not op.process.alive:
+                raise RuntimeError(f"the operator exited:\n{op.process.output(4000)}")
             rss_peak = max(rss_peak, proc.rss(op.pid))
             return all(("novas", ns, NAME) in tracker.ready for ns in names)
 

@@ -29,8 +29,8 @@ def nova_ready(obj: JSON) -> bool:
 
 def deployment_available(obj: JSON) -> bool:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    want = spec.get("replicas", 1)
-    return (
+    want = int(spec.get("replicas", 1))
+    return bool(
         status.get("observedGeneration") == obj["metadata"].get("generation")
         and (status.get("availableReplicas") or 0) >= want
         and (status.get("updatedReplicas") or 0) >= want

@@ -4,7 +4,8 @@ Every time is in seconds. Definitions:
 
 * ``ready``: when each Nova was first seen Ready for its generation, from the first create.
 * ``converge``: the operator's requests from the first create until it was quiet after the last
-  Nova turned Ready, per Nova, by ``verb resource``; Lease requests (leader election) apart.
+  Nova turned Ready, per Nova, by ``verb resource``; Lease requests (leader election) apart; and
+  the passes (reconciles) per Nova in that time.
 * ``wake``: an annotation touched on every Nova; the requests until every Nova had its pass, per
   pass (``nova_operator_controller_reconcile_total`` counts the passes).
 * ``idle``: requests per minute while nothing happens.
@@ -35,6 +36,7 @@ from bench.tracker import Tracker
 RECONCILE = "nova_operator_controller_reconcile_time_seconds"
 QUEUE_WAIT = "nova_operator_workqueue_queue_duration_seconds"
 STEP = "nova_operator_reconcile_duration_seconds"
+PASSES = "nova_operator_controller_reconcile_total"
 MARIADB_KINDS = ("databases", "users", "grants")
 GATES = ("databases", "users", "grants", "jobs", "deployments", "httproutes")
 STAGES: dict[str, tuple[str, ...]] = {
@@ -237,6 +239,14 @@ def compute(
         "converge": {
             **per_nova(audit.without_leases(in_window), n),
             "leases": len(in_window) - len(audit.without_leases(in_window)),
+            "passes_per_nova": _r(
+                (
+                    promtext.total(m["converged"], PASSES, controller="nova")
+                    - promtext.total(m["start"], PASSES, controller="nova")
+                )
+                / n,
+                2,
+            ),
             "seconds": _r(raw["t_settled"] - t0, 2),
         },
         "wake": {

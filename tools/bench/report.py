@@ -34,6 +34,7 @@ ROWS: list[Row] = [
     ("all Ready: first (s)", _get("ready", "first")),
     ("all Ready: median (s)", _get("ready", "median")),
     ("all Ready: last (s)", _get("ready", "last")),
+    ("passes per Nova to converge", _get("converge", "passes_per_nova")),
     ("requests per Nova to converge", _get("converge", "total")),
     ("  writes", _get("converge", "writes")),
     ("  reads (get, list)", _get("converge", "reads")),

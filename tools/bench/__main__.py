@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(report.table(result))
         print(report.details(result))
-        print(f"written: {out}")
+        print(f"written: {out}; logs and the audit log: {result['run']['workdir']}")
         return 0 if result["converged"] else 1
     if args.command == "compare":
         a, b = json.loads(args.a.read_text()), json.loads(args.b.read_text())

@@ -2,9 +2,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PY ?= .venv/bin/python
+N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
+.PHONY: help venv envtest nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run bench
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -58,3 +59,6 @@ test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit,
 
 run: venv  ## run the operator against KUBECONFIG, or start a local cluster and run it there
 	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run -- $(ARGS)
+
+bench: venv  ## N Novas (N=10 default; N=1, 10, 100) on the simulated cluster: table + bench-N.json (not a test)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(ARGS),-- $(ARGS))

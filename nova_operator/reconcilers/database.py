@@ -1,8 +1,12 @@
 """Step 6, ``Database`` (``DatabaseReady``): MariaDB objects, db-sync Job, cells, release (reconciler.md §5).
 
-1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0):
-   the ``MariaDB`` must be Ready (``ClusterNotReady``), then the ``Database`` objects, then
-   ``User`` and ``Grant`` (``WaitingForDatabase``); all polled every 30 s (not watched).
+1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0): the
+   ``MariaDB`` must be Ready (``ClusterNotReady``); then every ``Database``, ``User`` and
+   ``Grant`` of the Nova is applied in the same pass, in the spec's creation order, and the
+   step waits once (``WaitingForDatabase``: the Databases first, then the Users and Grants).
+   The MariaDB operator orders them itself (a Grant waits for its Database and User), so
+   holding a User back until its Database is Ready only adds a round trip per object. They
+   are watched by owner when the cluster serves the kinds; the 30 s wait is the fallback.
 2. ``WaitingForConfig`` while the Config step produced no ConfigMap.
 3. ``dispatch``: the image/release lockstep check, then either the steady-state db-sync Job
    (fresh install, same release, patch bump) or the release upgrade (expand / migrate /
@@ -78,17 +82,25 @@ def _by_block(ctx: PassContext) -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 async def _provision(ctx: PassContext) -> Result | None:
+    """Apply every MariaDB object of the managed blocks in one pass, then wait once.
+
+    Each block's cluster gate comes first (a block whose MariaDB is not Ready stops the step, with
+    the earlier blocks' objects already applied). The objects are applied one after the other in
+    ``mariadb_objects``' order (§5.1: no Grant is sent before its schema or its User); the wait
+    names what is not Ready yet, the Databases before the Users and Grants.
+    """
+    live: list[dict[str, Any]] = []
     for cluster, objects in _by_block(ctx):
         server = await ctx.live(MARIADBS, cluster)
         if server is None or not custom_resource_ready(server):
             return _wait(ctx, CLUSTER_NOT_READY, f"MariaDB {ctx.namespace}/{cluster} is not Ready")
-        databases = [o for o in objects if o["kind"] == "Database"]
-        others = [o for o in objects if o["kind"] != "Database"]
-        for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):
-            live = [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in group]
-            pending = [f"{o['kind']} {o['metadata']['name']}" for o in live if not custom_resource_ready(o)]
-            if pending:
-                return _wait(ctx, WAITING_FOR_DATABASE, f"{what}: {', '.join(pending)}")
+        live += [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in objects]
+    databases = [o for o in live if o["kind"] == "Database"]
+    others = [o for o in live if o["kind"] != "Database"]
+    for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):
+        pending = [f"{o['kind']} {o['metadata']['name']}" for o in group if not custom_resource_ready(o)]
+        if pending:
+            return _wait(ctx, WAITING_FOR_DATABASE, f"{what}: {', '.join(pending)}")
     return None
 
 

@@ -14,10 +14,24 @@ import pathlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from nova_operator.install.kustomize import render_config
 from nova_operator.kube.resources import render_rbac
 from nova_operator.models.crd import render_crds
 
-GENERATED: Mapping[str, Callable[[], dict[str, str]]] = {"crd": render_crds, "rbac": render_rbac}
+
+def _crd() -> dict[str, str]:
+    return {**render_crds(), **render_config()["crd"]}
+
+
+def _install(sub: str) -> Callable[[], dict[str, str]]:
+    return lambda: render_config()[sub]
+
+
+GENERATED: Mapping[str, Callable[[], dict[str, str]]] = {
+    "crd": _crd,
+    "rbac": render_rbac,
+    **{sub: _install(sub) for sub in render_config() if sub != "crd"},
+}
 
 
 def _generated(config_dir: pathlib.Path) -> dict[pathlib.Path, str]:

@@ -38,11 +38,11 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff format nova_operator tests tools
 	$(PY) -m ruff check --fix nova_operator tests tools
 
-manifests: venv  ## regenerate config/crd and config/rbac from the code
-	$(PY) -m nova_operator.manifests write config
+manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install) and the Helm chart from the code
+	$(PY) -m nova_operator.manifests write config charts/nova-operator
 
-verify-manifests: venv  ## fail when config/ is stale
-	$(PY) -m nova_operator.manifests verify config
+verify-manifests: venv  ## fail when config/ or charts/nova-operator/ is stale
+	$(PY) -m nova_operator.manifests verify config charts/nova-operator
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit

@@ -21,7 +21,9 @@ IMAGE_REPOSITORY = "ghcr.io/c5c3/nova-operator"
 VERSION = metadata.version("nova-operator")
 METRICS_PORT = 8080
 HEALTH_PORT = 8081
-TERMINATION_GRACE_SECONDS = 30
+# Longer than a stopping operator's drain of in-flight reconciles (Settings.shutdown_timeout, 30 s)
+# plus the release of the Lease.
+TERMINATION_GRACE_SECONDS = 60
 REPLICAS = 2
 RESOURCES: Obj = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
 # Every flag but --leader-elect/--no-leader-elect (first, a value in the chart) and the chart's extras.
@@ -66,13 +68,15 @@ class Target:
 
     @property
     def namespace(self) -> str:
-        return scalar(".Release.Namespace") if self.helm else "system"  # kubebuilder's placeholder
-
-    def labels(self, component: str | None = None) -> Any:
         if self.helm:
-            return block(f'include "nova-operator.labels" {self.ctx}')
-        labels = {"app.kubernetes.io/name": APP, "app.kubernetes.io/managed-by": "kustomize"}
-        return labels
+            return scalar(".Release.Namespace" if self.ctx == "." else f"{self.ctx}.Release.Namespace")
+        return "system"  # kubebuilder's placeholder: the overlay's namespace replaces it
+
+    def labels(self, *snippets: str) -> dict[str, Any]:
+        """The common labels (and, in the chart, the values-driven ``snippets`` after them)."""
+        if self.helm:
+            return {snippet(name): None for name in ("labels", *snippets)}
+        return {"app.kubernetes.io/name": APP, "app.kubernetes.io/managed-by": "kustomize"}
 
     @property
     def selector(self) -> Any:
@@ -144,11 +148,10 @@ def _container(t: Target) -> Obj:
 def deployment(t: Target) -> Obj:
     pod_meta: Obj = {
         "annotations": {"kubectl.kubernetes.io/default-container": "manager"},
-        "labels": t.selector,
+        "labels": {snippet("selectorLabels"): None, snippet("podLabels"): None} if t.helm else t.selector,
     }
     if t.helm:
         pod_meta["annotations"][snippet("podAnnotations")] = None
-        pod_meta[snippet("podLabels")] = None
     spec: Obj = {
         "serviceAccountName": t.service_account,
         "securityContext": {
@@ -157,7 +160,6 @@ def deployment(t: Target) -> Obj:
             "runAsGroup": 65532,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        # Longer than the reconcile drain of a stopping operator (settings.shutdown_timeout).
         "terminationGracePeriodSeconds": scalar(".Values.terminationGracePeriodSeconds")
         if t.helm
         else TERMINATION_GRACE_SECONDS,
@@ -209,8 +211,7 @@ def metrics_service(t: Target) -> Obj:
 
 def service_monitor(t: Target) -> Obj:
     meta = t.metadata(t.name("controller-manager-metrics-monitor"))
-    if t.helm:
-        meta[snippet("serviceMonitorLabels")] = None
+    meta["labels"] = t.labels("serviceMonitorLabels")
     endpoint: Obj = {"port": "metrics", "path": "/metrics", "scheme": "http"}
     endpoint["interval"] = scalar(".Values.serviceMonitor.interval") if t.helm else "30s"
     return {
@@ -245,11 +246,7 @@ def cluster_role(
     t: Target, base: str, suffix: str, rules: list[Rule], labels: dict[str, str] | None = None
 ) -> Obj:
     meta = t.metadata(t.name(base, suffix), namespaced=False)
-    if labels:
-        if t.helm:
-            meta[snippet("aggregate:" + ",".join(f"{k}={v}" for k, v in labels.items()))] = None
-        else:
-            meta["labels"] = {**meta["labels"], **labels}
+    meta["labels"] = {**meta["labels"], **(labels or {})}
     return {"apiVersion": f"{RBAC_API}/v1", "kind": "ClusterRole", "metadata": meta, "rules": rules}
 
 
@@ -265,7 +262,7 @@ def role(t: Target, base: str, suffix: str, rules: list[Rule], namespace: str | 
 def _subjects(t: Target) -> list[Obj]:
     # kustomize: the overlay's namespace transformer fills the subject's namespace in.
     subject: Obj = {"kind": "ServiceAccount", "name": t.service_account}
-    subject["namespace"] = scalar(".Release.Namespace") if t.helm else "system"
+    subject["namespace"] = t.namespace
     return [subject]
 
 

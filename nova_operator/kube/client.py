@@ -85,7 +85,7 @@ def load_incluster_config(cfg: k8s_client.Configuration, mount: pathlib.Path) ->
     loader = InClusterConfigLoader(
         token_filename=str(mount / "token"), cert_filename=str(mount / "ca.crt"), try_refresh_token=False
     )
-    loader.load_and_set(cfg)  # type: ignore[no-untyped-call]
+    loader.load_and_set(cfg)
     token = _RotatingToken(mount / "token")
     cfg.api_key["BearerToken"] = token.current()
     cfg.refresh_api_key_hook = lambda c: c.api_key.__setitem__("BearerToken", token.current())

@@ -31,7 +31,13 @@ build() {  # name, package, ldflags, module dir
   mv "$OUT/$name.partial" "$OUT/$name"
   echo "built $name in $((SECONDS - t0)) s" >&2
 }
-build helm helm.sh/helm/v3/cmd/helm "-s -w -X=helm.sh/helm/v3/internal/version.version=$HV" "$HERE/helm"
+# helm's default Kubernetes version (helm template, lint) is that of its client-go, as its Makefile sets it.
+HK="$(version helm k8s.io/client-go)"
+HLDF="-s -w -X=helm.sh/helm/v3/internal/version.version=$HV"
+for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  HLDF+=" -X=$p.k8sVersionMajor=1 -X=$p.k8sVersionMinor=$(cut -d. -f2 <<<"$HK")"
+done
+build helm helm.sh/helm/v3/cmd/helm "$HLDF" "$HERE/helm"
 build kustomize sigs.k8s.io/kustomize/kustomize/v5 "-s -w" "$HERE/kustomize"
 KLDF="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

@@ -198,10 +198,13 @@ def pdb(t: Target) -> Obj:
 
 
 def metrics_service(t: Target) -> Obj:
+    meta = t.metadata(t.name("controller-manager-metrics-service", "-metrics"))
+    if not t.helm:  # the chart's common labels hold its selector labels already
+        meta["labels"] = {**meta["labels"], **t.selector}  # what the ServiceMonitor selects
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": t.metadata(t.name("controller-manager-metrics-service", "-metrics")),
+        "metadata": meta,
         "spec": {
             "ports": [{"name": "metrics", "port": METRICS_PORT, "protocol": "TCP", "targetPort": "metrics"}],
             "selector": t.selector,

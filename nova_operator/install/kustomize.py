@@ -17,6 +17,7 @@ overlays that set both.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -74,6 +75,7 @@ def _overlay(*bases: str, **extra: Any) -> str:
     return _kustomization([*bases, "metrics_service.yaml"], namespace=NAMESPACE, namePrefix=PREFIX, **extra)
 
 
+@functools.cache  # pure; manifests asks for it once per directory
 def render_config() -> dict[str, dict[str, str]]:
     """``{config sub-directory: {file name: text}}`` for every directory this module owns."""
     t = o.KUSTOMIZE

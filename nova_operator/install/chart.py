@@ -276,6 +276,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 """
 
 
+# Two replicas without a Lease would both reconcile: refuse that instead of rendering it.
+SINGLE_LEADER = (
+    "{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicaCount) 1) }}\n"
+    '{{- fail "leaderElection.enabled=false allows one replica only: set replicaCount=1" }}\n'
+    "{{- end }}\n"
+)
+
+
 def _helpers() -> str:
     base = [a for a in o.BASE_ARGS if not a.startswith("--log-level=")]
     lines = "\n".join(f"- {a}" for a in base) + "\n- --log-level={{ .Values.logLevel }}"
@@ -379,7 +387,7 @@ def render_chart() -> dict[str, str]:
         "values.yaml": _values_yaml(),
         "values.schema.json": json.dumps(values_schema(), indent=2) + "\n",
         "templates/_helpers.tpl": _helpers(),
-        "templates/deployment.yaml": HEADER + helm_yaml(o.deployment(t)),
+        "templates/deployment.yaml": HEADER + SINGLE_LEADER + helm_yaml(o.deployment(t)),
         "templates/serviceaccount.yaml": _if(".Values.serviceAccount.create", helm_yaml(sa)),
         "templates/rbac.yaml": _rbac(),
         "templates/leader-election-rbac.yaml": _if(

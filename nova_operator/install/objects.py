@@ -269,21 +269,20 @@ def _subjects(t: Target) -> list[Obj]:
     return [subject]
 
 
-def cluster_role_binding(t: Target, base: str, role_base: str, suffix: str = "") -> Obj:
+def _binding(t: Target, kind: str, base: str, role_base: str, suffix: str, namespace: str | None) -> Obj:
+    role_kind = kind.removesuffix("Binding")
     return {
         "apiVersion": f"{RBAC_API}/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": t.metadata(t.name(base, suffix), namespaced=False),
-        "roleRef": {"apiGroup": RBAC_API, "kind": "ClusterRole", "name": t.name(role_base, suffix)},
+        "kind": kind,
+        "metadata": t.metadata(t.name(base, suffix), namespaced=kind == "RoleBinding", namespace=namespace),
+        "roleRef": {"apiGroup": RBAC_API, "kind": role_kind, "name": t.name(role_base, suffix)},
         "subjects": _subjects(t),
     }
+
+
+def cluster_role_binding(t: Target, base: str, role_base: str, suffix: str = "") -> Obj:
+    return _binding(t, "ClusterRoleBinding", base, role_base, suffix, None)
 
 
 def role_binding(t: Target, base: str, role_base: str, suffix: str = "", namespace: str | None = None) -> Obj:
-    return {
-        "apiVersion": f"{RBAC_API}/v1",
-        "kind": "RoleBinding",
-        "metadata": t.metadata(t.name(base, suffix), namespace=namespace),
-        "roleRef": {"apiGroup": RBAC_API, "kind": "Role", "name": t.name(role_base, suffix)},
-        "subjects": _subjects(t),
-    }
+    return _binding(t, "RoleBinding", base, role_base, suffix, namespace)

@@ -38,7 +38,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "config" / "samples"
 DEPENDENCIES = REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml"
 NOVA = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas/nova"
-FINALIZER = "nova.openstack.c5c3.io/finalizer"
+NOVA_CRDS = ("novas.nova.openstack.c5c3.io", "novacomputes.nova.openstack.c5c3.io")
 READY_WITHIN = 90.0
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
 PLURALS = {
@@ -240,61 +240,6 @@ def nova_ns(sim_module: SimHandle) -> Iterator[str]:
     drop_nova_namespace(sim_module, ns)
 
 
-def test_kubectl_apply_k_config_default(
-    sim_module: SimHandle,
-    tools_env: dict[str, str],
-    nova_ns: str,
-    tmp_path: pathlib.Path,
-    summary_line: Callable[[str], None],
-) -> None:
-    sim = sim_module
-    assert sim.openstack is not None
-    t0 = time.monotonic()
-    rendered = docs(run("kubectl", "kustomize", str(REPO / "config" / "default")))
-    run("kubectl", "apply", "-k", str(REPO / "config" / "default"), env=tools_env)
-    installed = [d for d in rendered if d["kind"] not in ("Namespace", "CustomResourceDefinition")]
-    try:
-        for doc in rendered:
-            assert exists(sim, path_of(doc)), f"{doc['kind']} {doc['metadata']['name']} not on the server"
-        (dep,) = [d for d in rendered if d["kind"] == "Deployment"]
-        wait_for(lambda: available(sim, dep), 60, "the operator's Deployment available")
-        assert len(operator_pods(sim, dep)) == 2
-        fake_nodes = {n for names in sim.nodes.values() for n in names}
-        assert {p["spec"]["nodeName"] for p in operator_pods(sim, dep)} <= fake_nodes
-        # The site's settings, as an overlay or `kubectl patch` adds them: a rollout on kwok too.
-        extra = [f"--nova-api-url={sim.openstack.nova_url}", f"--namespace={nova_ns}"]
-        patch = [{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a} for a in extra]
-        run(
-            "kubectl", "-n", "nova-system", "patch", "deployment", dep["metadata"]["name"],
-            "--type=json", "-p", json.dumps(patch), env=tools_env,
-        )  # fmt: skip
-        live = wait_for(lambda: available(sim, dep), 60, "the patched Deployment rolled out")
-        install = Install(sim, tmp_path, "kustomize")
-        proc = install.start(live)
-        try:
-            install_nova(sim, nova_ns)
-            wait_for(lambda: nova_ready(sim, nova_ns), READY_WITHIN, "the sample Nova Ready", proc)
-            summary_line(
-                f"install (kubectl apply -k config/default): sample Nova Ready {time.monotonic() - t0:.1f} s"
-            )
-            assert operator_allowed(sim, nova_ns, "nova-system")
-            lease = sim.cluster.kube.get(
-                "/apis/coordination.k8s.io/v1/namespaces/nova-system/leases/nova-operator-leader"
-            )
-            assert lease["spec"]["holderIdentity"]
-            sim.cluster.kube.delete(NOVA.format(ns=nova_ns))
-            wait_for(lambda: exists(sim, NOVA.format(ns=nova_ns)) is None, 60, "the Nova deleted", proc)
-        finally:
-            install.stop()
-    finally:
-        for doc in installed:  # the operator's objects; the Namespace and the CRDs stay for the others
-            try:
-                sim.cluster.kube.delete(path_of(doc))
-            except KubeError as exc:
-                if exc.status != 404:
-                    raise
-
-
 def children(sim: SimHandle, ns: str, nova_uid: str) -> dict[str, tuple[str, bool]]:
     """Every object the Nova owns: name -> (uid, being deleted)."""
     out = {}
@@ -327,8 +272,12 @@ def test_helm_install_upgrade_uninstall(
         "--set", f"novaApiUrl={sim.openstack.nova_url}",
         "--set", f"watchNamespaces={{{nova_ns}}}",
     ]  # fmt: skip
+    crds = [f"{PLURALS['CustomResourceDefinition']}/{n}" for n in NOVA_CRDS]
+    absent = [c for c in crds if exists(sim, c) is None]  # on a fresh cluster: helm installs them
     t0 = time.monotonic()
     helm("install", "e2e", str(CHART), "--create-namespace", *common, *values, env=tools_env)
+    assert all(exists(sim, c) for c in crds), "the chart's crds/ not installed"
+    summary_line(f"install (helm install): CRDs {'installed by the chart' if absent else 'were present'}")
     install = Install(sim, tmp_path, "helm")
     try:
         manifest = docs(helm("get", "manifest", "e2e", "--namespace", release_ns, env=tools_env))
@@ -384,8 +333,8 @@ def test_helm_install_upgrade_uninstall(
         helm("uninstall", "e2e", "--namespace", release_ns, "--wait", "--timeout", "60s", env=tools_env)
         for doc in manifest:
             assert exists(sim, path_of(doc)) is None, f"{doc['kind']} {doc['metadata']['name']} left behind"
-        for crd in ("novas.nova.openstack.c5c3.io", "novacomputes.nova.openstack.c5c3.io"):
-            assert exists(sim, f"{PLURALS['CustomResourceDefinition']}/{crd}")
+        for crd in crds:
+            assert exists(sim, crd), f"{crd} removed by helm uninstall"
         after_nova = sim.cluster.kube.get(NOVA.format(ns=nova_ns))
         assert after_nova["metadata"]["uid"] == nova["metadata"]["uid"]
         assert not after_nova["metadata"].get("deletionTimestamp")
@@ -397,3 +346,58 @@ def test_helm_install_upgrade_uninstall(
             helm("uninstall", "e2e", "--namespace", release_ns, "--ignore-not-found", env=tools_env)
         finally:
             sim.cluster.kube.delete(f"/api/v1/namespaces/{release_ns}")
+
+
+def test_kubectl_apply_k_config_default(
+    sim_module: SimHandle,
+    tools_env: dict[str, str],
+    nova_ns: str,
+    tmp_path: pathlib.Path,
+    summary_line: Callable[[str], None],
+) -> None:
+    sim = sim_module
+    assert sim.openstack is not None
+    t0 = time.monotonic()
+    rendered = docs(run("kubectl", "kustomize", str(REPO / "config" / "default")))
+    run("kubectl", "apply", "-k", str(REPO / "config" / "default"), env=tools_env)
+    installed = [d for d in rendered if d["kind"] not in ("Namespace", "CustomResourceDefinition")]
+    try:
+        for doc in rendered:
+            assert exists(sim, path_of(doc)), f"{doc['kind']} {doc['metadata']['name']} not on the server"
+        (dep,) = [d for d in rendered if d["kind"] == "Deployment"]
+        wait_for(lambda: available(sim, dep), 60, "the operator's Deployment available")
+        assert len(operator_pods(sim, dep)) == 2
+        fake_nodes = {n for names in sim.nodes.values() for n in names}
+        assert {p["spec"]["nodeName"] for p in operator_pods(sim, dep)} <= fake_nodes
+        # The site's settings, as an overlay or `kubectl patch` adds them: a rollout on kwok too.
+        extra = [f"--nova-api-url={sim.openstack.nova_url}", f"--namespace={nova_ns}"]
+        patch = [{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a} for a in extra]
+        run(
+            "kubectl", "-n", "nova-system", "patch", "deployment", dep["metadata"]["name"],
+            "--type=json", "-p", json.dumps(patch), env=tools_env,
+        )  # fmt: skip
+        live = wait_for(lambda: available(sim, dep), 60, "the patched Deployment rolled out")
+        install = Install(sim, tmp_path, "kustomize")
+        proc = install.start(live)
+        try:
+            install_nova(sim, nova_ns)
+            wait_for(lambda: nova_ready(sim, nova_ns), READY_WITHIN, "the sample Nova Ready", proc)
+            summary_line(
+                f"install (kubectl apply -k config/default): sample Nova Ready {time.monotonic() - t0:.1f} s"
+            )
+            assert operator_allowed(sim, nova_ns, "nova-system")
+            lease = sim.cluster.kube.get(
+                "/apis/coordination.k8s.io/v1/namespaces/nova-system/leases/nova-operator-leader"
+            )
+            assert lease["spec"]["holderIdentity"]
+            sim.cluster.kube.delete(NOVA.format(ns=nova_ns))
+            wait_for(lambda: exists(sim, NOVA.format(ns=nova_ns)) is None, 60, "the Nova deleted", proc)
+        finally:
+            install.stop()
+    finally:
+        for doc in installed:  # the operator's objects; the Namespace and the CRDs stay for the others
+            try:
+                sim.cluster.kube.delete(path_of(doc))
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise

@@ -378,6 +378,7 @@ def test_helm_defaults_and_config_default_are_the_same_install() -> None:
         (["--set", "extraArgs={workers}"], "/extraArgs/0"),
         (["--set", "rbac.scope=namespaced"], "rbac.scope=namespaced needs watchNamespaces"),
         (["--set", "serviceAccount.create=false"], "serviceAccount.name is required"),
+        (["--set", "leaderElection.enabled=false"], "leaderElection.enabled=false allows one replica only"),
     ],
 )
 def test_the_chart_refuses_what_it_does_not_know(flags: list[str], message: str) -> None:

@@ -3,6 +3,7 @@
 #   helm       (tools/helm/go.mod, helm.sh/helm/v3)
 #   kustomize  (tools/kustomize/go.mod, sigs.k8s.io/kustomize/kustomize/v5)
 #   kubectl    (tools/kubectl/go.mod: k8s.io/kubernetes at the control plane's version, same replaces)
+#   the ServiceMonitor and PrometheusRule CRDs (tools/prometheus-crds/go.mod: copied, not built)
 # Idempotent: a second run with the same versions prints the directory at once.
 # Env: ENVTEST_CACHE (default /var/cache/nova-envtest; the Go module and build caches are shared
 # with tools/envtest/build.sh).
@@ -21,7 +22,9 @@ HV="$(version helm helm.sh/helm/v3)"
 KZV="$(version kustomize sigs.k8s.io/kustomize/kustomize/v5)"
 KV="$(version kubectl k8s.io/kubernetes)"
 [[ "$KV" == "$(version envtest k8s.io/kubernetes)" ]] || { echo "tools/kubectl and tools/envtest pin different Kubernetes versions" >&2; exit 1; }
-OUT="$CACHE/deploytools-helm$HV-kustomize$KZV-kubectl$KV-$(go env GOVERSION)"
+PROM="github.com/prometheus-operator/prometheus-operator"
+PV="$(version prometheus-crds "$PROM")"
+OUT="$CACHE/deploytools-helm$HV-kustomize$KZV-kubectl$KV-promop$PV-$(go env GOVERSION)"
 MINOR="$(cut -d. -f2 <<<"$KV")"
 mkdir -p "$OUT"
 build() {  # name, package, ldflags, module dir
@@ -44,4 +47,11 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   KLDF+=" -X=$p.gitVersion=$KV -X=$p.gitMajor=1 -X=$p.gitMinor=$MINOR -X=$p.gitTreeState=clean"
 done
 build kubectl k8s.io/kubernetes/cmd/kubectl "$KLDF" "$HERE/kubectl"
+for kind in servicemonitors prometheusrules; do
+  crd="monitoring.coreos.com_$kind.yaml"
+  [[ -f "$OUT/$crd" ]] && continue
+  dir="$(cd "$HERE/prometheus-crds" && go mod download "$PROM" && go list -m -f '{{.Dir}}' "$PROM")"
+  cp "$dir/example/prometheus-operator-crd/$crd" "$OUT/$crd.partial"
+  mv "$OUT/$crd.partial" "$OUT/$crd"
+done
 echo "$OUT"

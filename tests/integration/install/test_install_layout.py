@@ -7,14 +7,19 @@ namespace only), run the same container, and the chart must refuse what its sche
 
 from __future__ import annotations
 
+import contextlib
 import json
+import pathlib
+import shutil
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 import yaml
+from simcluster import ControlPlane
 from simcluster.controlplane import REPO
-from simcluster.installtools import CHART, ToolError, by_kind, docs, helm_template, run
+from simcluster.installtools import CHART, ToolError, bindir, by_kind, docs, helm_template, run
+from simcluster.kube import Kube, KubeError
 
 from nova_operator.kube.resources import KNOWN, render_rbac
 from nova_operator.settings import Settings
@@ -200,18 +205,30 @@ def test_config_namespaced_grants_roles_in_the_watched_namespace_only() -> None:
     check_rbac(objects, "nova-system", watched=["openstack"])
 
 
-def test_prometheus_and_network_policy_bases_select_the_operator() -> None:
-    default = kustomize("default")
-    dep = one(default, "Deployment")
+def with_optional_bases(tmp_path: pathlib.Path) -> list[Obj]:
+    """config/default with its commented-out optional bases (prometheus, network-policy) enabled."""
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    kustomization = config / "default" / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "# - ../prometheus\n" in text
+    assert "# - ../network-policy\n" in text
+    kustomization.write_text(text.replace("# - ../", "- ../"))
+    return docs(run("kubectl", "kustomize", str(config / "default")))
+
+
+def test_prometheus_and_network_policy_bases_select_the_operator(tmp_path: pathlib.Path) -> None:
+    objects = with_optional_bases(tmp_path)
+    dep = one(objects, "Deployment")
     base_labels = dict(dep["spec"]["selector"]["matchLabels"])
-    svc = check_service(default, dep)
-    (monitor,) = kustomize("prometheus")
-    assert monitor["kind"] == "ServiceMonitor"
+    svc = check_service(objects, dep)
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "nova-system"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in svc["spec"]["ports"]}
-    (policy,) = kustomize("network-policy")
+    policy = one(objects, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "nova-system"
     assert policy["spec"]["podSelector"]["matchLabels"] == base_labels
-    assert policy["spec"]["ingress"][0]["ports"] == [{"port": 8080, "protocol": "TCP"}]
 
 
 # -- helm --------------------------------------------------------------------------------------
@@ -385,3 +402,50 @@ def test_the_chart_refuses_what_it_does_not_know(flags: list[str], message: str)
     with pytest.raises(ToolError) as err:
         helm_template("nova", "ops", *flags)
     assert message in err.value.stderr
+
+
+# -- the real API server -----------------------------------------------------------------------
+
+
+def _server_dry_run(kube: Kube, doc: Obj) -> None:
+    """Server-side apply with dryRun=All: full validation (schemas, CEL, admission), nothing stored."""
+    coll = kube.collection(doc, "default")
+    query = "?dryRun=All&fieldManager=install-test&force=true"
+    kube.request("PATCH", f"{coll}/{doc['metadata']['name']}{query}", doc, "application/apply-patch+yaml")
+
+
+def test_every_rendered_object_is_accepted_by_the_api_server(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """Every value set of the matrix and every kustomize overlay, validated by kube-apiserver (the
+    prometheus-operator's own CRDs installed for the ServiceMonitor and the PrometheusRule)."""
+    kube = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    crds = sorted(bindir().glob("monitoring.coreos.com_*.yaml"))
+    assert [p.name for p in crds] == [
+        "monitoring.coreos.com_prometheusrules.yaml",
+        "monitoring.coreos.com_servicemonitors.yaml",
+    ]
+    kube.apply_files(crds)
+    kube.wait_crds_established(
+        ["prometheusrules.monitoring.coreos.com", "servicemonitors.monitoring.coreos.com"]
+    )
+    for ns in ("ops", "openstack", "tenant-b", "nova-system"):
+        with contextlib.suppress(KubeError):
+            kube.post(
+                "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            )
+    rendered = [
+        (case, helm_template("nova", "ops", *flags, "--include-crds")) for case, flags in MATRIX.items()
+    ]
+    rendered += [(f"config/{o}", kustomize(o)) for o in ("default", "namespaced")]
+    rendered += [("config/default with its optional bases", with_optional_bases(tmp_path))]
+    for case, objects in rendered:
+        for doc in objects:
+            try:
+                _server_dry_run(kube, doc)
+            except (KubeError, KeyError) as exc:
+                raise AssertionError(
+                    f"{case}: {doc['kind']} {doc['metadata']['name']} refused: {exc}"
+                ) from exc
+    kinds = {d["kind"] for _, objects in rendered for d in objects}
+    assert {"ServiceMonitor", "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "Role"} <= kinds

@@ -16,8 +16,10 @@ namespace the operator watches (so it leaves the other scenarios' namespaces alo
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import os
 import pathlib
 import time
 import uuid
@@ -26,6 +28,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from kubernetes_asyncio import client
 from simcluster import SERVICE_PASSWORD, KubeError, ManagedProcess, SimHandle
 from simcluster.incluster import PodProcess, pod_process, request_token, write_mount
 from simcluster.installtools import CHART, docs, run
@@ -401,3 +404,32 @@ def test_kubectl_apply_k_config_default(
             except KubeError as exc:
                 if exc.status != 404:
                     raise
+
+
+# -- an existing cluster (make e2e-kind) -------------------------------------------------------
+
+
+async def test_the_installed_operator_runs_in_its_pods(api: client.ApiClient) -> None:
+    """On ``E2E_KUBECONFIG`` (``make e2e-kind`` installs the chart first): the operator's real pods
+    are available, none restarted, and one of them holds the Lease in the operator's namespace."""
+    if not os.environ.get("E2E_KUBECONFIG"):
+        pytest.skip(
+            "needs an installed operator on E2E_KUBECONFIG (make e2e-kind); here the pods run no process"
+        )
+    ns = os.environ.get("E2E_OPERATOR_NAMESPACE", "nova-system")
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    coordination = client.CoordinationV1Api(api)
+    selector = "app.kubernetes.io/name=nova-operator"
+    deadline = time.monotonic() + 180
+    while True:
+        (dep,) = (await apps.list_namespaced_deployment(ns, label_selector=selector)).items
+        want = dep.spec.replicas
+        if (dep.status.available_replicas or 0) == want and (dep.status.updated_replicas or 0) == want:
+            break
+        assert time.monotonic() < deadline, f"the operator's Deployment not available: {dep.status}"
+        await asyncio.sleep(2)
+    pods = (await core.list_namespaced_pod(ns, label_selector=selector)).items
+    assert len(pods) == want
+    assert all(cs.restart_count == 0 for p in pods for cs in p.status.container_statuses or [])
+    lease = await coordination.read_namespaced_lease("nova-operator-leader", ns)
+    assert lease.spec.holder_identity.split("_")[0] in {p.metadata.name for p in pods}

@@ -156,6 +156,7 @@ class Install:
             service_account=sa,
         )
         assert "KUBECONFIG" not in self.pod.env
+        assert self.pod.changed_args(container) == {"--metrics-bind-address", "--health-probe-bind-address"}
         self.proc = self.sim.spawn(
             f"{self.tag}-operator-{self.runs}", self.pod.argv, env=self.pod.env, inherit_env=False
         )

@@ -91,6 +91,12 @@ class PodProcess:
     env: dict[str, str]
     ports: dict[int, int] = field(default_factory=dict)  # container port -> loopback port
 
+    def changed_args(self, container: Mapping[str, Any]) -> set[str]:
+        """The flags whose value differs from the container spec's (only listen addresses may)."""
+        args = list(container.get("args") or [])
+        ours = self.argv[len(self.argv) - len(args) :]
+        return {a.partition("=")[0] for a, b in zip(args, ours, strict=True) if a != b}
+
 
 def _field(path: str, pod: Mapping[str, str]) -> str:
     if path not in pod:

@@ -116,6 +116,7 @@ def test_operator_in_a_pod_leads_and_reconciles_with_a_bound_rotating_token(
     )
     assert "KUBECONFIG" not in pod.env
     assert pod.env["POD_NAMESPACE"] == ns
+    assert pod.changed_args(container) == {"--metrics-bind-address", "--health-probe-bind-address"}
 
     nova_ns = f"nova-{uuid.uuid4().hex[:6]}"
     admin.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": nova_ns}})

@@ -11,6 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the kubelet mounts a pod's ServiceAccount token, CA bundle and namespace."""
+
 
 @dataclass(frozen=True, slots=True)
 class KubeSettings:
@@ -19,7 +22,7 @@ class KubeSettings:
     request_timeout: float = 30.0
     # The pod's ServiceAccount mount (token, ca.crt, namespace). Tests move it with
     # NOVA_OPERATOR_SERVICE_ACCOUNT_DIR; there is no flag, a pod always has it here.
-    service_account_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
 
 
 @dataclass(frozen=True, slots=True)

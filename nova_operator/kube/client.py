@@ -28,6 +28,7 @@ from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from nova_operator.kube import errors
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
+from nova_operator.settings import SERVICE_ACCOUNT_DIR
 
 Object = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
@@ -45,10 +46,6 @@ class ConfigError(Exception):
 class WatchEvent(NamedTuple):
     type: EventType
     object: Object
-
-
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-"""Where the kubelet mounts a pod's ServiceAccount token, CA bundle and namespace."""
 
 
 async def load_api_client(

@@ -19,7 +19,7 @@ from nova_operator.settings import Settings
 
 def factories(settings: Settings | None = None) -> list[ControllerFactory | AsyncControllerFactory]:
     settings = settings or Settings()
-    operator_namespace = settings.leader_election.namespace  # the namespace the operator runs in
+    operator_namespace = settings.operator_namespace  # the NetworkPolicies' allowed source
 
     async def nova(manager: Manager) -> Controller:
         # Whether the Gateway API and MariaDB kinds are served decides which informers can sync.

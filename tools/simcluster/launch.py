@@ -206,13 +206,15 @@ class SimHandle:
         *,
         env: Mapping[str, str] | None = None,
         cwd: pathlib.Path | None = None,
+        inherit_env: bool = True,
     ) -> ManagedProcess:
         """Run a program next to the cluster (the operator, a second replica, ...), with
-        ``operator_env()`` plus ``env`` on top of this process's environment, its output in
-        ``<workdir>/<name>.log``, the same parent-death signal as the cluster, and stopped by
-        ``stop()``. Names must be unique per handle."""
+        ``operator_env()`` plus ``env`` on top of this process's environment (``inherit_env=False``:
+        exactly ``env``, as a pod's process gets it), its output in ``<workdir>/<name>.log``, the
+        same parent-death signal as the cluster, and stopped by ``stop()``. Names must be unique
+        per handle."""
         log = self.workdir / f"{name}.log"
-        full_env = {**os.environ, **self.operator_env(), **(env or {})}
+        full_env = {**os.environ, **self.operator_env(), **(env or {})} if inherit_env else dict(env or {})
         with log.open("ab") as fh:
             popen = subprocess.Popen(
                 [*DEATH_SIGNAL, *argv],

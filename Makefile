@@ -73,6 +73,7 @@ run: venv  ## run the operator against KUBECONFIG, or start a local cluster and 
 
 bench: venv  ## N Novas (N=10 default; N=1, 10, 100) on the simulated cluster: table + bench-N.json (not a test)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(ARGS),-- $(ARGS))
+
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd
 

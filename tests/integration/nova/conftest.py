@@ -357,9 +357,9 @@ class Simulator:
 
     async def _route(self, route: Object) -> None:
         parents = (route.get("status") or {}).get("parents") or []
-        if parents:
-            return
         parent = route["spec"]["parentRefs"][0]
+        if parents and parents[0].get("parentRef") == parent:
+            return  # accepted for its current parent (a changed parentRef is accepted anew)
         status = {
             "parents": [
                 {

@@ -55,7 +55,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
-from nova_operator.reconcilers import common
+from nova_operator.reconcilers import common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
 from nova_operator.runtime.cache import Cache
@@ -160,11 +160,20 @@ class NovaReconciler:
         status = common.snapshot_status(obj)
         generation = int(obj["metadata"].get("generation", 0))
         result, error = Result(), None
+        steps, group = NOVA_STEPS, NOVA_GROUP
         try:
-            nova = Nova.model_validate(obj)
+            nova: Nova | None = Nova.model_validate(obj)
         except ValidationError as exc:
-            await self._invalid_spec(obj, status, exc, generation)
-            nova = None
+            routed = spec_rules.route(obj, exc)  # a field's consumer reports it; the rest goes on
+            if routed is None:
+                await self._invalid_spec(obj, status, exc, generation)
+                nova = None
+            else:
+                nova = routed.nova
+                steps, group = (
+                    spec_rules.guard(steps, routed.blocked),
+                    spec_rules.guard(group, routed.blocked),
+                )
         if nova is not None:
             ctx = PassContext(
                 kube=self.kube,
@@ -179,9 +188,9 @@ class NovaReconciler:
                 initial=snapshot,
             )
             try:
-                result = await run_sequence(NOVA_STEPS, ctx, self.observer)
+                result = await run_sequence(steps, ctx, self.observer)
                 if result.requeue_after is None:
-                    result = await run_group(NOVA_GROUP, ctx, self.observer)
+                    result = await run_group(group, ctx, self.observer)
             except Exception as exc:
                 error = exc
         try:

@@ -15,6 +15,7 @@ from nova_operator.kube.errors import KubeError
 from nova_operator.kube.resources import HTTPROUTES, JOBS, MARIADBS
 from nova_operator.reconcilers import compute_config, database, db_archive, health_check, http_route, secrets
 from nova_operator.reconcilers.context import NovaOptions, PassContext
+from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.request import Result
 
 from .test_steps import ALL_SECRETS, make_ctx, secret
@@ -255,3 +256,43 @@ async def test_a_cluster_without_the_gateway_api_is_gateway_api_not_installed(ku
     assert (await http_route.api(ctx)).requeue_after is None
     assert reason(ctx, conditions.HTTP_ROUTE_READY)[:2] == ("False", "GatewayAPINotInstalled")
     assert kube.writes() == []
+
+
+# -- the retention warning (the upstream webhook's UPDATE warning, as an event) ----------------------
+
+
+async def archive_pass(kube: Any, events: Any, retention: int | None) -> PassContext:
+    from nova_operator.kube.resources import CRONJOBS
+
+    spec = {"dbArchive": {"retentionDays": retention}} if retention is not None else {}
+    ctx = make_ctx(kube, events, **spec)
+    ctx.caches[CRONJOBS] = ctx.caches.get(CRONJOBS) or Cache("cronjobs")
+    for (ref, _ns, _name), obj in kube.store.items():
+        if ref == str(CRONJOBS):
+            ctx.caches[CRONJOBS].upsert(obj)
+    ctx.state.config_map = "nova-config-abc"
+    await db_archive.run(ctx)
+    return ctx
+
+
+async def test_a_lowered_or_removed_retention_window_is_warned_once(kube: Any, events: Any) -> None:
+    await archive_pass(kube, events, 30)
+    await archive_pass(kube, events, 30)
+    await archive_pass(kube, events, 60)  # raised: no warning
+    assert [e for e in events.emitted if e[1] == "DBArchiveRetentionReduced"] == []
+    await archive_pass(kube, events, 7)
+    await archive_pass(kube, events, 7)  # the same window again: no second event
+    await archive_pass(kube, events, None)
+    warned = [(t, m) for t, r, m in events.emitted if r == "DBArchiveRetentionReduced"]
+    assert warned == [
+        (
+            "Warning",
+            "spec.dbArchive.retentionDays reduced 60 to 7: soft-deleted rows older than 7 days are archived "
+            "from now on",
+        ),
+        (
+            "Warning",
+            "spec.dbArchive.retentionDays removed (was 7): soft-deleted rows of any age are archived "
+            "from now on",
+        ),
+    ]

@@ -101,6 +101,7 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         raise
     if problems := _refused(p, desired):
         return await _keep_last_good(p, "; ".join(problems), data)
+    new_config = not _accepted(p, desired)
     try:
         name = await _ensure_config_map(p, desired)
         await _prune(p, name)
@@ -110,7 +111,20 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
     p.config_map = name
     p.contract_hash = compute_pool.contract_hash(data)
     p.set(COND, True, "ConfigRendered", f"{compute_pool.CONFIG_FILE} is rendered into ConfigMap {name}")
+    base = releases.base(_release(p))
+    if new_config and base is not None:  # admission warnings without a webhook: once per new config
+        for warning in catalog.admission_warnings(base, p.pool.spec.extra_config):
+            await p.emit("Warning", "ExtraConfigWarning", warning)
     return Result()
+
+
+def _release(p: ComputePass) -> str:
+    return str(((p.nova or {}).get("spec") or {}).get("openStackRelease") or "")
+
+
+def _accepted(p: ComputePass, desired: Mapping[str, Any]) -> bool:
+    live = p.cached(CONFIGMAPS, p.namespace, desired["metadata"]["name"])
+    return live is not None and owned_by(live, p.cr["metadata"]["uid"])
 
 
 def _refused(p: ComputePass, desired: Mapping[str, Any]) -> list[str]:
@@ -120,11 +134,9 @@ def _refused(p: ComputePass, desired: Mapping[str, Any]) -> list[str]:
     written; the Nova's release moving on later (an option dropped in the new release) does not
     stop a pool that runs it (§4.2 checks ``extraConfig`` when it changes, not on every pass).
     """
-    live = p.cached(CONFIGMAPS, p.namespace, desired["metadata"]["name"])
-    if live is not None and owned_by(live, p.cr["metadata"]["uid"]):
+    if _accepted(p, desired):
         return []
-    release = str(((p.nova or {}).get("spec") or {}).get("openStackRelease") or "")
-    return catalog_problems(release, p.pool.spec.extra_config)
+    return catalog_problems(_release(p), p.pool.spec.extra_config)
 
 
 def _mounted_config_map(p: ComputePass) -> str | None:

@@ -71,6 +71,7 @@ class NovaOptions:
     # outside the cluster (--nova-api-url); (name, namespace) -> base URL without a trailing slash.
     nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
+    namespaced: bool = False  # a namespace-scoped install (--namespace): no cluster-scoped reads
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from nova_operator import conditions, intervals
 from nova_operator.kube.errors import KubeError
-from nova_operator.kube.resources import HTTPROUTES, JOBS, MARIADBS
+from nova_operator.kube.resources import HTTPROUTES, JOBS, MARIADBS, SECRET_STORES
 from nova_operator.reconcilers import compute_config, database, db_archive, health_check, http_route, secrets
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
@@ -296,3 +296,43 @@ async def test_a_lowered_or_removed_retention_window_is_warned_once(kube: Any, e
             "from now on",
         ),
     ]
+
+
+async def test_a_namespace_scoped_operator_does_not_read_a_cluster_secret_store(
+    kube: Any, events: Any
+) -> None:
+    from nova_operator.kube.resources import CLUSTER_SECRET_STORES
+
+    ready = [{"type": "Ready", "status": "True"}]
+    kube.put(CLUSTER_SECRET_STORES, {"metadata": {"name": "openbao"}, "status": {"conditions": ready}})
+    store = {"kind": "ClusterSecretStore", "name": "openbao"}
+    ctx = make_ctx(kube, events, *ALL_SECRETS, options=NovaOptions(namespaced=True), secretStoreRef=store)
+    calls = len(kube.calls)
+    assert (await secrets.run(ctx)).requeue_after == intervals.SECRET_POLL
+    status, why, message = reason(ctx, conditions.SECRETS_READY)
+    assert (status, why) == ("False", "ClusterSecretStoreUnsupported")
+    assert "ClusterSecretStore openbao" in message
+    assert "SecretStore in this namespace" in message
+    assert not [c for c in kube.calls[calls:] if c[1] == str(CLUSTER_SECRET_STORES)]  # not read at all
+    # a SecretStore in the namespace is fine in that mode
+    kube.put(
+        SECRET_STORES,
+        {"metadata": {"name": "local", "namespace": "ns"}, "status": {"conditions": ready}},
+    )
+    ctx = make_ctx(
+        kube,
+        events,
+        *ALL_SECRETS,
+        options=NovaOptions(namespaced=True),
+        secretStoreRef={"kind": "SecretStore", "name": "local"},
+    )
+    assert (await secrets.run(ctx)).requeue_after is None
+
+
+def test_a_namespace_scoped_install_sets_the_option_and_a_cluster_wide_one_does_not() -> None:
+    from nova_operator.controllers import with_settings
+    from nova_operator.settings import Settings, WatchSettings
+
+    scoped = with_settings(NovaOptions(), Settings(watch=WatchSettings(namespaces=("openstack",))))
+    assert scoped.namespaced is True
+    assert with_settings(NovaOptions(), Settings()).namespaced is False

@@ -44,6 +44,7 @@ from nova_operator.kube.resources import (
     OPERATOR_NAMESPACE,
     PDBS,
     PODS,
+    PRIORITY_CLASSES,
     RABBITMQ_CLUSTERS,
     SECRET_STORES,
     SECRETS,
@@ -112,6 +113,7 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(SECRET_STORES): ("get",),
     str(CLUSTER_SECRET_STORES): ("get",),
     str(PODS): ("list",),
+    str(PRIORITY_CLASSES): ("get",),
     str(EVENTS): ("create", "patch"),
 }
 """The verbs the Nova controller sends, per resource (what ``config/rbac`` must grant it, and no more)."""

@@ -8,13 +8,22 @@ own (a user's annotation, an HPA's replica count) stay untouched.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 from typing import Any
 
 from nova_operator import apply
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Conflict
-from nova_operator.kube.resources import CRONJOBS, DEPLOYMENTS, HTTPROUTES, NETWORK_POLICIES, NOVAS, SECRETS
+from nova_operator.kube.resources import (
+    CRONJOBS,
+    DEPLOYMENTS,
+    HTTPROUTES,
+    NETWORK_POLICIES,
+    NOVAS,
+    PRIORITY_CLASSES,
+    SECRETS,
+)
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]
@@ -71,6 +80,16 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
 ) -> None:
     ns = namespace
     await create_inputs(admin, ns)
+    with contextlib.suppress(Conflict):  # cluster-scoped: another test may have made it
+        await admin.create(
+            PRIORITY_CLASSES,
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": PLACEMENT["priorityClassName"]},
+                "value": 1000,
+            },
+        )
     body = nova_body(
         gateway={
             "hostname": "nova.example.org",

@@ -336,3 +336,45 @@ def test_a_namespace_scoped_install_sets_the_option_and_a_cluster_wide_one_does_
     scoped = with_settings(NovaOptions(), Settings(watch=WatchSettings(namespaces=("openstack",))))
     assert scoped.namespaced is True
     assert with_settings(NovaOptions(), Settings()).namespaced is False
+
+
+# -- a named PriorityClass must exist ------------------------------------------------------------------
+
+
+async def test_a_missing_priority_class_is_reported_and_the_deployment_is_not_rolled(
+    kube: Any, events: Any
+) -> None:
+    from nova_operator.kube.resources import DEPLOYMENTS, PRIORITY_CLASSES
+    from nova_operator.reconcilers import workloads
+
+    spec = {"scheduler": {"deployment": {"replicas": 1, "priorityClassName": "nova-critical"}}}
+    ctx = make_ctx(kube, events, **spec)
+    ctx.state.config_map = "nova-config-abc"
+    assert (await workloads.scheduler(ctx)).requeue_after == intervals.DEPLOYMENT_POLL
+    status, why, message = reason(ctx, conditions.SCHEDULER_READY)
+    assert (status, why) == ("False", "WaitingForScheduler")
+    assert message.startswith(
+        "spec.scheduler.deployment.priorityClassName: PriorityClass nova-critical does not exist"
+    )
+    assert [c for c in kube.writes() if c[1] == str(DEPLOYMENTS)] == []  # nothing rolled
+    kube.put(PRIORITY_CLASSES, {"metadata": {"name": "nova-critical"}, "value": 1000})
+    await workloads.scheduler(ctx)
+    applied = await kube.get(DEPLOYMENTS, "nova-scheduler", "ns")
+    assert applied["spec"]["template"]["spec"]["priorityClassName"] == "nova-critical"
+    # once the live Deployment runs with the class, a pass does not look it up again
+    ctx = make_ctx(kube, events, applied, **spec)
+    ctx.state.config_map = "nova-config-abc"
+    calls = len(kube.calls)
+    await workloads.scheduler(ctx)
+    assert not [c for c in kube.calls[calls:] if c[1] == str(PRIORITY_CLASSES)]
+
+
+async def test_a_missing_priority_class_on_the_api_block_waits_its_step(kube: Any, events: Any) -> None:
+    from nova_operator.reconcilers import deployment
+
+    ctx = make_ctx(kube, events, api={"deployment": {"replicas": 1, "priorityClassName": "gone"}})
+    ctx.state.config_map = "nova-config-abc"
+    assert (await deployment.run(ctx)).requeue_after == intervals.DEPLOYMENT_POLL
+    status, why, message = reason(ctx, conditions.DEPLOYMENT_READY)
+    assert (status, why) == ("False", "WaitingForDeployment")
+    assert "spec.api.deployment.priorityClassName: PriorityClass gone does not exist" in message

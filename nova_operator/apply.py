@@ -33,7 +33,9 @@ count an HPA set on a Deployment whose ``replicas`` the operator does not render
 in the desired object, so neither the digest nor the apply touches them (server-side apply
 removes only fields this manager owned). ``EXCLUSIVE`` is the one deliberate exception
 (reconciler contract: derived Secrets are "rewritten wholesale on any drift (value change
-or extra keys)").
+or extra keys)"). The other direction, a field the operator stops sending but must not reset
+(the API Deployment's ``replicas`` when autoscaling is turned on), is ``retain``: its live
+value is handed to a manager of its own first, so the HPA takes over from the running count.
 
 A child written by an operator version without the digest gets one apply on its first pass
 (the annotation is missing), then the steady state is quiet again.
@@ -42,9 +44,10 @@ A child written by an operator version without the digest gets one apply on its 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from nova_operator.kube.client import Kube, Object
@@ -54,6 +57,7 @@ from nova_operator.kube.resources import ResourceRef, ref_for
 FIELD_MANAGER = "nova-operator"
 CONFLICT_RETRIES = 3
 APPLIED_DIGEST: Final = "nova.openstack.c5c3.io/applied-digest"
+RETAIN_MANAGER: Final = "nova-operator-retained"  # holds fields handed over by ``retain``
 # (apiVersion, kind) -> top-level maps whose keys the operator owns exclusively
 EXCLUSIVE: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {("v1", "Secret"): ("data",)}
 
@@ -142,6 +146,54 @@ async def _drop_foreign_keys(
     return await kube.patch(ref, meta["name"], patch, meta.get("namespace"), field_manager=FIELD_MANAGER)
 
 
+def _at(obj: Mapping[str, Any] | None, path: Sequence[str]) -> Any:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+async def _retain(
+    kube: Kube,
+    ref: ResourceRef,
+    cached: Mapping[str, Any],
+    body: Mapping[str, Any],
+    paths: Sequence[Sequence[str]],
+) -> None:
+    """Hand each of ``paths`` that ``body`` no longer sends to ``RETAIN_MANAGER``, at its live value.
+
+    Server-side apply removes a field its last applier stops sending, and a removed
+    ``spec.replicas`` defaults to 1: turning autoscaling on would scale a Deployment down to
+    one pod until the HPA acts. Applied first, with ``force`` off, under a manager of its own,
+    the live value stays (shared with nobody else, or refused with 409 when another manager
+    such as the HPA owns the field already, which is all the hand-over is for).
+    """
+    kept: Object = {}
+    for path in paths:
+        value = _at(cached, path)
+        if value is None or _at(body, path) is not None:
+            continue
+        node = kept
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    if not kept:
+        return
+    meta = body["metadata"]
+    partial = {
+        "apiVersion": body["apiVersion"],
+        "kind": body["kind"],
+        "metadata": {"name": meta["name"]},
+        **kept,
+    }
+    if meta.get("namespace"):
+        partial["metadata"]["namespace"] = meta["namespace"]
+    with contextlib.suppress(Conflict):
+        await kube.apply(
+            ref, partial, field_manager=RETAIN_MANAGER, namespace=meta.get("namespace"), force=False
+        )
+
+
 async def apply(
     kube: Kube,
     desired: Mapping[str, Any],
@@ -150,14 +202,20 @@ async def apply(
     cached: Mapping[str, Any] | None = None,
     ref: ResourceRef | None = None,
     force: bool = True,
+    retain: Sequence[Sequence[str]] = (),
 ) -> Object:
-    """Make the object match ``desired`` (removed fields included); return the live object."""
+    """Make the object match ``desired`` (removed fields included); return the live object.
+
+    ``retain``: paths the operator may stop sending without resetting them (see ``_retain``).
+    """
     body = stamped(with_owner(desired, owner) if owner is not None else desired)
     ref = ref or ref_for(body["apiVersion"], body["kind"])
     if cached is not None and (extra := foreign_keys(cached, body)):
         cached = await _drop_foreign_keys(kube, ref, cached, extra)
     if cached is not None and carries(cached, body):
         return dict(cached)
+    if cached is not None and retain:
+        await _retain(kube, ref, cached, body, retain)
     namespace = body.get("metadata", {}).get("namespace")
     for attempt in range(CONFLICT_RETRIES + 1):
         try:

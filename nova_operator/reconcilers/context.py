@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -202,11 +202,17 @@ class PassContext:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def ensure(self, desired: Mapping[str, Any], *, ref: ResourceRef | None = None) -> Object:
+    async def ensure(
+        self,
+        desired: Mapping[str, Any],
+        *,
+        ref: ResourceRef | None = None,
+        retain: Sequence[Sequence[str]] = (),
+    ) -> Object:
         """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
         current = await self.live(ref, desired["metadata"]["name"])
-        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref)
+        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
 
     async def remove(self, ref: ResourceRef, name: str, *, only_owned: bool = True) -> bool:
         """Delete ``name`` when it exists (and, by default, only when this CR controls it)."""

@@ -56,7 +56,8 @@ async def run(ctx: PassContext) -> Result:
     ) is not None:
         ctx.set(CONDITION, False, WAITING, missing)
         return Result(requeue_after=intervals.DEPLOYMENT_POLL)
-    live = await ctx.ensure(desired)
+    # while autoscaling is set the HPA owns the count: hand the running one over, never reset it
+    live = await ctx.ensure(desired, retain=(("spec", "replicas"),))
     await ctx.ensure(service.service(ctx.nova, Component.API))
     await ctx.ensure(pdb.pdb(ctx.nova))
     name = live["metadata"]["name"]

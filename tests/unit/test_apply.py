@@ -226,3 +226,38 @@ async def test_delete_if_present_treats_not_found_as_done() -> None:
     assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is False  # type: ignore[arg-type]
     assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is True  # type: ignore[arg-type]
     assert kube.deleted == [(CONFIGMAPS, "c", "ns")] * 2
+
+
+async def test_a_retained_field_the_operator_stops_sending_is_handed_over_at_its_live_value() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nova", "namespace": "ns"},
+        "spec": {"replicas": 3, "template": {"spec": {}}},
+    }
+    cached = converged(deployment)
+    without = {**deployment, "spec": {"template": {"spec": {"priorityClassName": "x"}}}}
+    kube = FakeKube()
+    await apply.apply(kube, without, owner=OWNER, cached=cached, retain=(("spec", "replicas"),))  # type: ignore[arg-type]
+    (_, handover, manager, force), (_, body, main, _) = kube.applied
+    assert (manager, force, main) == (apply.RETAIN_MANAGER, False, apply.FIELD_MANAGER)
+    assert handover == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nova", "namespace": "ns"},
+        "spec": {"replicas": 3},
+    }
+    assert "replicas" not in body["spec"]
+    # another manager owning the field already (409 on the hand-over) is fine; a sent field is not retained
+    kube = FakeKube(Conflict("owned by horizontal-pod-autoscaler"))
+    await apply.apply(kube, without, owner=OWNER, cached=cached, retain=(("spec", "replicas"),))  # type: ignore[arg-type]
+    assert [m for _, _, m, _ in kube.applied] == [apply.RETAIN_MANAGER, apply.FIELD_MANAGER]
+    kube = FakeKube()
+    await apply.apply(
+        kube,
+        {**deployment, "spec": {"replicas": 2}},
+        owner=OWNER,
+        cached=cached,
+        retain=(("spec", "replicas"),),
+    )  # type: ignore[arg-type]
+    assert [m for _, _, m, _ in kube.applied] == [apply.FIELD_MANAGER]

@@ -211,3 +211,39 @@ async def test_a_key_someone_adds_to_a_derived_secret_is_removed(
             within=20,
         )
         assert live["metadata"]["annotations"]["example.org/note"] == "kept"
+
+
+async def test_turning_autoscaling_on_hands_the_running_replica_count_to_the_hpa(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(api={"deployment": {"replicas": 2}}), ns)
+    nova = await converge(admin, ns)
+    assert (await admin.get(DEPLOYMENTS, "nova", ns))["spec"]["replicas"] == 2
+    spec = copy.deepcopy(nova["spec"])
+    spec["autoscaling"] = {"maxReplicas": 6, "targetCPUUtilization": 80}
+    await converge(admin, ns, spec)
+    api = await admin.get(DEPLOYMENTS, "nova", ns)
+    # the operator no longer sends replicas, yet the count is not reset to the default of 1
+    assert api["spec"]["replicas"] == 2
+    owners = {
+        e["manager"] for e in api["metadata"]["managedFields"] if "f:replicas" in str(e.get("fieldsV1"))
+    }
+    assert apply.FIELD_MANAGER not in owners
+    # the HPA scales; the operator's later applies leave its count alone
+    await admin.patch(
+        DEPLOYMENTS,
+        "nova",
+        {"spec": {"replicas": 5}},
+        ns,
+        subresource="scale",
+        field_manager="horizontal-pod-autoscaler",
+    )
+    spec["api"]["deployment"]["topologySpreadConstraints"] = []
+    await converge(admin, ns, spec)
+    assert (await admin.get(DEPLOYMENTS, "nova", ns))["spec"]["replicas"] == 5
+    # autoscaling off: the spec's count is the operator's again
+    spec.pop("autoscaling")
+    await converge(admin, ns, spec)
+    assert (await admin.get(DEPLOYMENTS, "nova", ns))["spec"]["replicas"] == 2

@@ -1,8 +1,8 @@
 """Server-side apply with one field manager, owner references, and write-free steady state.
 
-Every object the operator renders (Deployments, Services, ConfigMaps, Secrets, Jobs,
-CronJobs, routes, policies, MariaDB objects, the compute pools' DaemonSets) goes through
-``apply(kube, desired, owner=..., cached=...)``:
+Every child the operator keeps up to date (Deployments, Services, ConfigMaps, Secrets,
+CronJobs, PDBs, HPAs, routes, policies, MariaDB objects, the compute pools' DaemonSets)
+goes through ``apply(kube, desired, owner=..., cached=...)``, which
 
 1. sets a controller owner reference to ``owner`` (when given, and in the same namespace),
 2. stamps ``APPLIED_DIGEST`` into ``metadata.annotations``: the SHA-256 of the desired
@@ -14,6 +14,10 @@ CronJobs, routes, policies, MariaDB objects, the compute pools' DaemonSets) goes
    the digest annotation included, so a converged object costs no request at all,
 5. otherwise sends one server-side apply as ``FIELD_MANAGER`` with ``force`` (the operator
    owns what it renders), retrying a few times on 409 Conflict (a create race).
+
+Children that are created once and never updated (a pool's immutable content-hash
+ConfigMap, a Job, which is replaced when its pod-spec hash changes) cannot keep a removed
+field: a change makes a new object.
 
 Why a digest and not ``managedFields``: server-side apply already removes every field the
 manager owned in its previous apply and no longer sends, so all a removal needs is that the

@@ -26,7 +26,7 @@ from nova_operator.kube.resources import (
 )
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]
+from .test_nova_controller import create_inputs, events_of, is_ready, nova_body  # type: ignore[import-not-found]
 
 Object = dict[str, Any]
 
@@ -107,6 +107,7 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
         autoscaling={"maxReplicas": 5, "targetCPUUtilization": 80},
         scheduler={"deployment": {"replicas": 1, **copy.deepcopy(PLACEMENT)}},
         jobs=copy.deepcopy(PLACEMENT),
+        dbArchive={"retentionDays": 30},
     )
     await admin.create(NOVAS, body, ns)
     nova = await converge(admin, ns)
@@ -119,6 +120,7 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
         for key in ("priorityClassName", "nodeSelector", "tolerations", "affinity"):
             assert spec[key] == PLACEMENT[key], (child["kind"], key)
         assert container_resources(child)["limits"]["cpu"] == "2"
+    assert {"name": "RETENTION_DAYS", "value": "30"} in pod_spec(archive)["containers"][0]["env"]
     api = await admin.get(DEPLOYMENTS, "nova", ns)
     assert len(pod_spec(api)["topologySpreadConstraints"]) == 2  # the defaults
     route = await admin.get(HTTPROUTES, "nova", ns)
@@ -154,6 +156,7 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
     spec["api"]["deployment"]["topologySpreadConstraints"] = []
     spec["scheduler"]["deployment"] = {"replicas": 1}
     spec.pop("jobs")
+    spec.pop("dbArchive")
     spec["gateway"] = {"hostname": "nova.example.org", "parentRef": {"name": "public"}}
     spec["networkPolicy"] = {"ingress": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]}
     await converge(admin, ns, spec)
@@ -165,6 +168,13 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
         for key in ("priorityClassName", "nodeSelector", "tolerations", "affinity"):
             assert key not in spec_now, (child["kind"], key, spec_now.get(key))
         assert "cpu" not in (container_resources(child).get("limits") or {}), child["kind"]
+    env = {e["name"] for e in pod_spec(archive)["containers"][0]["env"]}
+    assert "RETENTION_DAYS" not in env
+    assert {"MAX_ROWS", "SLEEP"} <= env
+    warned = [e for e in await events_of(admin, ns) if e[1] == "DBArchiveRetentionReduced"]
+    assert [(t, m.split(":")[0]) for t, _, m in warned] == [
+        ("Warning", "spec.dbArchive.retentionDays removed (was 30)")
+    ]
     api = await admin.get(DEPLOYMENTS, "nova", ns)
     assert "topologySpreadConstraints" not in pod_spec(api)
     route = await admin.get(HTTPROUTES, "nova", ns)

@@ -72,6 +72,10 @@ class NovaOptions:
     nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
     namespaced: bool = False  # a namespace-scoped install (--namespace): no cluster-scoped reads
+    # External Secrets' stores served: watch them, so a store turning Ready wakes the Nova at once
+    # (else the Secrets step reads the named store on every pass and polls every 15 s)
+    secret_stores: bool = False
+    cluster_secret_stores: bool = False
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None

@@ -110,8 +110,8 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(GRANTS): ("get", *_WATCH, *_APPLY, "delete"),
     str(MARIADBS): ("get", *_WATCH),
     str(RABBITMQ_CLUSTERS): ("get",),
-    str(SECRET_STORES): ("get",),
-    str(CLUSTER_SECRET_STORES): ("get",),
+    str(SECRET_STORES): ("get", *_WATCH),
+    str(CLUSTER_SECRET_STORES): ("get", *_WATCH),
     str(PODS): ("list",),
     str(PRIORITY_CLASSES): ("get",),
     str(EVENTS): ("create", "patch"),
@@ -363,7 +363,33 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
         operator_namespace=operator_namespace,
         gateway_api=await served(kube, HTTPROUTES),
         mariadb_api=await served(kube, MARIADBS),
+        secret_stores=await served(kube, SECRET_STORES),
+        cluster_secret_stores=await served(kube, CLUSTER_SECRET_STORES),
     )
+
+
+def store_kinds(opts: NovaOptions) -> list[ResourceRef]:
+    """The secret-store kinds to watch: those served (a cluster-scoped one not in --namespace mode)."""
+    kinds = [SECRET_STORES] if opts.secret_stores else []
+    if opts.cluster_secret_stores and not opts.namespaced:
+        kinds.append(CLUSTER_SECRET_STORES)
+    return kinds
+
+
+def _store_mapper(novas: Cache, kind: str) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    """A store -> the Novas whose ``spec.secretStoreRef`` names it (a SecretStore: in its namespace)."""
+
+    def mapper(store: dict[str, Any]) -> list[Request]:
+        meta = store.get("metadata") or {}
+        namespace = meta.get("namespace") if kind == "SecretStore" else None
+        keys = []
+        for nova in novas.list(namespace):
+            ref = (nova.get("spec") or {}).get("secretStoreRef") or {}
+            if ref.get("kind") == kind and ref.get("name") == meta.get("name"):
+                keys.append(Request(nova["metadata"].get("namespace") or "", nova["metadata"]["name"]))
+        return keys
+
+    return mapper
 
 
 def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
@@ -388,6 +414,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         novas = informers[NOVAS].cache
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)
+        for ref in store_kinds(opts):  # the user's own stores: no label filter
+            informers[ref] = manager.informer(ref)
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )
@@ -397,6 +425,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         for ref in owned:
             ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
+        for ref in store_kinds(opts):
+            ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
         if opts.mariadb_api:
             ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
             for ref in MARIADB_CHILDREN:

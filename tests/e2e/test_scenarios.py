@@ -633,10 +633,18 @@ def test_a_node_handed_from_one_pool_to_another_runs_the_new_pools_pod(main: Sce
             return pod if pod is not None and pod_ready(pod) else None
 
         wait_for(running, 60, f"a Ready {POOL_B} pod on {node}")
-        service = openstack.service_by_host(node)
-        assert service is not None
-        assert service.state == "up"
-        assert entry()["serviceState"] == "up"
+
+        def service_up() -> bool:
+            service = openstack.service_by_host(node)
+            return service is not None and service.state == "up"
+
+        # the fake reports the service down while no pod runs there and up once the new one is Ready;
+        # the pool copies the state on its next services pass (the settled poll is 60 s at most)
+        wait_for(service_up, 30, f"the compute service of {node} up in the fake Nova")
+        wait_for(
+            lambda: entry().get("serviceState") == "up", 90, f"{POOL_B} reporting the service of {node} up"
+        )
+        assert entry()["phase"] == "Active"
     finally:
         main.sim.cluster.label_node(node, {POOL_B_KEY: None})
         try:

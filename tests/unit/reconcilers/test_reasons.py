@@ -75,7 +75,10 @@ class RefusingKube:
         return getattr(self.inner, name)
 
     async def apply(self, *args: Any, **kwargs: Any) -> Object:
-        raise KubeError("Secret ns/nova-compute-config is invalid: data: too long", status=422)
+        url = "rabbit://nova:pw@bus:5672/"  # a server message may quote a value it refused
+        raise KubeError(
+            f'Secret ns/nova-compute-config is invalid: data[transport_url]: "{url}" too long', status=422
+        )
 
 
 async def test_a_refused_contract_write_is_compute_config_error(kube: Any, events: Any) -> None:
@@ -87,6 +90,7 @@ async def test_a_refused_contract_write_is_compute_config_error(kube: Any, event
     assert (status, why) == ("False", "ComputeConfigError")
     assert "nova-compute-config" in message
     assert "pw@" not in message
+    assert 'data[transport_url]: "***" too long' in message
 
 
 # -- DatabaseReady -----------------------------------------------------------------------------------

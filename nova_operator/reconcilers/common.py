@@ -220,14 +220,18 @@ async def record_terminal_job(
 
 
 def _priority_class_of(obj: Mapping[str, Any] | None) -> str:
-    spec = ((((obj or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
-    return str(spec.get("priorityClassName") or "")
+    """``priorityClassName`` of a Deployment's or Job's pod template, or of a CronJob's job template."""
+    spec: Any = (obj or {}).get("spec") or {}
+    if "jobTemplate" in spec:
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    pod = ((spec.get("template") or {}).get("spec")) or {}
+    return str(pod.get("priorityClassName") or "")
 
 
 async def missing_priority_class(
     kube: Kube, live: Mapping[str, Any] | None, desired: Mapping[str, Any], field: str
 ) -> str | None:
-    """The message when ``desired`` (a Deployment) names a PriorityClass that does not exist.
+    """The message when ``desired`` (a Deployment, Job or CronJob) names a PriorityClass that does not exist.
 
     The upstream webhook checked this at admission; without a webhook a workload step checks
     it before it applies a pod template whose class the ``live`` Deployment does not run with
@@ -242,7 +246,15 @@ async def missing_priority_class(
         await kube.get(PRIORITY_CLASSES, wanted)
     except NotFound:
         name = desired["metadata"]["name"]
-        return f"{field}: PriorityClass {wanted} does not exist; Deployment {name} keeps its current pods"
+        kept = "keeps its current pods" if desired["kind"] == "Deployment" else "is not written"
+        return f"{field}: PriorityClass {wanted} does not exist; {desired['kind']} {name} {kept}"
     except KubeError:
         return None
     return None
+
+
+def jobs_priority_field(jobs_class: str | None) -> str:
+    """Which spec field names the Jobs' PriorityClass: ``spec.jobs`` when it sets one, else the API's."""
+    return (
+        "spec.jobs.priorityClassName" if jobs_class is not None else "spec.api.deployment.priorityClassName"
+    )

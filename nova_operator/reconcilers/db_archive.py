@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nova_operator import conditions, naming
+from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import CRONJOBS, JOBS, NOVAS
 from nova_operator.naming import Component
 from nova_operator.readiness import JobState, job_state
-from nova_operator.reconcilers.common import record_terminal_job
+from nova_operator.reconcilers.common import jobs_priority_field, missing_priority_class, record_terminal_job
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs
 from nova_operator.runtime.request import Result
@@ -28,6 +28,7 @@ SUSPENDED: Final = "DBArchiveSuspended"
 JOB_FAILED: Final = "DBArchiveJobFailed"
 SUFFIX: Final = "db-archive"
 RETENTION_REDUCED: Final = "DBArchiveRetentionReduced"
+CONFIG_ERROR: Final = "ConfigError"  # the spec names what cannot be rendered (a missing PriorityClass)
 
 
 def _newest_terminal(ctx: PassContext, cronjob_uid: str) -> dict[str, Any] | None:
@@ -73,6 +74,10 @@ async def run(ctx: PassContext) -> Result:
     settings = jobs.archive_settings(ctx.nova)
     desired = jobs.db_archive_cronjob(ctx.nova, ctx.state.config_map)
     live = await ctx.live(CRONJOBS, desired["metadata"]["name"])
+    field = jobs_priority_field(ctx.nova.spec.jobs.priority_class_name if ctx.nova.spec.jobs else None)
+    if (missing := await missing_priority_class(ctx.kube, live, desired, field)) is not None:
+        ctx.set(CONDITION, False, CONFIG_ERROR, missing)
+        return Result(requeue_after=intervals.DEPLOYMENT_POLL)  # PriorityClasses are not watched: poll
     # no admission webhook: the warning is an event, once, when the CronJob takes the new window
     warning = retention_warning(retention_days(live), settings.retention_days) if live else None
     cronjob = await ctx.ensure(desired)

@@ -382,3 +382,40 @@ async def test_a_missing_priority_class_on_the_api_block_waits_its_step(kube: An
     status, why, message = reason(ctx, conditions.DEPLOYMENT_READY)
     assert (status, why) == ("False", "WaitingForDeployment")
     assert "spec.api.deployment.priorityClassName: PriorityClass gone does not exist" in message
+
+
+async def test_a_missing_priority_class_of_the_jobs_stops_the_archive_and_the_db_sync_before_writing(
+    kube: Any, events: Any
+) -> None:
+    from nova_operator.kube.resources import CRONJOBS, PRIORITY_CLASSES
+
+    # spec.jobs names it for both
+    ctx = make_ctx(kube, events, jobs={"priorityClassName": "batch-low"})
+    ctx.state.config_map = "nova-config-abc"
+    assert (await db_archive.run(ctx)).requeue_after == intervals.DEPLOYMENT_POLL
+    status, why, message = reason(ctx, conditions.DB_ARCHIVE_READY)
+    assert (status, why) == ("False", "ConfigError")
+    assert message == (
+        "spec.jobs.priorityClassName: PriorityClass batch-low does not exist; "
+        "CronJob nova-db-archive is not written"
+    )
+    assert await database.run(ctx, upgrade_flow=no_upgrade) == Result(requeue_after=intervals.DEPLOYMENT_POLL)
+    status, why, message = reason(ctx, conditions.DATABASE_READY)
+    assert (status, why) == ("False", "ConfigError")
+    assert "Job nova-db-sync is not written" in message
+    assert kube.writes() == []
+    # the Jobs fall back to the API block's class, and the message names that field
+    ctx = make_ctx(kube, events, api={"deployment": {"replicas": 1, "priorityClassName": "api-high"}})
+    ctx.state.config_map = "nova-config-abc"
+    await db_archive.run(ctx)
+    assert reason(ctx, conditions.DB_ARCHIVE_READY)[2].startswith("spec.api.deployment.priorityClassName: ")
+    # once the class exists, both are written
+    kube.put(PRIORITY_CLASSES, {"metadata": {"name": "batch-low"}, "value": 10})
+    ctx = make_ctx(kube, events, jobs={"priorityClassName": "batch-low"})
+    ctx.state.config_map = "nova-config-abc"
+    await db_archive.run(ctx)
+    await database.run(ctx, upgrade_flow=no_upgrade)
+    assert (await kube.get(CRONJOBS, "nova-db-archive", "ns"))["metadata"]["name"] == "nova-db-archive"
+    assert (await kube.get(JOBS, "nova-db-sync", "ns"))["spec"]["template"]["spec"][
+        "priorityClassName"
+    ] == "batch-low"

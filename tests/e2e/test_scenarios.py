@@ -590,7 +590,12 @@ def test_a_node_handed_from_one_pool_to_another_runs_the_new_pools_pod(main: Sce
     node = main.sim.nodes["a"][0]
     older = main.kube.get(main.path(NOVACOMPUTES, POOL))
     (ds_a,) = [d for d in main.list(DAEMONSETS) if owned_by(d, older["metadata"]["uid"])]
-    assert node in compute_pods(main, ds_a)
+
+    def settled() -> bool:  # the previous scenario may leave the DaemonSet still rolling
+        pods = compute_pods(main, ds_a)
+        return set(pods) == set(main.sim.nodes["a"]) and all(pod_ready(p) for p in pods.values())
+
+    wait_for(settled, 60, f"a Ready {POOL} pod on each of {main.sim.nodes['a']}")
     doc = main.compute_doc()
     doc["metadata"]["name"] = POOL_B
     doc["spec"]["nodeSelector"] = {POOL_B_KEY: POOL_B}

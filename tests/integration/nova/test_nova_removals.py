@@ -65,6 +65,18 @@ async def converge(admin: Kube, ns: str, spec: Object | None = None) -> Object:
     )
 
 
+async def hpa_scales(admin: Kube, ns: str, replicas: int) -> None:
+    """What an HPA does to the API Deployment: its scale subresource, as its own field manager."""
+    await admin.patch(
+        DEPLOYMENTS,
+        "nova",
+        {"spec": {"replicas": replicas}},
+        ns,
+        subresource="scale",
+        field_manager="horizontal-pod-autoscaler",
+    )
+
+
 def pod_spec(obj: Object) -> Object:
     if obj["kind"] == "CronJob":
         return dict(obj["spec"]["jobTemplate"]["spec"]["template"]["spec"])
@@ -142,14 +154,7 @@ async def test_removed_fields_disappear_from_every_kind_of_child_and_third_party
         namespace=ns,
         force=False,
     )
-    await admin.patch(
-        DEPLOYMENTS,
-        "nova",
-        {"spec": {"replicas": 4}},
-        ns,
-        subresource="scale",
-        field_manager="horizontal-pod-autoscaler",
-    )
+    await hpa_scales(admin, ns, 4)
 
     # one edit removes them all
     spec = copy.deepcopy(nova["spec"])
@@ -242,14 +247,7 @@ async def test_turning_autoscaling_on_hands_the_running_replica_count_to_the_hpa
     }
     assert apply.FIELD_MANAGER not in owners
     # the HPA scales; the operator's later applies leave its count alone
-    await admin.patch(
-        DEPLOYMENTS,
-        "nova",
-        {"spec": {"replicas": 5}},
-        ns,
-        subresource="scale",
-        field_manager="horizontal-pod-autoscaler",
-    )
+    await hpa_scales(admin, ns, 5)
     spec["api"]["deployment"]["topologySpreadConstraints"] = []
     await converge(admin, ns, spec)
     assert (await admin.get(DEPLOYMENTS, "nova", ns))["spec"]["replicas"] == 5

@@ -369,11 +369,22 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
 
 
 def store_kinds(opts: NovaOptions) -> list[ResourceRef]:
-    """The secret-store kinds to watch: those served (a cluster-scoped one not in --namespace mode)."""
-    kinds = [SECRET_STORES] if opts.secret_stores else []
-    if opts.cluster_secret_stores and not opts.namespaced:
-        kinds.append(CLUSTER_SECRET_STORES)
-    return kinds
+    """The secret-store kinds to watch: those served, and only in a cluster-wide install.
+
+    In ``--namespace`` mode the cluster-wide probe of ``probe_options`` is refused (403) whether or not
+    External Secrets is installed, so "served" is unknown there and an informer on a kind the cluster
+    lacks would never sync: the gate keeps its GET and 15 s poll instead.
+    """
+    if opts.namespaced:
+        return []
+    return [
+        ref
+        for ref, on in (
+            (SECRET_STORES, opts.secret_stores),
+            (CLUSTER_SECRET_STORES, opts.cluster_secret_stores),
+        )
+        if on
+    ]
 
 
 def _store_mapper(novas: Cache, kind: str) -> Callable[[dict[str, Any]], Iterable[Request]]:

@@ -80,7 +80,7 @@ def test_a_mariadb_wakes_each_nova_that_names_it_once() -> None:
     ]
 
 
-def test_a_store_maps_to_the_novas_that_name_it_and_the_cluster_kind_only_when_not_namespaced() -> None:
+def test_a_store_maps_to_the_novas_that_name_it_and_stores_are_watched_only_cluster_wide() -> None:
     from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES
     from nova_operator.reconcilers.context import NovaOptions
     from nova_operator.reconcilers.nova import _store_mapper, store_kinds
@@ -106,7 +106,7 @@ def test_a_store_maps_to_the_novas_that_name_it_and_the_cluster_kind_only_when_n
 
     both = NovaOptions(secret_stores=True, cluster_secret_stores=True)
     assert store_kinds(both) == [SECRET_STORES, CLUSTER_SECRET_STORES]
-    assert store_kinds(NovaOptions(secret_stores=True, cluster_secret_stores=True, namespaced=True)) == [
-        SECRET_STORES
-    ]
+    # --namespace: the cluster-wide probe cannot tell whether the kinds are served, so nothing is watched
+    assert store_kinds(NovaOptions(secret_stores=True, cluster_secret_stores=True, namespaced=True)) == []
+    assert store_kinds(NovaOptions(secret_stores=True)) == [SECRET_STORES]
     assert store_kinds(NovaOptions()) == []

@@ -30,7 +30,7 @@ from nova_operator import cells, conditions, intervals, releases
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.readiness import JobState, custom_resource_ready, job_state
-from nova_operator.reconcilers.common import record_terminal_job
+from nova_operator.reconcilers.common import jobs_priority_field, missing_priority_class, record_terminal_job
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs, mariadb
 from nova_operator.renderers.workload import image_ref
@@ -45,6 +45,7 @@ DB_SYNC_IN_PROGRESS: Final = "DBSyncInProgress"
 DB_SYNC_FAILED: Final = "DBSyncFailed"
 DATABASE_SYNCED: Final = "DatabaseSynced"
 CELLS_REPORT_UNAVAILABLE: Final = "CellsReportUnavailable"
+CONFIG_ERROR: Final = "ConfigError"  # the spec names what cannot be rendered (a missing PriorityClass)
 
 DB_SYNC: Final = "db-sync"
 DB_SYNC_CELLS: Final = "db-sync-cells"
@@ -252,6 +253,10 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
 
 async def db_sync(ctx: PassContext) -> Result:
     desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map)
+    if ctx.cached(JOBS, desired["metadata"]["name"]) is None:  # about to create it: its class must exist
+        field = jobs_priority_field(ctx.nova.spec.jobs.priority_class_name if ctx.nova.spec.jobs else None)
+        if (missing := await missing_priority_class(ctx.kube, None, desired, field)) is not None:
+            return _wait(ctx, CONFIG_ERROR, missing, after=intervals.DEPLOYMENT_POLL)
     state, observed = await run_job(ctx, desired)
     await record_job_metrics(ctx, observed)
     if state is None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from nova_operator.kube.paths import check_segment
+
 SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_NAMESPACE = "nova-system"
 CLUSTER_ROLE = "nova-operator"
@@ -38,15 +40,19 @@ class ResourceRef:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The REST path; ``namespace=None`` on a namespaced kind means all namespaces."""
+        """The REST path; ``namespace=None`` on a namespaced kind means all namespaces.
+
+        Every namespace, name and subresource must be a valid path segment (``check_segment``):
+        a name like ``../../other-ns/secrets/x`` is refused here, before any request is sent.
+        """
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{check_segment(namespace, 'namespace')}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{name}"
+            base += f"/{check_segment(name, f'{self.kind} name')}"
             if subresource:
-                base += f"/{subresource}"
+                base += f"/{check_segment(subresource, 'subresource')}"
         return base
 
     def __str__(self) -> str:

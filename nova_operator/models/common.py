@@ -16,6 +16,18 @@ from nova_operator.models._schema import CRDModel, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A key of a Secret's or ConfigMap's data (apimachinery IsConfigMapKey: [-._a-zA-Z0-9]+, but
+# not "." and not starting with ".."), as one regular expression (RE2 has no look-ahead).
+DATA_KEY = r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$"
+
+# Names that end up in a request path or in another object's reference. Both the API server
+# (schema pattern) and the models enforce them; ``kube.paths`` refuses a bad path segment again.
+SubdomainName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+LabelName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+# priorityClassName: empty is the Kubernetes "no class" (the pod spec field allows it).
+PriorityClassName = Annotated[str, Field(max_length=253, pattern=r"^$|" + DNS1123_SUBDOMAIN)]
+DataKey = Annotated[str, Field(min_length=1, max_length=253, pattern=DATA_KEY)]
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -77,34 +89,51 @@ _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 class SecretRefSpec(CRDModel):
     """A Secret in the CR's namespace, and optionally one data key of it."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
-    key: Annotated[str, Field(max_length=253)] | None = None
+    name: SubdomainName
+    key: DataKey | None = None
 
 
 class PasswordSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "password"
+    key: DataKey | None = "password"
 
 
 class SharedSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "shared_secret"
+    key: DataKey | None = "shared_secret"
 
 
 class TransportURLSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "transport_url"
+    key: DataKey | None = "transport_url"
 
 
 class LocalObjectReference(CRDModel):
-    """core/v1 LocalObjectReference: an atomic map whose ``name`` defaults to ``""``."""
+    """core/v1 LocalObjectReference: an atomic map whose ``name`` defaults to ``""``.
+
+    Every ``clusterRef`` names a MariaDB, memcached or RabbitmqCluster in the CR's namespace
+    whose Service carries the same name (``{name}.{namespace}.svc``), so the name must be a
+    DNS-1123 label; the schema default ``""`` is kept (the contract) and refused by the pattern.
+    """
 
     __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
+    __crd_rules__ = (
+        Rule(
+            "self.name != ''",
+            "clusterRef.name must be set: it names an object in the CR's namespace",
+            field_path=".name",
+            reason="FieldValueRequired",
+        ),
+    )
 
-    name: Annotated[str, Field(max_length=253)] = ""
+    # The schema admits the default "" (a schema default must validate) and the rule above
+    # refuses it; the model refuses it directly.
+    name: Annotated[
+        str, Field(max_length=63, pattern=DNS1123_LABEL), Schema(pattern=r"^$|" + DNS1123_LABEL)
+    ] = ""
 
 
 class NameRef(CRDModel):
-    """A bare ``{name}`` reference used in status."""
+    """A bare ``{name}`` reference used in status (an object in the CR's own namespace)."""
 
-    name: Annotated[str, Field(max_length=253)]
+    name: SubdomainName
 
 
 # --- image ---------------------------------------------------------------------------------
@@ -318,7 +347,7 @@ class DeploymentSpec(CRDModel):
         Annotated[list[Annotated[dict[str, Any], SchemaFrom(TopologySpreadConstraint)]], Field(max_length=16)]
         | None
     ) = None
-    priority_class_name: Annotated[str, Field(max_length=253)] | None = None
+    priority_class_name: PriorityClassName | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
     affinity: Opaque | None = None
@@ -361,9 +390,9 @@ HOSTNAME_PATTERN = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 
 
 class GatewayParentRef(CRDModel):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
-    namespace: Annotated[str, Field(max_length=63)] | None = None
-    section_name: Annotated[str, Field(max_length=253)] | None = None
+    name: SubdomainName
+    namespace: LabelName | None = None
+    section_name: SubdomainName | None = None
 
 
 class GatewaySpec(CRDModel):
@@ -456,14 +485,14 @@ class LoggingSpec(CRDModel):
 
 class SecretStoreRefSpec(CRDModel):
     kind: Literal["ClusterSecretStore", "SecretStore"] = "ClusterSecretStore"
-    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+    name: SubdomainName
 
 
 class JobSpec(CRDModel):
     """Pods of the db-sync, upgrade and archive Jobs. Unset placement copies the API Deployment's."""
 
     resources: ResourceRequirements | None = None
-    priority_class_name: Annotated[str, Field(max_length=253)] | None = None
+    priority_class_name: PriorityClassName | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
     affinity: Opaque | None = None

@@ -19,6 +19,7 @@ from nova_operator.models.common import (
     ImageSpec,
     IntOrString,
     ResourceRequirements,
+    SubdomainName,
     Tolerations,
     check_label_map,
     extra_config_shape_rules,
@@ -74,7 +75,9 @@ NovaComputeExtraConfig = Annotated[
 
 
 class NovaRef(CRDModel):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    """The Nova in the pool's own namespace (a Nova's name is a DNS-1123 subdomain)."""
+
+    name: SubdomainName
 
 
 class NovaComputeLibvirtSpec(CRDModel):
@@ -183,7 +186,7 @@ class NovaComputeSpec(CRDModel):
 
 
 class NovaComputeNodeStatus(CRDModel):
-    name: Annotated[str, Field(max_length=253)]
+    name: SubdomainName
     phase: Literal["Pending", "Active", "Draining", "Releasing", "Conflict"]
     zone: str | None = None
     service_id: str | None = Field(default=None, alias="serviceID")

@@ -397,6 +397,18 @@ def _nova_cases() -> Iterator[Case]:
             error_path=path,
         )
 
+    # --- every clusterRef: the schema default "" is refused by a rule (issue 13)
+    for block in ("spec.apiDatabase", "spec.database", "spec.cache", "spec.messaging"):
+        ref = f"{block}.clusterRef"
+        yield Case(
+            n,
+            ref,
+            m(ref, "clusterRef.name must be set"),
+            put(ref, {}),
+            put(ref, {"name": "backend-1"}),
+            error_path=f"{ref}.name",
+        )
+
     # --- database blocks
     for block, label in (("spec.apiDatabase", "apiDatabase"), ("spec.database", "database")):
         brownfield = {"host": "db.example.org", "database": "x", "secretRef": {"name": "creds"}}

@@ -1,0 +1,105 @@
+"""Issue 13 item 1: an object named by another object's status is read from the Nova's namespace only."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from nova_operator import conditions
+from nova_operator.kube.resources import CONFIGMAPS, NOVAS, RABBITMQ_CLUSTERS, SECRETS
+from nova_operator.models.nova import Nova
+from nova_operator.reconcilers import transport_url
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.runtime.cache import Cache
+
+NS = "ns"
+
+
+def make_ctx(kube: Any, events: Any, *secrets: dict[str, Any], **spec: Any) -> PassContext:
+    caches = {SECRETS: Cache("secrets"), CONFIGMAPS: Cache("configmaps")}
+    for obj in secrets:
+        caches[SECRETS].upsert(obj)
+    raw: dict[str, Any] = {
+        "apiVersion": NOVAS.api_version,
+        "kind": "Nova",
+        "metadata": {"name": "nova", "namespace": NS, "uid": "u", "generation": 1, "resourceVersion": "1"},
+        "spec": {
+            "openStackRelease": "2025.2",
+            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
+            "apiDatabase": {"host": "db", "database": "nova_api", "secretRef": {"name": "api-db"}},
+            "database": {"host": "db", "database": "nova", "secretRef": {"name": "cell-db"}},
+            "cache": {"servers": ["memcached:11211"]},
+            "keystoneEndpoint": "http://keystone:5000/v3",
+            "serviceUser": {"secretRef": {"name": "service-user"}},
+            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
+            **spec,
+        },
+    }
+    return PassContext(
+        kube=kube,
+        obj=raw,
+        nova=Nova.model_validate(raw),
+        status={},
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        events=events,
+        caches=caches,
+        metrics=kube.metrics,
+    )
+
+
+def _rabbit(secret_ref: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": RABBITMQ_CLUSTERS.api_version,
+        "kind": "RabbitmqCluster",
+        "metadata": {"name": "rabbit", "namespace": NS},
+        "status": {"defaultUser": {"secretReference": secret_ref}},
+    }
+
+
+def _bus_secret(namespace: str, name: str) -> dict[str, Any]:
+    values = {"username": "admin", "password": "victim-password", "host": "rabbit.victim", "port": "5672"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }
+
+
+@pytest.mark.parametrize(
+    "secret_ref",
+    [
+        {"name": "prod-rabbit-default-user", "namespace": "victim-ns"},
+        {"name": "../../victim-ns/secrets/prod-rabbit-default-user"},
+        {"name": ".."},
+    ],
+)
+async def test_a_default_user_secret_outside_the_namespace_is_never_read(
+    kube: Any, events: Any, secret_ref: dict[str, str]
+) -> None:
+    kube.put(RABBITMQ_CLUSTERS, _rabbit(secret_ref))
+    victim = _bus_secret("victim-ns", "prod-rabbit-default-user")
+    kube.put(SECRETS, victim)
+    ctx = make_ctx(kube, events, victim, messaging={"clusterRef": {"name": "rabbit"}})
+    result = await transport_url.run(ctx)
+    assert result.requeue_after == 15.0
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "WaitingForMessagingCredentials")
+    assert "own namespace" in cond["message"]
+    assert "victim-password" not in cond["message"]
+    assert ctx.state.transport_url == ""
+    assert kube.writes() == []
+    assert [c for c in kube.calls if c[1] == str(SECRETS)] == []
+
+
+async def test_a_default_user_secret_in_the_own_namespace_is_used(kube: Any, events: Any) -> None:
+    kube.put(RABBITMQ_CLUSTERS, _rabbit({"name": "rabbit-default-user", "namespace": NS}))
+    ctx = make_ctx(
+        kube, events, _bus_secret(NS, "rabbit-default-user"), messaging={"clusterRef": {"name": "rabbit"}}
+    )
+    assert (await transport_url.run(ctx)).requeue_after is None
+    assert ctx.state.transport_url == "rabbit://admin:victim-password@rabbit.victim:5672/"

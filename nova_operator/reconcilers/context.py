@@ -184,10 +184,10 @@ class PassContext:
         return cache.get(name, namespace if namespace is not None else self.namespace)
 
     async def live(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
-        """From the informer cache when the kind is watched, else one GET (None when absent)."""
+        """From the informer cache when it covers the namespace, else one GET (None when absent)."""
         ns = namespace if namespace is not None else self.namespace
         cache = self.caches.get(ref)
-        if cache is not None:
+        if cache is not None and cache.covers(ns):
             return cache.get(name, ns)
         try:
             return await self.kube.get(ref, name, ns)

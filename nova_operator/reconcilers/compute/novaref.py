@@ -48,7 +48,7 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
     user = nova.spec.service_user
     secret_name, key = user.secret_ref.name, user.secret_ref.key or "password"
     try:
-        secret = await p.kube.get(SECRETS, secret_name, ns)
+        secret = await p.read(SECRETS, secret_name)  # cached once the namespace is listed
     except errors.NotFound:
         secret = {}
     except errors.KubeError as exc:

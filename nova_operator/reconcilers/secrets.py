@@ -14,6 +14,7 @@ from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
 from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.renderers.secrets import CredentialNotRepresentable, oslo_value
 from nova_operator.runtime.request import Result
 
 CONDITION: Final = conditions.SECRETS_READY
@@ -24,6 +25,7 @@ WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
 METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
 WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+CREDENTIAL_NOT_REPRESENTABLE: Final = "CredentialNotRepresentable"
 SECRETS_AVAILABLE: Final = "SecretsAvailable"
 _DB_KEYS = ("username", "password")
 
@@ -107,6 +109,19 @@ async def run(ctx: PassContext) -> Result:
             f"Secret {ctx.namespace}/{spec.metadata.shared_secret_ref.name} is empty; nova would verify "
             "instance metadata requests against an empty key",
         )
+    plain = (
+        ("serviceUser.secretRef", spec.service_user.secret_ref, "password", password),
+        ("metadata.sharedSecretRef", spec.metadata.shared_secret_ref, "shared_secret", metadata_secret),
+    )
+    for field, ref, default_key, value in plain:
+        try:
+            oslo_value(value)
+        except CredentialNotRepresentable as exc:
+            return wait(
+                ctx,
+                CREDENTIAL_NOT_REPRESENTABLE,
+                f"spec.{field}: key {ref.key or default_key} of Secret {ctx.namespace}/{ref.name} {exc}",
+            )
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""

@@ -103,3 +103,37 @@ async def test_a_default_user_secret_in_the_own_namespace_is_used(kube: Any, eve
     )
     assert (await transport_url.run(ctx)).requeue_after is None
     assert ctx.state.transport_url == "rabbit://admin:victim-password@rabbit.victim:5672/"
+
+
+def _plain(name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+async def test_a_password_oslo_cannot_carry_is_a_condition_naming_the_secret_not_the_value(
+    kube: Any, events: Any
+) -> None:
+    from nova_operator.reconcilers import secrets
+
+    ctx = make_ctx(
+        kube,
+        events,
+        _plain("api-db", username="a", password="p"),
+        _plain("cell-db", username="c", password="p"),
+        _plain("service-user", password="Zq9\\$Wv7"),
+        _plain("metadata-proxy", shared_secret="m$$"),
+        messaging={"secretRef": {"name": "bus"}},
+    )
+    result = await secrets.run(ctx)
+    assert result.requeue_after == 15.0
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "CredentialNotRepresentable")
+    assert "spec.serviceUser.secretRef" in cond["message"]
+    assert "ns/service-user" in cond["message"]
+    assert "Zq9" not in cond["message"]
+    assert ctx.state.service_user_password == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,24 @@ def render_all() -> Callable[[Nova], dict[str, Any]]:
 @pytest.fixture
 def secret_values() -> dict[str, str]:
     return dict(SECRET_VALUES)
+
+
+CATALOG_TOOLS = Path(__file__).resolve().parents[3] / "tools" / "catalogs"
+
+
+@pytest.fixture(scope="session")
+def venvs() -> dict[str, Path]:
+    """release -> the nova venv of that release (made by tools/catalogs/ensure_venvs.sh)."""
+    made = subprocess.run(
+        ["bash", str(CATALOG_TOOLS / "ensure_venvs.sh")], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        pytest.fail(f"tools/catalogs/ensure_venvs.sh failed:\n{made.stderr[-3000:]}")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("catalogs_generate", CATALOG_TOOLS / "generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    return {release: generate.venv_dir(release) for release, _ in generate.releases()}

@@ -83,6 +83,13 @@ def check_label_map(labels: dict[str, str] | None) -> dict[str, str] | None:
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
+def _qualified(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not re.fullmatch(DNS1123_SUBDOMAIN, prefix)):
+        return False
+    return bool(name) and len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
 # --- references ----------------------------------------------------------------------------
 
 
@@ -278,7 +285,35 @@ class Toleration(CRDModel):
 
 
 Tolerations = Annotated[list[Toleration], Field(max_length=32)]
-NodeSelector = Annotated[dict[str, Annotated[str, Field(max_length=63)]], Field(max_length=32)]
+# Label and annotation grammar as the API server checks it on the children (apimachinery
+# IsQualifiedName, IsValidLabelValue): values by schema pattern, map keys by CEL (a schema
+# cannot constrain map keys). The pydantic validator ``check_label_map`` says the same.
+QUALIFIED_NAME_RE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+LABEL_KEY_MESSAGE = (
+    "label key must be a qualified name: an optional DNS-1123 subdomain prefix of at most 253 "
+    "characters and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+)
+ANNOTATION_KEY_MESSAGE = LABEL_KEY_MESSAGE.replace("label key", "annotation key")
+
+
+def _qualified_keys(message: str) -> Rule:
+    return Rule(
+        f"self.all(k, k.size() <= 317 && (!k.contains('/') || k.indexOf('/') <= 253) "
+        f"&& k.matches('{QUALIFIED_NAME_RE}'))",
+        message,
+    )
+
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+LabelMap = Annotated[dict[str, LabelValue], Field(max_length=32), _qualified_keys(LABEL_KEY_MESSAGE)]
+NonEmptyLabelMap = Annotated[
+    dict[str, LabelValue], Field(min_length=1, max_length=32), _qualified_keys(LABEL_KEY_MESSAGE)
+]
+NodeSelector = LabelMap
 
 
 class LabelSelectorRequirement(CRDModel):
@@ -290,7 +325,7 @@ class LabelSelectorRequirement(CRDModel):
 class LabelSelector(CRDModel):
     __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
 
-    match_labels: Annotated[dict[str, str], Field(max_length=32)] | None = None
+    match_labels: LabelMap | None = None
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
 
 
@@ -401,7 +436,18 @@ class GatewaySpec(CRDModel):
     hostname: Annotated[str, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
     parent_ref: GatewayParentRef
     path: Annotated[str, Field(max_length=1024)] | None = None
-    annotations: Annotated[dict[str, str], Field(max_length=64)] | None = None
+    annotations: (
+        Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64), _qualified_keys(ANNOTATION_KEY_MESSAGE)]
+        | None
+    ) = None
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key in value or {}:
+            if not _qualified(key):
+                raise ValueError(f"annotation key {key!r}: {ANNOTATION_KEY_MESSAGE}")
+        return value
 
 
 class HPAScalingPolicy(CRDModel):

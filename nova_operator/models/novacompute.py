@@ -18,6 +18,7 @@ from nova_operator.models.common import (
     ExtraConfigSection,
     ImageSpec,
     IntOrString,
+    NonEmptyLabelMap,
     ResourceRequirements,
     SubdomainName,
     Tolerations,
@@ -168,9 +169,7 @@ class NovaComputeSpec(CRDModel):
     )
 
     nova_ref: NovaRef
-    node_selector: Annotated[
-        dict[str, Annotated[str, Field(max_length=63)]], Field(min_length=1, max_length=32)
-    ]
+    node_selector: NonEmptyLabelMap
     tolerations: Tolerations | None = None
     image: ImageSpec | None = None
     libvirt: Annotated[NovaComputeLibvirtSpec, Schema(default={})] = Field(

@@ -635,6 +635,14 @@ def _nova_cases() -> Iterator[Case]:
         )
 
     yield from _extra_config_cases(n, NOVA_REJECTED_EXTRA_CONFIG_KEYS)
+    # --- issue 13: the archive schedule as kube's cron parser reads it
+    yield Case(
+        n,
+        "spec.dbArchive.schedule",
+        m("spec.dbArchive.schedule", "schedule must be a cron expression"),
+        put("spec.dbArchive", {"schedule": "61 * * * *"}),
+        put("spec.dbArchive", {"schedule": "59 23 31 DEC SUN"}),
+    )
 
 
 def _novacompute_cases() -> Iterator[Case]:
@@ -721,8 +729,47 @@ def _novacompute_cases() -> Iterator[Case]:
     yield from _extra_config_cases(c, NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS)
 
 
+BAD_KEYS = ("bad key!", "-lead", "UPPER.example.org/x", "a/b/c", "x" * 64, "example.org/")
+
+
+def _qualified_key_cases() -> Iterator[Case]:
+    """Issue 13: every label map and annotation map refuses a key the child's API would refuse."""
+    components = {"api": "api", "metadata": "metadata", "scheduler": "scheduler", "conductor": "conductor"}
+    components["consoleProxy"] = "novncproxy"
+    for plural, path, msg, _ in crd_rules():
+        if not msg.startswith(("label key must", "annotation key must")):
+            continue
+        good_key = "example.org/pool-1"
+
+        def mutation(keys: dict[str, str], path: str = path) -> Mutation:
+            if path.endswith("].labelSelector.matchLabels"):  # a spread constraint of one Deployment
+                block = path.split(".")[1]
+                own = {
+                    "app.kubernetes.io/name": "nova",
+                    "app.kubernetes.io/instance": "nova",
+                    "app.kubernetes.io/component": components[block],
+                }
+                spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+                parent = path.split("[*]")[0]
+                return put(parent, [{**spread, "labelSelector": {"matchLabels": {**own, **keys}}}])
+            if path.startswith("spec.networkPolicy.ingress[*]."):
+                which = path.split(".")[3]
+                source = {"namespaceSelector": {}, which: {"matchLabels": keys}}
+                return put("spec.networkPolicy", {"ingress": [source]})
+            if path.endswith("gateway.annotations"):
+                gateway = {"hostname": "nova.example.org", "parentRef": {"name": "gw"}, "annotations": keys}
+                return put(path.rsplit(".", 1)[0], gateway)
+            return put(path, keys)
+
+        bad, good = {k: "v" for k in BAD_KEYS}, {good_key: "v"}
+        if path.endswith("].labelSelector.matchLabels"):
+            # the spread rule wants exactly the pod selector: the good one adds no key
+            bad, good = {BAD_KEYS[0]: "v"}, {}
+        yield Case(plural, path, msg, mutation(bad), mutation(good), error_path=path.replace("[*]", "[0]"))
+
+
 def all_cases() -> list[Case]:
-    return [*_nova_cases(), *_novacompute_cases()]
+    return [*_nova_cases(), *_novacompute_cases(), *_qualified_key_cases()]
 
 
 # --- tests ---------------------------------------------------------------------------------

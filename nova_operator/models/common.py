@@ -314,6 +314,11 @@ NonEmptyLabelMap = Annotated[
     dict[str, LabelValue], Field(min_length=1, max_length=32), _qualified_keys(LABEL_KEY_MESSAGE)
 ]
 NodeSelector = LabelMap
+AnnotationMap = Annotated[
+    dict[str, Annotated[str, Field(max_length=4096)]],
+    Field(max_length=64),
+    _qualified_keys(ANNOTATION_KEY_MESSAGE),
+]
 
 
 class LabelSelectorRequirement(CRDModel):
@@ -436,10 +441,7 @@ class GatewaySpec(CRDModel):
     hostname: Annotated[str, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
     parent_ref: GatewayParentRef
     path: Annotated[str, Field(max_length=1024)] | None = None
-    annotations: (
-        Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64), _qualified_keys(ANNOTATION_KEY_MESSAGE)]
-        | None
-    ) = None
+    annotations: AnnotationMap | None = None
 
     @field_validator("annotations")
     @classmethod

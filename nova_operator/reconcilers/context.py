@@ -165,6 +165,10 @@ class PassContext:
             self.conditions, cond_type, status, reason, message, generation=self.generation, now=self.now()
         )
 
+    def refused(self, condition: str, reason: str, message: str) -> None:
+        """The API server refused a child of the step owning ``condition`` (see ``pipeline``)."""
+        self.set(condition, False, reason, message)
+
     def condition(self, cond_type: str) -> Mapping[str, Any] | None:
         return conditions.find(self.conditions, cond_type)
 

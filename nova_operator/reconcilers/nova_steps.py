@@ -44,12 +44,12 @@ NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
     Step("Config", c.SECRETS_READY, config.run),
     Step("ComputeConfig", c.COMPUTE_CONFIG_READY, compute_config.run),
     Step("Database", c.DATABASE_READY, partial(database.run, upgrade_flow=upgrade.run_upgrade)),
-    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor),
-    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler),
-    Step("Metadata", c.METADATA_READY, workloads.metadata),
-    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy),
-    Step("Deployment", c.DEPLOYMENT_READY, deployment.run),
-    Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run),
+    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor, on_refusal="continue"),
+    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler, on_refusal="continue"),
+    Step("Metadata", c.METADATA_READY, workloads.metadata, on_refusal="continue"),
+    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy, on_refusal="continue"),
+    Step("Deployment", c.DEPLOYMENT_READY, deployment.run, on_refusal="continue"),
+    Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run, on_refusal="continue"),
 )
 
 NOVA_GROUP: Final[tuple[NovaStep, ...]] = (

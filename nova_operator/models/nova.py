@@ -316,7 +316,7 @@ _CRON_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 # (field, lowest, highest, names) as kube's cron parser (robfig/cron ParseStandard) has them
-_CRON_FIELDS = (
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),

@@ -441,7 +441,7 @@ async def test_a_spec_rule_the_schema_cannot_check_is_reported_without_a_crash_l
 ) -> None:
     ns = namespace
     await create_inputs(admin, ns)
-    await admin.create(NOVAS, nova_body(dbArchive={"schedule": "every night at two"}), ns)
+    await admin.create(NOVAS, nova_body(dbArchive={"schedule": "30-10 * * * *"}), ns)
     get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
     nova = await wait_for(get, lambda n: cond(n, "SecretsReady").get("reason") == "ConfigError", 10)
     message = cond(nova, "SecretsReady")["message"]

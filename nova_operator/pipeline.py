@@ -46,6 +46,13 @@ Ctx = TypeVar("Ctx")
 GroupCtx = TypeVar("GroupCtx", bound=Forkable)
 
 
+class StepInputError(Exception):
+    """An input the step cannot use (say, a Secret value that is not text): reported like a
+    refused child, on the step's condition with ``reason``; the message must name no value."""
+
+    reason = "InvalidInput"
+
+
 @runtime_checkable
 class Refusable(Protocol):
     """A context that can report a refused child on a step's condition."""
@@ -88,6 +95,11 @@ async def _outcome(step: Step[Ctx], ctx: Ctx, observer: StepObserver) -> tuple[R
         if exc.status not in _REFUSALS or not isinstance(ctx, Refusable):
             raise
         ctx.refused(step.condition, CHILD_REJECTED, f"the API server refused a child object: {exc.message}")
+        return Result(), True
+    except StepInputError as exc:
+        if not isinstance(ctx, Refusable):
+            raise
+        ctx.refused(step.condition, exc.reason, str(exc))
         return Result(), True
 
 

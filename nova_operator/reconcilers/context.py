@@ -26,6 +26,7 @@ from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
+from nova_operator.pipeline import StepInputError
 from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache
 from nova_operator.settings import OpenStackSettings
@@ -109,13 +110,28 @@ class PassState:
         )
 
 
+class SecretNotText(StepInputError):
+    """A referenced Secret's key holds bytes that are not UTF-8 text (names the key, not the value)."""
+
+    reason = "SecretNotText"
+
+
 def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
-    """The decoded value of ``key`` (None when the Secret or the key is missing)."""
+    """The decoded value of ``key`` (None when the Secret or the key is missing).
+
+    Raises ``SecretNotText`` (reported on the step's condition by the pipeline) when the
+    value is not UTF-8: the message names the Secret and the key, never the bytes.
+    """
     if secret is None:
         return None
     data = secret.get("data") or {}
     if key in data:
-        return base64.b64decode(data[key]).decode("utf-8")
+        try:
+            return base64.b64decode(data[key]).decode("utf-8")
+        except (UnicodeDecodeError, ValueError):
+            meta = secret.get("metadata") or {}
+            where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            raise SecretNotText(f"key {key} of Secret {where} is not valid UTF-8 text") from None
     string_data = secret.get("stringData") or {}
     value = string_data.get(key)
     return None if value is None else str(value)

@@ -41,6 +41,7 @@ __all__ = [
     "oslo_credentials_secret",
     "oslo_url",
     "oslo_value",
+    "shown_scheme",
     "transport_url_secret",
 ]
 
@@ -176,7 +177,7 @@ def check_transport_url(url: str) -> int:
     if not sep:
         raise TransportURLRejected("the transport URL has no scheme")
     if scheme != "rabbit":
-        raise TransportURLRejected(f"the transport URL scheme must be rabbit, not {scheme!r}")
+        raise TransportURLRejected(f"the transport URL scheme must be rabbit, not {shown_scheme(url)}")
     netloc = rest.split("/", 1)[0].split("?", 1)[0]
     hosts = [h.rpartition("@")[2] for h in netloc.split(",")]
     if not hosts or not hosts[-1]:
@@ -189,6 +190,21 @@ def check_transport_url(url: str) -> int:
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise TransportURLRejected("the transport URL's last host names no explicit port")
     return int(port)
+
+
+# Schemes a message may name: anything else before "://" may be part of a credential (a URL
+# written without its scheme puts user and password there), so it is never echoed.
+_KNOWN_SCHEMES = frozenset(
+    {"amqp", "amqps", "http", "https", "kafka", "kombu", "pika", "qpid", "redis", "zmq", "ws", "wss", "mysql"}
+)
+
+
+def shown_scheme(url: str) -> str:
+    """The scheme of ``url`` for a message: quoted when it is a well-known one, else ``none``/``unknown``."""
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        return "none"
+    return repr(scheme.lower()) if scheme.lower() in _KNOWN_SCHEMES else "an unknown scheme"
 
 
 def broker_port(url: str) -> int:

@@ -1,4 +1,4 @@
-"""Issue 13 item 1: an object named by another object's status is read from the Nova's namespace only."""
+"""Issue 13: what the tenant controls (status references, Secret contents) never takes a step astray."""
 
 from __future__ import annotations
 
@@ -137,3 +137,47 @@ async def test_a_password_oslo_cannot_carry_is_a_condition_naming_the_secret_not
     assert "ns/service-user" in cond["message"]
     assert "Zq9" not in cond["message"]
     assert ctx.state.service_user_password == ""
+
+
+def _raw(name: str, **data: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+@pytest.mark.parametrize("step_name", ["Secrets", "DBConnectionSecrets", "TransportURLSecret"])
+async def test_a_secret_value_that_is_not_text_is_the_steps_condition_naming_secret_and_key(
+    kube: Any, events: Any, step_name: str
+) -> None:
+    from nova_operator.pipeline import NullObserver, run_sequence
+    from nova_operator.reconcilers.nova_steps import NOVA_STEPS
+
+    binary = b"\xff\xfe\x00Zq9-not-text"
+    secrets = {
+        "api-db": _raw(
+            "api-db", username=b"a", password=binary if step_name != "TransportURLSecret" else b"p"
+        ),
+        "cell-db": _raw("cell-db", username=b"c", password=b"p"),
+        "service-user": _raw("service-user", password=b"p"),
+        "metadata-proxy": _raw("metadata-proxy", shared_secret=b"m"),
+        "bus": _raw("bus", transport_url=binary),
+    }
+    ctx = make_ctx(kube, events, *secrets.values(), messaging={"secretRef": {"name": "bus"}})
+    if step_name == "DBConnectionSecrets":  # the gate step reads the same Secret first
+        ctx.caches[SECRETS].upsert(_raw("api-db", username=b"a", password=binary))
+    steps = [s for s in NOVA_STEPS if s.name == step_name]
+    result = await run_sequence(steps, ctx, NullObserver())
+    assert result.requeue_after is None
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "SecretNotText")
+    expected = (
+        "key transport_url of Secret ns/bus"
+        if step_name == "TransportURLSecret"
+        else "key password of Secret ns/api-db"
+    )
+    assert expected in cond["message"]
+    assert "Zq9" not in cond["message"]

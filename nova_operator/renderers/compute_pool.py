@@ -428,6 +428,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
     name = pool.metadata.name or ""
     init, main = _containers(inputs, resolve_resources(pool.spec.resources))
     pod_spec: Manifest = {
+        "automountServiceAccountToken": False,  # nova-compute never talks to the Kubernetes API
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -519,6 +520,7 @@ def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: 
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
+                        "automountServiceAccountToken": False,  # nova-manage needs no Kubernetes API
                         "restartPolicy": "Never",
                         "securityContext": {"fsGroup": OPENSTACK_GID},
                         "containers": [container],

@@ -87,6 +87,7 @@ class PassState:
     service_user_password: str = field(default="", repr=False)
     metadata_secret: str = field(default="", repr=False)
     broker_ca: str = field(default="", repr=False)
+    digest_key: bytes = field(default=b"", repr=False)  # HMAC key of the credential digests
     authtoken_digest: str = ""
     metadata_digest: str = ""
     api_db_digest: str = ""

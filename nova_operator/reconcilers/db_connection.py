@@ -41,7 +41,7 @@ async def run(ctx: PassContext) -> Result:
             return Result(requeue_after=intervals.SECRET_POLL)
         dsn = derived.database_dsn(ctx.nova, which, username=username, password=password)  # type: ignore[arg-type]
         await ctx.ensure(derived.dsn_secret(ctx.nova, which, dsn))  # type: ignore[arg-type]
-        digests[which] = credential_digest(dsn)
+        digests[which] = credential_digest(dsn, ctx.state.digest_key)
     # The plain credentials in oslo.config form (``$`` doubled), what the pods' env reads.
     await ctx.ensure(
         derived.oslo_credentials_secret(

@@ -91,6 +91,6 @@ async def run(ctx: PassContext) -> Result:
         return _wait(ctx, TRANSPORT_URL_REJECTED, str(exc))
     await ctx.ensure(derived.transport_url_secret(ctx.nova, found))
     ctx.state.transport_url = found
-    ctx.state.transport_digest = credential_digest(found)
+    ctx.state.transport_digest = credential_digest(found, ctx.state.digest_key)
     ctx.state.broker_port = port
     return Result()

@@ -35,6 +35,7 @@ __all__ = [
     "compute_config_secret",
     "database_dsn",
     "database_username",
+    "digest_key_secret",
     "dsn_secret",
     "encode_userinfo",
     "managed_transport_url",
@@ -218,6 +219,12 @@ def broker_port(url: str) -> int:
 def transport_url_secret(nova: Nova, url: str) -> dict[str, Any]:
     """``{name}-transport-url`` with the single key ``transport_url`` (``$`` percent-encoded)."""
     return _secret(nova, f"{_name(nova)}-transport-url", {"transport_url": oslo_url(url)})
+
+
+def digest_key_secret(nova: Nova, key: str) -> dict[str, Any]:
+    """``{name}-digest-key``: the HMAC key of the credential digests in pod-template annotations
+    (key ``key``; generated once by the Secrets step, never rotated by the operator)."""
+    return _secret(nova, f"{_name(nova)}-digest-key", {"key": key})
 
 
 def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) -> dict[str, Any]:

@@ -101,6 +101,7 @@ async def test_a_default_user_secret_in_the_own_namespace_is_used(kube: Any, eve
     ctx = make_ctx(
         kube, events, _bus_secret(NS, "rabbit-default-user"), messaging={"clusterRef": {"name": "rabbit"}}
     )
+    ctx.state.digest_key = b"k" * 32  # what the Secrets step hands on
     assert (await transport_url.run(ctx)).requeue_after is None
     assert ctx.state.transport_url == "rabbit://admin:victim-password@rabbit.victim:5672/"
 
@@ -181,3 +182,43 @@ async def test_a_secret_value_that_is_not_text_is_the_steps_condition_naming_sec
     )
     assert expected in cond["message"]
     assert "Zq9" not in cond["message"]
+
+
+async def test_credential_digests_are_keyed_with_the_novas_own_key(kube: Any, events: Any) -> None:
+    import hashlib
+    import hmac
+
+    from nova_operator.reconcilers import secrets
+
+    inputs = (
+        _plain("api-db", username="a", password="p"),
+        _plain("cell-db", username="c", password="p"),
+        _plain("service-user", password="hunter2"),
+        _plain("metadata-proxy", shared_secret="m"),
+    )
+    ctx = make_ctx(kube, events, *inputs, messaging={"secretRef": {"name": "bus"}})
+    assert (await secrets.run(ctx)).requeue_after is None
+    created = kube.store[("secrets", NS, "nova-digest-key")]
+    key = base64.b64decode(created["data"]["key"])
+    assert len(key) == 64  # 32 random bytes, hex
+    digest = ctx.state.authtoken_digest
+    assert digest != hashlib.sha256(b"hunter2").hexdigest()  # no offline guess test from a Deployment
+    assert digest == hmac.new(key, b"hunter2", hashlib.sha256).hexdigest()
+    # the key is kept: the next pass (key cached) writes nothing and gives the same digest
+    again = make_ctx(kube, events, *inputs, created, messaging={"secretRef": {"name": "bus"}})
+    writes = len(kube.writes())
+    await secrets.run(again)
+    assert again.state.authtoken_digest == digest
+    assert len(kube.writes()) == writes
+    # a rotation still changes it (and so rolls the pods)
+    rotated = make_ctx(
+        kube,
+        events,
+        *inputs[:2],
+        _plain("service-user", password="hunter3"),
+        inputs[3],
+        created,
+        messaging={"secretRef": {"name": "bus"}},
+    )
+    await secrets.run(rotated)
+    assert rotated.state.authtoken_digest not in ("", digest)

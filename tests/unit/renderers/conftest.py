@@ -67,6 +67,8 @@ def load_sample() -> Callable[[str], Nova]:
     return load_nova
 
 
+DIGEST_KEY = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"  # the Nova's {name}-digest-key in the goldens
+
 # Distinctive values for every referenced Secret: the leak test searches every rendered byte for them.
 SECRET_VALUES = {
     "api_db_username": "apiuser-7Kq2",
@@ -114,11 +116,11 @@ def render_everything(nova: Nova) -> dict[str, Any]:
         config_map=cm["metadata"]["name"],
         broker_port=port,
         digests=workload.Digests(
-            api_db_connection=digests.credential_digest(api_dsn),
-            db_connection=digests.credential_digest(cell_dsn),
-            authtoken=digests.credential_digest(v["service_password"]),
-            transport_url=digests.credential_digest(transport),
-            metadata_secret=digests.credential_digest(v["metadata_secret"]),
+            api_db_connection=digests.credential_digest(api_dsn, DIGEST_KEY),
+            db_connection=digests.credential_digest(cell_dsn, DIGEST_KEY),
+            authtoken=digests.credential_digest(v["service_password"], DIGEST_KEY),
+            transport_url=digests.credential_digest(transport, DIGEST_KEY),
+            metadata_secret=digests.credential_digest(v["metadata_secret"], DIGEST_KEY),
         ),
     )
     tls = nova.spec.messaging.tls is not None

@@ -560,6 +560,17 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
             "extraConfig section name must not contain a newline or carriage return",
         ),
         Rule("self.all(s, self[s].all(k, k.size() > 0))", "extraConfig key must not be empty"),
+        # oslo.config lowercases section names (but DEFAULT) and ends a key at ':' or '=': a name
+        # in any other form would reach a different option than the one the guards check.
+        Rule(
+            "self.all(s, s == 'DEFAULT' || s == s.lowerAscii())",
+            "extraConfig section name must be DEFAULT or lower case: oslo.config lowercases section names",
+        ),
+        Rule(
+            "self.all(s, self[s].all(k, !k.contains(':') && !k.contains('=') && k == k.trim()))",
+            "extraConfig key must not contain ':' or '=' nor start or end with a blank: oslo.config would "
+            "read another key",
+        ),
     )
 
 

@@ -231,6 +231,20 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
     )
     yield Case(
         plural,
+        path,
+        message(plural, path, "extraConfig section name must be DEFAULT or lower case"),
+        put(path, {"Keystone_Authtoken": {"a": "b"}}),
+        put(path, {"keystone_authtoken": {"a": "b"}, "DEFAULT": {"c": "d"}}),
+    )
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig key must not contain"),
+        put(path, {"DEFAULT": {"transport_url:x": "b"}}),
+        put(path, {"DEFAULT": {"debug_x": "b"}}),
+    )
+    yield Case(
+        plural,
         f"{path}[*]",
         message(plural, f"{path}[*]", "extraConfig key and value"),
         put(path, {"DEFAULT": {"a\rb": "b"}}),

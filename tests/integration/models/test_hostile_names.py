@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from nova_operator.models import Nova, NovaCompute
 from nova_operator.models.crd import render_crds
 
+from .test_crd_schema_constraints import _BASES  # type: ignore[import-not-found]
+
 if TYPE_CHECKING:
     from conftest import Objects
 
@@ -40,30 +42,7 @@ HOSTILE = (
 )
 NAME_FIELDS = {"name", "namespace", "sectionName", "priorityClassName"}
 
-BASES: dict[str, Obj] = {
-    "novas": {
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "Nova",
-        "metadata": {"name": "nova"},
-        "spec": {
-            "openStackRelease": "2025.2",
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
-            "apiDatabase": {"clusterRef": {"name": "m"}, "database": "nova_api", "secretRef": {"name": "a"}},
-            "database": {"clusterRef": {"name": "m"}, "database": "nova", "secretRef": {"name": "c"}},
-            "cache": {"clusterRef": {"name": "memcached"}},
-            "messaging": {"clusterRef": {"name": "rabbitmq"}},
-            "keystoneEndpoint": "http://keystone:5000/v3",
-            "serviceUser": {"secretRef": {"name": "nova-service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "nova-metadata-proxy"}},
-        },
-    },
-    "novacomputes": {
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "NovaCompute",
-        "metadata": {"name": "pool"},
-        "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"example.org/pool": "a"}},
-    },
-}
+BASES: dict[str, Obj] = _BASES  # the minimal objects of the schema sweep
 MODELS: dict[str, type[Nova] | type[NovaCompute]] = {"novas": Nova, "novacomputes": NovaCompute}
 
 

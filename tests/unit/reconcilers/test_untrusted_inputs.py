@@ -3,51 +3,17 @@
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from nova_operator import conditions
-from nova_operator.kube.resources import CONFIGMAPS, NOVAS, RABBITMQ_CLUSTERS, SECRETS
-from nova_operator.models.nova import Nova
+from nova_operator.kube.resources import RABBITMQ_CLUSTERS, SECRETS
 from nova_operator.reconcilers import transport_url
-from nova_operator.reconcilers.context import PassContext
-from nova_operator.runtime.cache import Cache
+
+from .test_steps import make_ctx  # type: ignore[import-not-found]
 
 NS = "ns"
-
-
-def make_ctx(kube: Any, events: Any, *secrets: dict[str, Any], **spec: Any) -> PassContext:
-    caches = {SECRETS: Cache("secrets"), CONFIGMAPS: Cache("configmaps")}
-    for obj in secrets:
-        caches[SECRETS].upsert(obj)
-    raw: dict[str, Any] = {
-        "apiVersion": NOVAS.api_version,
-        "kind": "Nova",
-        "metadata": {"name": "nova", "namespace": NS, "uid": "u", "generation": 1, "resourceVersion": "1"},
-        "spec": {
-            "openStackRelease": "2025.2",
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
-            "apiDatabase": {"host": "db", "database": "nova_api", "secretRef": {"name": "api-db"}},
-            "database": {"host": "db", "database": "nova", "secretRef": {"name": "cell-db"}},
-            "cache": {"servers": ["memcached:11211"]},
-            "keystoneEndpoint": "http://keystone:5000/v3",
-            "serviceUser": {"secretRef": {"name": "service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
-            **spec,
-        },
-    }
-    return PassContext(
-        kube=kube,
-        obj=raw,
-        nova=Nova.model_validate(raw),
-        status={},
-        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
-        events=events,
-        caches=caches,
-        metrics=kube.metrics,
-    )
 
 
 def _rabbit(secret_ref: dict[str, str]) -> dict[str, Any]:

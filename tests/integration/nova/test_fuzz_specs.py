@@ -39,8 +39,8 @@ from .test_secret_scope import RecordingKube  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 
-NOVA_EXAMPLES = 60
-COMPUTE_EXAMPLES = 30
+NOVA_EXAMPLES = 80
+COMPUTE_EXAMPLES = 40
 
 HOSTILE = [
     "..",
@@ -77,9 +77,18 @@ hostile = st.one_of(
 NOVA_FIELDS: dict[str, Any] = {
     "messaging.clusterRef.name": "str",
     "apiDatabase.clusterRef.name": "str",
+    "database.clusterRef.name": "str",
+    "cache.clusterRef.name": "str",
+    "apiDatabase.secretRef.name": "str",
     "database.secretRef.name": "str",
+    "database.secretRef.key": "str",
+    "serviceUser.secretRef.name": "str",
     "serviceUser.secretRef.key": "str",
     "metadata.sharedSecretRef.name": "str",
+    "metadata.sharedSecretRef.key": "str",
+    "scheduler.deployment.nodeSelector": "label",
+    "scheduler.deployment.priorityClassName": "str",
+    "metadata.gateway.parentRef.sectionName": "gateway",
     "secretStoreRef.name": "str",
     "api.deployment.nodeSelector": "label",
     "jobs.priorityClassName": "str",
@@ -94,13 +103,16 @@ COMPUTE_FIELDS: dict[str, Any] = {
     "novaRef.name": "str",
     "nodeSelector": "label",
     "extraConfig": "extra",
+    "image.repository": "str",
+    "libvirt.cpuModels": "list",
 }
 
 
 def _set(spec: dict[str, Any], dotted: str, kind: str, value: str) -> None:
     *parents, leaf = dotted.split(".")
     if kind == "gateway":
-        spec.setdefault("gateway", {"hostname": "nova.example.org", "parentRef": {"name": "gw"}})
+        block = spec.setdefault(parents[0], {}) if parents[0] != "gateway" else spec
+        block.setdefault("gateway", {"hostname": "nova.example.org", "parentRef": {"name": "gw"}})
     node = spec
     for part in parents:
         node = node.setdefault(part, {})
@@ -111,6 +123,8 @@ def _set(spec: dict[str, Any], dotted: str, kind: str, value: str) -> None:
         spec["gateway"]["annotations"] = {value: "v"}
     elif kind == "policy":
         node[leaf] = [{"namespaceSelector": {"matchLabels": {value: value}}}]
+    elif kind == "list":
+        node[leaf] = [value]
     elif kind == "extra":
         node[leaf] = {value: {value: value}}
     else:

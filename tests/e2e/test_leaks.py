@@ -83,10 +83,12 @@ def _texts(s: Scenario) -> dict[str, str]:
 def _scan(s: Scenario, values: list[str], stage: str, extra: dict[str, str]) -> list[str]:
     texts = {**_texts(s), **extra}
     found = []
-    for value in values:
+    for index, value in enumerate(values):  # a finding names the credential by its index only
         for form in _forms(value):
             found += [
-                f"{stage}: {where} carries {value[:4]}…" for where, text in texts.items() if form in text
+                f"{stage}: {where} carries credential #{index}"
+                for where, text in texts.items()
+                if form in text
             ]
     return found
 

@@ -119,6 +119,8 @@ async def test_an_accepted_option_on_a_release_that_knows_it_is_rendered() -> No
     assert (await reconcile_pool_config(p)).requeue_after is None
     assert p.condition(conditions.CONFIG_READY)["reason"] == "ConfigRendered"  # type: ignore[index]
     assert [c["metadata"]["name"] for c in kube.created] == [p.config_map]
+
+
 def test_keys_are_checked_as_oslo_config_reads_them() -> None:
     """Issue 13 item 9: a section in another case, or a key with ':' / '=', is the option oslo reads."""
     assert catalog_problems("2025.2", {"LIBVIRT": {"virt_type": "qemu"}}) == []  # == [libvirt] virt_type

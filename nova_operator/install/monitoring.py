@@ -37,8 +37,8 @@ def _job_failed(family: str, sel: str) -> str:
     series' first sample as its start, so the first failure after a restart would go unseen)."""
     failed = f'{family}{{{sel}, result="failed"}}'
     return (
-        f"sum by (nova, {NOVA_NAMESPACE}) (increase({failed}[15m])"
-        f" or ({failed} unless {failed} offset 15m)) > 0"
+        f"sum by (nova, {NOVA_NAMESPACE}) (({failed} unless {failed} offset 15m)"
+        f" or increase({failed}[15m])) > 0"
     )
 
 
@@ -75,8 +75,8 @@ def alert_rules(sel: str) -> list[Rule]:
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "The {{ $labels.controller }} controller keeps failing reconciles.",
-                "description": "Reconciles of {{ $labels.controller }} have raised for 15 minutes "
-                "({{ $value | humanize }}/s): see the operator's error logs and the Warning events.",
+                "description": "Reconciles of {{ $labels.controller }} have raised for 15 minutes: "
+                "see the operator's error logs and the Warning events.",
             },
         },
         {

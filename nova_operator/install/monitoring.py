@@ -161,8 +161,10 @@ def _rate(family: str, by: str) -> str:
     return _q(f"sum by ({by}) (rate({family}{{SEL}}[$__rate_interval]))")
 
 
-def _increase(family: str, by: str) -> str:
-    return _q(f"sum by ({by}) (increase({family}{{SEL}}[$__range]))")
+def _total(family: str, by: str) -> str:
+    """Runs since the leader started, not ``increase`` over the range: a Job's series starts at its
+    first run, which ``increase`` would not count (a single failed db-sync would show as none)."""
+    return _q(f"sum by ({by}) ({family}{{SEL}})")
 
 
 def _quantile(q: float, family: str, by: str) -> str:
@@ -170,7 +172,7 @@ def _quantile(q: float, family: str, by: str) -> str:
 
 
 def _mean(family: str, by: str) -> str:
-    return f"{_increase(family + '_sum', by)} / {_increase(family + '_count', by)}"
+    return f"{_total(family + '_sum', by)} / {_total(family + '_count', by)}"
 
 
 PER_NOVA = f"{NOVA_NAMESPACE}, nova"
@@ -338,11 +340,11 @@ ROWS: list[tuple[str, list[Panel]]] = [
         "Database Jobs",
         [
             (
-                "db-sync outcomes",
+                "db-sync Jobs by result (since the leader started)",
                 "short",
                 [
                     (
-                        _increase("nova_operator_db_sync_total", f"{PER_NOVA}, result"),
+                        _total("nova_operator_db_sync_total", f"{PER_NOVA}, result"),
                         f"{NOVA_LEGEND} {{{{result}}}}",
                     )
                 ],
@@ -353,11 +355,11 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 [(_mean("nova_operator_db_sync_duration_seconds", PER_NOVA), NOVA_LEGEND)],
             ),
             (
-                "db-archive outcomes",
+                "db-archive runs by result (since the leader started)",
                 "short",
                 [
                     (
-                        _increase("nova_operator_db_archive_total", f"{PER_NOVA}, result"),
+                        _total("nova_operator_db_archive_total", f"{PER_NOVA}, result"),
                         f"{NOVA_LEGEND} {{{{result}}}}",
                     )
                 ],

@@ -28,6 +28,10 @@ Names:
   ``nova_operator_db_archive_duration_seconds``, ``nova_operator_nova_ready{nova,namespace}``
   (1 while the Nova's Ready condition is True, else 0; all deleted with ``forget_nova`` on
   finalizer release)
+
+The controller-runtime and client-go names (``controller_runtime_*``, ``workqueue_*``,
+``leader_election_master_status``, ``rest_client_*``) are derived from these at scrape time by
+``metrics_standard.StandardNames``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import Metric
+
+from nova_operator.metrics_standard import StandardNames
 
 RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
@@ -208,6 +214,8 @@ class Metrics:
             ["nova", "namespace"],
             registry=r,
         )
+        self.api_host = ""  # host:port of the API server (the Kube client sets it), for rest_client_*
+        r.register(StandardNames(self))
 
     def forget_nova(self, name: str, namespace: str) -> None:
         """Delete every per-CR series of one Nova (on release of its finalizer)."""

@@ -181,6 +181,28 @@ def test_prometheus_scrapes_the_operator_during_an_install(
         assert [m["name"] for m in leader] == [sc.LEASE_NAME]
         assert value(prom, f"sum(nova_operator_nova_ready{{{SEL}}})") == 1
 
+        # the controller-runtime and client-go names, for the dashboards that read those
+        assert value(
+            prom, f'controller_runtime_reconcile_total{{{SEL}, controller="nova", result="success"}}'
+        ) == (
+            value(
+                prom,
+                f'nova_operator_controller_reconcile_total{{{SEL}, controller="nova", result="success"}}',
+            )
+        )
+        standard = {
+            f'controller_runtime_reconcile_time_seconds_count{{{SEL}, controller="nova"}}',
+            f'controller_runtime_max_concurrent_reconciles{{{SEL}, controller="novacompute"}}',
+            f'workqueue_adds_total{{{SEL}, name="nova", controller="nova"}}',
+            f'workqueue_queue_duration_seconds_count{{{SEL}, name="nova", controller="nova"}}',
+            f'workqueue_longest_running_processor_seconds{{{SEL}, name="nova", controller="nova"}}',
+            f'leader_election_master_status{{{SEL}, name="{sc.LEASE_NAME}"}} == 1',
+            f'sum(rest_client_requests_total{{{SEL}, method="GET", code="200", host=~"127.0.0.1:[0-9]+"}})',
+            f'sum(rest_client_requests_total{{{SEL}, method="PATCH"}})',
+        }
+        missing = [expr for expr in sorted(standard) if not prom.query(expr)]
+        assert not missing, missing
+
         # every dashboard panel answers
         board = json.loads((sc.REPO / "config" / "grafana" / DASHBOARD_FILE).read_text())
         empty = [

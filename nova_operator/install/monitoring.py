@@ -176,6 +176,22 @@ def _mean(family: str, by: str) -> str:
 
 
 PER_NOVA = f"{NOVA_NAMESPACE}, nova"
+
+
+def _job_panels(job: str) -> list[Panel]:
+    """Runs by result and their mean duration, per Nova, of ``nova_operator_<job>_*``."""
+    legend = f"{{{{{NOVA_NAMESPACE}}}}}/{{{{nova}}}}"
+    title = job.replace("_", "-")
+    return [
+        (
+            f"{title} runs by result (since the leader started)",
+            "short",
+            [(_total(f"nova_operator_{job}_total", f"{PER_NOVA}, result"), f"{legend} {{{{result}}}}")],
+        ),
+        (f"{title} mean duration", "s", [(_mean(f"nova_operator_{job}_duration_seconds", PER_NOVA), legend)]),
+    ]
+
+
 NOVA_LEGEND = f"{{{{{NOVA_NAMESPACE}}}}}/{{{{nova}}}}"
 CONTROLLER_TIME = "nova_operator_controller_reconcile_time_seconds"
 ROWS: list[tuple[str, list[Panel]]] = [
@@ -336,41 +352,7 @@ ROWS: list[tuple[str, list[Panel]]] = [
             ),
         ],
     ),
-    (
-        "Database Jobs",
-        [
-            (
-                "db-sync Jobs by result (since the leader started)",
-                "short",
-                [
-                    (
-                        _total("nova_operator_db_sync_total", f"{PER_NOVA}, result"),
-                        f"{NOVA_LEGEND} {{{{result}}}}",
-                    )
-                ],
-            ),
-            (
-                "db-sync mean duration",
-                "s",
-                [(_mean("nova_operator_db_sync_duration_seconds", PER_NOVA), NOVA_LEGEND)],
-            ),
-            (
-                "db-archive runs by result (since the leader started)",
-                "short",
-                [
-                    (
-                        _total("nova_operator_db_archive_total", f"{PER_NOVA}, result"),
-                        f"{NOVA_LEGEND} {{{{result}}}}",
-                    )
-                ],
-            ),
-            (
-                "db-archive mean duration",
-                "s",
-                [(_mean("nova_operator_db_archive_duration_seconds", PER_NOVA), NOVA_LEGEND)],
-            ),
-        ],
-    ),
+    ("Database Jobs", [panel for job in ("db_sync", "db_archive") for panel in _job_panels(job)]),
 ]
 
 

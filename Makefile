@@ -53,11 +53,13 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff format nova_operator tests tools
 	$(PY) -m ruff check --fix nova_operator tests tools
 
-manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install) and the Helm chart from the code
+manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install), the Helm chart and docs/monitoring.md from the code
 	$(PY) -m nova_operator.manifests write config charts/nova-operator
+	$(PY) -m nova_operator.install.reference write docs/monitoring.md
 
-verify-manifests: venv  ## fail when config/ or charts/nova-operator/ is stale
+verify-manifests: venv  ## fail when config/, charts/nova-operator/ or docs/monitoring.md is stale
 	$(PY) -m nova_operator.manifests verify config charts/nova-operator
+	$(PY) -m nova_operator.install.reference verify docs/monitoring.md
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit

@@ -176,12 +176,12 @@ def _mean(family: str, by: str) -> str:
 
 
 PER_NOVA = f"{NOVA_NAMESPACE}, nova"
+NOVA_LEGEND = f"{{{{{NOVA_NAMESPACE}}}}}/{{{{nova}}}}"
 
 
 def _job_panels(job: str) -> list[Panel]:
     """Runs by result and their mean duration, per Nova, of ``nova_operator_<job>_*``."""
-    legend = f"{{{{{NOVA_NAMESPACE}}}}}/{{{{nova}}}}"
-    title = job.replace("_", "-")
+    legend, title = NOVA_LEGEND, job.replace("_", "-")
     return [
         (
             f"{title} runs by result (since the leader started)",
@@ -192,7 +192,6 @@ def _job_panels(job: str) -> list[Panel]:
     ]
 
 
-NOVA_LEGEND = f"{{{{{NOVA_NAMESPACE}}}}}/{{{{nova}}}}"
 CONTROLLER_TIME = "nova_operator_controller_reconcile_time_seconds"
 ROWS: list[tuple[str, list[Panel]]] = [
     (

@@ -95,9 +95,10 @@ def run_db_archive(s: Any) -> str:
 
 
 def concrete(expr: str, ns: str) -> str:
-    """A panel query as Grafana sends it for this scrape (1 s interval, the last 5 minutes)."""
-    for var, val in (("$__rate_interval", "15s"), ("$__range", "5m"), ("$job", JOB), ("$namespace", ns)):
+    """A panel query as Grafana sends it for this scrape ($__rate_interval: 4 scrapes of 1 s and more)."""
+    for var, val in (("$__rate_interval", "15s"), ("$job", JOB), ("$namespace", ns)):
         expr = expr.replace(var, val)
+    assert "$" not in expr, expr
     return expr
 
 

@@ -23,7 +23,6 @@ def concrete(expr: str, job: str = "nova-operator-metrics", namespace: str = "no
     """A panel query with Grafana's variables as Grafana would substitute them."""
     for var, value in (
         ("$__rate_interval", "1m"),
-        ("$__range", "1h"),
         ("$job", job),
         ("$namespace", namespace),
     ):

@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
@@ -141,6 +142,7 @@ class Kube:
     ) -> None:
         self._api = api
         self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics.api_host = urllib.parse.urlsplit(str(api.configuration.host)).netloc
         self.timeout = timeout
 
     @classmethod

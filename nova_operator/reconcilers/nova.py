@@ -211,6 +211,9 @@ class NovaReconciler:
             if error is not None:
                 raise ExceptionGroup("pipeline and status write failed", [error, write_error]) from None
             raise
+        ready = conditions.is_true(status.get("conditions") or [], conditions.READY)
+        meta = obj["metadata"]
+        self.kube.metrics.nova_ready.labels(meta["name"], meta.get("namespace") or "").set(1 if ready else 0)
         if error is not None:
             raise error
         return result

@@ -21,7 +21,13 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.runtime.request import Request
 
-from .conftest import Operator, Simulator, now, wait_for  # type: ignore[import-not-found]
+from .conftest import (  # type: ignore[import-not-found]
+    Operator,
+    Simulator,
+    nova_ready_gauge,
+    now,
+    wait_for,
+)
 from .test_nova_controller import (  # type: ignore[import-not-found]
     SECRET_VALUES,
     SECRETS_DATA,
@@ -54,6 +60,7 @@ async def test_each_missing_secret_or_key_waits_with_its_reason_and_proceeds_whe
     # Each wait below is shorter than the 15 s secret poll: progress comes from the Secret watch.
     within = 10
     await wait_for(get, secrets_reason("WaitingForDBCredentials", f"Secret {ns}/api-db not found"), within)
+    await wait_for(nova_ready_gauge(operator, ns), lambda v: v == 0, within)  # not Ready: 0, not absent
     await admin.create(SECRETS, secret("api-db", {"username": "nova_api"}), ns)
     await wait_for(get, secrets_reason("WaitingForDBCredentials", "api-db has no key password"), within)
     await admin.patch(SECRETS, "api-db", {"stringData": {"password": SECRETS_DATA["api-db"]["password"]}}, ns)

@@ -73,6 +73,12 @@ class Metrics:
             ["verb", "resource"],
             registry=r,
         )
+        self.api_retries = Counter(
+            "nova_operator_api_retries_total",
+            "Requests retried after a 429 or a 5xx (Retry-After honoured, bounded)",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
         self.reconcile_total = Counter(
             "nova_operator_controller_reconcile_total",
             "Reconciles by controller and outcome",
@@ -137,7 +143,8 @@ class Metrics:
         )
         self.informer_watch_restarts = Counter(
             "nova_operator_informer_watch_restarts_total",
-            "Watches re-opened, by reason: closed (normal end), gone (410), inactive, error",
+            "Watches re-opened, by reason: closed (normal end), gone (410), inactive (silent), "
+            "open_timeout, short (ended at once without an event), error",
             ["resource", "reason"],
             registry=r,
         )

@@ -25,6 +25,8 @@ class WatchSettings:
     watch_timeout_min: float = 300.0  # server-side timeoutSeconds, randomized in [min, max]
     watch_timeout_max: float = 600.0
     inactivity_timeout: float = 70.0  # no event and no bookmark for this long: the stream is dead
+    open_timeout: float = 30.0  # opening a watch (connect, response headers) takes no longer
+    min_watch_duration: float = 1.0  # a watch ended sooner with no event is an error (backed off)
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     backoff_jitter: float = 0.2
@@ -41,6 +43,7 @@ class QueueSettings:
     bucket_rate: float = 10.0
     bucket_burst: int = 100
     reconcile_timeout: float | None = None  # None: no per-reconcile timeout
+    stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,4 +93,6 @@ class Settings:
     servers: ServerSettings = field(default_factory=ServerSettings)
     log: LogSettings = field(default_factory=LogSettings)
     openstack: OpenStackSettings = field(default_factory=OpenStackSettings)
-    shutdown_timeout: float = 30.0  # graceful drain of in-flight reconciles, then cancel
+    # --drain-timeout: in-flight reconciles get this long after SIGTERM, then are cancelled and
+    # the Lease is released. Well under the kubelet's default 30 s grace period.
+    shutdown_timeout: float = 10.0

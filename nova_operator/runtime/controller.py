@@ -5,7 +5,9 @@ the queue. ``run()`` starts ``workers`` tasks; each takes a key, reconciles it, 
 then ``_settle`` (the one place that decides what happens next) picks the outcome:
 
     raised TerminalError   -> log, forget the key's backoff, no retry
-    raised anything else   -> rate-limited requeue (per-key backoff max global bucket)
+    raised anything else   -> rate-limited requeue (per-key backoff max global bucket);
+                              a CancelledError from inside the reconcile is such an error:
+                              only the worker's own cancellation ends a worker
     Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
     Result()               -> forget the backoff; done until the next event
 
@@ -37,6 +39,14 @@ from nova_operator.settings import QueueSettings
 log = structlog.get_logger("nova_operator.controller")
 
 
+class ReconcileTimeout(Exception):
+    """A reconcile outlived the controller's ``reconcile_timeout``."""
+
+
+class ReconcileCancelled(Exception):
+    """A reconcile raised ``CancelledError`` although its worker was not being cancelled."""
+
+
 class Controller:
     def __init__(
         self,
@@ -61,6 +71,7 @@ class Controller:
             name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics
         )
         self.primary: Informer | None = None
+        self._busy: dict[Request, float] = {}  # key -> when a worker took it (monotonic)
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
@@ -109,15 +120,26 @@ class Controller:
         self.queue.shutdown()
 
     async def _worker(self) -> None:
+        """Take keys until the queue shuts down. Only the worker's own cancellation ends it early."""
         while True:
             try:
                 request = await self.queue.get()
             except ShutDown:
                 return
+            self._busy[request] = time.monotonic()
             try:
                 await self.reconcile_one(request)
+            except Exception:  # a bug in settling, never a reconcile's error (those are the key's)
+                log.exception("worker failed to settle a key; requeueing it", controller=self.name)
+                self.queue.add_rate_limited(request)
             finally:
+                del self._busy[request]
                 self.queue.done(request)
+
+    def stuck(self, after: float) -> list[str]:
+        """The keys a worker has been reconciling for longer than ``after`` seconds."""
+        now = time.monotonic()
+        return [f"{self.name} {r}" for r, since in self._busy.items() if now - since > after]
 
     async def reconcile_one(self, request: Request) -> str:
         """Reconcile ``request`` once and settle the outcome; returns the result label."""
@@ -132,10 +154,23 @@ class Controller:
             error: Exception | None = None
             try:
                 if self.reconcile_timeout:
-                    async with asyncio.timeout(self.reconcile_timeout):
-                        result = await self.reconciler.reconcile(request)
+                    try:
+                        async with asyncio.timeout(self.reconcile_timeout):
+                            result = await self.reconciler.reconcile(request)
+                    except TimeoutError as exc:
+                        raise ReconcileTimeout(
+                            f"reconcile of {request} did not finish within {self.reconcile_timeout:g} s"
+                        ) from exc
                 else:
                     result = await self.reconciler.reconcile(request)
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this worker is being cancelled (shutdown): let it end
+                # Raised inside the reconcile (a cancelled future it awaited, a library bug): an
+                # error of this key like any other, never the end of the worker.
+                error = ReconcileCancelled(f"reconcile of {request} raised CancelledError")
+                error.__cause__ = exc
             except Exception as exc:
                 error = exc
             finally:

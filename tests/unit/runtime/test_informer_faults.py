@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -123,7 +124,7 @@ def restarts(metrics: Metrics, reason: str) -> float:
 
 
 def gaps(times: list[float]) -> list[float]:
-    return [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)]
+    return [round(b - a, 3) for a, b in itertools.pairwise(times)]
 
 
 def assert_client_go_backoff(intervals: list[float]) -> None:
@@ -153,7 +154,9 @@ async def test_a_watch_whose_open_hangs_times_out_and_is_retried_with_backoff(
     assert len(api.list_times) == 1  # re-opened from the last resourceVersion, no relist
 
 
-async def test_a_stream_silent_for_the_inactivity_timeout_is_reopened(running: Callable[..., Informer]) -> None:
+async def test_a_stream_silent_for_the_inactivity_timeout_is_reopened(
+    running: Callable[..., Informer],
+) -> None:
     clock = FakeClock()
     api = API(clock, lambda n: ("ok", [Event("BOOKMARK", {"metadata": {"resourceVersion": "12"}}), "hang"]))
     metrics = Metrics()
@@ -167,7 +170,9 @@ async def test_a_stream_silent_for_the_inactivity_timeout_is_reopened(running: C
     assert gaps(api.watch_times) == [70.0]
 
 
-async def test_a_watch_that_ends_at_once_is_backed_off_like_client_go(running: Callable[..., Informer]) -> None:
+async def test_a_watch_that_ends_at_once_is_backed_off_like_client_go(
+    running: Callable[..., Informer],
+) -> None:
     # The issue: 921 WATCH requests in 3 s against a server that closes every watch immediately.
     clock = FakeClock()
     api = API(clock, lambda n: ("ok", []))
@@ -185,7 +190,9 @@ async def test_a_watch_that_ends_at_once_but_delivered_events_is_reopened_at_onc
     running: Callable[..., Informer],
 ) -> None:
     clock = FakeClock()
-    api = API(clock, lambda n: ("ok", [Event("MODIFIED", cm("a", str(11 + n)))]) if n < 3 else ("ok", ["hang"]))
+    api = API(
+        clock, lambda n: ("ok", [Event("MODIFIED", cm("a", str(11 + n)))]) if n < 3 else ("ok", ["hang"])
+    )
     running(api)
     await drive(clock, 0.5)
     assert len(api.watch_times) == 4
@@ -202,7 +209,9 @@ async def test_relists_after_410_are_paced(running: Callable[..., Informer]) -> 
     lists = len(api.list_times)
     assert 8 <= lists <= 10, lists  # the first list, then one per backoff step
     assert_client_go_backoff(gaps(api.list_times))
-    value = metrics.registry.get_sample_value("nova_operator_informer_relists_total", {"resource": "configmaps"})
+    value = metrics.registry.get_sample_value(
+        "nova_operator_informer_relists_total", {"resource": "configmaps"}
+    )
     assert value == lists
     assert restarts(metrics, "gone") == lists
 
@@ -226,7 +235,9 @@ async def test_a_retry_after_on_a_watch_is_waited_out(running: Callable[..., Inf
     assert gaps(api.watch_times) == [7.0, 7.0]  # the server's 7 s, not the 0.8 s backoff
 
 
-async def test_backoff_starts_over_after_a_watch_that_worked_for_a_while(running: Callable[..., Informer]) -> None:
+async def test_backoff_starts_over_after_a_watch_that_worked_for_a_while(
+    running: Callable[..., Informer],
+) -> None:
     clock = FakeClock()
     scripts: dict[int, tuple[str | Exception, list[Any]]] = {3: ("ok", ["hang"])}  # silent after 70 s
     api = API(clock, lambda n: scripts.get(n, ("ok", [])))

@@ -13,11 +13,15 @@ real state with a deadline; no fixed sleep is an assertion.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import pathlib
+import random
+import signal
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +31,7 @@ import pytest
 import yaml
 from simcluster import FAIL_LABEL, SERVICE_PASSWORD, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
 from simcluster.controlplane import free_port
+from simcluster.faultproxy import StallProxy
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
@@ -114,6 +119,7 @@ class Scenario:
         self.kube = sim.cluster.kube
         self.operators: list[ManagedProcess] = []
         self.metrics_ports: dict[str, int] = {}
+        self.health_ports: dict[str, int] = {}
         self.installed_at = 0.0  # monotonic time the samples were applied
 
     # reading
@@ -142,14 +148,22 @@ class Scenario:
 
     # the operator
     def start_operator(
-        self, tag: str, *, leader_elect: bool = False, program: tuple[str, ...] = ("-m", "nova_operator")
+        self,
+        tag: str,
+        *,
+        leader_elect: bool = False,
+        program: tuple[str, ...] = ("-m", "nova_operator"),
+        kubeconfig: pathlib.Path | None = None,
+        namespaces: tuple[str, ...] = (),
+        extra: tuple[str, ...] = (),
     ) -> ManagedProcess:
         assert self.sim.openstack is not None
         metrics, health = free_port(), free_port()
         argv = [
             sys.executable, *program,
-            "--kubeconfig", str(self.sim.kubeconfig), "--context", "operator",
-            "--namespace", self.ns,
+            "--kubeconfig", str(kubeconfig or self.sim.kubeconfig), "--context", "operator",
+            *[arg for ns in (self.ns, *namespaces) for arg in ("--namespace", ns)],
+            *extra,
             "--nova-api-url", self.sim.openstack.nova_url,
             "--metrics-bind-address", f"127.0.0.1:{metrics}",
             "--health-probe-bind-address", f"127.0.0.1:{health}",
@@ -160,7 +174,19 @@ class Scenario:
         proc = self.sim.spawn(f"operator-{self.ns}-{tag}", argv, cwd=REPO)
         self.operators.append(proc)
         self.metrics_ports[proc.name] = metrics
+        self.health_ports[proc.name] = health
         return proc
+
+    def probe(self, proc: ManagedProcess, path: str = "/healthz") -> tuple[int, str]:
+        """``/healthz`` or ``/readyz`` of an operator: (status, body), (0, error) when it does not answer."""
+        url = f"http://127.0.0.1:{self.health_ports[proc.name]}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+        except OSError as exc:
+            return 0, str(exc)
 
     def metrics(self, proc: ManagedProcess) -> str:
         url = f"http://127.0.0.1:{self.metrics_ports[proc.name]}/metrics"
@@ -706,32 +732,258 @@ def gone(s: Scenario, path: str) -> bool:
     return False
 
 
-# -- 6a. restart -----------------------------------------------------------------------------------
+# -- 6a. restart, and the runtime under faults (issue 18) -------------------------------------------
+#
+# One namespace, the operator reaching the API server through a loopback TCP proxy that can stop
+# forwarding. (1) The install is interrupted: the operator SIGKILLed five times at random points and
+# the API server restarted (etcd keeps the data); it converges. (2) The proxy stalls: watches die
+# silently, /healthz says so, a change made meanwhile is carried out after the recovery. (3) Two
+# replicas watching 20 namespaces: one leads within 5 s; SIGTERM during a pass releases the Lease
+# within 5 s and the standby leads within 2 s of that. Test-sized watch inactivity timeout: 5 s.
+
+INACTIVITY = 5.0  # --watch-inactivity-timeout of these scenarios (production: 70 s)
+STALL_SECONDS = 25.0  # > 3 inactivity timeouts (when /healthz reports a reflector stale) + margin
+RECOVER_WITHIN = 70.0  # the issue's bound for re-establishing the dead watches after the outage
+WATCH_REQUESTS = "nova_operator_api_requests_total"
+OWNED_KINDS = (
+    DEPLOYMENTS,
+    JOBS,
+    CONFIGMAPS,
+    "/api/v1/namespaces/{ns}/services",
+    "/api/v1/namespaces/{ns}/secrets",
+)
 
 
-def test_restart_mid_install_resumes_without_a_duplicate_job(sim_module: SimHandle) -> None:
+def stamp(t0: float, what: str) -> None:
+    print(f"  [{time.monotonic() - t0:7.2f} s] {what}")
+
+
+def proxied_kubeconfig(sim: SimHandle, proxy: StallProxy, path: pathlib.Path) -> pathlib.Path:
+    server = sim.cluster.server
+    text = sim.kubeconfig.read_text()
+    assert server in text
+    path.write_text(text.replace(server, f"https://127.0.0.1:{proxy.port}"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def faults(
+    sim_module: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Scenario, StallProxy]]:
     prepare(sim_module)
-    s = Scenario(sim_module, new_namespace(sim_module, "restart"))
+    s = Scenario(sim_module, new_namespace(sim_module, "faults"))
+    proxy = StallProxy(sim_module.cluster.control_plane.api_port).start()
+    yield s, proxy
+    s.stop_operators()
+    proxy.stop()
+    drop_namespace(sim_module, s.ns)
+
+
+def watch_opens(s: Scenario, proc: ManagedProcess) -> dict[str, float]:
+    """Per resource, the watches the API server answered (200: the watch is established)."""
+    counts: dict[str, float] = {}
+    for line in s.metrics(proc).splitlines():
+        if line.startswith(WATCH_REQUESTS + "{") and 'verb="watch"' in line and 'code="200"' in line:
+            resource = line.split('resource="', 1)[1].split('"', 1)[0]
+            counts[resource] = counts.get(resource, 0.0) + float(line.rpartition(" ")[2])
+    return counts
+
+
+def db_sync_jobs(s: Scenario) -> list[JSON]:
+    return [j for j in s.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
+
+
+def test_restart_mid_install_killed_five_times_and_an_apiserver_restart_converge(
+    faults: tuple[Scenario, StallProxy], tmp_path: pathlib.Path
+) -> None:
+    s, proxy = faults
+    kubeconfig = proxied_kubeconfig(s.sim, proxy, tmp_path / "kubeconfig")
+    opts = ("--watch-inactivity-timeout", str(INACTIVITY))
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    rng.seed(seed)
+    t0 = time.monotonic()
+    print(f"\nkill points seeded with {seed}")
+    proc = s.start_operator("0", kubeconfig=kubeconfig, extra=opts)
+    s.install()
+    stamp(t0, "samples applied")
+    first_job: JSON | None = None
+    for i in range(5):
+        time.sleep(rng.uniform(1.0, 4.0))  # a random point of the install (the operator starts in ~1.5 s)
+        assert not is_ready(s.nova()), f"the install finished before kill {i + 1}; nothing was interrupted"
+        proc.kill()
+        jobs = db_sync_jobs(s)
+        first_job = first_job or (jobs[0] if jobs else None)
+        conds = sorted(t for t, c in conditions(s.nova()).items() if c.get("status") == "True")
+        stamp(t0, f"SIGKILL {i + 1}: db-sync Job {'created' if jobs else 'not yet created'}, True: {conds}")
+        proc = s.start_operator(str(i + 1), kubeconfig=kubeconfig, extra=opts)
+    plane = s.sim.cluster.control_plane
+    for p in [p for p in plane._procs if p.name == "kube-apiserver"]:
+        p.popen.kill()  # a crash: watches end without a goodbye
+        p.popen.wait()
+        plane._procs.remove(p)
+    stamp(t0, "kube-apiserver killed")
+    plane.start_apiserver()
+    stamp(t0, "kube-apiserver restarted (same etcd)")
+
+    nova = s.wait_ready(INSTALL_WITHIN, "the Nova Ready after five kills and an API server restart")
+    stamp(t0, "the Nova Ready")
+    (job,) = db_sync_jobs(s)  # no duplicate Job
+    if first_job is not None:
+        assert job["metadata"]["uid"] == first_job["metadata"]["uid"]
+    assert job_finished(job) == "Complete"
+    assert len(s.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")) == 1
+    # No lost status: the cells the db-sync reported, the release, every condition of this generation.
+    (pod,) = s.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")
+    message = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    reported = dict(line.split("=", 1) for line in message.split())
+    assert {c["name"]: c["uuid"] for c in nova["status"]["cells"]} == reported
+    assert nova["status"].get("installedRelease") == nova["spec"]["openStackRelease"]
+    generation = nova["metadata"]["generation"]
+    assert all(c.get("observedGeneration") == generation for c in conditions(nova).values())
+    # No orphan: everything the operator created is owned by the Nova (the garbage collector's handle).
+    uid = nova["metadata"]["uid"]
+    for kind in OWNED_KINDS:
+        for obj in s.list(kind):
+            managers = {m.get("manager") for m in obj["metadata"].get("managedFields") or []}
+            if "nova-operator" in managers:
+                assert owned_by(obj, uid), f"{kind} {obj['metadata']['name']} is not owned by the Nova"
+    # The operator alive across the API server restart saw its watches end and re-opened them.
+    restarts = s.metric(proc, "nova_operator_informer_watch_restarts_total")
+    assert restarts > 0
+    stamp(t0, f"converged; the last operator re-opened watches {restarts:.0f} times")
+
+
+def test_a_network_that_stops_forwarding_is_detected_reported_and_recovered(
+    faults: tuple[Scenario, StallProxy],
+) -> None:
+    s, proxy = faults
+    s.wait_ready(INSTALL_WITHIN)
+    proc = s.operators[-1]
+    assert proc.alive
+    wait_for(lambda: s.probe(proc)[0] == 200, 30, "/healthz 200 before the outage")
+    before = wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
+    scheduler = s.deployments()["nova-scheduler"]
+    want = scheduler["spec"]["replicas"] + 1
+    t0 = time.monotonic()
+    proxy.stall()
+    stamp(t0, f"proxy stopped forwarding ({len(before)} kinds watched)")
+    s.patch_nova({"scheduler": {"deployment": {"replicas": want}}})  # the admin client goes direct
+    stamp(t0, f"nova-scheduler replicas set to {want} during the outage")
+    status, body = wait_for(
+        lambda: (r := s.probe(proc))[0] == 503 and "watch stale" in r[1] and r,
+        STALL_SECONDS,
+        "/healthz reporting the stale watches",
+    )
+    stamp(t0, f"/healthz {status}: {body.splitlines()[1]}")
+    time.sleep(max(0.0, STALL_SECONDS - (time.monotonic() - t0)))
+    assert s.deployments()["nova-scheduler"]["spec"]["replicas"] != want  # nothing got through
+    proxy.resume()
+    resumed = time.monotonic()
+    stamp(t0, "proxy forwarding again")
+
+    def reestablished() -> bool:
+        now = watch_opens(s, proc)
+        return all(now.get(r, 0) > n for r, n in before.items())
+
+    wait_for(reestablished, RECOVER_WITHIN, "every dead watch re-established", interval=0.2)
+    took = time.monotonic() - resumed
+    stamp(t0, f"every watch re-established {took:.1f} s after the recovery")
+
+    def scaled() -> bool:
+        d = s.deployments()["nova-scheduler"]
+        return d["spec"]["replicas"] == want and rolled_out(d)
+
+    wait_for(scaled, 60, "the change made during the outage carried out")
+    stamp(t0, "the change made during the outage reconciled")
+    s.wait_ready(60, "the Nova Ready after the outage")
+    wait_for(lambda: s.probe(proc)[0] == 200, 30, "/healthz 200 again")
+    inactive = s.metric(proc, "nova_operator_informer_watch_restarts_total", reason="inactive")
+    timed_out = s.metric(proc, "nova_operator_informer_watch_restarts_total", reason="open_timeout")
+    stamp(t0, f"/healthz 200; watch restarts: {inactive:.0f} silent, {timed_out:.0f} opens timed out")
+    assert inactive >= len(before)  # every kind's silent stream was noticed
+    assert timed_out >= 1  # and the re-opens during the outage did not hang
+
+
+def test_twenty_namespaces_lead_fast_and_sigterm_hands_the_lease_over(
+    faults: tuple[Scenario, StallProxy],
+) -> None:
+    s, _ = faults
+    s.stop_operators()
+    others = tuple(new_namespace(s.sim, "watched") for _ in range(19))
     try:
-        first = s.start_operator("0")
-        s.install()
+        nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
+        for ns in others:  # a Nova in each watched namespace (its dependencies missing: it waits)
+            nova["metadata"]["namespace"] = ns
+            s.kube.apply(nova, ns)
+        opts = ("--leader-elect", "--leader-election-namespace", s.ns)
+        t0 = time.monotonic()
+        a = s.start_operator("lead-a", namespaces=others, extra=opts)
+        leader = wait_for(lambda: leader_of(s, [a]), 5, "a leader within 5 s watching 20 namespaces", 0.05)
+        stamp(t0, f"replica a leads, watching {len(others) + 1} namespaces")
+        holder_a = wait_for(lambda: lease_holder(s), 5, "the Lease held")
 
-        def db_sync() -> JSON | None:
-            jobs = [j for j in s.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
-            return jobs[0] if jobs else None
+        def reconciled(ns: str) -> bool:
+            obj = s.kube.get(f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas/{NAME}")
+            gen = obj["metadata"]["generation"]
+            return bool(conditions(obj)) and all(
+                c.get("observedGeneration") == gen for c in conditions(obj).values()
+            )
 
-        job = wait_for(db_sync, 60, "the db-sync Job created", interval=0.05)
-        first.kill()
-        assert not is_ready(s.nova()), "the install finished before the kill; nothing was interrupted"
-        s.start_operator("1")
-        s.wait_ready(INSTALL_WITHIN, "the Nova Ready after the restart")
-        (again,) = [j for j in s.list(JOBS) if j["metadata"]["name"].endswith("db-sync")]
-        assert again["metadata"]["uid"] == job["metadata"]["uid"]
-        assert job_finished(again) == "Complete"
-        assert len(s.list(PODS, f"batch.kubernetes.io/job-name={job['metadata']['name']}")) == 1
+        for ns in (s.ns, *others):
+            wait_for(functools.partial(reconciled, ns), 30, f"the Nova in {ns} reconciled")
+        stamp(t0, "every Nova reconciled")
+
+        b = s.start_operator("lead-b", namespaces=others, extra=opts)
+        wait_for(lambda: s.probe(b, "/readyz")[0] == 200, 30, "the standby's caches synced")
+        assert leader_of(s, [a, b]) is leader
+        stamp(t0, "replica b synced, standing by")
+
+        # A pass: a change to the installed Nova; SIGTERM while the leader works on it.
+        want = s.deployments()["nova-scheduler"]["spec"]["replicas"] - 1
+        busy_before = s.metric(a, REQUEUES, controller="nova")
+        s.patch_nova({"scheduler": {"deployment": {"replicas": want}}})
+        in_pass = wait_for(
+            lambda: (
+                s.metric(a, "nova_operator_controller_active_workers", controller="nova") > 0
+                or s.metric(a, REQUEUES, controller="nova") > busy_before
+            ),
+            5,
+            "the leader reconciling the change",
+            interval=0.02,
+        )
+        assert in_pass
+        a.popen.send_signal(signal.SIGTERM)
+        term = time.monotonic()
+        stamp(t0, "SIGTERM to the leader during its pass")
+        released = wait_for(
+            lambda: lease_holder(s) != holder_a or None, 5, "the Lease released within 5 s", 0.02
+        )
+        release_took = time.monotonic() - term
+        stamp(
+            t0, f"the Lease released {release_took:.2f} s after SIGTERM (holder now {released or 'none'!r})"
+        )
+        wait_for(lambda: lease_holder(s) not in ("", holder_a), 2, "the standby leading within 2 s", 0.02)
+        took_over = time.monotonic() - term - release_took
+        stamp(t0, f"replica b holds the Lease {took_over:.2f} s after the release")
+        assert a.popen.wait(10) == 0  # a clean exit
+        assert wait_for(lambda: leader_of(s, [b]), 5, "b reporting itself leader") is b
+
+        def scaled() -> bool:
+            d = s.deployments()["nova-scheduler"]
+            return d["spec"]["replicas"] == want and rolled_out(d)
+
+        wait_for(scaled, 30, "the new leader carrying out the change")
+        s.wait_ready(30, "the Nova Ready under the new leader")
+        stamp(t0, "the change carried out by the new leader")
     finally:
         s.stop_operators()
-        drop_namespace(sim_module, s.ns)
+        for ns in others:  # no operator runs any more: release the finalizers by hand
+            path = f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas/{NAME}"
+            with contextlib.suppress(KubeError):
+                s.kube.patch(path, {"metadata": {"finalizers": None}})
+                s.kube.delete(path)
+            drop_namespace(s.sim, ns)
 
 
 # -- 7. upgrade ------------------------------------------------------------------------------------

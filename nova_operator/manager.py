@@ -2,8 +2,8 @@
 
     servers (/metrics, /healthz, /readyz)  ┐
     informers (list+watch, one per kind)   ┘ background, for the whole life of the process
+    -> leader gate (a Lease; skipped with --no-leader-elect), while the caches sync
     -> wait until every cache has synced (ready)
-    -> leader gate (a Lease; skipped with --no-leader-elect)
     -> controllers (N workers each)
 
 Stopping (``stop()``, SIGTERM or SIGINT): at once the controllers' queues shut down (no
@@ -82,6 +82,7 @@ class Manager:
         self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}
         self._stop = asyncio.Event()
         self._running = False
+        self._gate = asyncio.Semaphore(max(1, self.settings.watch.max_concurrent_opens))
 
     # -- registration ------------------------------------------------------------------------
 
@@ -102,6 +103,7 @@ class Manager:
                 label_selector=label_selector,
                 settings=self.settings.watch,
                 metrics=self.metrics,
+                gate=self._gate,
             )
         return self._informers[key]
 
@@ -203,14 +205,14 @@ class Manager:
         return servers
 
     async def _main(self) -> None:
-        if not await self._until_stopped(self._wait_for_sync()):
-            return
-        log.info("caches synced", informers=len(self._informers))
         if self.elector is None:
-            await self._lead()
+            if await self._synced():
+                await self._lead()
             return
+        # Like controller-runtime: the election runs while the caches sync; the controllers start
+        # once both are done. A replica leads within a second or two however many watches it opens.
         elector = self.elector
-        election = asyncio.ensure_future(elector.run(self._lead))
+        election = asyncio.ensure_future(elector.run(self._lead_once_synced))
         stopping = asyncio.ensure_future(self._stop.wait())
         try:
             await asyncio.wait({election, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -222,6 +224,17 @@ class Manager:
             stopping.cancel()
             election.cancel()
             await asyncio.gather(stopping, election, return_exceptions=True)
+
+    async def _synced(self) -> bool:
+        """Wait until every cache has synced; False when ``stop()`` came first."""
+        if not await self._until_stopped(self._wait_for_sync()):
+            return False
+        log.info("caches synced", informers=len(self._informers))
+        return True
+
+    async def _lead_once_synced(self) -> None:
+        if await self._synced():
+            await self._lead()
 
     async def _wait_for_sync(self) -> None:
         try:

@@ -27,6 +27,7 @@ class WatchSettings:
     inactivity_timeout: float = 70.0  # no event and no bookmark for this long: the stream is dead
     open_timeout: float = 30.0  # opening a watch (connect, response headers) takes no longer
     min_watch_duration: float = 1.0  # a watch ended sooner with no event is an error (backed off)
+    max_concurrent_opens: int = 16  # LISTs and watch opens in flight at once, across all informers
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     backoff_jitter: float = 0.2

@@ -139,8 +139,8 @@ def retry_delay(
         return None
     if method not in _IDEMPOTENT and status != 429 and retry_after is None:
         return None  # a POST that failed server-side may have acted: only retry when told to
-    if retry_after is not None:
-        return min(retry_after, retry_after_max)
+    if retry_after is not None:  # as told, and a little later, so that the refused do not return together
+        return min(retry_after * random.uniform(1.0, 1.2), retry_after_max)
     backoff: float = RETRY_INITIAL * 2.0**attempt
     return min(backoff, RETRY_CAP) * random.uniform(1.0, 1.2)
 

@@ -20,6 +20,9 @@ for all namespaces or a cluster-scoped kind); all of them write the same cache. 
    so relists are paced too. The backoff starts over after a watch that went silent, or ended
    normally, or after an attempt that reached the server and ran for ``backoff_max``.
 
+LISTs and watch opens pass a gate shared by the manager's informers (``max_concurrent_opens``
+in flight at once): 19 kinds x 20 namespaces starting together would otherwise be answered 429.
+
 Each reflector records when it last heard from the server (a list, an opened watch, an
 event or a bookmark); ``stale()`` names the ones that have been quiet for longer than a
 given time (``/healthz`` turns 503 on them).
@@ -110,6 +113,7 @@ class Informer:
         settings: WatchSettings | None = None,
         metrics: Metrics | None = None,
         clock: Clock | None = None,
+        gate: asyncio.Semaphore | None = None,
     ) -> None:
         self.ref = ref
         self.label_selector = label_selector
@@ -124,6 +128,9 @@ class Informer:
         self._listed: set[str | None] = set()
         self._rv: dict[str | None, str | None] = {}  # last resourceVersion seen, per reflector
         self._clock: Clock = clock if clock is not None else LoopClock()
+        # Shared by the manager's informers: how many LISTs and watch opens may be in flight at
+        # once, so that kinds x namespaces reflectors starting together do not flood the API server.
+        self._gate = gate if gate is not None else asyncio.Semaphore(self._settings.max_concurrent_opens)
         self._heard: dict[str | None, float] = {}  # when each reflector last heard from the server
         self._contacts: dict[str | None, int] = {}  # how often (a list, an opened watch, an event)
         self._synced = asyncio.Event()
@@ -181,7 +188,8 @@ class Informer:
             started, contacts = self._clock.now(), self._contacts.get(namespace, 0)
             try:
                 if self._rv[namespace] is None:
-                    self._rv[namespace] = await self._list(namespace)
+                    async with self._gate:
+                        self._rv[namespace] = await self._list(namespace)
                 await self._watch(namespace)
                 self._restarted("closed")
                 backoff = s.backoff_initial
@@ -281,7 +289,7 @@ class Informer:
             timeout_seconds=timeout,
         )
         try:
-            async with self._clock.timeout(s.open_timeout):
+            async with self._gate, self._clock.timeout(s.open_timeout):
                 stream = await watch.__aenter__()
         except TimeoutError:
             raise WatchOpenTimeout(f"{where}: not opened within {s.open_timeout:g} s (timed out)") from None

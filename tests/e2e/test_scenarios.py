@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import itertools
 import pathlib
 import random
 import signal
@@ -31,7 +32,8 @@ import pytest
 import yaml
 from simcluster import FAIL_LABEL, SERVICE_PASSWORD, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
 from simcluster.controlplane import free_port
-from simcluster.faultproxy import StallProxy
+from simcluster.faultproxy import HttpFaultProxy, StallProxy
+from simcluster.kube import Kube as SimKube
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
@@ -787,12 +789,31 @@ def faults(
 
 def watch_opens(s: Scenario, proc: ManagedProcess) -> dict[str, float]:
     """Per resource, the watches the API server answered (200: the watch is established)."""
+    return per_resource(s, proc, WATCH_REQUESTS, verb="watch", code="200")
+
+
+RELISTS = "nova_operator_informer_relists_total"
+
+
+def per_resource(s: Scenario, proc: ManagedProcess, name: str, **labels: str) -> dict[str, float]:
+    """The samples of counter ``name`` whose labels include ``labels``, summed by ``resource``."""
     counts: dict[str, float] = {}
     for line in s.metrics(proc).splitlines():
-        if line.startswith(WATCH_REQUESTS + "{") and 'verb="watch"' in line and 'code="200"' in line:
+        head = line.rpartition(" ")[0]
+        if not line.startswith(name + "{") or 'resource="' not in head:
+            continue
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
             resource = line.split('resource="', 1)[1].split('"', 1)[0]
             counts[resource] = counts.get(resource, 0.0) + float(line.rpartition(" ")[2])
     return counts
+
+
+def wait_authorizer_warm(s: Scenario) -> None:
+    """After an API server restart its RBAC caches fill in a few seconds; until then the operator's
+    requests are answered 403 (and its reflectors back off). Wait until they are authorized."""
+    plane = s.sim.cluster.control_plane
+    as_operator = SimKube(plane.server, plane.operator_token, plane.ca_file)
+    wait_for(lambda: as_operator.get(s.path(NOVAS)) is not None, 30, "the operator's requests authorized")
 
 
 def db_sync_jobs(s: Scenario) -> list[JSON]:
@@ -914,6 +935,89 @@ def test_a_network_that_stops_forwarding_is_detected_reported_and_recovered(
     stamp(t0, f"/healthz 200; watch restarts: {inactive:.0f} silent, {timed_out:.0f} opens timed out")
     assert inactive >= len(before)  # every kind's silent stream was noticed
     assert timed_out >= 1  # and the re-opens during the outage did not hang
+
+
+GONE_SECONDS = 10.0  # every watch answered 410 for this long
+BUSY_SECONDS = 6.0  # every other request answered 429 for this long
+RETRY_AFTER = 2  # seconds, the 429s' Retry-After
+
+
+def test_every_watch_answered_410_relists_paced_and_429_retry_after_waited_out(
+    faults: tuple[Scenario, StallProxy], tmp_path: pathlib.Path
+) -> None:
+    s, _ = faults
+    s.wait_ready(INSTALL_WITHIN)
+    s.stop_operators()
+    wait_authorizer_warm(s)
+    plane = s.sim.cluster.control_plane
+    pki = plane.workdir / "pki"
+    proxy = HttpFaultProxy(plane.server, pki / "apiserver.crt", pki / "apiserver.key", plane.ca_file).start()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            s.sim.kubeconfig.read_text().replace(plane.server, f"https://127.0.0.1:{proxy.port}")
+        )
+        proc = s.start_operator("http", kubeconfig=kubeconfig)
+        wait_for(lambda: s.probe(proc, "/readyz")[0] == 200, 30, "the operator's caches synced")
+        wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
+        time.sleep(1.0)  # every reflector has listed and opened its watch
+        reflectors = per_resource(s, proc, RELISTS)  # one initial list each so far
+        assert sum(reflectors.values()) >= 19, reflectors
+        t0 = time.monotonic()
+        proxy.gone()
+        stamp(t0, f"every watch answered 410 ({sum(reflectors.values()):.0f} reflectors)")
+        time.sleep(GONE_SECONDS)
+        proxy.normal()
+        after = per_resource(s, proc, RELISTS)
+        relists = {r: after.get(r, 0.0) - n for r, n in reflectors.items()}
+        answered = sum(1 for t, _, _, what in proxy.log if what == "410" and t >= t0)
+        stamp(t0, f"watches normal: {answered} answered 410, {sum(relists.values()):.0f} relists in 10 s")
+        # The issue: 813 LISTs in 1 s. Paced: 0.8 + 1.6 + 3.2 + 6.4 s of backoff fit in 10 s, so at
+        # most 5 relists per reflector (the jitter only lengthens the waits); at least one each.
+        for resource, n in reflectors.items():
+            assert n <= relists[resource] <= 5 * n, (resource, relists[resource], n)
+
+        now = s.deployments()["nova-scheduler"]["spec"]["replicas"]
+        want = now + 1 if now < 3 else now - 1
+        proxy.busy(RETRY_AFTER)
+        busy_from = time.monotonic()
+        s.patch_nova({"scheduler": {"deployment": {"replicas": want}}})
+        stamp(
+            t0,
+            f"every request answered 429 (Retry-After: {RETRY_AFTER}); nova-scheduler replicas set to {want}",
+        )
+        time.sleep(BUSY_SECONDS)
+        proxy.normal()
+        busy_to = time.monotonic()
+        seen: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        for t, method, path, what in proxy.log:
+            if t >= busy_from and what != "410" and "watch=" not in path:
+                seen.setdefault((method, path), []).append((t, what))
+        refused = [
+            (k, t) for k, answers in seen.items() for t, what in answers if what == "429" and t < busy_to
+        ]
+        gaps = [
+            b[0] - a[0] for answers in seen.values() for a, b in itertools.pairwise(answers) if a[1] == "429"
+        ]
+        assert refused, "the change made no request while the API server was busy"
+        assert gaps, "no refused request was retried"
+        stamp(t0, f"requests normal: {len(refused)} refused; shortest wait after a 429: {min(gaps):.2f} s")
+        assert min(gaps) >= RETRY_AFTER - 0.05, gaps  # every refused request waited as told
+        assert s.metric(proc, "nova_operator_api_retries_total", code="429") >= 1
+
+        def scaled() -> bool:
+            d = s.deployments()["nova-scheduler"]
+            return d["spec"]["replicas"] == want and rolled_out(d)
+
+        wait_for(scaled, 60, "the change made while the API server was busy carried out")
+        try:
+            s.wait_ready(60, "the Nova Ready after the faults")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; conditions: {conditions(s.nova())}") from None
+        stamp(t0, "the change made while the API server was busy carried out")
+    finally:
+        s.stop_operators()
+        proxy.stop()
 
 
 def test_twenty_namespaces_lead_fast_and_sigterm_hands_the_lease_over(

@@ -31,13 +31,66 @@ T = TypeVar("T")
 _CHUNK = 65536
 
 
-class StallProxy:
-    def __init__(self, upstream_port: int, *, upstream_host: str = "127.0.0.1") -> None:
-        self.upstream = (upstream_host, upstream_port)
+class _LoopThread:
+    """A proxy's own event loop on a thread: ``start()`` runs ``_listen()`` there (and sets
+    ``port``), ``stop()`` runs ``_shutdown()`` and ends the thread; ``_call`` runs a coroutine there."""
+
+    name = "proxy"
+
+    def __init__(self) -> None:
         self.port = 0
-        self.accepted = 0  # connections accepted since start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+
+    async def _listen(self) -> None:
+        raise NotImplementedError
+
+    async def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=self.name, daemon=True)
+        self._thread.start()
+        ready.result(10)
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        self._call(self._shutdown(), 15)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop = None
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float = 10) -> T:
+        assert self._loop is not None, "start() the proxy first"
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _main(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._listen())
+        except BaseException as exc:
+            ready.set_exception(exc)
+            loop.close()
+            return
+        ready.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+
+class StallProxy(_LoopThread):
+    """A TCP proxy to ``upstream_port`` that ``stall()`` turns into a silent black hole (see above)."""
+
+    name = "stall-proxy"
+
+    def __init__(self, upstream_port: int, *, upstream_host: str = "127.0.0.1") -> None:
+        super().__init__()
+        self.upstream = (upstream_host, upstream_port)
+        self.accepted = 0  # connections accepted since start
         self._server: asyncio.Server | None = None
         self._flowing: asyncio.Event | None = None
         self._conns: set[asyncio.Task[None]] = set()
@@ -45,10 +98,7 @@ class StallProxy:
     # -- control (from any thread) -----------------------------------------------------------
 
     def start(self) -> StallProxy:
-        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._main, args=(ready,), name="stall-proxy", daemon=True)
-        self._thread.start()
-        ready.result(10)
+        self._start()
         return self
 
     def stall(self) -> None:
@@ -56,14 +106,6 @@ class StallProxy:
 
     def resume(self) -> None:
         self._call(self._set_flowing(True))
-
-    def stop(self) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        self._call(self._shutdown())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop = None
 
     def __enter__(self) -> StallProxy:
         return self.start()
@@ -73,30 +115,11 @@ class StallProxy:
 
     # -- the proxy's loop --------------------------------------------------------------------
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        assert self._loop is not None, "start() the proxy first"
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
-
-    def _main(self, ready: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        async def listen() -> None:
-            self._flowing = asyncio.Event()
-            self._flowing.set()
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-        try:
-            loop.run_until_complete(listen())
-        except BaseException as exc:
-            ready.set_exception(exc)
-            return
-        ready.set_result(None)
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
+    async def _listen(self) -> None:
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def _set_flowing(self, flowing: bool) -> None:
         assert self._flowing is not None
@@ -146,7 +169,7 @@ class StallProxy:
             await writer.drain()
 
 
-class HttpFaultProxy:
+class HttpFaultProxy(_LoopThread):
     """An HTTPS proxy on loopback in front of the API server that can answer for it.
 
     It serves the API server's own certificate (so a kubeconfig with the cluster's CA trusts it),
@@ -157,25 +180,22 @@ class HttpFaultProxy:
     records (monotonic time, method, path with query, what was answered) for each request.
     """
 
+    name = "http-fault-proxy"
+
     def __init__(self, upstream: str, cert: pathlib.Path, key: pathlib.Path, ca: pathlib.Path) -> None:
+        super().__init__()
         self.upstream = upstream.rstrip("/")
         self._cert, self._key, self._ca = cert, key, ca
-        self.port = 0
         self.mode = "normal"
         self.retry_after = 0
         self.log: list[tuple[float, str, str, str]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._gone_now: asyncio.Event | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
 
     def start(self) -> HttpFaultProxy:
-        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._main, args=(ready,), name="http-proxy", daemon=True)
-        self._thread.start()
-        ready.result(10)
+        self._start()
         return self
 
     def normal(self) -> None:
@@ -194,28 +214,6 @@ class HttpFaultProxy:
         if self._loop is not None and self._gone_now is not None:
             event = self._gone_now
             self._loop.call_soon_threadsafe(event.set if mode == "gone" else event.clear)
-
-    def stop(self) -> None:
-        if self._loop is None or self._thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(15)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop = None
-
-    def _main(self, ready: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._listen())
-        except BaseException as exc:
-            ready.set_exception(exc)
-            return
-        ready.set_result(None)
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
 
     async def _listen(self) -> None:
         self._gone_now = asyncio.Event()

@@ -79,6 +79,12 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=r,
         )
+        self.damped_events = Counter(
+            "nova_operator_controller_damped_events_total",
+            "Events for a hot key (re-triggered pass after pass) delayed instead of reconciled at once",
+            ["controller"],
+            registry=r,
+        )
         self.reconcile_total = Counter(
             "nova_operator_controller_reconcile_total",
             "Reconciles by controller and outcome",
@@ -215,6 +221,7 @@ class Metrics:
         self.queue_depth.labels(name).set(0)
         self.queue_adds.labels(name)
         self.queue_retries.labels(name)
+        self.damped_events.labels(name)
 
     def record_step(self, sub_reconciler: str, condition_type: str, seconds: float, *, failed: bool) -> None:
         """One step invocation (reconciler spec §14.1): duration always, the error counter on failure."""

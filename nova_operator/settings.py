@@ -45,6 +45,8 @@ class QueueSettings:
     bucket_burst: int = 100
     reconcile_timeout: float | None = None  # None: no per-reconcile timeout
     stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
+    hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
+    hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
@@ -36,7 +37,10 @@ class LoopClock:
     """The running event loop's clock."""
 
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:  # called outside the loop (wiring, a test): the same monotonic clock
+            return time.monotonic()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)

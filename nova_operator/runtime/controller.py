@@ -11,6 +11,9 @@ then ``_settle`` (the one place that decides what happens next) picks the outcom
     Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
     Result()               -> forget the backoff; done until the next event
 
+Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
+with a growing backoff (``runtime.damping``); requeues the reconciler asks for are not.
+
 The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
 the queue down: workers finish their current key and exit. Every log line of one
 reconcile carries controller, namespace, name and reconcile_id (structlog contextvars).
@@ -26,7 +29,8 @@ from collections.abc import Sequence
 import structlog
 
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import Clock
+from nova_operator.runtime.clock import Clock, LoopClock
+from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate
@@ -72,12 +76,30 @@ class Controller:
         )
         self.primary: Informer | None = None
         self._busy: dict[Request, float] = {}  # key -> when a worker took it (monotonic)
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._hot: HotKeys[Request] = HotKeys(after=s.hot_after, cap=s.hot_delay_cap)
+        self._damped: set[Request] = set()  # hot keys already logged
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
 
     def enqueue(self, request: Request) -> None:
-        self.queue.add(request)
+        """An event for ``request``: reconcile it at once, or later when it is hot (see damping)."""
+        delay = self._hot.delay(request, self._clock.now())
+        if delay <= 0:
+            self.queue.add(request)
+            return
+        if request not in self._damped:
+            self._damped.add(request)
+            log.warning(
+                "key re-triggered pass after pass (another writer fighting?); delaying its events",
+                controller=self.name,
+                namespace=request.namespace,
+                name=request.name,
+                delay=round(delay, 3),
+            )
+        self.metrics.damped_events.labels(self.name).inc()
+        self.queue.add_after(request, delay)
 
     def watch_primary(self, informer: Informer, *predicates: Predicate) -> Controller:
         """Reconcile every object of ``informer`` (its own key)."""
@@ -149,6 +171,9 @@ class Controller:
             controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
         ):
             gauge.inc()
+            self._hot.reconciled(request, self._clock.now())
+            if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
+                self._damped.discard(request)
             started = time.monotonic()
             result: Result | None = None
             error: Exception | None = None

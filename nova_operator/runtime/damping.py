@@ -2,10 +2,11 @@
 
 Two writers fighting over one field (another controller, a script, a human with ``kubectl edit``
 in a loop) make every write of one an event for the other: without damping the controller
-re-applies as fast as it can, forever. ``HotKeys`` watches each key's passes: a *streak* is a run
-of passes each less than ``quick`` seconds after the previous one. Once a streak exceeds
-``after`` passes the key is hot: an event for it is delayed by ``base`` doubling per further
-pass, up to ``cap``, and every pass within ``2 * cap`` of the previous one keeps it hot. A key
+re-applies as fast as it can, forever. ``HotKeys`` watches each key's passes that wrote to the
+API server: a *streak* is a run of such passes each less than ``quick`` seconds after the
+previous one (passes that wrote nothing, a rollout being watched, neither extend nor break it).
+Once a streak exceeds ``after`` passes the key is hot: an event for it is delayed by ``base``
+doubling per further pass, up to ``cap``, and every pass within ``2 * cap`` of the previous one keeps it hot. A key
 left alone for ``2 * cap`` is forgiven. An install (a burst of passes for a few seconds) stays
 well under the threshold; a fight reaches it in seconds and then costs one pass per ``cap``.
 Requeues the reconciler asks for (errors, ``requeue_after``) are not damped: only events.
@@ -25,8 +26,11 @@ class HotKeys(Generic[K]):
         self._state: dict[K, tuple[int, float]] = {}  # key -> (passes in its streak, last pass start)
         self._passes = 0
 
-    def reconciled(self, key: K, now: float) -> None:
-        """Record that a pass of ``key`` starts at ``now``."""
+    def reconciled(self, key: K, now: float, *, wrote: bool = True) -> None:
+        """Record a pass of ``key`` that started at ``now``. Only passes that wrote count: a pass
+        that found nothing to do (a rollout being watched) neither extends nor breaks a streak."""
+        if not wrote:
+            return
         streak, last = self._state.get(key, (0, float("-inf")))
         gap = now - last
         if gap < self.quick or (streak > self.after and gap < 2 * self.cap):

@@ -48,14 +48,41 @@ def test_a_fight_is_delayed_with_a_growing_backoff_up_to_the_cap_and_forgiven_wh
     assert hot.delay("k", now) == 0.0  # forgiven: a new streak starts
 
 
-async def test_the_controller_parks_events_of_a_hot_key_and_counts_them() -> None:
-    class Quick:
-        async def reconcile(self, request: Request) -> Result:
-            return Result()
+class Writer:
+    """A reconcile that writes once per pass (as the fight makes every pass re-apply)."""
 
+    def __init__(self, metrics: Metrics, writes: bool = True) -> None:
+        self.metrics, self.writes = metrics, writes
+
+    async def reconcile(self, request: Request) -> Result:
+        if self.writes:
+            self.metrics.api_requests.labels("apply", "deployments.apps", "200").inc()
+        return Result()
+
+
+def test_passes_that_write_nothing_neither_extend_nor_break_a_streak() -> None:
+    hot: HotKeys[str] = HotKeys(after=3, cap=10.0)
+    now = 0.0
+    for _ in range(100):  # a rollout watched pass after pass, nothing to write
+        hot.reconciled("k", now, wrote=False)
+        now += 0.1
+    assert hot.delay("k", now) == 0.0
+    for _ in range(4):
+        hot.reconciled("k", now)
+        hot.reconciled("k", now + 0.05, wrote=False)
+        now += 0.1
+    assert hot.delay("k", now) == 0.5
+
+
+async def test_the_controller_parks_events_of_a_hot_key_and_counts_them() -> None:
     clock = FakeClock()
+    metrics = Metrics()
     ctl = Controller(
-        "test", Quick(), clock=clock, metrics=Metrics(), settings=QueueSettings(hot_after=5, hot_delay_cap=4)
+        "test",
+        Writer(metrics),
+        clock=clock,
+        metrics=metrics,
+        settings=QueueSettings(hot_after=5, hot_delay_cap=4),
     )
     for _ in range(6):  # six passes 0.1 s apart: over the threshold
         await ctl.reconcile_one(KEY)
@@ -76,6 +103,23 @@ async def test_the_controller_parks_events_of_a_hot_key_and_counts_them() -> Non
     assert len(ctl.queue) == 1  # the first backoff step: 0.5 s
     ctl.enqueue(Request("ns", "other"))
     assert len(ctl.queue) == 2  # another key goes at once
+
+
+async def test_a_controller_whose_passes_write_nothing_never_damps() -> None:
+    clock = FakeClock()
+    metrics = Metrics()
+    ctl = Controller(
+        "test",
+        Writer(metrics, writes=False),
+        clock=clock,
+        metrics=metrics,
+        settings=QueueSettings(hot_after=2),
+    )
+    for _ in range(20):
+        await ctl.reconcile_one(KEY)
+        clock.advance(0.1)
+    ctl.enqueue(KEY)
+    assert len(ctl.queue) == 1
 
 
 async def test_requeues_the_reconciler_asks_for_are_not_damped() -> None:

@@ -6,9 +6,10 @@ re-applies as fast as it can, forever. ``HotKeys`` watches each key's passes tha
 API server: a *streak* is a run of such passes each less than ``quick`` seconds after the
 previous one (passes that wrote nothing, a rollout being watched, neither extend nor break it).
 Once a streak exceeds ``after`` passes the key is hot: an event for it is delayed by ``base``
-doubling per further pass, up to ``cap``, and every pass within ``2 * cap`` of the previous one keeps it hot. A key
-left alone for ``2 * cap`` is forgiven. An install (a burst of passes for a few seconds) stays
-well under the threshold; a fight reaches it in seconds and then costs one pass per ``cap``.
+doubling per further pass, up to ``cap``, and every writing pass within ``2 * cap`` of the
+previous one keeps it hot. A key left alone for ``2 * cap`` is forgiven. An install (a burst of
+writing passes for a few seconds) stays under the threshold; a fight reaches it in seconds and
+then costs one pass per ``cap``.
 Requeues the reconciler asks for (errors, ``requeue_after``) are not damped: only events.
 """
 

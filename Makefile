@@ -2,9 +2,18 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PY ?= .venv/bin/python
+N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run
+.PHONY: help venv envtest deploytools nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench
+
+# The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
+IMG ?=
+CONTAINER_TOOL ?= docker
+KIND ?= kind
+KIND_CLUSTER ?= nova-operator-e2e
+DEPLOYTOOLS = $$(bash tools/deploytools/build.sh)
+TOOLS_ENV = ENVTEST_BIN="$$(bash tools/envtest/build.sh)" DEPLOYTOOLS_BIN="$$(bash tools/deploytools/build.sh)"
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -18,6 +27,9 @@ venv: .venv/.installed  ## create .venv with the project and its test and dev ex
 
 envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster binaries
 	bash tools/envtest/build.sh
+
+deploytools:  ## build (or reuse) helm, kustomize and kubectl from Go modules
+	bash tools/deploytools/build.sh
 
 nova-venvs:  ## one venv per supported release with the real nova package (config validation, catalogs)
 	bash tools/catalogs/ensure_venvs.sh
@@ -38,23 +50,59 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff format nova_operator tests tools
 	$(PY) -m ruff check --fix nova_operator tests tools
 
-manifests: venv  ## regenerate config/crd and config/rbac from the code
-	$(PY) -m nova_operator.manifests write config
+manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install) and the Helm chart from the code
+	$(PY) -m nova_operator.manifests write config charts/nova-operator
 
-verify-manifests: venv  ## fail when config/ is stale
-	$(PY) -m nova_operator.manifests verify config
+verify-manifests: venv  ## fail when config/ or charts/nova-operator/ is stale
+	$(PY) -m nova_operator.manifests verify config charts/nova-operator
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit
 
-test-integration: venv  ## integration tests against a real kube-apiserver + etcd
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests/integration
+test-integration: venv  ## integration tests against a real kube-apiserver + etcd (and helm/kustomize renders)
+	$(TOOLS_ENV) $(PY) -m pytest tests/integration
 
 test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests/e2e
+	$(TOOLS_ENV) $(PY) -m pytest tests/e2e
 
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m pytest tests
+	$(TOOLS_ENV) $(PY) -m pytest tests
 
 run: venv  ## run the operator against KUBECONFIG, or start a local cluster and run it there
 	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run -- $(ARGS)
+
+bench: venv  ## N Novas (N=10 default; N=1, 10, 100) on the simulated cluster: table + bench-N.json (not a test)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(ARGS),-- $(ARGS))
+
+install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
+	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd
+
+deploy:  ## install CRDs, RBAC and the operator (config/default, namespace nova-system); IMG=repo:tag for another image
+	@set -e; bin="$(DEPLOYTOOLS)"; \
+	if [ -z "$(IMG)" ]; then "$$bin/kubectl" apply -k config/default; exit 0; fi; \
+	dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to="$$dir" config/default)" > "$$dir/kustomization.yaml"; \
+	(cd "$$dir" && "$$bin/kustomize" edit set image ghcr.io/c5c3/nova-operator=$(IMG)); \
+	"$$bin/kubectl" apply -k "$$dir"
+
+undeploy: venv  ## remove what deploy installed but the CRDs (so every Nova and its children stay)
+	"$(DEPLOYTOOLS)/kubectl" kustomize config/default | $(PY) -c 'import sys, yaml; \
+	print(yaml.safe_dump_all([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] != "CustomResourceDefinition"]))' \
+	| "$(DEPLOYTOOLS)/kubectl" delete --ignore-not-found -f -
+
+docker-build:  ## build the operator's image (needs a container engine: CONTAINER_TOOL=docker|podman), IMG=repo:tag
+	$(CONTAINER_TOOL) build -t $(or $(IMG),nova-operator:dev) .
+
+# Not part of `make test`: it needs a container engine and kind, which CI machines here lack (the
+# image is proven by tests/integration/test_image.py, the install by tests/e2e/test_install.py).
+e2e-kind: venv  ## on a machine with a container engine and kind: cluster, image, chart, then tests/e2e against it
+	@set -e; img="$(or $(IMG),localhost/nova-operator:e2e)"; bin="$(DEPLOYTOOLS)"; \
+	kubeconfig="$$(mktemp)"; trap 'rm -f "$$kubeconfig"' EXIT; \
+	$(KIND) get clusters | grep -qx "$(KIND_CLUSTER)" || $(KIND) create cluster --name "$(KIND_CLUSTER)"; \
+	$(KIND) get kubeconfig --name "$(KIND_CLUSTER)" > "$$kubeconfig"; \
+	$(CONTAINER_TOOL) build -t "$$img" .; \
+	$(KIND) load docker-image "$$img" --name "$(KIND_CLUSTER)"; \
+	KUBECONFIG="$$kubeconfig" "$$bin/helm" upgrade --install nova-operator charts/nova-operator \
+	  --namespace nova-system --create-namespace --wait --timeout 5m \
+	  --set image.repository="$${img%:*}" --set image.tag="$${img##*:}" --set image.pullPolicy=Never; \
+	E2E_KUBECONFIG="$$kubeconfig" $(TOOLS_ENV) $(PY) -m pytest tests/e2e

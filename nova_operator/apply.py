@@ -1,24 +1,58 @@
 """Server-side apply with one field manager, owner references, and write-free steady state.
 
-``apply(kube, desired, owner=..., cached=...)``:
+Every child the operator keeps up to date (Deployments, Services, ConfigMaps, Secrets,
+CronJobs, PDBs, HPAs, routes, policies, MariaDB objects, the compute pools' DaemonSets)
+goes through ``apply(kube, desired, owner=..., cached=...)``, which
 
 1. sets a controller owner reference to ``owner`` (when given, and in the same namespace),
-2. returns ``cached`` untouched when it already carries every desired field (``carries``),
-   so a converged object costs no request at all,
-3. otherwise sends one server-side apply as ``FIELD_MANAGER`` with ``force`` (the operator
+2. stamps ``APPLIED_DIGEST`` into ``metadata.annotations``: the SHA-256 of the desired
+   object as it is sent (owner reference included, the annotation itself excluded),
+3. for a kind whose content the operator owns wholesale (``EXCLUSIVE``: a Secret's
+   ``data``), removes keys the live object carries beyond the desired ones with one JSON
+   merge patch (whoever added them), so a derived Secret holds exactly its keys,
+4. returns ``cached`` untouched when it already carries every desired field (``carries``),
+   the digest annotation included, so a converged object costs no request at all,
+5. otherwise sends one server-side apply as ``FIELD_MANAGER`` with ``force`` (the operator
    owns what it renders), retrying a few times on 409 Conflict (a create race).
 
-``carries`` is a subset check: every field in ``desired`` must be present and equal in
-the live object; fields the server or other managers added are ignored. Lists compare
-element by element. A field the operator stops rendering is not noticed by the skip;
-such removals need a real apply, which happens on the next change of any rendered field.
+Children that are created once and never updated (a pool's immutable content-hash
+ConfigMap, a Job, which is replaced when its pod-spec hash changes) cannot keep a removed
+field: a change makes a new object.
+
+Why a digest and not ``managedFields``: server-side apply already removes every field the
+manager owned in its previous apply and no longer sends, so all a removal needs is that the
+apply is *sent*. ``carries`` (a subset check) cannot see a removal: the live object still
+holds the field. The digest of the last applied desired object, recorded on the child, can:
+when the operator stops rendering a field the desired object changes, so its digest
+differs from the recorded one and the apply goes out. Comparing against the manager's
+``managedFields`` would do the same, but it needs the field-set encoding (``f:``, ``k:``
+merge keys, ``v:`` set values, per-type list semantics) rebuilt from the desired object for
+every kind, and the informer caches would have to keep ``managedFields`` (stripped today,
+often the largest part of an object). The digest costs one short annotation per child and
+no extra read: the cached object carries it. ``carries`` stays as the second half of the
+test, so a value someone else changed on an operator-owned field is still put back.
+
+Fields of other field managers are left alone: an annotation a user added, or a replica
+count an HPA set on a Deployment whose ``replicas`` the operator does not render, are not
+in the desired object, so neither the digest nor the apply touches them (server-side apply
+removes only fields this manager owned). ``EXCLUSIVE`` is the one deliberate exception
+(reconciler contract: derived Secrets are "rewritten wholesale on any drift (value change
+or extra keys)"). The other direction, a field the operator stops sending but must not reset
+(the API Deployment's ``replicas`` when autoscaling is turned on), is ``retain``: its live
+value is handed to a manager of its own first, so the HPA takes over from the running count.
+
+A child written by an operator version without the digest gets one apply on its first pass
+(the annotation is missing), then the steady state is quiet again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+import contextlib
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from nova_operator.kube.client import Kube, Object
 from nova_operator.kube.errors import Conflict, NotFound
@@ -26,6 +60,10 @@ from nova_operator.kube.resources import ResourceRef, ref_for
 
 FIELD_MANAGER = "nova-operator"
 CONFLICT_RETRIES = 3
+APPLIED_DIGEST: Final = "nova.openstack.c5c3.io/applied-digest"
+RETAIN_MANAGER: Final = "nova-operator-retained"  # holds fields handed over by ``retain``
+# (apiVersion, kind) -> top-level maps whose keys the operator owns exclusively
+EXCLUSIVE: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {("v1", "Secret"): ("data",)}
 
 
 def owner_reference(owner: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
@@ -71,6 +109,95 @@ def carries(live: Any, desired: Any) -> bool:
     return bool(live == desired)
 
 
+def digest(body: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of ``body`` as canonical JSON, ``APPLIED_DIGEST`` left out."""
+    meta = dict(body.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != APPLIED_DIGEST}
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    canonical = json.dumps({**body, "metadata": meta}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def stamped(body: Mapping[str, Any]) -> Object:
+    """A copy of ``body`` whose annotations record its digest."""
+    out: Object = dict(body)
+    meta = dict(out.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_DIGEST: digest(body)}
+    out["metadata"] = meta
+    return out
+
+
+def foreign_keys(live: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per ``EXCLUSIVE`` map of the kind: keys ``live`` has that ``desired`` does not."""
+    found: dict[str, list[str]] = {}
+    for field in EXCLUSIVE.get((str(desired.get("apiVersion")), str(desired.get("kind"))), ()):
+        want = desired.get(field) or {}
+        extra = sorted(k for k in live.get(field) or {} if k not in want)
+        if extra:
+            found[field] = extra
+    return found
+
+
+async def _drop_foreign_keys(
+    kube: Kube, ref: ResourceRef, live: Mapping[str, Any], extra: Mapping[str, list[str]]
+) -> Object:
+    """One JSON merge patch nulling ``extra`` (idempotent: no resourceVersion guard needed)."""
+    meta = live["metadata"]
+    patch: Object = {field: dict.fromkeys(keys) for field, keys in extra.items()}
+    return await kube.patch(ref, meta["name"], patch, meta.get("namespace"), field_manager=FIELD_MANAGER)
+
+
+def _at(obj: Mapping[str, Any] | None, path: Sequence[str]) -> Any:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+async def _retain(
+    kube: Kube,
+    ref: ResourceRef,
+    cached: Mapping[str, Any],
+    body: Mapping[str, Any],
+    paths: Sequence[Sequence[str]],
+) -> None:
+    """Hand each of ``paths`` that ``body`` no longer sends to ``RETAIN_MANAGER``, at its live value.
+
+    Server-side apply removes a field its last applier stops sending, and a removed
+    ``spec.replicas`` defaults to 1: turning autoscaling on would scale a Deployment down to
+    one pod until the HPA acts. Applied first, with ``force`` off, under a manager of its own,
+    the live value stays (shared with nobody else, or refused with 409 when another manager
+    such as the HPA owns the field already, which is all the hand-over is for).
+    """
+    kept: Object = {}
+    for path in paths:
+        value = _at(cached, path)
+        if value is None or _at(body, path) is not None:
+            continue
+        node = kept
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    if not kept:
+        return
+    meta = body["metadata"]
+    partial = {
+        "apiVersion": body["apiVersion"],
+        "kind": body["kind"],
+        "metadata": {"name": meta["name"]},
+        **kept,
+    }
+    if meta.get("namespace"):
+        partial["metadata"]["namespace"] = meta["namespace"]
+    with contextlib.suppress(Conflict):
+        await kube.apply(
+            ref, partial, field_manager=RETAIN_MANAGER, namespace=meta.get("namespace"), force=False
+        )
+
+
 async def apply(
     kube: Kube,
     desired: Mapping[str, Any],
@@ -79,12 +206,20 @@ async def apply(
     cached: Mapping[str, Any] | None = None,
     ref: ResourceRef | None = None,
     force: bool = True,
+    retain: Sequence[Sequence[str]] = (),
 ) -> Object:
-    """Make the object ``desired`` describes carry its fields; return the live object."""
-    body = with_owner(desired, owner) if owner is not None else dict(desired)
+    """Make the object match ``desired`` (removed fields included); return the live object.
+
+    ``retain``: paths the operator may stop sending without resetting them (see ``_retain``).
+    """
+    body = stamped(with_owner(desired, owner) if owner is not None else desired)
+    ref = ref or ref_for(body["apiVersion"], body["kind"])
+    if cached is not None and (extra := foreign_keys(cached, body)):
+        cached = await _drop_foreign_keys(kube, ref, cached, extra)
     if cached is not None and carries(cached, body):
         return dict(cached)
-    ref = ref or ref_for(body["apiVersion"], body["kind"])
+    if cached is not None and retain:
+        await _retain(kube, ref, cached, body, retain)
     namespace = body.get("metadata", {}).get("namespace")
     for attempt in range(CONFLICT_RETRIES + 1):
         try:

@@ -28,6 +28,7 @@ __all__ = [
     "DeprecatedOption",
     "NoCatalogError",
     "OptionInfo",
+    "admission_warnings",
     "deprecated_options",
     "format_deprecated",
     "format_unknown",
@@ -169,3 +170,15 @@ def no_catalog_warning(release: str) -> str:
         f"spec.extraConfig was not validated against an option catalog: none is shipped for "
         f"release {release} (catalogs: {shipped})"
     )
+
+
+def admission_warnings(release: str, extra_config: Mapping[str, Mapping[str, str]] | None) -> list[str]:
+    """The upstream webhook's *warnings* on ``extraConfig`` (nova-crd.md §6.6): one per deprecated
+    option, or the single fail-open warning when no catalog is shipped for ``release``."""
+    if not extra_config or not any(extra_config.values()):
+        return []
+    try:
+        found = deprecated_options(release, extra_config)
+    except NoCatalogError:
+        return [no_catalog_warning(release)]
+    return [format_deprecated(release, option) for option in found]

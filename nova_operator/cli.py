@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from nova_operator import log
 from nova_operator.health import parse_address
-from nova_operator.kube.client import ConfigError
+from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
@@ -120,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="elect a leader through a Lease before reconciling (default: on)",
     )
-    p.add_argument("--leader-election-namespace", help="namespace of the Lease (default: nova-system)")
+    p.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: the operator's own, from $POD_NAMESPACE or the "
+        "ServiceAccount mount, else nova-system)",
+    )
     p.add_argument(
         "--metrics-bind-address", type=_address, help="host:port for /metrics, 0 to disable (:8080)"
     )
@@ -195,11 +199,15 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             raise ValueError(f"{ENV_PREFIX}LOG_LEVEL={level!r}: want one of {', '.join(sorted(log.LEVELS))}")
     except (ValueError, argparse.ArgumentTypeError) as exc:
         parser.error(str(exc))
-    le_defaults = LeaderElectionSettings()
+    kube = KubeSettings(
+        kubeconfig=args.kubeconfig or _env("KUBECONFIG"),
+        context=args.context or _env("CONTEXT"),
+        service_account_dir=_env("SERVICE_ACCOUNT_DIR") or KubeSettings().service_account_dir,
+    )
+    own_namespace = pod_namespace(kube.service_account_dir) or Settings().operator_namespace
     return Settings(
-        kube=KubeSettings(
-            kubeconfig=args.kubeconfig or _env("KUBECONFIG"), context=args.context or _env("CONTEXT")
-        ),
+        kube=kube,
+        operator_namespace=own_namespace,
         watch=WatchSettings(
             namespaces=tuple(namespaces),
             inactivity_timeout=inactivity,
@@ -208,9 +216,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         queue=QueueSettings(workers=workers),
         leader_election=LeaderElectionSettings(
             enabled=leader_elect,
-            namespace=args.leader_election_namespace
-            or _env("LEADER_ELECTION_NAMESPACE")
-            or le_defaults.namespace,
+            namespace=args.leader_election_namespace or _env("LEADER_ELECTION_NAMESPACE") or own_namespace,
         ),
         servers=ServerSettings(metrics_bind_address=metrics_addr, health_probe_bind_address=health_addr),
         log=LogSettings(format="console" if fmt == "console" else "json", level=level),

@@ -12,19 +12,29 @@ from dataclasses import replace
 from nova_operator.manager import AsyncControllerFactory, ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with as novacompute_factory
+from nova_operator.reconcilers.context import NovaOptions
 from nova_operator.reconcilers.nova import make_controller_factory, probe_options
 from nova_operator.runtime import Controller
 from nova_operator.settings import Settings
 
 
+def with_settings(options: NovaOptions, settings: Settings) -> NovaOptions:
+    """The probed options plus what the command line decides (API URL, namespace scope)."""
+    return replace(
+        options,
+        nova_api_url=settings.openstack.nova_api_url_for,
+        namespaced=bool(settings.watch.namespaces),
+    )
+
+
 def factories(settings: Settings | None = None) -> list[ControllerFactory | AsyncControllerFactory]:
     settings = settings or Settings()
-    operator_namespace = settings.leader_election.namespace  # the namespace the operator runs in
+    operator_namespace = settings.operator_namespace  # the NetworkPolicies' allowed source
 
     async def nova(manager: Manager) -> Controller:
         # Whether the Gateway API and MariaDB kinds are served decides which informers can sync.
         options = await probe_options(manager.kube, operator_namespace=operator_namespace)
-        options = replace(options, nova_api_url=settings.openstack.nova_api_url_for)
+        options = with_settings(options, settings)
         return make_controller_factory(options)(manager)
 
     compute = ComputeSettings(nova_api_url=settings.openstack.nova_api_url_for)

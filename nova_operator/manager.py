@@ -335,7 +335,11 @@ async def run(
     """Connect, check the API server answers, build the controllers, run the manager."""
     own = kube is None
     if kube is None:
-        kube = await Kube.connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
+        kube = await Kube.connect(
+            kubeconfig=settings.kube.kubeconfig,
+            context=settings.kube.context,
+            service_account_dir=settings.kube.service_account_dir,
+        )
         kube.timeout = settings.kube.request_timeout
     try:
         await check_reachable(kube)

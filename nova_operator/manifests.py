@@ -2,7 +2,10 @@
 
 - ``config/crd/``: the CRDs, from the pydantic models (``models.crd.render_crds``);
 - ``config/rbac/``: ServiceAccount, ClusterRole and binding, from the resource table
-  the code calls the API through (``kube.resources.render_rbac``).
+  the code calls the API through (``kube.resources.render_rbac``);
+- the install layout, from ``nova_operator.install``: ``config/{manager,operator-rbac,
+  namespaced-rbac,default,namespaced,prometheus,network-policy}/`` and, with a second
+  directory, the Helm chart (``charts/nova-operator/``; every file in it is generated).
 
 ``verify`` prints a unified diff per stale, missing or extra file and exits 1.
 """
@@ -14,35 +17,58 @@ import pathlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from nova_operator.install.chart import render_chart
+from nova_operator.install.kustomize import render_config
 from nova_operator.kube.resources import render_rbac
 from nova_operator.models.crd import render_crds
 
-GENERATED: Mapping[str, Callable[[], dict[str, str]]] = {"crd": render_crds, "rbac": render_rbac}
+
+def _crd() -> dict[str, str]:
+    return {**render_crds(), **render_config()["crd"]}
 
 
-def _generated(config_dir: pathlib.Path) -> dict[pathlib.Path, str]:
-    return {
+def _install(sub: str) -> Callable[[], dict[str, str]]:
+    return lambda: render_config()[sub]
+
+
+GENERATED: Mapping[str, Callable[[], dict[str, str]]] = {
+    "crd": _crd,
+    "rbac": render_rbac,
+    **{sub: _install(sub) for sub in render_config() if sub != "crd"},
+}
+
+
+def _generated(config_dir: pathlib.Path, chart_dir: pathlib.Path | None) -> dict[pathlib.Path, str]:
+    files = {
         config_dir / sub / name: text for sub, render in GENERATED.items() for name, text in render().items()
     }
+    if chart_dir is not None:
+        files.update({chart_dir / name: text for name, text in render_chart().items()})
+    return files
 
 
-def write(config_dir: pathlib.Path) -> None:
-    files = _generated(config_dir)
-    for sub in GENERATED:
-        (config_dir / sub).mkdir(parents=True, exist_ok=True)
-        for stale in (config_dir / sub).glob("*.yaml"):
-            if stale not in files:
-                stale.unlink()
+def _existing(config_dir: pathlib.Path, chart_dir: pathlib.Path | None) -> set[pathlib.Path]:
+    """The files a generator owns: its config sub-directories' YAML, everything in the chart."""
+    found = {path for sub in GENERATED for path in (config_dir / sub).glob("*.yaml")}
+    if chart_dir is not None and chart_dir.is_dir():
+        found |= {path for path in chart_dir.rglob("*") if path.is_file()}
+    return found
+
+
+def write(config_dir: pathlib.Path, chart_dir: pathlib.Path | None = None) -> None:
+    files = _generated(config_dir, chart_dir)
+    for stale in _existing(config_dir, chart_dir) - files.keys():
+        stale.unlink()
     for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
 
-def verify(config_dir: pathlib.Path) -> list[str]:
-    files = _generated(config_dir)
+def verify(config_dir: pathlib.Path, chart_dir: pathlib.Path | None = None) -> list[str]:
+    files = _generated(config_dir, chart_dir)
     diffs: list[str] = []
-    for sub in GENERATED:
-        for extra in sorted(set((config_dir / sub).glob("*.yaml")) - files.keys()):
-            diffs.append(f"{extra}: not generated from the code\n")
+    for extra in sorted(_existing(config_dir, chart_dir) - files.keys()):
+        diffs.append(f"{extra}: not generated from the code\n")
     for path, text in files.items():
         current = path.read_text() if path.exists() else ""
         if current != text:
@@ -61,17 +87,21 @@ def verify(config_dir: pathlib.Path) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("write", "verify"):
-        print("usage: python -m nova_operator.manifests {write|verify} <config-dir>", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[0] not in ("write", "verify"):
+        print(
+            "usage: python -m nova_operator.manifests {write|verify} <config-dir> [<chart-dir>]",
+            file=sys.stderr,
+        )
         return 2
     verb, config_dir = argv[0], pathlib.Path(argv[1])
+    chart_dir = pathlib.Path(argv[2]) if len(argv) == 3 else None
     if verb == "write":
-        write(config_dir)
+        write(config_dir, chart_dir)
         return 0
-    diffs = verify(config_dir)
+    diffs = verify(config_dir, chart_dir)
     sys.stdout.writelines(diffs)
     if diffs:
-        print(f"{config_dir} is stale: run `make manifests`", file=sys.stderr)
+        print(f"{config_dir} {chart_dir or ''} is stale: run `make manifests`", file=sys.stderr)
         return 1
     return 0
 

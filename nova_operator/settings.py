@@ -11,12 +11,18 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the kubelet mounts a pod's ServiceAccount token, CA bundle and namespace."""
+
 
 @dataclass(frozen=True, slots=True)
 class KubeSettings:
-    kubeconfig: str | None = None  # None: $KUBECONFIG, ~/.kube/config, else in-cluster
+    kubeconfig: str | None = None  # None: $KUBECONFIG, in-cluster, else ~/.kube/config
     context: str | None = None
     request_timeout: float = 30.0
+    # The pod's ServiceAccount mount (token, ca.crt, namespace). Tests move it with
+    # NOVA_OPERATOR_SERVICE_ACCOUNT_DIR; there is no flag, a pod always has it here.
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,9 @@ class Settings:
     servers: ServerSettings = field(default_factory=ServerSettings)
     log: LogSettings = field(default_factory=LogSettings)
     openstack: OpenStackSettings = field(default_factory=OpenStackSettings)
+    # Where the operator runs ($POD_NAMESPACE or the ServiceAccount mount's, else nova-system):
+    # the default namespace of the Lease and the allowed source in the Novas' NetworkPolicies.
+    operator_namespace: str = "nova-system"
     # --drain-timeout: in-flight reconciles get this long after SIGTERM, then are cancelled and
     # the Lease is released. Well under the kubelet's default 30 s grace period.
     shutdown_timeout: float = 10.0

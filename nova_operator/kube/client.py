@@ -43,11 +43,13 @@ import structlog
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
+from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 from nova_operator.kube import errors
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import Clock, LoopClock
+from nova_operator.settings import SERVICE_ACCOUNT_DIR
 
 Object = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
@@ -72,23 +74,75 @@ class WatchEvent(NamedTuple):
 
 
 async def load_api_client(
-    *, kubeconfig: str | None = None, context: str | None = None
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
 ) -> k8s_client.ApiClient:
-    """An ApiClient from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config), else in-cluster config."""
+    """An ApiClient, in the order controller-runtime uses: ``kubeconfig`` (or ``context``),
+    $KUBECONFIG, in-cluster (``KUBERNETES_SERVICE_HOST`` set), then ~/.kube/config."""
     cfg = k8s_client.Configuration()
     if kubeconfig and not _exists(kubeconfig):
         raise ConfigError(f"kubeconfig file not found: {kubeconfig}")
-    default = _default_kubeconfig()
     try:
-        if kubeconfig or context or default is not None:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig or default, context=context, client_configuration=cfg
-            )
+        if not (kubeconfig or context or os.environ.get("KUBECONFIG")) and os.environ.get(
+            "KUBERNETES_SERVICE_HOST"
+        ):
+            load_incluster_config(cfg, pathlib.Path(service_account_dir))
+        elif (path := kubeconfig or _default_kubeconfig()) is not None or context:
+            await k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
         else:
-            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            load_incluster_config(cfg, pathlib.Path(service_account_dir))
     except (ConfigException, OSError, ValueError) as exc:
         raise ConfigError(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)) from exc
     return k8s_client.ApiClient(configuration=cfg)
+
+
+def load_incluster_config(cfg: k8s_client.Configuration, mount: pathlib.Path) -> None:
+    """Host, CA and token of the pod's ServiceAccount into ``cfg``.
+
+    The kubelet rotates the projected token (an atomic swap of the mount's ``..data`` link),
+    so the token file is stat-ed before every request and read again whenever it changed.
+    """
+    loader = InClusterConfigLoader(
+        token_filename=str(mount / "token"), cert_filename=str(mount / "ca.crt"), try_refresh_token=False
+    )
+    loader.load_and_set(cfg)
+    token = _RotatingToken(mount / "token")
+    cfg.api_key["BearerToken"] = token.current()
+    cfg.refresh_api_key_hook = lambda c: c.api_key.__setitem__("BearerToken", token.current())
+
+
+class _RotatingToken:
+    def __init__(self, path: pathlib.Path) -> None:
+        self._path = path
+        self._seen: tuple[int, int, int] | None = None
+        self._value = ""
+
+    def current(self) -> str:
+        """``Bearer <token>``, read again when the file behind the path changed."""
+        try:
+            st = self._path.stat()
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if key != self._seen:
+                text = self._path.read_text().strip()
+                if text:  # a half-written file keeps the previous token
+                    self._value, self._seen = f"Bearer {text}", key
+        except OSError:
+            pass  # mid-swap: the previous token until the new one is there
+        if not self._value:
+            raise ConfigError(f"no ServiceAccount token in {self._path}")
+        return self._value
+
+
+def pod_namespace(service_account_dir: str = SERVICE_ACCOUNT_DIR) -> str | None:
+    """The namespace the operator runs in: ``$POD_NAMESPACE`` (downward API), else the mount's."""
+    if value := os.environ.get("POD_NAMESPACE", "").strip():
+        return value
+    try:
+        return (pathlib.Path(service_account_dir) / "namespace").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _exists(path: str) -> bool:
@@ -169,9 +223,17 @@ class Kube:
 
     @classmethod
     async def connect(
-        cls, *, kubeconfig: str | None = None, context: str | None = None, metrics: Metrics | None = None
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        metrics: Metrics | None = None,
+        service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> Kube:
-        return cls(await load_api_client(kubeconfig=kubeconfig, context=context), metrics=metrics)
+        api = await load_api_client(
+            kubeconfig=kubeconfig, context=context, service_account_dir=service_account_dir
+        )
+        return cls(api, metrics=metrics)
 
     @property
     def host(self) -> str:

@@ -65,6 +65,9 @@ PODS = ResourceRef("", "v1", "pods", "Pod", status_subresource=True)
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False, status_subresource=True)
 EVENTS = ResourceRef("", "v1", "events", "Event")
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True)
+PRIORITY_CLASSES = ResourceRef(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
 # apps, batch
 DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment", status_subresource=True)
 DAEMONSETS = ResourceRef("apps", "v1", "daemonsets", "DaemonSet", status_subresource=True)
@@ -138,9 +141,10 @@ ACCESS: tuple[Access, ...] = (
     Access(GRANTS, _OWNED),
     Access(MARIADBS, READ),
     Access(RABBITMQ_CLUSTERS, ("get",)),
-    Access(SECRET_STORES, ("get",)),
-    Access(CLUSTER_SECRET_STORES, ("get",)),
+    Access(SECRET_STORES, ("get", "list", "watch")),
+    Access(CLUSTER_SECRET_STORES, ("get", "list", "watch")),
     Access(PODS, ("list",)),
+    Access(PRIORITY_CLASSES, ("get",)),
     Access(NODES, ("get", "list")),
     Access(EVENTS, ("create", "patch")),
     Access(LEASES, ("get", "create", "update")),

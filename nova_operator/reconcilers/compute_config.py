@@ -13,6 +13,7 @@ import re
 from typing import Final
 
 from nova_operator import conditions
+from nova_operator.kube.errors import KubeError
 from nova_operator.kube.resources import SECRETS
 from nova_operator.naming import Component
 from nova_operator.reconcilers.context import PassContext, secret_value
@@ -77,6 +78,14 @@ async def _remote(ctx: PassContext, inputs: novaconf.ConfInputs) -> str | None:
     return None
 
 
+def _redacted(ctx: PassContext, text: str) -> str:
+    """``text`` with every credential this step writes blanked (a server message may quote a value)."""
+    for value in (ctx.state.transport_url, ctx.state.service_user_password, ctx.state.metadata_secret):
+        if value:
+            text = text.replace(value, "***")
+    return text
+
+
 async def run(ctx: PassContext) -> Result:
     inputs = novaconf.conf_inputs(ctx.nova)
     try:
@@ -84,9 +93,19 @@ async def run(ctx: PassContext) -> Result:
     except novaconf.ConfigError as exc:
         ctx.set(CONDITION, False, COMPUTE_CONFIG_ERROR, f"compute contract: {exc}")
         return Result()
-    published = await ctx.ensure(_contract(ctx, fragment, ctx.state.transport_url, remote=False))
-    ctx.status["computeConfigSecretRef"] = {"name": published["metadata"]["name"]}
-    if (problem := await _remote(ctx, inputs)) is not None:
+    try:
+        published = await ctx.ensure(_contract(ctx, fragment, ctx.state.transport_url, remote=False))
+        ctx.status["computeConfigSecretRef"] = {"name": published["metadata"]["name"]}
+        problem = await _remote(ctx, inputs)
+    except KubeError as exc:  # a refused or failed write of a contract Secret (§4.5)
+        ctx.set(
+            CONDITION,
+            False,
+            COMPUTE_CONFIG_ERROR,
+            f"publishing the compute contract: {_redacted(ctx, str(exc))}",
+        )
+        raise
+    if problem is not None:
         reason, _, message = problem.partition(":")
         ctx.set(CONDITION, False, reason, message)
         return Result()

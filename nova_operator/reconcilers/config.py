@@ -29,6 +29,7 @@ CONFIG_ERROR: Final = "ConfigError"
 NO_OWNED_KEYS_OVERRIDDEN: Final = "NoOwnedKeysOverridden"
 OWNED_KEYS_OVERRIDDEN: Final = "OwnedKeysOverridden"
 OWNED_KEY_OVERRIDE_EVENT: Final = "ExtraConfigOwnedKeyOverride"
+EXTRA_CONFIG_WARNING: Final = "ExtraConfigWarning"  # a deprecated option, or no catalog to check against
 KEEP_HISTORICAL: Final = 3
 
 
@@ -122,6 +123,7 @@ async def run(ctx: PassContext) -> Result:
         desired = novaconf.config_map(ctx.nova, data)
     except novaconf.ConfigError as exc:
         return await _fail(ctx, str(exc))
+    new_config = ctx.cached(CONFIGMAPS, desired["metadata"]["name"]) is None
     try:
         await ctx.ensure(desired)
         await _prune(ctx, desired["metadata"]["name"])
@@ -130,4 +132,8 @@ async def run(ctx: PassContext) -> Result:
         raise
     ctx.state.config_map = desired["metadata"]["name"]
     ctx.state.config_keys = tuple(sorted(data))
+    if new_config and (release := releases.base(ctx.nova.spec.open_stack_release)) is not None:
+        # admission warnings without a webhook: events, once, when a changed config is written
+        for warning in catalog.admission_warnings(release, extra):
+            await ctx.emit("Warning", EXTRA_CONFIG_WARNING, warning)
     return Result()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -71,6 +71,11 @@ class NovaOptions:
     # outside the cluster (--nova-api-url); (name, namespace) -> base URL without a trailing slash.
     nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
+    namespaced: bool = False  # a namespace-scoped install (--namespace): no cluster-scoped reads
+    # External Secrets' stores served: watch them, so a store turning Ready wakes the Nova at once
+    # (else the Secrets step reads the named store on every pass and polls every 15 s)
+    secret_stores: bool = False
+    cluster_secret_stores: bool = False
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None
@@ -201,11 +206,17 @@ class PassContext:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def ensure(self, desired: Mapping[str, Any], *, ref: ResourceRef | None = None) -> Object:
+    async def ensure(
+        self,
+        desired: Mapping[str, Any],
+        *,
+        ref: ResourceRef | None = None,
+        retain: Sequence[Sequence[str]] = (),
+    ) -> Object:
         """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
         current = await self.live(ref, desired["metadata"]["name"])
-        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref)
+        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
 
     async def remove(self, ref: ResourceRef, name: str, *, only_owned: bool = True) -> bool:
         """Delete ``name`` when it exists (and, by default, only when this CR controls it)."""

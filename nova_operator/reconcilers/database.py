@@ -1,8 +1,12 @@
 """Step 6, ``Database`` (``DatabaseReady``): MariaDB objects, db-sync Job, cells, release (reconciler.md §5).
 
-1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0):
-   the ``MariaDB`` must be Ready (``ClusterNotReady``), then the ``Database`` objects, then
-   ``User`` and ``Grant`` (``WaitingForDatabase``); all polled every 30 s (not watched).
+1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0): the
+   ``MariaDB`` must be Ready (``ClusterNotReady``); then every ``Database``, ``User`` and
+   ``Grant`` of the Nova is applied in the same pass, in the spec's creation order, and the
+   step waits once (``WaitingForDatabase``: the Databases first, then the Users and Grants).
+   The MariaDB operator orders them itself (a Grant waits for its Database and User), so
+   holding a User back until its Database is Ready only adds a round trip per object. They
+   are watched by owner when the cluster serves the kinds; the 30 s wait is the fallback.
 2. ``WaitingForConfig`` while the Config step produced no ConfigMap.
 3. ``dispatch``: the image/release lockstep check, then either the steady-state db-sync Job
    (fresh install, same release, patch bump) or the release upgrade (expand / migrate /
@@ -26,7 +30,12 @@ from nova_operator import cells, conditions, intervals, releases
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.readiness import JobState, custom_resource_ready, job_state
-from nova_operator.reconcilers.common import job_uid_annotation, record_terminal_job
+from nova_operator.reconcilers.common import (
+    job_uid_annotation,
+    jobs_priority_field,
+    missing_priority_class,
+    record_terminal_job,
+)
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs, mariadb
 from nova_operator.renderers.workload import image_ref
@@ -41,6 +50,7 @@ DB_SYNC_IN_PROGRESS: Final = "DBSyncInProgress"
 DB_SYNC_FAILED: Final = "DBSyncFailed"
 DATABASE_SYNCED: Final = "DatabaseSynced"
 CELLS_REPORT_UNAVAILABLE: Final = "CellsReportUnavailable"
+CONFIG_ERROR: Final = "ConfigError"  # the spec names what cannot be rendered (a missing PriorityClass)
 
 DB_SYNC: Final = "db-sync"
 DB_SYNC_CELLS: Final = "db-sync-cells"
@@ -78,17 +88,25 @@ def _by_block(ctx: PassContext) -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 async def _provision(ctx: PassContext) -> Result | None:
+    """Apply every MariaDB object of the managed blocks in one pass, then wait once.
+
+    Each block's cluster gate comes first (a block whose MariaDB is not Ready stops the step, with
+    the earlier blocks' objects already applied). The objects are applied one after the other in
+    ``mariadb_objects``' order (§5.1: no Grant is sent before its schema or its User); the wait
+    names what is not Ready yet, the Databases before the Users and Grants.
+    """
+    live: list[dict[str, Any]] = []
     for cluster, objects in _by_block(ctx):
         server = await ctx.live(MARIADBS, cluster)
         if server is None or not custom_resource_ready(server):
             return _wait(ctx, CLUSTER_NOT_READY, f"MariaDB {ctx.namespace}/{cluster} is not Ready")
-        databases = [o for o in objects if o["kind"] == "Database"]
-        others = [o for o in objects if o["kind"] != "Database"]
-        for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):
-            live = [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in group]
-            pending = [f"{o['kind']} {o['metadata']['name']}" for o in live if not custom_resource_ready(o)]
-            if pending:
-                return _wait(ctx, WAITING_FOR_DATABASE, f"{what}: {', '.join(pending)}")
+        live += [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in objects]
+    databases = [o for o in live if o["kind"] == "Database"]
+    others = [o for o in live if o["kind"] != "Database"]
+    for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):
+        pending = [f"{o['kind']} {o['metadata']['name']}" for o in group if not custom_resource_ready(o)]
+        if pending:
+            return _wait(ctx, WAITING_FOR_DATABASE, f"{what}: {', '.join(pending)}")
     return None
 
 
@@ -261,6 +279,10 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
 
 async def db_sync(ctx: PassContext) -> Result:
     desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map)
+    if ctx.cached(JOBS, desired["metadata"]["name"]) is None:  # about to create it: its class must exist
+        field = jobs_priority_field(ctx.nova.spec.jobs.priority_class_name if ctx.nova.spec.jobs else None)
+        if (missing := await missing_priority_class(ctx.kube, None, desired, field)) is not None:
+            return _wait(ctx, CONFIG_ERROR, missing, after=intervals.DEPLOYMENT_POLL)
     state, observed = await run_job(ctx, desired)
     await record_job_metrics(ctx, observed)
     if state is None:

@@ -14,6 +14,7 @@ from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import DEPLOYMENTS
 from nova_operator.naming import Component
 from nova_operator.readiness import deployment_available, deployment_rolled_out, first_container_image
+from nova_operator.reconcilers.common import missing_priority_class
 from nova_operator.reconcilers.context import PassContext
 from nova_operator.renderers import pdb, service, workload
 from nova_operator.runtime.request import Result
@@ -44,7 +45,19 @@ def _roles_rolled_out(ctx: PassContext) -> bool:
 
 
 async def run(ctx: PassContext) -> Result:
-    live = await ctx.ensure(workload.deployment(ctx.nova, Component.API, ctx.state.workload_inputs()))
+    desired = workload.deployment(ctx.nova, Component.API, ctx.state.workload_inputs())
+    if (
+        missing := await missing_priority_class(
+            ctx.kube,
+            ctx.cached(DEPLOYMENTS, desired["metadata"]["name"]),
+            desired,
+            "spec.api.deployment.priorityClassName",
+        )
+    ) is not None:
+        ctx.set(CONDITION, False, WAITING, missing)
+        return Result(requeue_after=intervals.DEPLOYMENT_POLL)
+    # while autoscaling is set the HPA owns the count: hand the running one over, never reset it
+    live = await ctx.ensure(desired, retain=(("spec", "replicas"),))
     await ctx.ensure(service.service(ctx.nova, Component.API))
     await ctx.ensure(pdb.pdb(ctx.nova))
     name = live["metadata"]["name"]

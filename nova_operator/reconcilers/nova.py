@@ -44,6 +44,7 @@ from nova_operator.kube.resources import (
     OPERATOR_NAMESPACE,
     PDBS,
     PODS,
+    PRIORITY_CLASSES,
     RABBITMQ_CLUSTERS,
     SECRET_STORES,
     SECRETS,
@@ -55,7 +56,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
-from nova_operator.reconcilers import common
+from nova_operator.reconcilers import common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
 from nova_operator.runtime.cache import Cache
@@ -109,9 +110,10 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(GRANTS): ("get", *_WATCH, *_APPLY, "delete"),
     str(MARIADBS): ("get", *_WATCH),
     str(RABBITMQ_CLUSTERS): ("get",),
-    str(SECRET_STORES): ("get",),
-    str(CLUSTER_SECRET_STORES): ("get",),
+    str(SECRET_STORES): ("get", *_WATCH),
+    str(CLUSTER_SECRET_STORES): ("get", *_WATCH),
     str(PODS): ("list",),
+    str(PRIORITY_CLASSES): ("get",),
     str(EVENTS): ("create", "patch"),
 }
 """The verbs the Nova controller sends, per resource (what ``config/rbac`` must grant it, and no more)."""
@@ -160,11 +162,20 @@ class NovaReconciler:
         status = common.snapshot_status(obj)
         generation = int(obj["metadata"].get("generation", 0))
         result, error = Result(), None
+        steps, group = NOVA_STEPS, NOVA_GROUP
         try:
-            nova = Nova.model_validate(obj)
+            nova: Nova | None = Nova.model_validate(obj)
         except ValidationError as exc:
-            await self._invalid_spec(obj, status, exc, generation)
-            nova = None
+            routed = spec_rules.route(obj, exc)  # a field's consumer reports it; the rest goes on
+            if routed is None:
+                await self._invalid_spec(obj, status, exc, generation)
+                nova = None
+            else:
+                nova = routed.nova
+                steps, group = (
+                    spec_rules.guard(steps, routed.blocked),
+                    spec_rules.guard(group, routed.blocked),
+                )
         if nova is not None:
             ctx = PassContext(
                 kube=self.kube,
@@ -179,9 +190,9 @@ class NovaReconciler:
                 initial=snapshot,
             )
             try:
-                result = await run_sequence(NOVA_STEPS, ctx, self.observer)
+                result = await run_sequence(steps, ctx, self.observer)
                 if result.requeue_after is None:
-                    result = await run_group(NOVA_GROUP, ctx, self.observer)
+                    result = await run_group(group, ctx, self.observer)
             except Exception as exc:
                 error = exc
         try:
@@ -352,7 +363,44 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
         operator_namespace=operator_namespace,
         gateway_api=await served(kube, HTTPROUTES),
         mariadb_api=await served(kube, MARIADBS),
+        secret_stores=await served(kube, SECRET_STORES),
+        cluster_secret_stores=await served(kube, CLUSTER_SECRET_STORES),
     )
+
+
+def store_kinds(opts: NovaOptions) -> list[ResourceRef]:
+    """The secret-store kinds to watch: those served, and only in a cluster-wide install.
+
+    In ``--namespace`` mode the cluster-wide probe of ``probe_options`` is refused (403) whether or not
+    External Secrets is installed, so "served" is unknown there and an informer on a kind the cluster
+    lacks would never sync: the gate keeps its GET and 15 s poll instead.
+    """
+    if opts.namespaced:
+        return []
+    return [
+        ref
+        for ref, on in (
+            (SECRET_STORES, opts.secret_stores),
+            (CLUSTER_SECRET_STORES, opts.cluster_secret_stores),
+        )
+        if on
+    ]
+
+
+def _store_mapper(novas: Cache, kind: str) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    """A store -> the Novas whose ``spec.secretStoreRef`` names it (a SecretStore: in its namespace)."""
+
+    def mapper(store: dict[str, Any]) -> list[Request]:
+        meta = store.get("metadata") or {}
+        namespace = meta.get("namespace") if kind == "SecretStore" else None
+        keys = []
+        for nova in novas.list(namespace):
+            ref = (nova.get("spec") or {}).get("secretStoreRef") or {}
+            if ref.get("kind") == kind and ref.get("name") == meta.get("name"):
+                keys.append(Request(nova["metadata"].get("namespace") or "", nova["metadata"]["name"]))
+        return keys
+
+    return mapper
 
 
 def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
@@ -377,6 +425,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         novas = informers[NOVAS].cache
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)
+        for ref in store_kinds(opts):  # the user's own stores: no label filter
+            informers[ref] = manager.informer(ref)
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )
@@ -386,6 +436,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         for ref in owned:
             ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
+        for ref in store_kinds(opts):
+            ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
         if opts.mariadb_api:
             ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
             for ref in MARIADB_CHILDREN:

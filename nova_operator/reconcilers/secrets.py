@@ -19,6 +19,7 @@ from nova_operator.runtime.request import Result
 CONDITION: Final = conditions.SECRETS_READY
 
 SECRET_STORE_NOT_READY: Final = "SecretStoreNotReady"
+CLUSTER_SECRET_STORE_UNSUPPORTED: Final = "ClusterSecretStoreUnsupported"
 WAITING_FOR_DB_CREDENTIALS: Final = "WaitingForDBCredentials"
 WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
@@ -44,25 +45,32 @@ def wait(ctx: PassContext, reason: str, message: str) -> Result:
     return Result(requeue_after=intervals.SECRET_POLL)
 
 
-async def _store_gate(ctx: PassContext) -> str | None:
+async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
+    """(reason, message) when the named store blocks the pass; None when unset or Ready."""
     ref = ctx.nova.spec.secret_store_ref
     if ref is None:
         return None
     if ref.kind == "SecretStore":
         store = await ctx.live(SECRET_STORES, ref.name)
+    elif ctx.options.namespaced:  # a namespace-scoped install reads nothing cluster-scoped (§4.1)
+        return (
+            CLUSTER_SECRET_STORE_UNSUPPORTED,
+            f"spec.secretStoreRef: ClusterSecretStore {ref.name} cannot be used by an operator scoped to "
+            "namespaces (--namespace); name a SecretStore in this namespace instead",
+        )
     else:
         store = await ctx.live(CLUSTER_SECRET_STORES, ref.name, namespace="")
     if store is None:
-        return f"{ref.kind} {ref.name} not found"
+        return SECRET_STORE_NOT_READY, f"{ref.kind} {ref.name} not found"
     if not custom_resource_ready(store):
-        return f"{ref.kind} {ref.name} is not Ready"
+        return SECRET_STORE_NOT_READY, f"{ref.kind} {ref.name} is not Ready"
     return None
 
 
 async def run(ctx: PassContext) -> Result:
     spec = ctx.nova.spec
-    if (problem := await _store_gate(ctx)) is not None:
-        return wait(ctx, SECRET_STORE_NOT_READY, problem)
+    if (blocked := await _store_gate(ctx)) is not None:
+        return wait(ctx, *blocked)
     gates = [
         (
             spec.api_database.secret_ref.name,

@@ -18,6 +18,7 @@ from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import DEPLOYMENTS, SERVICES
 from nova_operator.naming import Component
 from nova_operator.readiness import deployment_available, deployment_rolled_out, first_container_image
+from nova_operator.reconcilers.common import missing_priority_class
 from nova_operator.reconcilers.context import PassContext
 from nova_operator.renderers import service, workload
 from nova_operator.runtime.request import Result
@@ -31,11 +32,28 @@ _ROLES: Final = {
     Component.NOVNCPROXY: (conditions.CONSOLE_PROXY_READY, "ConsoleProxyReady", "WaitingForConsoleProxy"),
 }
 _WITH_SERVICE: Final = (Component.METADATA, Component.NOVNCPROXY)
+_SPEC_FIELDS: Final = {
+    Component.CONDUCTOR: "conductor",
+    Component.SCHEDULER: "scheduler",
+    Component.METADATA: "metadata",
+    Component.NOVNCPROXY: "consoleProxy",
+}
 
 
 async def reconcile_role(ctx: PassContext, component: Component) -> Result:
     condition, ready, waiting = _ROLES[component]
-    live = await ctx.ensure(workload.deployment(ctx.nova, component, ctx.state.workload_inputs()))
+    desired = workload.deployment(ctx.nova, component, ctx.state.workload_inputs())
+    if (
+        missing := await missing_priority_class(
+            ctx.kube,
+            ctx.cached(DEPLOYMENTS, desired["metadata"]["name"]),
+            desired,
+            f"spec.{_SPEC_FIELDS[component]}.deployment.priorityClassName",
+        )
+    ) is not None:
+        ctx.set(condition, False, waiting, missing)
+        return Result(requeue_after=intervals.DEPLOYMENT_POLL)  # PriorityClasses are not watched: poll
+    live = await ctx.ensure(desired)
     if component in _WITH_SERVICE:
         await ctx.ensure(service.service(ctx.nova, component))
     name = live["metadata"]["name"]

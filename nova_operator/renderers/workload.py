@@ -340,8 +340,14 @@ def _topology_spread(block: DeploymentSpec, selector: Mapping[str, str]) -> list
 
 
 def _strategy(block: DeploymentSpec) -> Manifest:
-    if block.strategy is not None and block.strategy.type is not None:
-        return _dump(block.strategy)  # type: ignore[no-any-return]
+    """The user's strategy; a ``rollingUpdate`` without ``type`` is a RollingUpdate (the Kubernetes
+    default type), as written, its unset fields defaulted by the API server as for any Deployment.
+    Only a strategy naming neither gets the operator's surge-first default."""
+    strategy = block.strategy
+    if strategy is not None and (strategy.type is not None or strategy.rolling_update is not None):
+        dumped: Manifest = _dump(strategy)
+        dumped.setdefault("type", "RollingUpdate")
+        return dumped
     return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 

@@ -94,7 +94,8 @@ def summary_line() -> Callable[[str], None]:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if "test_scenarios.py" not in report.nodeid or report.when == "teardown":
+    timed = ("test_scenarios.py", "test_install.py")
+    if not any(f in report.nodeid for f in timed) or report.when == "teardown":
         return
     if report.when == "setup":
         _SETUP_SECONDS[report.nodeid] = report.duration

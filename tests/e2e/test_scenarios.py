@@ -53,9 +53,11 @@ CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 NAME = "nova"  # the sample Nova's name
 POOL = "rack7"  # the sample NovaCompute's name
+POOL_B = "rack8"  # a second pool of the same Nova (the handover scenario)
 # The pool label of these scenarios: set on the cluster's pool "a" nodes, so relabelling never touches
 # the pool label the cluster's own tests use.
 POOL_KEY = "e2e.example.org/compute-pool"
+POOL_B_KEY = "e2e.example.org/compute-pool-b"
 INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
 CONFIG_BASE_LABEL = "cobaltcore.c5c3.io/config-base"
@@ -611,6 +613,228 @@ def test_pool_keeps_the_pod_of_a_draining_node(main: Scenario) -> None:
         openstack.set_servers(node, 0)
         main.sim.cluster.label_node(node, {POOL_KEY: POOL})
     wait_for(lambda: node in compute_pods(main, ds), 120, f"the compute pod back on {node}")
+
+
+def test_a_node_handed_from_one_pool_to_another_runs_the_new_pools_pod(main: Scenario) -> None:
+    """A node both pools select is Conflict in the younger pool (its DaemonSet excludes it with
+    ``NotIn``); once the older pool lets it go, the exclusion disappears from the younger pool's
+    DaemonSet (a removal-only change) and that pool's pod runs there with its compute service up."""
+    assert main.sim.openstack is not None
+    openstack = main.sim.openstack
+    node = main.sim.nodes["a"][0]
+    older = main.kube.get(main.path(NOVACOMPUTES, POOL))
+    (ds_a,) = [d for d in main.list(DAEMONSETS) if owned_by(d, older["metadata"]["uid"])]
+
+    def settled() -> bool:  # the previous scenario may leave the DaemonSet still rolling
+        pods = compute_pods(main, ds_a)
+        return set(pods) == set(main.sim.nodes["a"]) and all(pod_ready(p) for p in pods.values())
+
+    wait_for(settled, 60, f"a Ready {POOL} pod on each of {main.sim.nodes['a']}")
+    doc = main.compute_doc()
+    doc["metadata"]["name"] = POOL_B
+    doc["spec"]["nodeSelector"] = {POOL_B_KEY: POOL_B}
+    pool_path = main.path(NOVACOMPUTES, POOL_B)
+    main.apply(doc)
+    try:
+        main.sim.cluster.label_node(node, {POOL_B_KEY: POOL_B})
+
+        def entry() -> JSON:
+            nodes = (main.kube.get(pool_path).get("status") or {}).get("nodes") or []
+            return next((e for e in nodes if e["name"] == node), {})
+
+        def node_terms() -> list[JSON] | None:
+            pool = main.kube.get(pool_path)
+            found = [d for d in main.list(DAEMONSETS) if owned_by(d, pool["metadata"]["uid"])]
+            if not found:
+                return None
+            return list(
+                found[0]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"
+                ]["nodeSelectorTerms"]
+            )
+
+        exclusion = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
+        wait_for(lambda: entry().get("phase") == "Conflict", 60, f"{node} Conflict in {POOL_B}")
+        assert entry()["conflictsWith"] == POOL
+        terms = wait_for(node_terms, 30, f"the DaemonSet of {POOL_B}")
+        assert terms[0]["matchFields"] == [exclusion]
+
+        main.sim.cluster.label_node(node, {POOL_KEY: None})  # the older pool lets the node go
+        wait_for(lambda: node not in compute_pods(main, ds_a), 120, f"{POOL}'s pod gone from {node}")
+        wait_for(lambda: entry().get("phase") == "Active", 120, f"{node} Active in {POOL_B}")
+        terms = wait_for(node_terms, 10, f"the DaemonSet of {POOL_B}")
+        assert all("matchFields" not in t for t in terms), terms
+        pool = main.kube.get(pool_path)
+        (ds_b,) = [d for d in main.list(DAEMONSETS) if owned_by(d, pool["metadata"]["uid"])]
+
+        def running() -> JSON | None:
+            pod = compute_pods(main, ds_b).get(node)
+            return pod if pod is not None and pod_ready(pod) else None
+
+        wait_for(running, 60, f"a Ready {POOL_B} pod on {node}")
+
+        def service_up() -> bool:
+            service = openstack.service_by_host(node)
+            return service is not None and service.state == "up"
+
+        # the fake reports the service down while no pod runs there and up once the new one is Ready;
+        # the pool copies the state on its next services pass (the settled poll is 60 s at most)
+        wait_for(service_up, 30, f"the compute service of {node} up in the fake Nova")
+        wait_for(
+            lambda: entry().get("serviceState") == "up", 90, f"{POOL_B} reporting the service of {node} up"
+        )
+        assert entry()["phase"] == "Active"
+    finally:
+        main.sim.cluster.label_node(node, {POOL_B_KEY: None})
+        try:
+            main.kube.delete(pool_path)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+        wait_for(lambda: gone(main, pool_path), 120, f"{POOL_B} gone")
+        main.sim.cluster.label_node(node, {POOL_KEY: POOL})
+    wait_for(lambda: node in compute_pods(main, ds_a), 120, f"{POOL}'s pod back on {node}")
+
+
+# -- 4c. placement edits ----------------------------------------------------------------------------
+
+PRIORITY_CLASS = "e2e-nova-control"
+PLACED = {
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "e2e.example.org/dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": POOL_KEY, "operator": "DoesNotExist"}]},
+                }
+            ]
+        }
+    },
+    "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}, "requests": {"cpu": "50m"}},
+}
+# Pod-spec fields the renderers decide whether to write at all: their presence is compared too.
+PLACEMENT_KEYS = ("priorityClassName", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints")
+
+
+def rendered_template(nova: JSON, live: JSON) -> JSON:
+    """What the renderers produce for ``nova``'s spec, with the pass inputs the live object shows."""
+    from nova_operator.models.nova import Nova
+    from nova_operator.naming import Component
+    from nova_operator.renderers import workload
+
+    component = Component(live["metadata"]["labels"][COMPONENT])
+    spec = live["spec"]["template"]["spec"]
+    notes = live["spec"]["template"]["metadata"].get("annotations") or {}
+    env = {e["name"]: e.get("value") for c in spec["containers"] for e in c.get("env") or []}
+    inputs = workload.WorkloadInputs(
+        config_map=config_volume(live),
+        digests=workload.Digests(
+            api_db_connection=notes.get("nova.c5c3.io/api-db-connection-hash", ""),
+            db_connection=notes.get("nova.c5c3.io/db-connection-hash", ""),
+            authtoken=notes.get("nova.c5c3.io/authtoken-hash", ""),
+            transport_url=notes.get("nova.c5c3.io/transport-url-hash", ""),
+            metadata_secret=notes.get("nova.c5c3.io/metadata-secret-hash", ""),
+        ),
+        broker_port=int(env.get("NOVA_AMQP_PORT") or 5672),
+    )
+    return dict(workload.deployment(Nova.model_validate(nova), component, inputs)["spec"]["template"])
+
+
+def differences(want: Any, have: Any, where: str = "") -> list[str]:
+    """Every rendered field missing or different in the live object (server defaults are extra)."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return [f"{where}: {have!r} is not a map"]
+        return [d for k, v in want.items() for d in differences(v, have.get(k), f"{where}.{k}")]
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            return [f"{where}: {have!r} != {want!r}"]
+        return [
+            d
+            for i, (w, h) in enumerate(zip(want, have, strict=True))
+            for d in differences(w, h, f"{where}[{i}]")
+        ]
+    return [] if want == have else [f"{where}: {have!r} != {want!r}"]
+
+
+def template_mismatches(s: Scenario) -> tuple[list[str]] | None:
+    """None while the Nova is not Ready at its generation or a Deployment still rolls; else the
+    differences between every Deployment's pod template and its rendering (an empty list: equal)."""
+    nova = s.nova()
+    if not is_ready(nova) or nova["status"].get("observedGeneration") != nova["metadata"]["generation"]:
+        return None
+    found: list[str] = []
+    for name, live in s.deployments().items():
+        if not rolled_out(live):
+            return None
+        want = rendered_template(nova, live)
+        found += differences(want, live["spec"]["template"], name)
+        for key in PLACEMENT_KEYS:  # present exactly when rendered
+            rendered, present = key in want["spec"], key in live["spec"]["template"]["spec"]
+            if rendered != present:
+                found.append(f"{name}: {key} rendered={rendered} live={present}")
+        for w, h in zip(
+            want["spec"]["containers"], live["spec"]["template"]["spec"]["containers"], strict=True
+        ):
+            if set(w["resources"].get("limits") or {}) != set(h["resources"].get("limits") or {}):
+                found.append(
+                    f"{name}: limits {h['resources'].get('limits')} != {w['resources'].get('limits')}"
+                )
+    return (found,)
+
+
+def test_placement_edits_converge_the_pod_templates_to_their_rendering(main: Scenario) -> None:
+    main.wait_ready()
+    main.kube.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": PRIORITY_CLASS},
+            "value": 1000,
+        }
+    )
+    edits: list[JSON] = [
+        # additions: every placement field on the scheduler, a limit on the conductor, no spread on the API
+        {
+            "scheduler": {"deployment": {**PLACED, "priorityClassName": PRIORITY_CLASS}},
+            "conductor": {"deployment": {"resources": {"limits": {"cpu": "1"}}}},
+            "api": {"deployment": {"topologySpreadConstraints": []}},
+        },
+        # removals of some, an addition elsewhere
+        {
+            "scheduler": {"deployment": {"tolerations": None, "resources": None, "priorityClassName": None}},
+            "conductor": {"deployment": {"resources": None, "nodeSelector": {"kubernetes.io/os": "linux"}}},
+        },
+        # back to the sample: every field removed, the API's default spread back
+        {
+            "scheduler": {"deployment": {k: None for k in ("nodeSelector", "affinity")}},
+            "conductor": {"deployment": {"nodeSelector": None}},
+            "api": {"deployment": {"topologySpreadConstraints": None}},
+        },
+    ]
+    # (role, pod-spec field, present after the edit): the edits really reached the templates
+    expected = [
+        [("nova-scheduler", "priorityClassName", True), ("nova", "topologySpreadConstraints", False)],
+        [("nova-scheduler", "tolerations", False), ("nova-conductor", "nodeSelector", True)],
+        [("nova-scheduler", "affinity", False), ("nova", "topologySpreadConstraints", True)],
+    ]
+    try:
+        for i, (edit, checks) in enumerate(zip(edits, expected, strict=True)):
+            main.patch_nova(edit)
+            (found,) = wait_for(
+                lambda: template_mismatches(main), 120, f"edit {i}: the Deployments rolled out"
+            )
+            assert found == [], f"edit {i}: {found}"
+            live = main.deployments()
+            for role, key, present in checks:
+                assert (key in live[role]["spec"]["template"]["spec"]) is present, (i, role, key)
+    finally:
+        main.kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{PRIORITY_CLASS}")
+    spec = main.nova()["spec"]
+    assert "resources" not in spec["conductor"]["deployment"]
+    assert "nodeSelector" not in spec["scheduler"]["deployment"]
 
 
 # -- 6b. failover ----------------------------------------------------------------------------------

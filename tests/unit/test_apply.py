@@ -29,9 +29,20 @@ def desired() -> dict[str, Any]:
 class FakeKube:
     def __init__(self, *fail: Exception) -> None:
         self.fail = list(fail)
+        self.live: dict[str, Any] = {}
         self.applied: list[tuple[ResourceRef, dict[str, Any], str, bool]] = []
         self.subresources: list[str | None] = []
         self.deleted: list[tuple[ResourceRef, str, str | None]] = []
+        self.patched: list[tuple[ResourceRef, str, dict[str, Any], str | None]] = []
+
+    async def patch(
+        self, ref: ResourceRef, name: str, patch: dict[str, Any], namespace: str | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        self.patched.append((ref, name, patch, kw.get("field_manager")))
+        live = dict(self.live)
+        for field, keys in patch.items():
+            live[field] = {k: v for k, v in live[field].items() if k not in keys}
+        return live
 
     async def delete(self, ref: ResourceRef, name: str, namespace: str | None = None, **_: Any) -> None:
         self.deleted.append((ref, name, namespace))
@@ -97,15 +108,91 @@ async def test_apply_sends_one_server_side_apply_with_the_field_manager() -> Non
     assert live["metadata"]["resourceVersion"] == "7"
 
 
+def converged(body: dict[str, Any]) -> dict[str, Any]:
+    """What the server holds after applying ``body`` for the operator (plus server fields)."""
+    live = apply.stamped(apply.with_owner(body, OWNER))
+    live["metadata"].update(uid="c-1", resourceVersion="5")
+    return live
+
+
 async def test_apply_skips_the_write_when_the_cached_object_carries_the_desired_fields() -> None:
     kube = FakeKube()
-    cached = apply.with_owner(desired(), OWNER)
-    cached["metadata"].update(uid="c-1", resourceVersion="5")
+    cached = converged(desired())
     assert await apply.apply(kube, desired(), owner=OWNER, cached=cached) == cached  # type: ignore[arg-type]
     assert kube.applied == []
-    cached["data"]["k"] = "old"
+    cached["data"]["k"] = "old"  # someone changed an operator-owned value: it is put back
     await apply.apply(kube, desired(), owner=OWNER, cached=cached)  # type: ignore[arg-type]
     assert len(kube.applied) == 1
+
+
+async def test_a_field_the_operator_stops_rendering_is_applied_away() -> None:
+    before = desired()
+    before["metadata"]["annotations"] = {"gateway.example.org/class": "public"}
+    before["data"]["gone"] = "x"
+    cached = converged(before)
+    kube = FakeKube()
+    await apply.apply(kube, desired(), owner=OWNER, cached=cached)  # type: ignore[arg-type]
+    # the live object still carries every desired field (a subset check would skip) ...
+    assert apply.carries(cached, apply.with_owner(desired(), OWNER))
+    # ... but its recorded digest is not the desired one: the apply goes out, without the fields
+    [(_, body, manager, force)] = kube.applied
+    assert (manager, force) == ("nova-operator", True)
+    assert body["data"] == {"k": "v"}
+    assert set(body["metadata"]["annotations"]) == {apply.APPLIED_DIGEST}
+    assert (
+        body["metadata"]["annotations"][apply.APPLIED_DIGEST]
+        != cached["metadata"]["annotations"][apply.APPLIED_DIGEST]
+    )
+
+
+async def test_fields_of_other_managers_do_not_cause_a_write() -> None:
+    cached = converged(desired())
+    cached["metadata"]["annotations"]["example.org/owner"] = "team-a"  # a user's annotation
+    cached["metadata"]["labels"]["hpa"] = "x"
+    cached["spec"] = {"replicas": 4}  # e.g. set by an HPA; the operator renders no replicas
+    kube = FakeKube()
+    await apply.apply(kube, desired(), owner=OWNER, cached=cached)  # type: ignore[arg-type]
+    assert kube.applied == []
+    assert kube.patched == []
+
+
+def test_the_digest_ignores_its_own_annotation_and_key_order() -> None:
+    d = desired()
+    assert apply.digest(d) == apply.digest(apply.stamped(d))
+    reordered = {"data": d["data"], "metadata": d["metadata"], "kind": "ConfigMap", "apiVersion": "v1"}
+    assert apply.digest(reordered) == apply.digest(d)
+    assert apply.digest({**d, "data": {"k": "w"}}) != apply.digest(d)
+
+
+def secret(data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "nova-transport-url", "namespace": "ns"},
+        "type": "Opaque",
+        "data": data,
+    }
+
+
+async def test_a_derived_secret_loses_keys_someone_else_added() -> None:
+    kube = FakeKube()
+    cached = converged(secret({"transport_url": "dXJs"}))
+    cached["data"]["extra"] = "eA=="
+    cached["metadata"]["annotations"]["example.org/note"] = "kept"
+    kube.live = cached
+    live = await apply.apply(kube, secret({"transport_url": "dXJs"}), owner=OWNER, cached=cached)  # type: ignore[arg-type]
+    from nova_operator.kube.resources import SECRETS
+
+    assert kube.patched == [(SECRETS, "nova-transport-url", {"data": {"extra": None}}, "nova-operator")]
+    assert live["data"] == {"transport_url": "dXJs"}
+    assert live["metadata"]["annotations"]["example.org/note"] == "kept"  # only the data map is exclusive
+    assert kube.applied == []  # nothing else drifted: no apply after the patch
+    # a ConfigMap's data is not exclusive: an extra key there is another manager's business
+    cm = converged(desired())
+    cm["data"]["extra"] = "x"
+    await apply.apply(kube, desired(), owner=OWNER, cached=cm)  # type: ignore[arg-type]
+    assert len(kube.patched) == 1
+    assert kube.applied == []
 
 
 async def test_apply_retries_a_conflict_and_gives_up_after_a_few() -> None:
@@ -139,3 +226,38 @@ async def test_delete_if_present_treats_not_found_as_done() -> None:
     assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is False  # type: ignore[arg-type]
     assert await apply.delete_if_present(kube, CONFIGMAPS, "c", "ns") is True  # type: ignore[arg-type]
     assert kube.deleted == [(CONFIGMAPS, "c", "ns")] * 2
+
+
+async def test_a_retained_field_the_operator_stops_sending_is_handed_over_at_its_live_value() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nova", "namespace": "ns"},
+        "spec": {"replicas": 3, "template": {"spec": {}}},
+    }
+    cached = converged(deployment)
+    without = {**deployment, "spec": {"template": {"spec": {"priorityClassName": "x"}}}}
+    kube = FakeKube()
+    await apply.apply(kube, without, owner=OWNER, cached=cached, retain=(("spec", "replicas"),))  # type: ignore[arg-type]
+    (_, handover, manager, force), (_, body, main, _) = kube.applied
+    assert (manager, force, main) == (apply.RETAIN_MANAGER, False, apply.FIELD_MANAGER)
+    assert handover == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nova", "namespace": "ns"},
+        "spec": {"replicas": 3},
+    }
+    assert "replicas" not in body["spec"]
+    # another manager owning the field already (409 on the hand-over) is fine; a sent field is not retained
+    kube = FakeKube(Conflict("owned by horizontal-pod-autoscaler"))
+    await apply.apply(kube, without, owner=OWNER, cached=cached, retain=(("spec", "replicas"),))  # type: ignore[arg-type]
+    assert [m for _, _, m, _ in kube.applied] == [apply.RETAIN_MANAGER, apply.FIELD_MANAGER]
+    kube = FakeKube()
+    await apply.apply(
+        kube,
+        {**deployment, "spec": {"replicas": 2}},
+        owner=OWNER,
+        cached=cached,
+        retain=(("spec", "replicas"),),
+    )  # type: ignore[arg-type]
+    assert [m for _, _, m, _ in kube.applied] == [apply.FIELD_MANAGER]

@@ -19,9 +19,14 @@ def _restore_logging() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-def test_defaults_match_the_documented_values(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_match_the_documented_values(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
     for var in ("NAMESPACE", "WORKERS", "LEADER_ELECT", "LOG_FORMAT", "LOG_LEVEL", "METRICS_BIND_ADDRESS"):
         monkeypatch.delenv(cli.ENV_PREFIX + var, raising=False)
+    # Outside a pod (even when the tests themselves run in one): no own namespace to pick up.
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setenv("NOVA_OPERATOR_SERVICE_ACCOUNT_DIR", str(tmp_path / "no-mount"))
     s = cli.parse_settings([])
     assert s.watch.namespaces == ()
     assert s.queue.workers == 2

@@ -81,6 +81,7 @@ class SimCluster:
     bindir: pathlib.Path | None = None
     extra_stage_files: Sequence[pathlib.Path] = ()
     start_timeout: float = 90.0
+    audit: bool = False  # log the operator's requests (``control_plane.audit_log``)
     control_plane: ControlPlane = field(init=False)
     kube: Kube = field(init=False)
     startup_seconds: float = 0.0
@@ -99,7 +100,9 @@ class SimCluster:
                 f"{self.bindir} lacks {', '.join(missing)}: "
                 "run tools/envtest/build.sh without ENVTEST_ONLY_CORE=1"
             )
-        self.control_plane = ControlPlane(self.workdir, self.bindir, start_timeout=self.start_timeout)
+        self.control_plane = ControlPlane(
+            self.workdir, self.bindir, start_timeout=self.start_timeout, audit=self.audit
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 

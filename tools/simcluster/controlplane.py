@@ -28,6 +28,32 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 OPERATOR_NAMESPACE = "nova-system"
 OPERATOR_SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
+# Room for 300+ Services (a Nova has a handful): a /16 of ClusterIPs, apart from kwok's pod range.
+SERVICE_CIDR = "10.96.0.0/16"
+# With ``audit=True`` the API server logs (Metadata level, one JSON line per request once its response
+# is complete) every request of the operator's user, and the status writes of anyone else to the
+# kinds an install waits on: what the benchmark counts requests and dates child changes by.
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  users: ["{OPERATOR_USER}"]
+- level: Metadata
+  verbs: ["update", "patch"]
+  resources:
+  - group: "apps"
+    resources: ["deployments/status"]
+  - group: "batch"
+    resources: ["jobs/status"]
+  - group: "k8s.mariadb.com"
+    resources: ["mariadbs/status", "databases/status", "users/status", "grants/status"]
+  - group: "gateway.networking.k8s.io"
+    resources: ["httproutes/status"]
+  - group: "rabbitmq.com"
+    resources: ["rabbitmqclusters/status"]
+- level: None
+"""
 
 
 # Children get SIGKILL when the thread that started them dies (even by SIGKILL), so a killed test
@@ -92,6 +118,7 @@ class ControlPlane:
     operator_token: str = field(default_factory=lambda: secrets.token_hex(16))
     api_port: int = 0
     etcd_port: int = 0
+    audit: bool = False
     _procs: list[_Proc] = field(default_factory=list)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -151,7 +178,7 @@ class ControlPlane:
                 f"--secure-port={self.api_port}",
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={w / 'sa.key'}",
                 f"--service-account-signing-key-file={w / 'sa.key'}",
@@ -159,11 +186,25 @@ class ControlPlane:
                 "--authorization-mode=RBAC",
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
+                *self._audit_flags(),
             ],
         )
         self._wait_ok(f"{self.server}/readyz", api, self.admin_token, timeout=self.start_timeout)
         self._wait_ok(f"{self.server}/api/v1/namespaces/default", api, self.admin_token, timeout=30)
         self.write_kubeconfig()
+
+    def _audit_flags(self) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=0",  # never rotate: the benchmark reads the whole file
+        ]
 
     def stop_apiserver(self) -> None:
         """Stop kube-apiserver only (etcd keeps the data), for restart tests."""
@@ -191,6 +232,11 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> pathlib.Path:
         return self.workdir / "kubeconfig"
+
+    @property
+    def audit_log(self) -> pathlib.Path:
+        """The audit log (JSON lines, the operator's requests), when started with ``audit=True``."""
+        return self.workdir / "audit.log"
 
     @property
     def ca_file(self) -> pathlib.Path:

@@ -206,13 +206,15 @@ class SimHandle:
         *,
         env: Mapping[str, str] | None = None,
         cwd: pathlib.Path | None = None,
+        inherit_env: bool = True,
     ) -> ManagedProcess:
         """Run a program next to the cluster (the operator, a second replica, ...), with
-        ``operator_env()`` plus ``env`` on top of this process's environment, its output in
-        ``<workdir>/<name>.log``, the same parent-death signal as the cluster, and stopped by
-        ``stop()``. Names must be unique per handle."""
+        ``operator_env()`` plus ``env`` on top of this process's environment (``inherit_env=False``:
+        exactly ``env``, as a pod's process gets it), its output in ``<workdir>/<name>.log``, the
+        same parent-death signal as the cluster, and stopped by ``stop()``. Names must be unique
+        per handle."""
         log = self.workdir / f"{name}.log"
-        full_env = {**os.environ, **self.operator_env(), **(env or {})}
+        full_env = {**os.environ, **self.operator_env(), **(env or {})} if inherit_env else dict(env or {})
         with log.open("ab") as fh:
             popen = subprocess.Popen(
                 [*DEATH_SIGNAL, *argv],
@@ -262,16 +264,18 @@ def launch(
     standins: bool = True,
     openstack: bool = True,
     extra_stage_files: tuple[pathlib.Path, ...] = (),
+    audit: bool = False,
 ) -> SimHandle:
     """Start the simulated cluster and return its handle (stopped at exit if not before).
 
     ``nodes`` plain fake nodes plus, for each ``pools`` entry, that many nodes labelled
     ``sim.nova.openstack.c5c3.io/pool=<pool>``. ``handle.nodes`` maps "" and each pool to names.
+    ``audit`` makes the API server log the operator's requests (``cluster.control_plane.audit_log``).
     """
     t0 = time.monotonic()
     if workdir is None:
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
-    cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files)
+    cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files, audit=audit)
     cluster.start(while_controllers_start=_install_dependency_crds if standins else None)
     handle = SimHandle(cluster=cluster, nodes={})
     atexit.register(handle.stop)

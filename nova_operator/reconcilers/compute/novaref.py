@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 
+from pydantic import ValidationError
+
 from nova_operator import conditions
 from nova_operator.kube import errors
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.models.nova import Nova
 from nova_operator.openstack import Credentials
+from nova_operator.reconcilers import spec_rules
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers.compute_pool import default_image
 from nova_operator.runtime.request import Result
@@ -42,9 +45,14 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
     # The Nova's own cluster (spec.targetClusterRef) is out of scope: it is always the local one.
     try:
         nova = Nova.model_validate(raw)
-    except ValueError as exc:
-        p.set(COND, False, "NovaError", f"Nova {ns}/{name} does not parse: {str(exc).splitlines()[0]}")
-        raise
+    except ValidationError as exc:
+        # a rule only the model checks stops only the Nova step that consumes the field; the
+        # pool needs none of those fields, so it goes on with the rest of the spec
+        routed = spec_rules.route(raw, exc)
+        if routed is None:
+            p.set(COND, False, "NovaError", f"Nova {ns}/{name} does not parse: {str(exc).splitlines()[0]}")
+            raise
+        nova = routed.nova
     user = nova.spec.service_user
     secret_name, key = user.secret_ref.name, user.secret_ref.key or "password"
     try:

@@ -1,11 +1,14 @@
 """Step PoolConfig (ConfigReady, and ExtraConfigHealthy): compute-pool.conf and its ConfigMap (§8).
 
 There is no admission webhook, so the option-catalog check of §4.2 runs here, against the
-Nova's ``spec.openStackRelease``. Choice: an unknown option or section is a ``ConfigError``
-(Warning event of the same reason, once per distinct message) that stops the pass with the
-15 s wait rather than an error backoff, so no pod template ever mounts a config the release
-does not know; fixing the spec wakes the pool at once. Owned keys are exempt from the scan,
-and a release without a shipped catalog fails open.
+Nova's ``spec.openStackRelease``, and only when the rendered config is new (``extraConfig``
+changed): a ConfigMap this CR already owns under the content-hash name was accepted when it
+was written, so a later release bump that drops an option does not stop the pool. A refused
+config is a ``ConfigError`` (Warning event of the same reason, once per distinct message);
+no pod template ever mounts it. A pool that runs already keeps its last good ConfigMap and
+the pass goes on (its DaemonSet updates and its drain do not stop over a config edit); a new
+pool waits 15 s. Fixing the spec wakes the pool at once. Owned keys are exempt from the
+scan, and a release without a shipped catalog fails open.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from nova_operator import apply, catalog, conditions, releases
 from nova_operator.kube import errors
-from nova_operator.kube.resources import CONFIGMAPS, SECRETS
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.reconcilers.compute.context import ComputePass, Object
 from nova_operator.renderers import compute_pool
@@ -66,14 +69,6 @@ def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]]
 
 async def reconcile_pool_config(p: ComputePass) -> Result:
     await _extra_config_health(p)
-    release = str(((p.nova or {}).get("spec") or {}).get("openStackRelease") or "")
-    if problems := catalog_problems(release, p.pool.spec.extra_config):
-        message = "; ".join(problems)
-        before = p.condition(COND)
-        p.set(COND, False, "ConfigError", message)
-        if before is None or before.get("message") != message:
-            await p.emit("Warning", "ConfigError", message)
-        return Result(requeue_after=p.settings.intervals.wait)
     ns, secret_name = p.namespace, p.contract_secret
     try:
         secret = await p.read(SECRETS, secret_name)
@@ -101,6 +96,13 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         return Result(requeue_after=p.settings.intervals.wait)
     try:
         desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
+    except ConfigError as exc:
+        p.set(COND, False, "ConfigError", str(exc))
+        raise
+    if problems := _refused(p, desired):
+        return await _keep_last_good(p, "; ".join(problems), data)
+    new_config = not _accepted(p, desired)
+    try:
         name = await _ensure_config_map(p, desired)
         await _prune(p, name)
     except (ConfigError, errors.KubeError, OwnershipError) as exc:
@@ -109,6 +111,61 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
     p.config_map = name
     p.contract_hash = compute_pool.contract_hash(data)
     p.set(COND, True, "ConfigRendered", f"{compute_pool.CONFIG_FILE} is rendered into ConfigMap {name}")
+    base = releases.base(_release(p))
+    if new_config and base is not None:  # admission warnings without a webhook: once per new config
+        for warning in catalog.admission_warnings(base, p.pool.spec.extra_config):
+            await p.emit("Warning", "ExtraConfigWarning", warning)
+    return Result()
+
+
+def _release(p: ComputePass) -> str:
+    return str(((p.nova or {}).get("spec") or {}).get("openStackRelease") or "")
+
+
+def _accepted(p: ComputePass, desired: Mapping[str, Any]) -> bool:
+    live = p.cached(CONFIGMAPS, p.namespace, desired["metadata"]["name"])
+    return live is not None and owned_by(live, p.cr["metadata"]["uid"])
+
+
+def _refused(p: ComputePass, desired: Mapping[str, Any]) -> list[str]:
+    """The catalog's objections to ``extraConfig``, checked only when the rendered config is new.
+
+    A ConfigMap this CR already owns under the content-hash name was accepted when it was
+    written; the Nova's release moving on later (an option dropped in the new release) does not
+    stop a pool that runs it (§4.2 checks ``extraConfig`` when it changes, not on every pass).
+    """
+    if _accepted(p, desired):
+        return []
+    return catalog_problems(_release(p), p.pool.spec.extra_config)
+
+
+def _mounted_config_map(p: ComputePass) -> str | None:
+    """The pool-config ConfigMap the live DaemonSet mounts (its last good config), if any."""
+    ds = p.cached(DAEMONSETS, p.namespace, compute_pool.daemonset_name(p.name))
+    volumes = (((ds or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+    for volume in volumes:
+        if volume.get("name") == "pool-config" and (volume.get("configMap") or {}).get("name"):
+            return str(volume["configMap"]["name"])
+    return None
+
+
+async def _keep_last_good(p: ComputePass, message: str, data: Mapping[str, bytes]) -> Result:
+    """A refused ``extraConfig``: ConfigError (event once per message); a running pool keeps its config.
+
+    With a last good ConfigMap mounted, the pass goes on with it (the DaemonSet's other updates
+    and the drain must not stop over a config edit); without one (a new pool) it waits 15 s.
+    """
+    last_good = _mounted_config_map(p)
+    if last_good is not None:
+        message = f"{message}; the pool keeps running on ConfigMap {last_good}"
+    before = p.condition(COND)
+    p.set(COND, False, "ConfigError", message)
+    if before is None or before.get("message") != message:
+        await p.emit("Warning", "ConfigError", message)
+    if last_good is None:
+        return Result(requeue_after=p.settings.intervals.wait)
+    p.config_map = last_good
+    p.contract_hash = compute_pool.contract_hash(data)
     return Result()
 
 

@@ -147,8 +147,12 @@ class Operator:
 
 
 @pytest.fixture
-async def operator(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[Operator]:
-    """The Nova controller in-process, under the operator's own token, watching the test namespace."""
+async def operator(
+    nova_cluster: ControlPlane, namespace: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Operator]:
+    """The Nova controller in-process, under the operator's own token, watching the test namespace.
+
+    Indirect parametrisation (``request.param``) overrides fields of its ``NovaOptions``."""
     kube = await Kube.connect(kubeconfig=str(nova_cluster.kubeconfig), context="operator", metrics=Metrics())
     kube.timeout = 10  # a request stuck behind a re-initialising watch cache fails fast and is retried
     settings = Settings(
@@ -165,9 +169,9 @@ async def operator(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[
         shutdown_timeout=5,
     )
     manager = Manager(kube, settings)
-    controller = make_controller_factory(NovaOptions(operator_namespace="nova-system", prober=ok_probe))(
-        manager
-    )
+    overrides = getattr(request, "param", {})
+    options = NovaOptions(operator_namespace="nova-system", prober=ok_probe, **overrides)
+    controller = make_controller_factory(options)(manager)
     task = asyncio.create_task(manager.run(), name="manager")
     try:
         async with asyncio.timeout(20):
@@ -357,9 +361,9 @@ class Simulator:
 
     async def _route(self, route: Object) -> None:
         parents = (route.get("status") or {}).get("parents") or []
-        if parents:
-            return
         parent = route["spec"]["parentRefs"][0]
+        if parents and parents[0].get("parentRef") == parent:
+            return  # accepted for its current parent (a changed parentRef is accepted anew)
         status = {
             "parents": [
                 {

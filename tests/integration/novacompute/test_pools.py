@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVACOMPUTES, SECRETS
+from nova_operator.kube.resources import NOVAS as NOVAS_REF
 
 from .conftest import Env
 
@@ -168,3 +169,88 @@ async def test_an_option_the_release_does_not_know_stops_before_the_daemonset(en
         NOVACOMPUTES, "pool", {"spec": {"extraConfig": {"libvirt": {"no_such_knob": None}}}}, env.ns
     )
     await env.until(lambda: env.get(DAEMONSETS, "pool-nova-compute"))
+
+
+def _terms(ds: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(
+        ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+    )
+
+
+async def test_a_cleared_conflict_drops_the_exclusion_from_the_younger_pools_daemonset(env: Env) -> None:
+    """A removal-only change of the DaemonSet: the NotIn term goes once the older pool lets go."""
+    await env.nova()
+    n1 = await env.node("n1", pool="a", zone="az1")
+    await env.pool("older", selector="a")
+    await env.until(lambda: _phase_is(env, "n1", "older", "Pending"))
+    await env.pool("younger", selector="a")
+    await env.until(lambda: _phase_is(env, "n1", "younger", "Conflict"))
+
+    async def excluded() -> dict[str, Any] | None:
+        ds = await env.get(DAEMONSETS, "younger-nova-compute")
+        return ds if ds and any("matchFields" in t for t in _terms(ds)) else None
+
+    ds = await env.until(excluded)
+    assert _terms(ds)[0]["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": [n1]}]
+    await env.admin.patch(NOVACOMPUTES, "older", {"spec": {"nodeSelector": {"pool": "elsewhere"}}}, env.ns)
+    await env.until(lambda: _phase_is(env, "n1", "younger", "Pending"))
+
+    async def cleared() -> dict[str, Any] | None:
+        ds = await env.get(DAEMONSETS, "younger-nova-compute")
+        return ds if ds and not any("matchFields" in t for t in _terms(ds)) else None
+
+    ds = await env.until(cleared)
+    assert _terms(ds) == [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]
+
+
+async def _phase_is(env: Env, short: str, pool: str, phase: str) -> bool:
+    return await entry_phase(env, short, pool) == phase
+
+
+def _pool_config_volume(ds: dict[str, Any]) -> str:
+    volumes = ds["spec"]["template"]["spec"]["volumes"]
+    return str(next(v for v in volumes if v["name"] == "pool-config")["configMap"]["name"])
+
+
+async def test_a_release_bump_that_drops_an_accepted_option_keeps_the_pool_on_its_config(env: Env) -> None:
+    """[libvirt] num_memory_encrypted_guests is in the 2026.1 catalog and gone in 2026.2 (issue 14)."""
+    await env.nova()
+    await env.admin.patch(
+        NOVAS_REF, "nova", {"spec": {"openStackRelease": "2026.1", "image": {"tag": "2026.1"}}}, env.ns
+    )
+    await env.admin.patch_status(NOVAS_REF, "nova", {"status": {"installedRelease": "2026.1"}}, env.ns)
+    await env.node("n1", pool="a", zone="az1")
+    await env.pool(extraConfig={"libvirt": {"num_memory_encrypted_guests": "2"}})
+    await env.until(lambda: _cond(env, "ConfigReady", "pool", "ConfigRendered"))
+    ds = await env.until(lambda: env.get(DAEMONSETS, "pool-nova-compute"))
+    good = _pool_config_volume(ds)
+
+    # the Nova moves on to a release without the option: the pool is not stopped
+    await env.admin.patch(
+        NOVAS_REF, "nova", {"spec": {"openStackRelease": "2026.2", "image": {"tag": "2026.2"}}}, env.ns
+    )
+    await env.admin.patch_status(NOVAS_REF, "nova", {"status": {"installedRelease": "2026.2"}}, env.ns)
+    await env.settle(1.0)
+    cond = await env.condition("ConfigReady")
+    assert cond is not None
+    assert cond["reason"] == "ConfigRendered", cond
+    assert await env.events("ConfigError") == []
+
+    # an edit of extraConfig is checked against 2026.2: refused, and the pool keeps running on its config
+    await env.admin.patch(
+        NOVACOMPUTES,
+        "pool",
+        {"spec": {"extraConfig": {"libvirt": {"live_migration_permit_auto_converge": "true"}}}},
+        env.ns,
+    )
+    cond = await env.until(lambda: _cond(env, "ConfigReady", "pool", "ConfigError"))
+    assert "num_memory_encrypted_guests" in cond["message"]
+    assert f"keeps running on ConfigMap {good}" in cond["message"]
+    # the pass goes on: a node joining the pool is taken into the ledger and the DaemonSet stays on the config
+    await env.node("n2", pool="a", zone="az1")
+    await env.until(lambda: _phase_is(env, "n2", "pool", "Pending"))
+    ds = await env.get(DAEMONSETS, "pool-nova-compute")
+    assert ds is not None
+    assert _pool_config_volume(ds) == good

@@ -78,3 +78,35 @@ def test_a_mariadb_wakes_each_nova_that_names_it_once() -> None:
         Request("ns", "api-only"),
         Request("ns", "both"),
     ]
+
+
+def test_a_store_maps_to_the_novas_that_name_it_and_stores_are_watched_only_cluster_wide() -> None:
+    from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES
+    from nova_operator.reconcilers.context import NovaOptions
+    from nova_operator.reconcilers.nova import _store_mapper, store_kinds
+
+    novas = Cache("novas")
+    for ns, name, ref in (
+        ("a", "n1", {"kind": "SecretStore", "name": "vault"}),
+        ("b", "n2", {"kind": "SecretStore", "name": "vault"}),
+        ("a", "n3", {"kind": "ClusterSecretStore", "name": "vault"}),
+        ("b", "n4", {"kind": "ClusterSecretStore", "name": "vault"}),
+        ("a", "n5", {"kind": "SecretStore", "name": "other"}),
+    ):
+        obj = nova(name, secretStoreRef=ref)
+        obj["metadata"]["namespace"] = ns
+        novas.upsert(obj)
+    local = {"kind": "SecretStore", "metadata": {"name": "vault", "namespace": "a"}}
+    assert list(_store_mapper(novas, "SecretStore")(local)) == [Request("a", "n1")]
+    cluster = {"kind": "ClusterSecretStore", "metadata": {"name": "vault"}}
+    assert sorted(_store_mapper(novas, "ClusterSecretStore")(cluster)) == [
+        Request("a", "n3"),
+        Request("b", "n4"),
+    ]
+
+    both = NovaOptions(secret_stores=True, cluster_secret_stores=True)
+    assert store_kinds(both) == [SECRET_STORES, CLUSTER_SECRET_STORES]
+    # --namespace: the cluster-wide probe cannot tell whether the kinds are served, so nothing is watched
+    assert store_kinds(NovaOptions(secret_stores=True, cluster_secret_stores=True, namespaced=True)) == []
+    assert store_kinds(NovaOptions(secret_stores=True)) == [SECRET_STORES]
+    assert store_kinds(NovaOptions()) == []

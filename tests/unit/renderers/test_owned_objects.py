@@ -442,3 +442,33 @@ def test_owned_pairs_are_exempt_from_the_catalog_scan() -> None:
         ("DEFAULT", "no_such_option"),
         ("filter_scheduler", "workers"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "rendered"),
+    [
+        (None, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        ({}, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        # a rollingUpdate without type is a RollingUpdate as written, not the defaults
+        (
+            {"rollingUpdate": {"maxUnavailable": 2}},
+            {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}},
+        ),
+        (
+            {"rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 1}},
+            {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 1}},
+        ),
+        ({"type": "Recreate"}, {"type": "Recreate"}),
+        ({"type": "RollingUpdate"}, {"type": "RollingUpdate"}),
+    ],
+)
+def test_a_strategy_is_rendered_as_written(
+    load_sample: Load, strategy: dict[str, Any] | None, rendered: dict[str, Any]
+) -> None:
+    raw = load_sample("minimal").model_dump(by_alias=True, exclude_none=True, mode="json")
+    raw["spec"]["scheduler"]["deployment"] = {
+        "replicas": 2,
+        **({} if strategy is None else {"strategy": strategy}),
+    }
+    nova = Nova.model_validate(raw)
+    assert workload.deployment(nova, Component.SCHEDULER, INPUTS)["spec"]["strategy"] == rendered

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from nova_operator.reconcilers.compute.pool_config import catalog_problems
+import base64
+from typing import Any
+
+from nova_operator import apply, conditions
+from nova_operator.reconcilers.compute.pool_config import catalog_problems, reconcile_pool_config
+from nova_operator.renderers import compute_pool
+
+from .conftest import FakeCompute, FakeKube, make_pass
 
 
 def test_known_options_and_owned_keys_pass() -> None:
@@ -25,3 +32,87 @@ def test_no_catalog_or_no_release_fails_open() -> None:
     assert catalog_problems("2099.1", {"libvirt": {"no_such_knob": "1"}}) == []
     assert catalog_problems("", {"libvirt": {"no_such_knob": "1"}}) == []
     assert catalog_problems("2025.2", None) == []
+
+
+# -- the check runs when extraConfig changes, not on every pass (a release bump keeps the pool) --------
+
+CONTRACT = "nova-compute-config"
+DROPPED = {"libvirt": {"num_memory_encrypted_guests": "2"}}  # in 2026.1, gone in 2026.2
+
+
+def contract_secret() -> dict[str, Any]:
+    data = {k: base64.b64encode(b"x").decode() for k in compute_pool.REQUIRED_CONTRACT_KEYS}
+    return {"metadata": {"name": CONTRACT}, "data": data}
+
+
+def pool_pass(extra: dict[str, dict[str, str]], release: str, cached: dict[tuple[str, str], Any]) -> Any:
+    kube = FakeKube(objects={("secrets", CONTRACT): contract_secret()})
+    p, events = make_pass([], compute=FakeCompute(), kube=kube)
+    p.pool = p.pool.model_copy(update={"spec": p.pool.spec.model_copy(update={"extra_config": extra})})
+    p.contract_secret = CONTRACT
+    assert p.nova is not None
+    p.nova["spec"]["openStackRelease"] = release
+    p.cached = lambda ref, ns, name: cached.get((ref.plural, name))
+    return p, events, kube
+
+
+def owned_config_map(p: Any) -> dict[str, Any]:
+    desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
+    return apply.with_owner(desired, p.cr)
+
+
+def daemonset_mounting(p: Any, config_map: str) -> dict[str, Any]:
+    volumes = [{"name": "pool-config", "configMap": {"name": config_map}}]
+    return {
+        "metadata": {"name": compute_pool.daemonset_name(p.name)},
+        "spec": {"template": {"spec": {"volumes": volumes}}},
+    }
+
+
+async def test_a_release_bump_that_drops_an_accepted_option_keeps_the_pool_running() -> None:
+    p, events, kube = pool_pass(DROPPED, "2026.1", {})
+    cm = owned_config_map(p)
+    p, events, kube = pool_pass(DROPPED, "2026.2", {("configmaps", cm["metadata"]["name"]): cm})
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after is None
+    assert p.condition(conditions.CONFIG_READY)["reason"] == "ConfigRendered"  # type: ignore[index]
+    assert p.config_map == cm["metadata"]["name"]
+    assert "ConfigError" not in events.reasons()
+    assert kube.created == []  # nothing new was written
+
+
+async def test_a_refused_edit_keeps_the_last_good_config_and_the_pass_goes_on() -> None:
+    p, events, kube = pool_pass(DROPPED, "2026.2", {})
+    ds = daemonset_mounting(p, "rack7-config-0123abcd")
+    p.cached = lambda ref, ns, name: (
+        ds if (ref.plural, name) == ("daemonsets", ds["metadata"]["name"]) else None
+    )
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after is None  # the DaemonSet and drain steps run on
+    cond = p.condition(conditions.CONFIG_READY)
+    assert cond is not None
+    assert cond["status"] == "False"
+    assert cond["reason"] == "ConfigError"
+    assert "[libvirt][num_memory_encrypted_guests]" in cond["message"]
+    assert "keeps running on ConfigMap rack7-config-0123abcd" in cond["message"]
+    assert p.config_map == "rack7-config-0123abcd"
+    assert p.contract_hash
+    assert kube.created == []
+    await reconcile_pool_config(p)
+    assert events.reasons() == ["ConfigError"]  # once per distinct message
+
+
+async def test_a_new_pool_with_a_refused_config_waits_and_writes_nothing() -> None:
+    p, _events, kube = pool_pass(DROPPED, "2026.2", {})
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after == 15.0
+    assert p.condition(conditions.CONFIG_READY)["reason"] == "ConfigError"  # type: ignore[index]
+    assert p.config_map == ""
+    assert kube.created == []
+
+
+async def test_an_accepted_option_on_a_release_that_knows_it_is_rendered() -> None:
+    p, _events, kube = pool_pass(DROPPED, "2026.1", {})
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    assert p.condition(conditions.CONFIG_READY)["reason"] == "ConfigRendered"  # type: ignore[index]
+    assert [c["metadata"]["name"] for c in kube.created] == [p.config_map]

@@ -1,0 +1,172 @@
+"""The Database step's provisioning (reconciler.md §5.1): every MariaDB object in one pass, one wait."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from nova_operator import conditions
+from nova_operator.kube.resources import DATABASES, GRANTS, JOBS, MARIADBS, NOVAS, USERS, ResourceRef
+from nova_operator.models.nova import Nova
+from nova_operator.reconcilers import database
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.runtime.cache import Cache
+
+NS = "ns"
+CHILDREN = (DATABASES, USERS, GRANTS)
+# The spec's creation order: the API block, then the cell block with cell0 (§5.1).
+ORDER = [
+    ("databases", "nova-api"),
+    ("users", "nova-api"),
+    ("grants", "nova-api"),
+    ("databases", "nova"),
+    ("databases", "nova-nova-cell0"),
+    ("users", "nova"),
+    ("grants", "nova"),
+    ("grants", "nova-nova-cell0"),
+]
+
+
+def nova_obj(api_cluster: str = "mariadb", cell_cluster: str = "mariadb") -> dict[str, Any]:
+    return {
+        "apiVersion": NOVAS.api_version,
+        "kind": "Nova",
+        "metadata": {"name": "nova", "namespace": NS, "uid": "nova-uid", "generation": 2},
+        "spec": {
+            "openStackRelease": "2025.2",
+            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
+            "apiDatabase": {
+                "clusterRef": {"name": api_cluster},
+                "database": "nova_api",
+                "secretRef": {"name": "api-db"},
+            },
+            "database": {
+                "clusterRef": {"name": cell_cluster},
+                "database": "nova",
+                "secretRef": {"name": "cell-db"},
+            },
+            "cache": {"servers": ["memcached:11211"]},
+            "messaging": {"secretRef": {"name": "bus"}},
+            "keystoneEndpoint": "http://keystone:5000/v3",
+            "serviceUser": {"secretRef": {"name": "service-user"}},
+            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
+        },
+    }
+
+
+def ready(obj: dict[str, Any], status: bool = True) -> dict[str, Any]:
+    cond = {"type": "Ready", "status": "True" if status else "False", "reason": "Created"}
+    return {**obj, "status": {"conditions": [cond]}}
+
+
+def mariadb(name: str, is_ready: bool = True) -> dict[str, Any]:
+    obj = {"apiVersion": MARIADBS.api_version, "kind": "MariaDB", "metadata": {"name": name, "namespace": NS}}
+    return ready(obj, is_ready)
+
+
+def make_ctx(kube: Any, events: Any, caches: dict[ResourceRef, Cache], **kw: str) -> PassContext:
+    raw = nova_obj(**kw)
+    return PassContext(
+        kube=kube,
+        obj=raw,
+        nova=Nova.model_validate(raw),
+        status={},
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        events=events,
+        caches=caches,
+        metrics=kube.metrics,
+    )
+
+
+def new_caches(*servers: dict[str, Any]) -> dict[ResourceRef, Cache]:
+    caches = {ref: Cache(str(ref)) for ref in (MARIADBS, *CHILDREN, JOBS)}
+    for server in servers:
+        caches[MARIADBS].upsert(server)
+    return caches
+
+
+def applied(kube: Any) -> list[tuple[str, str]]:
+    return [(ref.split(".")[0], name) for verb, ref, name in kube.calls if verb == "apply"]
+
+
+def watch_back(kube: Any, caches: dict[ResourceRef, Cache], *, ready_kinds: tuple[str, ...]) -> None:
+    """What the informers would hold after the writes, with the given kinds turned Ready."""
+    for ref in CHILDREN:
+        for (r, _ns, _name), obj in kube.store.items():
+            if r == str(ref):
+                caches[ref].upsert(ready(obj, ref.plural in ready_kinds))
+
+
+def reason_and_message(ctx: PassContext) -> tuple[str, str]:
+    c = ctx.condition(conditions.DATABASE_READY)
+    assert c is not None
+    assert c["status"] == "False"
+    return str(c["reason"]), str(c["message"])
+
+
+async def test_one_pass_applies_every_mariadb_object_in_creation_order_and_waits_once(
+    kube: Any, events: Any
+) -> None:
+    caches = new_caches(mariadb("mariadb"))
+    ctx = make_ctx(kube, events, caches)
+    result = await database.run(ctx, upgrade_flow=_no_upgrade)
+    assert applied(kube) == ORDER
+    assert result.requeue_after == 30.0
+    assert reason_and_message(ctx) == (
+        "WaitingForDatabase",
+        "Database CR not ready: Database nova-api, Database nova, Database nova-nova-cell0",
+    )
+    owners = {o["metadata"]["ownerReferences"][0]["uid"] for o in kube.store.values()}
+    assert owners == {"nova-uid"}
+
+
+async def test_with_the_databases_ready_the_wait_names_the_users_and_grants_and_nothing_is_rewritten(
+    kube: Any, events: Any
+) -> None:
+    caches = new_caches(mariadb("mariadb"))
+    await database.run(make_ctx(kube, events, caches), upgrade_flow=_no_upgrade)
+    watch_back(kube, caches, ready_kinds=("databases",))
+    kube.calls.clear()
+    ctx = make_ctx(kube, events, caches)
+    result = await database.run(ctx, upgrade_flow=_no_upgrade)
+    assert kube.writes() == []
+    assert result.requeue_after == 30.0
+    assert reason_and_message(ctx) == (
+        "WaitingForDatabase",
+        "User or Grant not ready: User nova-api, Grant nova-api, User nova, Grant nova, "
+        "Grant nova-nova-cell0",
+    )
+
+
+async def test_everything_ready_goes_on_to_the_next_gate(kube: Any, events: Any) -> None:
+    caches = new_caches(mariadb("mariadb"))
+    await database.run(make_ctx(kube, events, caches), upgrade_flow=_no_upgrade)
+    watch_back(kube, caches, ready_kinds=("databases", "users", "grants"))
+    kube.calls.clear()
+    ctx = make_ctx(kube, events, caches)
+    await database.run(ctx, upgrade_flow=_no_upgrade)  # no config ConfigMap in this pass
+    assert kube.writes() == []
+    assert reason_and_message(ctx)[0] == "WaitingForConfig"
+
+
+async def test_a_cluster_not_ready_stops_before_its_block_and_keeps_the_earlier_block(
+    kube: Any, events: Any
+) -> None:
+    caches = new_caches(mariadb("api-db"), mariadb("cell-db", is_ready=False))
+    ctx = make_ctx(kube, events, caches, api_cluster="api-db", cell_cluster="cell-db")
+    result = await database.run(ctx, upgrade_flow=_no_upgrade)
+    assert applied(kube) == ORDER[:3]
+    assert result.requeue_after == 30.0
+    assert reason_and_message(ctx) == ("ClusterNotReady", "MariaDB ns/cell-db is not Ready")
+
+
+async def test_a_missing_first_cluster_applies_nothing(kube: Any, events: Any) -> None:
+    ctx = make_ctx(kube, events, new_caches())
+    result = await database.run(ctx, upgrade_flow=_no_upgrade)
+    assert kube.writes() == []
+    assert result.requeue_after == 30.0
+    assert reason_and_message(ctx) == ("ClusterNotReady", "MariaDB ns/mariadb is not Ready")
+
+
+async def _no_upgrade(ctx: PassContext, installed: str, target: str) -> Any:
+    raise AssertionError("no upgrade in these tests")

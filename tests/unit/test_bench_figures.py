@@ -1,0 +1,93 @@
+"""The benchmark's arithmetic: audit lines, histogram quantiles, nearest-rank percentiles, the comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+from bench import audit, figures, promtext, report
+
+OPERATOR = "system:serviceaccount:nova-system:nova-operator"
+
+
+def line(verb: str, resource: str, *, code: int = 200, sub: str = "", stage: str = "ResponseComplete") -> str:
+    ref = {"resource": resource, "namespace": "bench-000", "name": "nova", "apiGroup": "x"}
+    if sub:
+        ref["subresource"] = sub
+    return json.dumps(
+        {
+            "stage": stage,
+            "verb": verb,
+            "user": {"username": OPERATOR},
+            "objectRef": ref,
+            "responseStatus": {"code": code},
+            "requestReceivedTimestamp": "2026-12-01T08:00:01.250000Z",
+        }
+    )
+
+
+def test_audit_lines_become_requests_and_an_unfinished_line_waits(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "audit.log"
+    path.write_text(
+        "\n".join(
+            [
+                line("patch", "novas", sub="status"),
+                line("patch", "deployments", code=201),
+                line("get", "novas", stage="ResponseStarted"),
+                line("update", "leases"),
+            ]
+        )
+        + "\n"
+        + line("get", "novas")[:40]  # being written: not parsed until its newline arrives
+    )
+    log = audit.AuditLog(path)
+    got = log.refresh()
+    assert [(r.verb, r.resource, r.created) for r in got] == [
+        ("patch", "novas/status", False),
+        ("patch", "deployments", True),
+        ("update", "leases", False),
+    ]
+    assert got[0].at == 1796112001.25
+    assert [r.resource for r in audit.without_leases(got)] == ["novas/status", "deployments"]
+    with path.open("a") as fh:
+        fh.write(line("get", "novas")[40:] + "\n")
+    (late,) = log.refresh()
+    assert (late.verb, late.is_read, late.is_write) == ("get", True, False)
+    assert audit.by_verb_and_resource(log.requests)["patch novas/status"] == 1
+
+
+METRICS = """# HELP x Duration
+x_bucket{controller="nova",le="0.1"} 50
+x_bucket{controller="nova",le="1.0"} 90
+x_bucket{controller="nova",le="+Inf"} 100
+x_bucket{controller="other",le="0.1"} 7
+x_count{controller="nova"} 100
+"""
+
+
+def test_histogram_quantiles_interpolate_within_the_bucket_as_promql_does() -> None:
+    h = promtext.histogram(METRICS, "x", controller="nova")
+    assert h == {0.1: 50.0, 1.0: 90.0, math.inf: 100.0}
+    assert promtext.quantile(h, 0.5) == 0.1
+    assert promtext.quantile(h, 0.7) == 0.1 + 0.9 * 0.5
+    assert promtext.quantile(h, 0.99) == 1.0  # in the +Inf bucket: the last finite bound
+    assert promtext.quantile(promtext.minus(h, h), 0.5) is None
+    assert promtext.total(METRICS, "x_bucket", le="0.1") == 57.0
+
+
+def test_nearest_rank_percentiles() -> None:
+    values = [float(v) for v in range(1, 21)]
+    assert figures.pct(values, 0.5) == 10.0
+    assert figures.pct(values, 0.95) == 19.0
+    assert figures.pct(values, 1.0) == 20.0
+    assert figures.pct([], 0.5) is None
+    assert figures.spread([0.5, 0.25]) == {"count": 2, "p50": 0.25, "p95": 0.5, "max": 0.5}
+
+
+def test_compare_shows_both_runs_and_the_relative_change() -> None:
+    a = {"novas": 100, "ready": {"last": 127.0}, "stages": {"ready": {"began": None, "ended": 122.0}}}
+    b = {"novas": 100, "ready": {"last": 63.5}, "stages": {"ready": {"began": None, "ended": 60.0}}}
+    table = report.compare(a, b, ("main", "branch"))
+    assert "| all Ready: last (s) | 127.0 | 63.5 | -63.5 (-50%) |" in table
+    assert "| stage Ready (s) | - → 122.0 | - → 60.0 |  |" in table

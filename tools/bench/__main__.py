@@ -1,0 +1,60 @@
+"""``python -m bench run|compare|show`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+
+from bench import report
+from bench.run import Options, run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="measure N Novas on a fresh simulated cluster")
+    r.add_argument("--novas", "-n", type=int, default=10, help="how many Novas (default 10)")
+    r.add_argument("--out", type=pathlib.Path, help="JSON file (default: bench-<N>.json)")
+    r.add_argument("--workdir", type=pathlib.Path, help="cluster directory (default: a temp dir)")
+    r.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
+    r.add_argument("--idle", type=float, default=60.0, help="idle stretch measured (s, default 60)")
+    r.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
+    c = sub.add_parser("compare", help="two runs' JSON side by side")
+    c.add_argument("a", type=pathlib.Path)
+    c.add_argument("b", type=pathlib.Path)
+    s = sub.add_parser("show", help="print a run's table again")
+    s.add_argument("file", type=pathlib.Path)
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        if args.novas < 1:
+            parser.error("--novas must be at least 1")
+        out = args.out or pathlib.Path(f"bench-{args.novas}.json")
+        result = run(
+            Options(
+                novas=args.novas,
+                out=out,
+                workdir=args.workdir,
+                timeout=args.timeout,
+                idle=args.idle,
+                operator_args=list(args.operator_args),
+            )
+        )
+        print(report.table(result))
+        print(report.details(result))
+        print(f"written: {out}; logs and the audit log: {result['run']['workdir']}")
+        return 0 if result["converged"] else 1
+    if args.command == "compare":
+        a, b = json.loads(args.a.read_text()), json.loads(args.b.read_text())
+        print(report.compare(a, b, (args.a.stem, args.b.stem)))
+        return 0
+    result = json.loads(args.file.read_text())
+    print(report.table(result))
+    print(report.details(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

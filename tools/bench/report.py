@@ -1,0 +1,119 @@
+"""The bench's table (Markdown, so it pastes into the README) and the comparison of two runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Row = tuple[str, Callable[[dict[str, Any]], Any]]
+
+
+def _get(*path: str) -> Callable[[dict[str, Any]], Any]:
+    def get(result: dict[str, Any]) -> Any:
+        value: Any = result
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return value
+
+    return get
+
+
+def _stage(stage: str) -> Callable[[dict[str, Any]], Any]:
+    def get(result: dict[str, Any]) -> Any:
+        s = (result.get("stages") or {}).get(stage) or {}
+        return f"{_fmt(s.get('began'))} → {_fmt(s.get('ended'))}"
+
+    return get
+
+
+# (label, getter) in print order; a getter returning a number is compared by ``compare``.
+ROWS: list[Row] = [
+    ("Novas", _get("novas")),
+    ("all Ready: first (s)", _get("ready", "first")),
+    ("all Ready: median (s)", _get("ready", "median")),
+    ("all Ready: last (s)", _get("ready", "last")),
+    ("passes per Nova to converge", _get("converge", "passes_per_nova")),
+    ("requests per Nova to converge", _get("converge", "total")),
+    ("  writes", _get("converge", "writes")),
+    ("  reads (get, list)", _get("converge", "reads")),
+    ("requests per wake-up pass", _get("wake", "per_pass", "total")),
+    ("  writes", _get("wake", "per_pass", "writes")),
+    ("requests per idle minute (Leases aside)", _get("idle", "requests_per_minute")),
+    ("reconcile time, converging: p50 (s)", _get("reconcile_seconds", "converge", "p50")),
+    ("reconcile time, converging: p95 (s)", _get("reconcile_seconds", "converge", "p95")),
+    ("reconcile time, wake-up pass: p50 (s)", _get("reconcile_seconds", "wake", "p50")),
+    ("reconcile time, wake-up pass: p95 (s)", _get("reconcile_seconds", "wake", "p95")),
+    ("queue wait, converging: p95 (s)", _get("queue_wait_seconds", "converge", "p95")),
+    ("event to next pass: p50 (s)", _get("event_to_pass_seconds", "p50")),
+    ("event to next pass: p95 (s)", _get("event_to_pass_seconds", "p95")),
+    ("stand-in reaction p95: Grant (s)", _get("standin_reaction_seconds", "grants", "p95")),
+    ("stand-in reaction p95: HTTPRoute (s)", _get("standin_reaction_seconds", "httproutes", "p95")),
+    ("operator RSS, no Nova (MiB)", _get("operator", "rss_mib_empty")),
+    ("operator RSS, converged (MiB)", _get("operator", "rss_mib_converged")),
+    ("operator RSS growth (MiB)", _get("operator", "rss_mib_growth")),
+    ("operator CPU to converge (s)", _get("operator", "cpu_seconds_converge")),
+    ("stage MariaDB objects: began → ended (s)", _stage("mariadb")),
+    ("stage db-sync Job (s)", _stage("db-sync")),
+    ("stage Deployments (s)", _stage("deployments")),
+    ("stage routes (s)", _stage("routes")),
+    ("stage Ready (s)", _stage("ready")),
+]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = ["| figure | measured |", "| --- | --- |"]
+    lines += [f"| {label.strip()} | {_fmt(get(result))} |" for label, get in ROWS]
+    return "\n".join(lines)
+
+
+def details(result: dict[str, Any], top: int = 12) -> str:
+    """The requests by verb and resource, the event-to-pass latency by kind, the stand-ins."""
+    out = []
+    for title, counts in (
+        ("requests per Nova to converge", _get("converge", "by_verb_resource")(result) or {}),
+        ("requests per wake-up pass", _get("wake", "per_pass", "by_verb_resource")(result) or {}),
+        ("idle requests (Leases aside)", _get("idle", "by_verb_resource")(result) or {}),
+    ):
+        shown = ", ".join(f"{k} {_fmt(v)}" for k, v in list(counts.items())[:top]) or "none"
+        out.append(f"{title}: {shown}")
+    for kind, s in (_get("event_to_pass_seconds", "by_kind")(result) or {}).items():
+        out.append(f"event to next pass after {kind} ready: p50 {_fmt(s['p50'])} p95 {_fmt(s['p95'])} s")
+    for kind, s in (result.get("standin_reaction_seconds") or {}).items():
+        out.append(
+            f"stand-in reaction, {kind}: p50 {_fmt(s['p50'])} p95 {_fmt(s['p95'])} max {_fmt(s['max'])} s"
+        )
+    for phase in ("converge", "wake"):
+        costly = list(((result.get("step_seconds") or {}).get(phase) or {}).items())[:6]
+        shown = ", ".join(
+            f"{k} {_fmt(v['seconds'])} s/{v['count']} (p95 {_fmt(v['p95'])})" for k, v in costly
+        )
+        out.append(f"costliest steps ({phase}): {shown or 'none'}")
+    run = result.get("run") or {}
+    out.append(
+        f"commit {run.get('commit')}, {run.get('machine')}, load average {run.get('load_average_before')}"
+        f" before / {run.get('load_average_after')} after, operator args {run.get('operator_args') or '-'}"
+    )
+    return "\n".join(out)
+
+
+def compare(a: dict[str, Any], b: dict[str, Any], names: Sequence[str] = ("a", "b")) -> str:
+    head = f"| figure | {names[0]} | {names[1]} | change |"
+    lines = [head, "| --- | --- | --- | --- |"]
+    for label, get in ROWS:
+        va, vb = get(a), get(b)
+        change = ""
+        if isinstance(va, int | float) and isinstance(vb, int | float) and not isinstance(va, bool):
+            diff = vb - va
+            change = f"{diff:+.3g}" + (f" ({diff / va:+.0%})" if va else "")
+        lines.append(f"| {label.strip()} | {_fmt(va)} | {_fmt(vb)} | {change} |")
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from nova_operator import log
@@ -21,7 +21,7 @@ from nova_operator.health import parse_address
 from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
-from nova_operator.manager import CacheSyncTimeout, ControllerFactory
+from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
     KubeSettings,
@@ -66,6 +66,24 @@ def _workers(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
     return value if value > 0 else QueueSettings().workers
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r} (want a finite number >= 0)")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r} (want more than 0)")
+    return value
 
 
 def _address(text: str) -> str:
@@ -115,6 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=_address,
         help="host:port for /healthz and /readyz, 0 to disable (:8081)",
     )
+    p.add_argument(
+        "--drain-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight reconciles may finish before they are cancelled and the "
+        "Lease is released; keep it below the pod's terminationGracePeriodSeconds (default: 10)",
+    )
+    p.add_argument(
+        "--watch-inactivity-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="a watch that delivers no event and no bookmark for this long is dead and re-opened; "
+        "opening one may take at most this long (and 30 s); /healthz reports a reflector quiet for "
+        "3 times this long (default: 70)",
+    )
     p.add_argument("--log-format", choices=["json", "console"], help="default: console on a TTY, else json")
     p.add_argument("--log-level", choices=sorted(log.LEVELS), help="default: info")
     p.add_argument(
@@ -151,6 +184,15 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         fmt = args.log_format or _env("LOG_FORMAT") or log.default_format()
         level = (args.log_level or _env("LOG_LEVEL") or "info").lower()
         nova_api_url = _nova_api_url(args.nova_api_url or _env("NOVA_API_URL") or DEFAULT_NOVA_API_URL)
+        drain_timeout = _from_env_or(
+            args.drain_timeout, "DRAIN_TIMEOUT", _seconds, Settings().shutdown_timeout
+        )
+        inactivity = _from_env_or(
+            args.watch_inactivity_timeout,
+            "WATCH_INACTIVITY_TIMEOUT",
+            _positive_seconds,
+            WatchSettings().inactivity_timeout,
+        )
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
         if level not in log.LEVELS:
@@ -166,7 +208,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
     return Settings(
         kube=kube,
         operator_namespace=own_namespace,
-        watch=WatchSettings(namespaces=tuple(namespaces)),
+        watch=WatchSettings(
+            namespaces=tuple(namespaces),
+            inactivity_timeout=inactivity,
+            open_timeout=min(WatchSettings().open_timeout, inactivity),
+        ),
         queue=QueueSettings(workers=workers),
         leader_election=LeaderElectionSettings(
             enabled=leader_elect,
@@ -175,7 +221,20 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         servers=ServerSettings(metrics_bind_address=metrics_addr, health_probe_bind_address=health_addr),
         log=LogSettings(format="console" if fmt == "console" else "json", level=level),
         openstack=OpenStackSettings(nova_api_url=nova_api_url),
+        shutdown_timeout=drain_timeout,
     )
+
+
+def _from_env_or(flag: float | None, name: str, parse: Callable[[str], float], default: float) -> float:
+    if flag is not None:
+        return flag
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        return parse(value)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFactory] | None = None) -> int:
@@ -199,7 +258,7 @@ def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFact
         return _fail(f"cannot reach the Kubernetes API server: {exc}")
     except LeaderElectionLost as exc:
         return _fail(f"lost the leader election lease {exc}; exiting")
-    except CacheSyncTimeout as exc:
+    except (CacheSyncTimeout, ControllerStopped) as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot serve: {exc}")

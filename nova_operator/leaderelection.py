@@ -2,7 +2,8 @@
 
 ``LeaderElector.run(lead)``:
 
-1. try to acquire the Lease every ``retry_period`` (with jitter) until this process holds it.
+1. try to acquire the Lease every half ``retry_period`` (with jitter) until this process holds
+   it (a Lease released by a stopping leader is taken within about a second).
    Another holder's lease counts as expired when its record has not changed for
    ``leaseDurationSeconds`` as measured on *our* monotonic clock since we first saw that
    record (no comparison of timestamps across machines);
@@ -112,7 +113,8 @@ class LeaderElector:
                     return
             except KubeError as exc:
                 log.warning("lease acquire failed", lease=s.name, error=str(exc))
-            await asyncio.sleep(s.retry_period * (1 + random.uniform(0, 0.2)))
+            # A standby polls twice per retry period, so a released Lease is taken within ~1 s.
+            await asyncio.sleep(s.retry_period * random.uniform(0.4, 0.6))
 
     async def _renew(self) -> None:
         s = self.settings

@@ -2,14 +2,23 @@
 
     servers (/metrics, /healthz, /readyz)  ┐
     informers (list+watch, one per kind)   ┘ background, for the whole life of the process
+    -> leader gate (a Lease; skipped with --no-leader-elect), while the caches sync
     -> wait until every cache has synced (ready)
-    -> leader gate (a Lease; skipped with --no-leader-elect)
     -> controllers (N workers each)
 
-Stopping (``stop()``, SIGTERM or SIGINT): the controllers' queues shut down, in-flight
-reconciles get ``shutdown_timeout`` seconds to finish, then are cancelled; the Lease is
-released; informers and servers are cancelled. A lost Lease stops the controllers and
-``run()`` raises ``LeaderElectionLost`` (the process should exit and restart).
+Stopping (``stop()``, SIGTERM or SIGINT): at once the controllers' queues shut down (no
+worker takes another key) and a replica still waiting for the Lease stops trying; in-flight
+reconciles get ``shutdown_timeout`` seconds (``--drain-timeout``, 10 s: well inside the
+kubelet's 30 s grace period) to finish, then are cancelled; the Lease is released the moment
+the workers have stopped, so a standby replica takes over within about a second; then
+informers and servers are cancelled. A lost Lease stops the controllers and ``run()`` raises
+``LeaderElectionLost`` (the process should exit and restart). A controller whose workers end
+without being asked to (a bug) makes ``run()`` raise ``ControllerStopped``: never a silent exit.
+
+Liveness (``/healthz``, see ``health_problems``): 503 with the reason when a reflector has heard
+nothing from the API server for ``STALE_WATCH_TIMEOUTS`` inactivity timeouts, when a worker has
+held one key for longer than ``queue.stuck_after``, or when the event loop does not answer the
+probe (served from a thread of its own) within a second.
 
 Controllers are registered from outside the runtime as factories, ``Manager -> Controller``:
 a factory asks the manager for shared informers (``manager.informer(ref, ...)``) and
@@ -46,8 +55,18 @@ AsyncControllerFactory = Callable[["Manager"], Awaitable[Controller]]
 """A factory that must ask the cluster something first (e.g. which kinds it serves)."""
 
 
+STALE_WATCH_TIMEOUTS = 3
+"""A reflector quiet for this many inactivity timeouts (no list, event, bookmark or new watch) is stale."""
+CANCEL_GRACE = 2.0
+"""After the drain timeout, how long cancelled reconciles get to unwind before the Lease is released."""
+
+
 class CacheSyncTimeout(Exception):
     """The informer caches did not sync within ``watch.sync_timeout``."""
+
+
+class ControllerStopped(Exception):
+    """A controller's workers ended although nobody asked them to stop."""
 
 
 class Manager:
@@ -65,6 +84,7 @@ class Manager:
         self._scoped: dict[tuple[ResourceRef, str | None], ScopedInformer] = {}
         self._stop = asyncio.Event()
         self._running = False
+        self._gate = asyncio.Semaphore(max(1, self.settings.watch.max_concurrent_opens))
 
     # -- registration ------------------------------------------------------------------------
 
@@ -85,6 +105,7 @@ class Manager:
                 label_selector=label_selector,
                 settings=self.settings.watch,
                 metrics=self.metrics,
+                gate=self._gate,
             )
         return self._informers[key]
 
@@ -131,6 +152,22 @@ class Manager:
     def ready(self) -> bool:
         return all(inf.has_synced for inf in self.informers)
 
+    def health_problems(self) -> list[str]:
+        """Why this process is not live (empty: it is); one line each, for ``/healthz``."""
+        watch, queue = self.settings.watch, self.settings.queue
+        stale_after = STALE_WATCH_TIMEOUTS * watch.inactivity_timeout
+        problems = [
+            f"watch stale: {where} heard nothing from the API server for over {stale_after:g} s"
+            for inf in self._informers.values()
+            for where in inf.stale(stale_after)
+        ]
+        problems += [
+            f"worker stuck: {key} reconciling for over {queue.stuck_after:g} s"
+            for ctl in self.controllers
+            for key in ctl.stuck(queue.stuck_after)
+        ]
+        return problems
+
     @property
     def leading(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self._running
@@ -176,7 +213,11 @@ class Manager:
             self.metrics_server = HttpServer(*addr, metrics_routes(self.metrics.render))
             servers.append(self.metrics_server)
         if (addr := parse_address(s.health_probe_bind_address)) is not None:
-            self.health_server = HttpServer(*addr, health_routes(self.ready))
+            self.health_server = HttpServer(
+                *addr,
+                health_routes(self.ready, self.health_problems),
+                check_loop=asyncio.get_running_loop(),
+            )
             servers.append(self.health_server)
         try:  # bind now, so a taken port fails the start, not a background task
             for srv in servers:
@@ -188,14 +229,14 @@ class Manager:
         return servers
 
     async def _main(self) -> None:
-        if not await self._until_stopped(self._wait_for_sync()):
-            return
-        log.info("caches synced", informers=len(self._informers))
         if self.elector is None:
-            await self._lead()
+            if await self._synced():
+                await self._lead()
             return
+        # Like controller-runtime: the election runs while the caches sync; the controllers start
+        # once both are done. A replica leads within a second or two however many watches it opens.
         elector = self.elector
-        election = asyncio.ensure_future(elector.run(self._lead))
+        election = asyncio.ensure_future(elector.run(self._lead_once_synced))
         stopping = asyncio.ensure_future(self._stop.wait())
         try:
             await asyncio.wait({election, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -207,6 +248,17 @@ class Manager:
             stopping.cancel()
             election.cancel()
             await asyncio.gather(stopping, election, return_exceptions=True)
+
+    async def _synced(self) -> bool:
+        """Wait until every cache has synced; False when ``stop()`` came first."""
+        if not await self._until_stopped(self._wait_for_sync()):
+            return False
+        log.info("caches synced", informers=len(self._informers))
+        return True
+
+    async def _lead_once_synced(self) -> None:
+        if await self._synced():
+            await self._lead()
 
     async def _wait_for_sync(self) -> None:
         try:
@@ -233,29 +285,48 @@ class Manager:
         return True
 
     async def _lead(self) -> None:
-        """Run every controller until ``stop()``; then drain within the shutdown timeout."""
+        """Run every controller until ``stop()``; then drain within the shutdown (drain) timeout."""
         log.info("starting controllers", controllers=[c.name for c in self.controllers])
-        tasks = [asyncio.ensure_future(c.run()) for c in self.controllers]
+        tasks = {asyncio.ensure_future(c.run()): c for c in self.controllers}
         stopping = asyncio.ensure_future(self._stop.wait())
+        failed: BaseException | None = None
         try:
             await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            for c in self.controllers:
+            for c in self.controllers:  # at once: no worker takes another key
                 c.stop()
-            if tasks:
-                try:
-                    async with asyncio.timeout(self.settings.shutdown_timeout):
-                        await asyncio.wait(tasks)
-                except TimeoutError:
-                    log.warning("reconciles still running after the shutdown timeout; cancelling")
+            if not self._stop.is_set():
+                ended = [t for t in tasks if t.done()]
+                failed = next((t.exception() for t in ended if not t.cancelled() and t.exception()), None)
+                names = ", ".join(tasks[t].name for t in ended)
+                log.error("controller stopped without being asked to; stopping", controllers=names)
+                failed = failed or ControllerStopped(f"controller {names} stopped without being asked to")
+            await self._drain(list(tasks))
         finally:
             for c in self.controllers:
                 c.stop()
             for task in (*tasks, stopping):
                 task.cancel()
-            results = await asyncio.gather(*tasks, stopping, return_exceptions=True)
+            _, pending = await asyncio.wait({*tasks, stopping}, timeout=CANCEL_GRACE)
+            if pending:
+                log.error("reconciles ignore cancellation; releasing the lease anyway", tasks=len(pending))
+        results = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+        if failed is not None:
+            raise failed
         for result in results:
-            if isinstance(result, Exception):
+            if result is not None:
                 raise result
+
+    async def _drain(self, tasks: list[asyncio.Future[None]]) -> None:
+        """Wait for the workers to finish their keys, at most ``shutdown_timeout`` seconds."""
+        if not tasks:
+            return
+        busy = sum(len(c.stuck(-1.0)) for c in self.controllers)
+        timeout = self.settings.shutdown_timeout
+        log.info("draining", in_flight=busy, drain_timeout=timeout)
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        if pending:
+            keys = [k for c in self.controllers for k in c.stuck(-1.0)]
+            log.warning("reconciles still running after the drain timeout; cancelling", keys=keys)
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -82,6 +82,18 @@ class Metrics:
             ["verb", "resource"],
             registry=r,
         )
+        self.api_retries = Counter(
+            "nova_operator_api_retries_total",
+            "Requests retried after a 429 or a 5xx (Retry-After honoured, bounded)",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.damped_events = Counter(
+            "nova_operator_controller_damped_events_total",
+            "Events for a hot key (re-triggered pass after pass) delayed instead of reconciled at once",
+            ["controller"],
+            registry=r,
+        )
         self.reconcile_total = Counter(
             "nova_operator_controller_reconcile_total",
             "Reconciles by controller and outcome",
@@ -158,7 +170,8 @@ class Metrics:
         )
         self.informer_watch_restarts = Counter(
             "nova_operator_informer_watch_restarts_total",
-            "Watches re-opened, by reason: closed (normal end), gone (410), inactive, error",
+            "Watches re-opened, by reason: closed (normal end), gone (410), inactive (silent), "
+            "open_timeout, short (ended at once without an event), error",
             ["resource", "reason"],
             registry=r,
         )
@@ -237,6 +250,7 @@ class Metrics:
         self.queue_depth.labels(name).set(0)
         self.queue_adds.labels(name)
         self.queue_retries.labels(name)
+        self.damped_events.labels(name)
 
     def record_step(self, sub_reconciler: str, condition_type: str, seconds: float, *, failed: bool) -> None:
         """One step invocation (reconciler spec §14.1): duration always, the error counter on failure."""

@@ -31,6 +31,9 @@ class WatchSettings:
     watch_timeout_min: float = 300.0  # server-side timeoutSeconds, randomized in [min, max]
     watch_timeout_max: float = 600.0
     inactivity_timeout: float = 70.0  # no event and no bookmark for this long: the stream is dead
+    open_timeout: float = 30.0  # opening a watch (connect, response headers) takes no longer
+    min_watch_duration: float = 1.0  # a watch ended sooner with no event is an error (backed off)
+    max_concurrent_opens: int = 16  # LISTs and watch opens in flight at once, across all informers
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     backoff_jitter: float = 0.2
@@ -47,6 +50,9 @@ class QueueSettings:
     bucket_rate: float = 10.0
     bucket_burst: int = 100
     reconcile_timeout: float | None = None  # None: no per-reconcile timeout
+    stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
+    hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
+    hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,4 +105,6 @@ class Settings:
     # Where the operator runs ($POD_NAMESPACE or the ServiceAccount mount's, else nova-system):
     # the default namespace of the Lease and the allowed source in the Novas' NetworkPolicies.
     operator_namespace: str = "nova-system"
-    shutdown_timeout: float = 30.0  # graceful drain of in-flight reconciles, then cancel
+    # --drain-timeout: in-flight reconciles get this long after SIGTERM, then are cancelled and
+    # the Lease is released. Well under the kubelet's default 30 s grace period.
+    shutdown_timeout: float = 10.0

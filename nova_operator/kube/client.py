@@ -6,21 +6,41 @@ responses are never turned into generated model classes: bodies are decoded with
 here, once, in ``nova_operator_api_requests_total{verb,resource,code}``, so tests and
 benchmarks can count reads and writes exactly.
 
-Errors are raised as ``nova_operator.kube.errors`` exceptions.
+Errors are raised as ``nova_operator.kube.errors`` exceptions; every one names the request
+and, for a timeout, what timed out and after how long.
+
+Connections: watches have a connection pool of their own (one HTTP/1.1 connection per open
+watch, no cap), so however many watches are open (kinds x watched namespaces) they never take
+a connection from the pool every other request uses (the Lease renewal among them).
+
+Retries (client-go's behaviour): a 429 or a 5xx is retried with backoff (0.25 s doubling,
+jitter, at most ``max_retries`` times); ``Retry-After`` is honoured, bounded by
+``retry_after_max``. Idempotent requests (GET, PUT, PATCH, DELETE) retry on any 429/5xx; a
+POST only when the server said it did not act on it (429) or said when to come back
+(``Retry-After``). Each retry is counted in ``nova_operator_api_retries_total{verb,resource,code}``.
+Watches are not retried here: the informer backs them off (and waits out a ``Retry-After``).
+
+Every step is bounded: a request (connect, headers and body) by ``timeout``; opening a watch
+(connect and response headers) by ``timeout`` too; its events by the informer's inactivity
+timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import math
 import os
 import pathlib
+import random
 import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 import aiohttp
+import structlog
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
@@ -29,6 +49,7 @@ from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from nova_operator.kube import errors
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
+from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.settings import SERVICE_ACCOUNT_DIR
 
 Object = dict[str, Any]
@@ -38,6 +59,10 @@ _Query = list[tuple[str, str]]
 _JSON = "application/json"
 _MERGE = "application/merge-patch+json"
 _APPLY = "application/apply-patch+yaml"
+_IDEMPOTENT = frozenset({"GET", "PUT", "PATCH", "DELETE"})
+RETRY_INITIAL = 0.25
+RETRY_CAP = 8.0
+log = structlog.get_logger("nova_operator.kube")
 
 
 class ConfigError(Exception):
@@ -134,16 +159,69 @@ def _resource_label(ref: ResourceRef, subresource: str | None) -> str:
     return f"{ref}/{subresource}" if subresource else str(ref)
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as text that is never empty (``TimeoutError()`` prints as nothing)."""
+    text = str(exc).strip()
+    return (
+        f"{type(exc).__name__}: {text}"
+        if text and isinstance(exc, TimeoutError)
+        else text or type(exc).__name__
+    )
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds; an HTTP date or junk gives None)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def retry_delay(
+    method: str,
+    status: int,
+    retry_after: float | None,
+    attempt: int,
+    *,
+    max_retries: int,
+    retry_after_max: float,
+) -> float | None:
+    """How long to wait before retrying attempt ``attempt`` (0-based) of a request, or None: do not."""
+    if attempt >= max_retries or not (status == 429 or 500 <= status <= 599):
+        return None
+    if method not in _IDEMPOTENT and status != 429 and retry_after is None:
+        return None  # a POST that failed server-side may have acted: only retry when told to
+    if retry_after is not None:  # as told, and a little later, so that the refused do not return together
+        return min(retry_after * random.uniform(1.0, 1.2), retry_after_max)
+    backoff: float = RETRY_INITIAL * 2.0**attempt
+    return min(backoff, RETRY_CAP) * random.uniform(1.0, 1.2)
+
+
 class Kube:
     """Async API access for any ``ResourceRef``; every method returns plain dicts."""
 
     def __init__(
-        self, api: k8s_client.ApiClient, *, metrics: Metrics | None = None, timeout: float = 30.0
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        metrics: Metrics | None = None,
+        timeout: float = 30.0,
+        watch_api: k8s_client.ApiClient | None = None,
+        clock: Clock | None = None,
+        max_retries: int = 4,
+        retry_after_max: float = 10.0,
     ) -> None:
         self._api = api
+        self._watch_api = watch_api  # None: made on the first watch, from the same configuration
         self.metrics = metrics if metrics is not None else Metrics()
         self.metrics.api_host = urllib.parse.urlsplit(str(api.configuration.host)).netloc
         self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_after_max = retry_after_max
+        self._clock: Clock = clock if clock is not None else LoopClock()
 
     @classmethod
     async def connect(
@@ -164,7 +242,18 @@ class Kube:
         return str(self._api.configuration.host)
 
     async def close(self) -> None:
+        if self._watch_api is not None:
+            await self._watch_api.close()
+            self._watch_api = None
         await self._api.close()
+
+    def _watch_client(self) -> k8s_client.ApiClient:
+        """The watches' own ApiClient: same configuration (credentials shared), uncapped pool."""
+        if self._watch_api is None:
+            cfg = copy.copy(self._api.configuration)
+            cfg.connection_pool_maxsize = 0  # aiohttp: no limit; one connection per open watch
+            self._watch_api = k8s_client.ApiClient(configuration=cfg)
+        return self._watch_api
 
     async def __aenter__(self) -> Kube:
         return self
@@ -322,36 +411,49 @@ class Kube:
         query: _Query | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str = _JSON,
-        client_timeout: aiohttp.ClientTimeout | float | None = None,
+        watch: bool = False,
     ) -> aiohttp.ClientResponse:
-        """Send one request; the caller reads and releases the response (status already checked)."""
+        """Send one request; the caller reads and releases the response (status already checked).
+
+        Bounded by ``timeout`` up to the response headers; a watch uses its own connection pool.
+        """
         started = time.monotonic()
         code = "error"
+        api = self._watch_client() if watch else self._api
+        what = f"watch {path}" if watch else f"{method} {path}"
+        timeout = aiohttp.ClientTimeout(total=None if watch else self.timeout, connect=self.timeout)
         try:
-            resp: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": _JSON},
-                body=dict(body) if body is not None else None,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=client_timeout if client_timeout is not None else self.timeout,
-            )
+            async with self._clock.timeout(self.timeout):
+                resp: aiohttp.ClientResponse = await api.call_api(
+                    path,
+                    method,
+                    query_params=query or [],
+                    header_params={"Content-Type": content_type, "Accept": _JSON},
+                    body=dict(body) if body is not None else None,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
             code = str(resp.status)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise errors.Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+        except TimeoutError as exc:
+            step = "response headers" if watch else "response"
+            raise errors.Unreachable(f"{what}: no {step} within {self.timeout:g} s (timed out)") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise errors.Unreachable(f"{what}: {describe(exc)}") from exc
         finally:
             self.metrics.api_requests.labels(verb, resource, code).inc()
             self.metrics.api_request_duration.labels(verb, resource).observe(time.monotonic() - started)
         if resp.status >= 300:
             try:
-                data = await resp.read()
+                async with self._clock.timeout(self.timeout):
+                    data = await resp.read()
             except (aiohttp.ClientError, OSError, TimeoutError):
                 data = b""
             finally:
                 resp.release()
-            raise errors.from_status(resp.status, data)
+            err = errors.from_status(resp.status, data)
+            err.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            raise err
         return resp
 
     async def _call(
@@ -365,13 +467,59 @@ class Kube:
         body: Mapping[str, Any] | None = None,
         content_type: str = _JSON,
     ) -> Object:
+        """One request with its retries on 429 and 5xx (see the module docstring)."""
+        attempt = 0
+        while True:
+            try:
+                return await self._call_once(
+                    verb, resource, method, path, query=query, body=body, content_type=content_type
+                )
+            except errors.KubeError as exc:
+                delay = retry_delay(
+                    method,
+                    exc.status,
+                    exc.retry_after,
+                    attempt,
+                    max_retries=self.max_retries,
+                    retry_after_max=self.retry_after_max,
+                )
+                if delay is None:
+                    raise
+                self.metrics.api_retries.labels(verb, resource, str(exc.status)).inc()
+                log.info(
+                    "API request refused, retrying",
+                    request=f"{method} {path}",
+                    code=exc.status,
+                    retry_after=exc.retry_after,
+                    retry_in=round(delay, 3),
+                    attempt=attempt + 1,
+                )
+                await self._clock.sleep(delay)
+                attempt += 1
+
+    async def _call_once(
+        self,
+        verb: str,
+        resource: str,
+        method: str,
+        path: str,
+        *,
+        query: _Query | None,
+        body: Mapping[str, Any] | None,
+        content_type: str,
+    ) -> Object:
         resp = await self._send(
             verb, resource, method, path, query=query, body=body, content_type=content_type
         )
         try:
-            data = await resp.read()
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise errors.Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+            async with self._clock.timeout(self.timeout):
+                data = await resp.read()
+        except TimeoutError as exc:
+            raise errors.Unreachable(
+                f"{method} {path}: response body not read within {self.timeout:g} s (timed out)"
+            ) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise errors.Unreachable(f"{method} {path}: {describe(exc)}") from exc
         finally:
             resp.release()
         doc: Object = json.loads(data) if data else {}
@@ -392,12 +540,7 @@ class WatchStream:
 
     async def __aenter__(self) -> WatchStream:
         self._resp = await self._kube._send(
-            "watch",
-            str(self._ref),
-            "GET",
-            self._path,
-            query=self._query,
-            client_timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._kube.timeout),
+            "watch", str(self._ref), "GET", self._path, query=self._query, watch=True
         )
         return self
 
@@ -430,7 +573,7 @@ class WatchStream:
             try:
                 chunk = await self._resp.content.readany()
             except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
-                raise errors.Unreachable(f"watch {self._ref}: {exc or type(exc).__name__}") from exc
+                raise errors.Unreachable(f"watch {self._path}: {describe(exc)}") from exc
             if not chunk:
                 line, self._buf = self._buf, b""
                 if line.strip():

@@ -20,6 +20,7 @@ class KubeError(Exception):
     """A failed API call."""
 
     status: int = 0
+    retry_after: float | None = None  # seconds, from a ``Retry-After`` header (429, 5xx)
 
     def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)

@@ -30,7 +30,12 @@ from nova_operator import cells, conditions, intervals, releases
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.readiness import JobState, custom_resource_ready, job_state
-from nova_operator.reconcilers.common import jobs_priority_field, missing_priority_class, record_terminal_job
+from nova_operator.reconcilers.common import (
+    job_uid_annotation,
+    jobs_priority_field,
+    missing_priority_class,
+    record_terminal_job,
+)
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs, mariadb
 from nova_operator.renderers.workload import image_ref
@@ -217,8 +222,17 @@ async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, su
     )
 
 
+_UNREADABLE: set[str] = set()
+"""db-sync Job UIDs whose cells report this process found unreadable (not read again here)."""
+
+
 async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
-    """Once per completed Job UID: ``status.cells`` from the termination message of its pod (§5.5)."""
+    """Once per completed Job UID: ``status.cells`` from the termination message of its pod (§5.5).
+
+    Read again when the Job's UID is claimed but ``status.cells`` is empty and the report was not
+    found unreadable here: the pass that claimed it never wrote its status (a crash, a failed write).
+    """
+    uid = str((job.get("metadata") or {}).get("uid") or "")
 
     async def record(state: JobState, seconds: float) -> None:
         name = job["metadata"]["name"]
@@ -231,6 +245,7 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
             pod = None
         found = cells.parse_cells_report(cells.termination_message(pod) if pod is not None else None)
         if not found:
+            _UNREADABLE.add(uid)
             await ctx.emit(
                 "Normal",
                 CELLS_REPORT_UNAVAILABLE,
@@ -239,7 +254,7 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
             return
         ctx.status["cells"] = found
 
-    await record_terminal_job(
+    claimed = await record_terminal_job(
         ctx.kube,
         NOVAS,
         ctx.obj,
@@ -249,6 +264,17 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
         events=ctx.events,
         deferral_reason="CellsReportEmissionDeferred",
     )
+    annotations = ctx.obj["metadata"].get("annotations") or {}
+    if (
+        not claimed
+        and uid
+        and uid not in _UNREADABLE
+        and not ctx.status.get("cells")
+        and annotations.get(job_uid_annotation(DB_SYNC_CELLS)) == uid
+    ):
+        # Claimed, but the cells never reached the status (the process was killed between the
+        # dedupe patch and the status write, or that write failed): read the report again.
+        await record(job_state(job), 0.0)
 
 
 async def db_sync(ctx: PassContext) -> Result:

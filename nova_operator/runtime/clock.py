@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 
@@ -22,15 +24,38 @@ class Clock(Protocol):
         """Run ``callback`` (synchronously, on the loop) after ``delay`` seconds."""
         ...
 
+    async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds of this clock."""
+        ...
+
+    def timeout(self, delay: float) -> contextlib.AbstractAsyncContextManager[None]:
+        """Like ``asyncio.timeout(delay)``, in this clock's seconds: ``TimeoutError`` when it expires."""
+        ...
+
 
 class LoopClock:
     """The running event loop's clock."""
 
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:  # called outside the loop (wiring, a test): the same monotonic clock
+            return time.monotonic()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
+
+    async def sleep(self, delay: float) -> None:
+        await asyncio.sleep(max(0.0, delay))
+
+    def timeout(self, delay: float) -> contextlib.AbstractAsyncContextManager[None]:
+        return _loop_timeout(delay)
+
+
+@contextlib.asynccontextmanager
+async def _loop_timeout(delay: float) -> AsyncIterator[None]:
+    async with asyncio.timeout(max(0.0, delay)):
+        yield
 
 
 class _FakeTimer:
@@ -56,6 +81,35 @@ class FakeClock:
         timer = _FakeTimer()
         heapq.heappush(self._timers, (self._now + max(0.0, delay), next(self._seq), timer, callback))
         return timer
+
+    async def sleep(self, delay: float) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        timer = self.call_later(delay, wake)
+        try:
+            await done
+        finally:
+            timer.cancel()
+
+    @contextlib.asynccontextmanager
+    async def timeout(self, delay: float) -> AsyncIterator[None]:
+        # asyncio's own Timeout does the cancel/uncancel bookkeeping; this clock only says when.
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(None) as scope:
+            timer = self.call_later(delay, lambda: scope.reschedule(loop.time()))
+            try:
+                yield
+            finally:
+                timer.cancel()
+
+    def next_due(self) -> float | None:
+        """When the earliest live timer fires (None: nothing is waiting on this clock)."""
+        live = [at for at, _, timer, _ in self._timers if not timer.cancelled]
+        return min(live) if live else None
 
     def advance(self, seconds: float) -> None:
         target = self._now + seconds

@@ -5,9 +5,14 @@ the queue. ``run()`` starts ``workers`` tasks; each takes a key, reconciles it, 
 then ``_settle`` (the one place that decides what happens next) picks the outcome:
 
     raised TerminalError   -> log, forget the key's backoff, no retry
-    raised anything else   -> rate-limited requeue (per-key backoff max global bucket)
+    raised anything else   -> rate-limited requeue (per-key backoff max global bucket);
+                              a CancelledError from inside the reconcile is such an error:
+                              only the worker's own cancellation ends a worker
     Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
     Result()               -> forget the backoff; done until the next event
+
+Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
+with a growing backoff (``runtime.damping``); requeues the reconciler asks for are not.
 
 The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
 the queue down: workers finish their current key and exit. Every log line of one
@@ -23,8 +28,9 @@ from collections.abc import Sequence
 
 import structlog
 
-from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import Clock
+from nova_operator.metrics import WRITE_VERBS, Metrics
+from nova_operator.runtime.clock import Clock, LoopClock
+from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate
@@ -35,6 +41,14 @@ from nova_operator.runtime.workqueue import ShutDown, WorkQueue
 from nova_operator.settings import QueueSettings
 
 log = structlog.get_logger("nova_operator.controller")
+
+
+class ReconcileTimeout(Exception):
+    """A reconcile outlived the controller's ``reconcile_timeout``."""
+
+
+class ReconcileCancelled(Exception):
+    """A reconcile raised ``CancelledError`` although its worker was not being cancelled."""
 
 
 class Controller:
@@ -61,12 +75,31 @@ class Controller:
             name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics
         )
         self.primary: Informer | None = None
+        self._busy: dict[Request, float] = {}  # key -> when a worker took it (monotonic)
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._hot: HotKeys[Request] = HotKeys(after=s.hot_after, cap=s.hot_delay_cap)
+        self._damped: set[Request] = set()  # hot keys already logged
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
 
     def enqueue(self, request: Request) -> None:
-        self.queue.add(request)
+        """An event for ``request``: reconcile it at once, or later when it is hot (see damping)."""
+        delay = self._hot.delay(request, self._clock.now())
+        if delay <= 0:
+            self.queue.add(request)
+            return
+        if request not in self._damped:
+            self._damped.add(request)
+            log.warning(
+                "key re-triggered pass after pass (another writer fighting?); delaying its events",
+                controller=self.name,
+                namespace=request.namespace,
+                name=request.name,
+                delay=round(delay, 3),
+            )
+        self.metrics.damped_events.labels(self.name).inc()
+        self.queue.add_after(request, delay)
 
     def watch_primary(self, informer: Informer, *predicates: Predicate) -> Controller:
         """Reconcile every object of ``informer`` (its own key)."""
@@ -109,15 +142,26 @@ class Controller:
         self.queue.shutdown()
 
     async def _worker(self) -> None:
+        """Take keys until the queue shuts down. Only the worker's own cancellation ends it early."""
         while True:
             try:
                 request = await self.queue.get()
             except ShutDown:
                 return
+            self._busy[request] = time.monotonic()
             try:
                 await self.reconcile_one(request)
+            except Exception:  # a bug in settling, never a reconcile's error (those are the key's)
+                log.exception("worker failed to settle a key; requeueing it", controller=self.name)
+                self.queue.add_rate_limited(request)
             finally:
+                del self._busy[request]
                 self.queue.done(request)
+
+    def stuck(self, after: float) -> list[str]:
+        """The keys a worker has been reconciling for longer than ``after`` seconds."""
+        now = time.monotonic()
+        return [f"{self.name} {r}" for r, since in self._busy.items() if now - since > after]
 
     async def reconcile_one(self, request: Request) -> str:
         """Reconcile ``request`` once and settle the outcome; returns the result label."""
@@ -127,20 +171,39 @@ class Controller:
             controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
         ):
             gauge.inc()
+            began, writes = self._clock.now(), self.metrics.api_request_count(WRITE_VERBS)
             started = time.monotonic()
             result: Result | None = None
             error: Exception | None = None
             try:
                 if self.reconcile_timeout:
-                    async with asyncio.timeout(self.reconcile_timeout):
-                        result = await self.reconciler.reconcile(request)
+                    try:
+                        async with asyncio.timeout(self.reconcile_timeout):
+                            result = await self.reconciler.reconcile(request)
+                    except TimeoutError as exc:
+                        raise ReconcileTimeout(
+                            f"reconcile of {request} did not finish within {self.reconcile_timeout:g} s"
+                        ) from exc
                 else:
                     result = await self.reconciler.reconcile(request)
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this worker is being cancelled (shutdown): let it end
+                # Raised inside the reconcile (a cancelled future it awaited, a library bug): an
+                # error of this key like any other, never the end of the worker.
+                error = ReconcileCancelled(f"reconcile of {request} raised CancelledError")
+                error.__cause__ = exc
             except Exception as exc:
                 error = exc
             finally:
                 gauge.dec()
                 self.metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
+                # Writes during the pass (any worker's: an overlap only errs towards damping).
+                wrote = self.metrics.api_request_count(WRITE_VERBS) > writes
+                self._hot.reconciled(request, began, wrote=wrote)
+                if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
+                    self._damped.discard(request)
             outcome = self._settle(request, result, error)
         self.metrics.reconcile_total.labels(self.name, outcome).inc()
         return outcome

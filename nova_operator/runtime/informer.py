@@ -9,10 +9,23 @@ for all namespaces or a cluster-scoped kind); all of them write the same cache. 
 2. WATCH from the list's resourceVersion with bookmarks and a randomized server-side
    timeout; apply each event to the cache, then call the handlers. A bookmark only
    advances the resourceVersion.
-3. A stream that ends normally, or says nothing (no event, no bookmark) for the
-   inactivity timeout, is re-opened at once from the last resourceVersion. 410 Gone means
-   the resourceVersion is too old: relist at once (step 1). Any other error re-opens
-   after a backoff (0.8 s doubling to 30 s, with jitter), from the last resourceVersion.
+3. Every step is bounded: opening the watch (connect and response headers) by
+   ``open_timeout``, each event by ``inactivity_timeout`` (no event, no bookmark for that
+   long: the stream is dead). A stream that ends normally after a while, or goes silent, is
+   re-opened at once from the last resourceVersion.
+4. Everything else is backed off like client-go's reflector (0.8 s doubling to 30 s, with
+   jitter; a ``Retry-After`` from the server is waited out): an error, an open that timed
+   out, a watch that ended within ``min_watch_duration`` having delivered nothing (a server
+   that closes every watch at once), and 410 Gone, after which the loop relists (step 1) —
+   so relists are paced too. The backoff starts over after a watch that went silent, or ended
+   normally, or after an attempt that reached the server and ran for ``backoff_max``.
+
+LISTs and watch opens pass a gate shared by the manager's informers (``max_concurrent_opens``
+in flight at once): 19 kinds x 20 namespaces starting together would otherwise be answered 429.
+
+Each reflector records when it last heard from the server (a list, an opened watch, an
+event or a bookmark); ``stale()`` names the ones that have been quiet for longer than a
+given time (``/healthz`` turns 503 on them).
 
 Handlers run synchronously on the loop and only enqueue; an exception in one is logged
 and does not stop the informer.
@@ -31,6 +44,7 @@ from nova_operator.kube.errors import Gone, KubeError
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.cache import Cache, key_of, strip
+from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.handlers import EventHandler
 from nova_operator.settings import WatchSettings
 
@@ -40,6 +54,14 @@ log = structlog.get_logger("nova_operator.informer")
 
 class _Silent(Exception):
     """The watch stream said nothing (no event, no bookmark) for the inactivity timeout."""
+
+
+class WatchOpenTimeout(Exception):
+    """Opening a watch (connect, response headers) took longer than ``open_timeout``."""
+
+
+class ShortWatch(Exception):
+    """The server ended a watch at once without an event: treated as an error (backed off)."""
 
 
 class WatchEventLike(Protocol):
@@ -90,6 +112,8 @@ class Informer:
         label_selector: str | None = None,
         settings: WatchSettings | None = None,
         metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        gate: asyncio.Semaphore | None = None,
     ) -> None:
         self.ref = ref
         self.label_selector = label_selector
@@ -103,6 +127,12 @@ class Informer:
         self._handlers: list[EventHandler] = []
         self._listed: set[str | None] = set()
         self._rv: dict[str | None, str | None] = {}  # last resourceVersion seen, per reflector
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        # Shared by the manager's informers: how many LISTs and watch opens may be in flight at
+        # once, so that kinds x namespaces reflectors starting together do not flood the API server.
+        self._gate = gate if gate is not None else asyncio.Semaphore(self._settings.max_concurrent_opens)
+        self._heard: dict[str | None, float] = {}  # when each reflector last heard from the server
+        self._contacts: dict[str | None, int] = {}  # how often (a list, an opened watch, an event)
         self._synced = asyncio.Event()
 
     def add_handler(self, handler: EventHandler) -> None:
@@ -130,11 +160,22 @@ class Informer:
 
     async def run(self) -> None:
         """Run until cancelled."""
+        now = self._clock.now()
+        self._heard = dict.fromkeys(self.namespaces, now)
         async with asyncio.TaskGroup() as tg:
             for ns in self.namespaces:
                 tg.create_task(self._reflect(ns), name=f"informer {self.ref} {ns or '*'}")
             if self._settings.resync_period:
                 tg.create_task(self._resync_loop(self._settings.resync_period), name=f"resync {self.ref}")
+
+    def stale(self, after: float) -> list[str]:
+        """The reflectors (``ref`` or ``ref in ns``) that heard nothing from the server for ``after`` s."""
+        now = self._clock.now()
+        return [
+            f"{self.ref} in {ns}" if ns else str(self.ref)
+            for ns, heard in self._heard.items()
+            if now - heard > after
+        ]
 
     # -- the reflector loop ------------------------------------------------------------------
 
@@ -142,43 +183,58 @@ class Informer:
         s = self._settings
         backoff = s.backoff_initial
         self._rv[namespace] = None
-        loop = asyncio.get_running_loop()
+        where = {"resource": str(self.ref), "namespace": namespace}
         while True:
-            started = loop.time()
+            started, contacts = self._clock.now(), self._contacts.get(namespace, 0)
             try:
                 if self._rv[namespace] is None:
-                    self._rv[namespace] = await self._list(namespace)
+                    async with self._gate:
+                        self._rv[namespace] = await self._list(namespace)
                 await self._watch(namespace)
                 self._restarted("closed")
                 backoff = s.backoff_initial
-            except Gone:
-                self._restarted("gone")
-                log.info("watch expired, relisting", resource=str(self.ref), namespace=namespace)
-                self._rv[namespace] = None
+                continue
             except _Silent:
                 # No event and no bookmark for the inactivity timeout: drop the stream and re-open
-                # at once; if the server is really gone, opening fails and the backoff applies.
+                # at once (the open is bounded; if it fails, the backoff applies).
                 self._restarted("inactive")
-                log.info("watch silent, re-opening", resource=str(self.ref), namespace=namespace)
-            except Exception as exc:  # KubeError, a timeout, bad JSON, a bug: back off
-                self._restarted("error")
-                if loop.time() - started > s.backoff_max:  # it had been working for a while: start over
-                    backoff = s.backoff_initial
-                delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
-                log.warning(
-                    "watch failed, retrying",
-                    resource=str(self.ref),
-                    namespace=namespace,
-                    error=str(exc) or type(exc).__name__,
-                    retry_in=round(delay, 3),
-                    exc_info=not isinstance(exc, KubeError | TimeoutError),
-                )
-                await asyncio.sleep(delay)
-                backoff = min(backoff * 2, s.backoff_max)
+                log.info("watch silent, re-opening", **where, silent_for=s.inactivity_timeout)
+                backoff = s.backoff_initial  # it had opened and lasted the inactivity timeout
+                continue
+            except Gone:
+                self._restarted("gone")
+                self._rv[namespace] = None
+                reason, error, retry_after = "gone", "resourceVersion expired (410 Gone)", None
+            except Exception as exc:  # KubeError, a timeout, bad JSON, a bug
+                reason = {WatchOpenTimeout: "open_timeout", ShortWatch: "short"}.get(type(exc), "error")
+                self._restarted(reason)
+                error = str(exc) or type(exc).__name__
+                retry_after = exc.retry_after if isinstance(exc, KubeError) else None
+                if not isinstance(exc, KubeError | TimeoutError | WatchOpenTimeout | ShortWatch):
+                    log.error("watch failed unexpectedly", **where, exc_info=exc)
+            heard = self._contacts.get(namespace, 0) > contacts
+            if heard and self._clock.now() - started >= s.backoff_max:  # it had been working a while
+                backoff = s.backoff_initial
+            delay = backoff * (1 + random.uniform(0, s.backoff_jitter))
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, s.backoff_max))
+            log.warning(
+                "relisting after backoff" if reason == "gone" else "watch failed, retrying",
+                **where,
+                reason=reason,
+                error=error,
+                retry_in=round(delay, 3),
+            )
+            await self._clock.sleep(delay)
+            backoff = min(backoff * 2, s.backoff_max)
 
     def _restarted(self, reason: str) -> None:
         if self._metrics is not None:
             self._metrics.informer_watch_restarts.labels(str(self.ref), reason).inc()
+
+    def _hear(self, namespace: str | None) -> None:
+        self._heard[namespace] = self._clock.now()
+        self._contacts[namespace] = self._contacts.get(namespace, 0) + 1
 
     async def _list(self, namespace: str | None) -> str:
         """LIST in pages of ``list_page_size`` (one consistent snapshot); returns its resourceVersion."""
@@ -203,6 +259,7 @@ class Informer:
         for obj in items:  # list items carry no kind/apiVersion; objects from a watch do
             obj.setdefault("kind", kind)
             obj.setdefault("apiVersion", api_version)
+        self._hear(namespace)
         changes = self.cache.replace(items, namespace)
         if self._metrics is not None:
             self._metrics.informer_relists.labels(str(self.ref)).inc()
@@ -216,27 +273,46 @@ class Informer:
         return rv
 
     async def _watch(self, namespace: str | None) -> None:
-        """Watch from the last resourceVersion until the stream ends, advancing it with each event."""
+        """Watch from the last resourceVersion until the stream ends, advancing it with each event.
+
+        Raises ``WatchOpenTimeout``, ``_Silent``, ``ShortWatch`` or what the stream raised.
+        """
         s = self._settings
         timeout = int(random.uniform(s.watch_timeout_min, s.watch_timeout_max))
         rv = self._rv[namespace] or ""
-        async with self._lw.watch(
+        where = f"watch {self.ref}" + (f" in {namespace}" if namespace else "")
+        watch = self._lw.watch(
             self.ref,
             namespace,
             resource_version=rv,
             label_selector=self.label_selector,
             timeout_seconds=timeout,
-        ) as stream:
+        )
+        try:
+            async with self._gate, self._clock.timeout(s.open_timeout):
+                stream = await watch.__aenter__()
+        except TimeoutError:
+            raise WatchOpenTimeout(f"{where}: not opened within {s.open_timeout:g} s (timed out)") from None
+        self._hear(namespace)
+        opened, delivered = self._clock.now(), 0
+        try:
             events = aiter(stream)
             while True:
                 try:
-                    async with asyncio.timeout(s.inactivity_timeout):
+                    async with self._clock.timeout(s.inactivity_timeout):
                         event = await anext(events)
                 except StopAsyncIteration:
+                    lasted = self._clock.now() - opened
+                    if not delivered and lasted < s.min_watch_duration:
+                        raise ShortWatch(f"{where}: ended after {lasted:.3g} s without an event") from None
                     return
                 except TimeoutError:
-                    raise _Silent from None
+                    raise _Silent(f"{where}: no event within {s.inactivity_timeout:g} s") from None
+                delivered += 1
+                self._hear(namespace)
                 self._rv[namespace] = self._apply(event.type, event.object) or self._rv[namespace]
+        finally:
+            await watch.__aexit__(None, None, None)
 
     def _apply(self, kind: str, obj: Object) -> str | None:
         new_rv: str | None = obj.get("metadata", {}).get("resourceVersion")
@@ -264,7 +340,7 @@ class Informer:
     async def _resync_loop(self, period: float) -> None:
         await self._synced.wait()
         while True:
-            await asyncio.sleep(period * (1 + random.uniform(0, 0.1)))
+            await self._clock.sleep(period * (1 + random.uniform(0, 0.1)))
             self.resync()
 
     def _safe(self, fn: Any, *args: Object) -> None:

@@ -139,3 +139,50 @@ def test_leader_election_defaults_are_15s_lease_10s_renew_2s_retry() -> None:
     assert (s.watch.backoff_initial, s.watch.backoff_max) == (0.8, 30.0)
     assert (s.watch.watch_timeout_min, s.watch.watch_timeout_max) == (300.0, 600.0)
     assert s.watch.inactivity_timeout == 70.0
+
+
+def test_drain_timeout_and_watch_inactivity_timeout_from_flags_and_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("DRAIN_TIMEOUT", "WATCH_INACTIVITY_TIMEOUT"):
+        monkeypatch.delenv(cli.ENV_PREFIX + var, raising=False)
+    s = cli.parse_settings([])
+    assert s.shutdown_timeout == 10.0  # well under the kubelet's default 30 s grace period
+    assert (s.watch.inactivity_timeout, s.watch.open_timeout) == (70.0, 30.0)
+    monkeypatch.setenv("NOVA_OPERATOR_DRAIN_TIMEOUT", "4.5")
+    monkeypatch.setenv("NOVA_OPERATOR_WATCH_INACTIVITY_TIMEOUT", "5")
+    s = cli.parse_settings([])
+    assert s.shutdown_timeout == 4.5
+    assert (s.watch.inactivity_timeout, s.watch.open_timeout) == (5.0, 5.0)  # opening no longer than it
+    s = cli.parse_settings(["--drain-timeout", "0", "--watch-inactivity-timeout", "90"])
+    assert s.shutdown_timeout == 0.0
+    assert (s.watch.inactivity_timeout, s.watch.open_timeout) == (90.0, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--drain-timeout", "-1"], {}, "invalid number of seconds '-1'"),
+        (["--drain-timeout", "soon"], {}, "invalid number of seconds 'soon'"),
+        (["--drain-timeout", "nan"], {}, "invalid number of seconds 'nan'"),
+        (["--watch-inactivity-timeout", "0"], {}, "want more than 0"),
+        (
+            [],
+            {"NOVA_OPERATOR_DRAIN_TIMEOUT": "inf"},
+            "NOVA_OPERATOR_DRAIN_TIMEOUT: invalid number of seconds",
+        ),
+    ],
+)
+def test_bad_timeouts_exit_2_with_one_line(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert message in err[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -49,3 +50,68 @@ async def test_readyz_follows_the_ready_check_and_healthz_is_always_ok() -> None
     finally:
         await server.stop()
     await asyncio.sleep(0)  # let the last connection handler finish
+
+
+async def test_healthz_is_503_with_every_reason_the_liveness_check_names() -> None:
+    problems: list[str] = []
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True, lambda: problems))
+    await server.start()
+    try:
+        assert await get(server.port, "/healthz") == (200, "ok\n")
+        problems[:] = ["watch stale: pods in a heard nothing", "worker stuck: nova ns/x"]
+        assert await get(server.port, "/healthz") == (
+            503,
+            "unhealthy:\n- watch stale: pods in a heard nothing\n- worker stuck: nova ns/x\n",
+        )
+        assert await get(server.port, "/readyz") == (200, "ok\n")  # readiness is a separate question
+    finally:
+        await server.stop()
+
+
+def _probe(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_a_probe_server_on_its_own_thread_reports_a_blocked_event_loop() -> None:
+    loop = asyncio.get_running_loop()
+    calls: list[str] = []
+
+    def problems() -> list[str]:
+        calls.append("checked on the probed loop")
+        return []
+
+    server = HttpServer(
+        "127.0.0.1", 0, health_routes(lambda: True, problems), check_loop=loop, loop_timeout=0.3
+    )
+    await server.start()
+    try:
+        assert await asyncio.to_thread(_probe, server.port, "/healthz") == (200, "ok\n")
+        assert calls == ["checked on the probed loop"]
+        # Block this loop (a synchronous call that never yields) while a probe comes in.
+        probe = loop.run_in_executor(None, _probe, server.port, "/healthz")
+        time.sleep(1.0)  # noqa: ASYNC251 - blocking the loop is the fault under test
+        status, body = await probe
+        assert (status, body) == (503, "unhealthy:\n- event loop unresponsive: no answer within 0.3 s\n")
+        assert await asyncio.to_thread(_probe, server.port, "/healthz") == (200, "ok\n")  # it recovered
+    finally:
+        await server.stop()
+
+
+async def test_a_taken_port_fails_the_threaded_start() -> None:
+    first = HttpServer("127.0.0.1", 0, health_routes(lambda: True))
+    await first.start()
+    try:
+        second = HttpServer(
+            "127.0.0.1", first.port, health_routes(lambda: True), check_loop=asyncio.get_running_loop()
+        )
+        with pytest.raises(OSError, match="address already in use"):
+            await second.start()
+    finally:
+        await first.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from typing import Any, cast
 
 import pytest
@@ -12,8 +13,10 @@ from nova_operator.kube import Kube
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import LEASES, ResourceRef
 from nova_operator.leaderelection import LeaderElectionLost, LeaderElector
+from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
-from nova_operator.settings import LeaderElectionSettings
+from nova_operator.runtime import Request, Result
+from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings
 
 
 class LeaseAPI:
@@ -176,3 +179,100 @@ def test_renew_deadline_must_be_shorter_than_the_lease() -> None:
 
 def test_the_lease_resource_is_coordination_v1() -> None:
     assert (LEASES.group, LEASES.version, LEASES.plural) == ("coordination.k8s.io", "v1", "leases")
+
+
+class ManagedLeaseAPI(LeaseAPI):
+    """The Lease API plus what a ``Manager`` reads of its ``Kube``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics = Metrics()
+
+
+def manager_settings(identity: str, drain_timeout: float) -> Settings:
+    return Settings(
+        leader_election=LeaderElectionSettings(
+            namespace="ns",
+            name="lease",
+            identity=identity,
+            lease_duration=15,
+            renew_deadline=10,
+            retry_period=2,
+        ),
+        servers=ServerSettings(metrics_bind_address="0", health_probe_bind_address="0"),
+        shutdown_timeout=drain_timeout,
+    )
+
+
+async def test_on_stop_the_lease_is_released_after_the_drain_timeout_not_later() -> None:
+    api = ManagedLeaseAPI()
+    started = asyncio.Event()
+
+    class Stuck:
+        async def reconcile(self, request: Request) -> Result:
+            started.set()
+            await asyncio.sleep(3600)
+            return Result()
+
+    manager = Manager(cast(Kube, api), manager_settings("a", drain_timeout=0.3))
+    manager.controller("stuck", Stuck()).enqueue(Request("ns", "x"))
+    task = asyncio.create_task(manager.run())
+    await asyncio.wait_for(started.wait(), 2)
+    assert api.spec()["holderIdentity"] == "a"
+    stopped = time.monotonic()
+    manager.stop()
+    while api.spec()["holderIdentity"] is not None:
+        await asyncio.sleep(0.01)
+        assert time.monotonic() - stopped < 1.5
+    released_after = time.monotonic() - stopped
+    assert 0.3 <= released_after < 1.0  # the drain timeout, then cancel and release at once
+    await asyncio.wait_for(task, 2)
+
+
+async def test_on_stop_the_lease_is_released_as_soon_as_the_workers_finish() -> None:
+    api = ManagedLeaseAPI()
+    started = asyncio.Event()
+
+    class Quick:
+        async def reconcile(self, request: Request) -> Result:
+            started.set()
+            await asyncio.sleep(0.05)
+            return Result()
+
+    manager = Manager(cast(Kube, api), manager_settings("a", drain_timeout=10))
+    manager.controller("quick", Quick()).enqueue(Request("ns", "x"))
+    task = asyncio.create_task(manager.run())
+    await asyncio.wait_for(started.wait(), 2)
+    stopped = time.monotonic()
+    manager.stop()
+    await asyncio.wait_for(task, 2)
+    assert api.spec()["holderIdentity"] is None
+    assert time.monotonic() - stopped < 0.5  # not the 10 s drain timeout
+
+
+async def test_a_standby_takes_a_released_lease_within_a_second_and_stops_trying_at_once() -> None:
+    api = ManagedLeaseAPI()
+    leader = elector(api, "a", time.monotonic)  # type: ignore[arg-type]
+    assert await leader.try_acquire_or_renew()
+    standby = Manager(cast(Kube, api), manager_settings("b", drain_timeout=1))
+    task = asyncio.create_task(standby.run())
+    await asyncio.sleep(2.5)
+    assert api.spec()["holderIdentity"] == "a"  # a live holder is respected
+    await leader._release()
+    released = time.monotonic()
+    while api.spec()["holderIdentity"] != "b":
+        await asyncio.sleep(0.01)
+        assert time.monotonic() - released < 2
+    assert time.monotonic() - released <= 1.3  # polls every 0.8-1.2 s: well within the 2 s asked
+    standby.stop()
+    await asyncio.wait_for(task, 2)
+
+    waiting = Manager(cast(Kube, api), manager_settings("c", drain_timeout=10))
+    api.leases["lease"]["spec"]["holderIdentity"] = "someone"  # held: c can only wait for it
+    api.leases["lease"]["metadata"]["resourceVersion"] = "y"
+    task = asyncio.create_task(waiting.run())
+    await asyncio.sleep(0.1)
+    stopped = time.monotonic()
+    waiting.stop()
+    await asyncio.wait_for(task, 1)
+    assert time.monotonic() - stopped < 0.2

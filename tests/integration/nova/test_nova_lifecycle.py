@@ -386,6 +386,26 @@ async def test_a_db_sync_without_a_readable_cells_report_leaves_status_cells_alo
     ]
 
 
+async def test_a_claimed_cells_report_that_never_reached_the_status_is_read_again(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    # Issue 18: an operator killed between the dedupe patch (the Job UID claimed on the Nova) and the
+    # status write left status.cells empty for good. The state it left: claim present, no cells.
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    published = nova["status"]["cells"]
+    assert published
+    assert nova["metadata"]["annotations"]["cobaltcore.c5c3.io/last-db-sync-cells-job-uid"]
+    await admin.patch_status(NOVAS, "nova", {"status": {"cells": None}}, ns)
+    await operator.force_pass("nova")
+    nova = await admin.get(NOVAS, "nova", ns)
+    assert nova["status"]["cells"] == published
+    events = await events_of(admin, ns)
+    assert not [e for e in events if e[1] == "CellsReportUnavailable"]
+
+
 async def test_db_archive_runs_drive_the_condition_and_are_counted_once(
     admin: Kube, operator: Operator, simulator: Simulator, namespace: str
 ) -> None:

@@ -169,3 +169,74 @@ async def test_an_exception_in_one_key_does_not_stop_the_workers() -> None:
 def test_non_positive_worker_count_means_the_default(workers: int) -> None:
     ctl = Controller("test", Scripted(), settings=QueueSettings(workers=workers), metrics=Metrics())
     assert ctl.workers == 2
+
+
+class CancelledInside:
+    """Raises ``CancelledError`` from inside the reconcile (a cancelled future it awaited), once."""
+
+    def __init__(self) -> None:
+        self.calls: list[Request] = []
+        self.done = asyncio.Event()
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls.append(request)
+        if len(self.calls) == 1:
+            inner: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            inner.cancel()
+            await inner  # raises CancelledError, though nobody cancelled this task
+        self.done.set()
+        return Result()
+
+
+async def test_a_cancelled_error_from_inside_a_reconcile_is_an_error_of_that_key() -> None:
+    clock = FakeClock()
+    rec = CancelledInside()
+    ctl = make(rec, clock)
+    ctl.workers = 1
+    ctl.enqueue(KEY)
+    task = asyncio.create_task(ctl.run())
+    await asyncio.sleep(0.01)
+    assert not task.done()  # the worker is alive
+    assert total(ctl, "error") == 1
+    assert ctl.queue.parked() == 1  # requeued with backoff, like any other error
+    clock.advance(0.005)
+    await asyncio.wait_for(rec.done.wait(), 1)  # and the same worker reconciles it again
+    assert rec.calls == [KEY, KEY]
+    assert total(ctl, "success") == 1
+    ctl.stop()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_the_workers_own_cancellation_still_ends_it() -> None:
+    started = asyncio.Event()
+
+    class Forever:
+        async def reconcile(self, request: Request) -> Result:
+            started.set()
+            await asyncio.Event().wait()
+            return Result()
+
+    ctl = Controller("test", Forever(), metrics=Metrics(), settings=QueueSettings(workers=1))
+    ctl.enqueue(KEY)
+    task = asyncio.create_task(ctl.run())
+    await asyncio.wait_for(started.wait(), 1)
+    assert ctl.stuck(-1) == ["test ns/obj"]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 1)
+    assert total(ctl, "error") == 0  # a shutdown is not an error of the key
+    assert ctl.stuck(-1) == []
+
+
+async def test_a_reconcile_timeout_names_the_key_and_the_bound() -> None:
+    class Slow:
+        async def reconcile(self, request: Request) -> Result:
+            await asyncio.sleep(10)
+            return Result()
+
+    ctl = Controller("test", Slow(), metrics=Metrics(), settings=QueueSettings(reconcile_timeout=0.01))
+    errors: list[str] = []
+    with structlog.testing.capture_logs() as logs:
+        assert await ctl.reconcile_one(KEY) == "error"
+    errors = [str(entry.get("error")) for entry in logs if entry.get("log_level") == "error"]
+    assert errors == ["reconcile of ns/obj did not finish within 0.01 s"]

@@ -144,7 +144,7 @@ async def test_errors_and_silence_rewatch_from_the_last_resource_version_without
             [Event("MODIFIED", cm("a", "11", v="1")), Unreachable("reset")],
             [Unreachable("refused")],
             [Event("BOOKMARK", {"metadata": {"resourceVersion": "15"}}), "hang"],  # silent: inactivity
-            [],  # the server closes the stream normally
+            [Event("ADDED", cm("b", "16")), Event("DELETED", cm("b", "17"))],  # closed normally
         ],
     )
     metrics = Metrics()
@@ -153,8 +153,8 @@ async def test_errors_and_silence_rewatch_from_the_last_resource_version_without
     informer.add_handler(rec)
     await run_until_exhausted(informer, api)
     assert api.list_calls == 1
-    assert api.watch_rvs == ["10", "11", "11", "15", "15"]
-    assert rec.events == [("add", "a"), ("update", "a")]
+    assert api.watch_rvs == ["10", "11", "11", "15", "17"]
+    assert rec.events == [("add", "a"), ("update", "a"), ("add", "b"), ("delete", "b")]
 
     def restarts(reason: str) -> float | None:
         return metrics.registry.get_sample_value(

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import time
 from typing import Any, cast
 
+import pytest
+import structlog
+
 from nova_operator.kube import Kube
-from nova_operator.manager import Manager
+from nova_operator.kube.resources import CONFIGMAPS
+from nova_operator.manager import ControllerStopped, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
-from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings
+from nova_operator.settings import (
+    LeaderElectionSettings,
+    QueueSettings,
+    ServerSettings,
+    Settings,
+    WatchSettings,
+)
 
 
 class NoKube:
@@ -103,3 +114,53 @@ async def test_a_controller_factory_registers_through_the_manager() -> None:
     manager.add_controller(ctl)  # what manager.run(settings, controllers=[factory]) does
     assert [c.name for c in manager.controllers] == ["c"]
     assert manager.ready()  # no informers: nothing to wait for
+
+
+async def test_a_controller_that_ends_on_its_own_fails_the_manager_loudly() -> None:
+    manager = Manager(cast(Kube, NoKube()), settings())
+    ctl = manager.controller("broken", Blocking(0))
+    ctl.queue.shutdown()  # its workers end at once, though nobody stopped the manager
+    with structlog.testing.capture_logs() as logs, pytest.raises(ControllerStopped, match="broken"):
+        await asyncio.wait_for(manager.run(), 2)
+    assert any(e["event"].startswith("controller stopped without being asked") for e in logs)
+
+
+async def test_health_problems_name_a_stuck_worker() -> None:
+    rec = Blocking(3600)
+    s = dataclasses.replace(settings(0.1), queue=QueueSettings(stuck_after=0.05))
+    manager = Manager(cast(Kube, NoKube()), s)
+    manager.controller("slow", rec).enqueue(Request("ns", "a"))
+    task = asyncio.create_task(manager.run())
+    await asyncio.wait_for(rec.started.wait(), 1)
+    assert manager.health_problems() == []
+    await asyncio.sleep(0.1)
+    assert manager.health_problems() == ["worker stuck: slow ns/a reconciling for over 0.05 s"]
+    manager.stop()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_health_problems_name_a_stale_reflector() -> None:
+    class Hanging:
+        async def list(self, *a: Any, **kw: Any) -> dict[str, Any]:
+            await asyncio.Event().wait()
+            return {}
+
+    kube = NoKube()
+    s = dataclasses.replace(settings(), watch=WatchSettings(inactivity_timeout=0.02, namespaces=("n1", "n2")))
+    manager = Manager(cast(Kube, kube), s)
+    inf = manager.informer(CONFIGMAPS)
+    inf._lw = cast(Any, Hanging())
+    task = asyncio.create_task(inf.run())
+    await asyncio.sleep(0.1)
+    try:
+        assert manager.health_problems() == [
+            "watch stale: configmaps in n1 heard nothing from the API server for over 0.06 s",
+            "watch stale: configmaps in n2 heard nothing from the API server for over 0.06 s",
+        ]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_default_drain_timeout_is_well_inside_the_default_grace_period() -> None:
+    assert Settings().shutdown_timeout == 10.0

@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench
+.PHONY: help venv envtest deploytools prometheus nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -13,7 +13,8 @@ CONTAINER_TOOL ?= docker
 KIND ?= kind
 KIND_CLUSTER ?= nova-operator-e2e
 DEPLOYTOOLS = $$(bash tools/deploytools/build.sh)
-TOOLS_ENV = ENVTEST_BIN="$$(bash tools/envtest/build.sh)" DEPLOYTOOLS_BIN="$$(bash tools/deploytools/build.sh)"
+TOOLS_ENV = ENVTEST_BIN="$$(bash tools/envtest/build.sh)" DEPLOYTOOLS_BIN="$$(bash tools/deploytools/build.sh)" \
+	PROMETHEUS_BIN="$$(bash tools/prometheus/build.sh)"
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -30,6 +31,9 @@ envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster bin
 
 deploytools:  ## build (or reuse) helm, kustomize and kubectl from Go modules
 	bash tools/deploytools/build.sh
+
+prometheus:  ## build (or reuse) prometheus and promtool from Go modules (alert, dashboard and e2e scrape tests)
+	bash tools/prometheus/build.sh
 
 nova-venvs:  ## one venv per supported release with the real nova package (config validation, catalogs)
 	bash tools/catalogs/ensure_venvs.sh
@@ -50,16 +54,18 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff format nova_operator tests tools
 	$(PY) -m ruff check --fix nova_operator tests tools
 
-manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install) and the Helm chart from the code
+manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install), the Helm chart and docs/monitoring.md from the code
 	$(PY) -m nova_operator.manifests write config charts/nova-operator
+	$(PY) -m nova_operator.install.reference write docs/monitoring.md
 
-verify-manifests: venv  ## fail when config/ or charts/nova-operator/ is stale
+verify-manifests: venv  ## fail when config/, charts/nova-operator/ or docs/monitoring.md is stale
 	$(PY) -m nova_operator.manifests verify config charts/nova-operator
+	$(PY) -m nova_operator.install.reference verify docs/monitoring.md
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit
 
-test-integration: venv  ## integration tests against a real kube-apiserver + etcd (and helm/kustomize renders)
+test-integration: venv  ## integration tests against a real kube-apiserver + etcd (helm/kustomize renders, promtool)
 	$(TOOLS_ENV) $(PY) -m pytest tests/integration
 
 test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)

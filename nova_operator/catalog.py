@@ -33,7 +33,9 @@ __all__ = [
     "format_deprecated",
     "format_unknown",
     "load_catalog",
+    "no_catalog_refusal",
     "no_catalog_warning",
+    "oslo_name",
     "supported_releases",
     "unknown_option_messages",
     "unknown_options",
@@ -41,6 +43,17 @@ __all__ = [
 
 _PREFIX = "catalog-"
 _SUFFIX = ".json"
+
+
+def oslo_name(section: str, key: str) -> tuple[str, str]:
+    """``(section, key)`` as oslo.config reads the rendered ``key = value`` line of ``[section]``.
+
+    oslo.config lowercases every section name but ``DEFAULT`` and ends a key at the first
+    ``:`` or ``=`` (the rest becomes the value); surrounding blanks are dropped.
+    """
+    section = section.strip()
+    cut = min((i for i in (key.find(":"), key.find("=")) if i >= 0), default=len(key))
+    return (section if section == "DEFAULT" else section.lower(), key[:cut].strip())
 
 
 class NoCatalogError(LookupError):
@@ -128,7 +141,7 @@ def unknown_options(
         (section, key)
         for section, options in extra_config.items()
         for key in options
-        if (section, key) not in exempt and not catalog.knows(section, key)
+        if oslo_name(section, key) not in exempt and not catalog.knows(*oslo_name(section, key))
     )
 
 
@@ -162,6 +175,16 @@ def unknown_option_messages(release: str, extra_config: Mapping[str, Mapping[str
 def format_deprecated(release: str, option: DeprecatedOption) -> str:
     tail = f"replaced by {option.replacement}" if option.replacement else "with no replacement"
     return f"spec.extraConfig [{option.section}] {option.key}: deprecated option in nova {release}, {tail}"
+
+
+def no_catalog_refusal(release: str, extra_config: Mapping[str, Mapping[str, str]]) -> str:
+    """Why ``extra_config`` is refused for a release without a catalog: no key can be checked."""
+    keys = ", ".join(f"[{s}] {k}" for s, options in sorted(extra_config.items()) for k in sorted(options))
+    shipped = ", ".join(supported_releases())
+    return (
+        f"spec.extraConfig is refused: release {release} ships no option catalog (catalogs: {shipped}), "
+        f"so none of its keys can be checked: {keys}"
+    )
 
 
 def no_catalog_warning(release: str) -> str:

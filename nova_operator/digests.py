@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -28,9 +29,16 @@ def config_hash(data: Mapping[str, str]) -> str:
     return digest.hexdigest()[:8]
 
 
-def credential_digest(value: str | None) -> str:
-    """SHA-256 hex of a credential for a pod-template annotation; empty for an absent value."""
-    return sha256_hex(value) if value else ""
+def credential_digest(value: str | None, key: bytes) -> str:
+    """HMAC-SHA-256 hex of a credential for a pod-template annotation; empty for an absent value.
+
+    Keyed with the Nova's own ``{name}-digest-key`` Secret: a rotation still changes the
+    annotation (and rolls the pods), but someone who can read Deployments and not Secrets
+    cannot test password guesses against it offline.
+    """
+    if not key:
+        raise ValueError("a credential digest needs the digest key")
+    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest() if value else ""
 
 
 def pod_spec_hash(pod_template: Mapping[str, Any]) -> str:

@@ -45,6 +45,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.reconciler import Reconciler
+from nova_operator.runtime.scoped import ScopedInformer
 from nova_operator.settings import Settings
 
 log = structlog.get_logger("nova_operator.manager")
@@ -80,6 +81,7 @@ class Manager:
         self.metrics_server: HttpServer | None = None
         self.health_server: HttpServer | None = None
         self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}
+        self._scoped: dict[tuple[ResourceRef, str | None], ScopedInformer] = {}
         self._stop = asyncio.Event()
         self._running = False
         self._gate = asyncio.Semaphore(max(1, self.settings.watch.max_concurrent_opens))
@@ -107,6 +109,28 @@ class Manager:
             )
         return self._informers[key]
 
+    def scoped_informer(self, ref: ResourceRef, *, label_selector: str | None = None) -> ScopedInformer:
+        """The shared informer for ``ref`` over only the namespaces it is told to cover.
+
+        With ``watch.namespaces`` set, those namespaces are covered for good; either way the
+        informer never lists or watches ``ref`` across all namespaces.
+        """
+        key = (ref, label_selector)
+        if key not in self._scoped:
+            if self._running:
+                raise RuntimeError("informers must be registered before the manager runs")
+            scoped = ScopedInformer(
+                self.kube,
+                ref,
+                label_selector=label_selector,
+                settings=self.settings.watch,
+                metrics=self.metrics,
+            )
+            for namespace in self.settings.watch.namespaces:
+                scoped.want(namespace, "settings")
+            self._scoped[key] = scoped
+        return self._scoped[key]
+
     def controller(self, name: str, reconciler: Reconciler) -> Controller:
         """A new controller with the manager's queue settings and metrics, already registered."""
         ctl = Controller(name, reconciler, settings=self.settings.queue, metrics=self.metrics)
@@ -123,10 +147,10 @@ class Manager:
 
     @property
     def informers(self) -> list[Informer]:
-        return list(self._informers.values())
+        return [*self._informers.values(), *self._scoped.values()]
 
     def ready(self) -> bool:
-        return all(inf.has_synced for inf in self._informers.values())
+        return all(inf.has_synced for inf in self.informers)
 
     def health_problems(self) -> list[str]:
         """Why this process is not live (empty: it is); one line each, for ``/healthz``."""

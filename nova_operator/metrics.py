@@ -15,7 +15,8 @@ Names:
   ``nova_operator_controller_active_workers{controller}``,
   ``nova_operator_controller_max_concurrent_reconciles{controller}``
 - work queues (``name`` = controller): ``nova_operator_workqueue_depth``,
-  ``_adds_total``, ``_retries_total``, ``_queue_duration_seconds``, ``_work_duration_seconds``
+  ``_adds_total``, ``_retries_total``, ``_queue_duration_seconds``, ``_work_duration_seconds``,
+  ``_longest_running_processor_seconds``, ``_unfinished_work_seconds`` (read at scrape time)
 - informers: ``nova_operator_informer_events_total{resource,type}``,
   ``nova_operator_informer_relists_total{resource}``,
   ``nova_operator_informer_watch_restarts_total{resource,reason}``
@@ -24,7 +25,13 @@ Names:
   ``nova_operator_reconcile_errors_total{sub_reconciler,condition_type}``
 - per-CR Jobs (reconciler spec §14.2): ``nova_operator_db_sync_total{nova,namespace,result}``,
   ``nova_operator_db_sync_duration_seconds{nova,namespace}``, ``nova_operator_db_archive_total``,
-  ``nova_operator_db_archive_duration_seconds`` (deleted with ``forget_nova`` on finalizer release)
+  ``nova_operator_db_archive_duration_seconds``, ``nova_operator_nova_ready{nova,namespace}``
+  (1 while the Nova's Ready condition is True, else 0; all deleted with ``forget_nova`` on
+  finalizer release)
+
+The controller-runtime and client-go names (``controller_runtime_*``, ``workqueue_*``,
+``leader_election_master_status``, ``rest_client_*``) are derived from these at scrape time by
+``metrics_standard.StandardNames``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import Metric
+
+from nova_operator.metrics_standard import StandardNames
 
 RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
@@ -135,6 +144,18 @@ class Metrics:
             buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
+        self.queue_longest = Gauge(
+            "nova_operator_workqueue_longest_running_processor_seconds",
+            "How long the key held longest by a worker has been held (a stuck reconcile grows it)",
+            ["name"],
+            registry=r,
+        )
+        self.queue_unfinished = Gauge(
+            "nova_operator_workqueue_unfinished_work_seconds",
+            "Seconds of work in progress: the sum over held keys of the time they have been held",
+            ["name"],
+            registry=r,
+        )
         self.informer_events = Counter(
             "nova_operator_informer_events_total",
             "Watch events and relist differences applied to a cache",
@@ -200,6 +221,14 @@ class Metrics:
             buckets=_JOB_BUCKETS,
             registry=r,
         )
+        self.nova_ready = Gauge(
+            "nova_operator_nova_ready",
+            "1 while the Nova's Ready condition is True, 0 otherwise (set on each status write)",
+            ["nova", "namespace"],
+            registry=r,
+        )
+        self.api_host = ""  # host:port of the API server (the Kube client sets it), for rest_client_*
+        r.register(StandardNames(self))
 
     def forget_nova(self, name: str, namespace: str) -> None:
         """Delete every per-CR series of one Nova (on release of its finalizer)."""
@@ -207,9 +236,9 @@ class Metrics:
             for result in JOB_RESULTS:
                 with contextlib.suppress(KeyError):
                     counter.remove(name, namespace, result)
-        for histogram in (self.db_sync_duration, self.db_archive_duration):
+        for per_cr in (self.db_sync_duration, self.db_archive_duration, self.nova_ready):
             with contextlib.suppress(KeyError):
-                histogram.remove(name, namespace)
+                per_cr.remove(name, namespace)
 
     def register_controller(self, name: str, workers: int) -> None:
         """Pre-create a controller's series at 0 so rates and alerts work from the start."""

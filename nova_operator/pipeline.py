@@ -5,6 +5,12 @@ and an async function of the pass context. ``run_sequence`` runs steps in order 
 at the first that asks for a requeue or raises; ``run_group`` runs members concurrently,
 each on its own fork of the context, copies every member's condition back, and returns
 the first error (cancelling the rest) or the shortest requeue.
+
+A child the API server refuses (400 Bad Request, 422 Invalid: a spec value the CRD admits
+but the child's own validation does not) is not an error to retry: the step's condition
+becomes False with reason ``ChildRejected`` and the server's message (``_outcome``), no
+requeue (a spec change wakes the CR), and the sequence goes on when the step is marked
+``on_refusal="continue"`` (nothing after it needs what it would have written).
 """
 
 from __future__ import annotations
@@ -13,9 +19,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
+from nova_operator.kube.errors import KubeError
 from nova_operator.runtime.request import Result
+
+CHILD_REJECTED = "ChildRejected"
+_REFUSALS = frozenset({400, 422})
 
 
 class StepObserver(Protocol):
@@ -36,11 +46,26 @@ Ctx = TypeVar("Ctx")
 GroupCtx = TypeVar("GroupCtx", bound=Forkable)
 
 
+class StepInputError(Exception):
+    """An input the step cannot use (say, a Secret value that is not text): reported like a
+    refused child, on the step's condition with ``reason``; the message must name no value."""
+
+    reason = "InvalidInput"
+
+
+@runtime_checkable
+class Refusable(Protocol):
+    """A context that can report a refused child on a step's condition."""
+
+    def refused(self, condition: str, reason: str, message: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Step(Generic[Ctx]):
     name: str
     condition: str
     run: Callable[[Ctx], Awaitable[Result]]
+    on_refusal: Literal["stop", "continue"] = "stop"
 
 
 class NullObserver:
@@ -62,10 +87,28 @@ async def _timed(step: Step[Ctx], ctx: Ctx, observer: StepObserver) -> Result:
         observer.observe_step(step.name, step.condition, time.monotonic() - start, failed=failed)
 
 
+async def _outcome(step: Step[Ctx], ctx: Ctx, observer: StepObserver) -> tuple[Result, bool]:
+    """The step's result, and whether the API server refused one of its children (then reported)."""
+    try:
+        return await _timed(step, ctx, observer), False
+    except KubeError as exc:
+        if exc.status not in _REFUSALS or not isinstance(ctx, Refusable):
+            raise
+        ctx.refused(step.condition, CHILD_REJECTED, f"the API server refused a child object: {exc.message}")
+        return Result(), True
+    except StepInputError as exc:
+        if not isinstance(ctx, Refusable):
+            raise
+        ctx.refused(step.condition, exc.reason, str(exc))
+        return Result(), True
+
+
 async def run_sequence(steps: Sequence[Step[Ctx]], ctx: Ctx, observer: StepObserver) -> Result:
     """Run ``steps`` in order; the first non-zero result or error ends the sequence."""
     for step in steps:
-        result = await _timed(step, ctx, observer)
+        result, refused = await _outcome(step, ctx, observer)
+        if refused and step.on_refusal == "stop":
+            return result
         if result.requeue_after is not None:
             return result
     return Result()
@@ -76,11 +119,16 @@ def shortest(results: Sequence[Result]) -> Result:
     return Result(requeue_after=min(delays)) if delays else Result()
 
 
+async def _member(step: Step[GroupCtx], ctx: GroupCtx, observer: StepObserver) -> Result:
+    result, _ = await _outcome(step, ctx, observer)
+    return result
+
+
 async def run_group(members: Sequence[Step[GroupCtx]], ctx: GroupCtx, observer: StepObserver) -> Result:
     """Run every member concurrently on its own fork; merge each member's condition back into ``ctx``."""
     forks = [ctx.fork() for _ in members]
     tasks = [
-        asyncio.create_task(_timed(m, f, observer), name=f"step:{m.name}")
+        asyncio.create_task(_member(m, f, observer), name=f"step:{m.name}")
         for m, f in zip(members, forks, strict=True)
     ]
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from nova_operator.install import monitoring
 from nova_operator.install import objects as o
 from nova_operator.install.kustomize import AGGREGATE_EDIT, AGGREGATE_VIEW
 from nova_operator.install.rbac import editor_rules, operator_rules, viewer_rules
@@ -113,6 +114,12 @@ VALUES: dict[str, Any] = {
     "metrics": {"service": {"enabled": True}},
     "serviceMonitor": {"enabled": False, "interval": "30s", "labels": {}},
     "prometheusRule": {"enabled": False, "labels": {}},
+    "grafanaDashboard": {
+        "enabled": False,
+        "namespace": "",
+        "labels": {"grafana_dashboard": "1"},
+        "annotations": {},
+    },
     "networkPolicy": {
         "enabled": False,
         "metricsFrom": [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}],
@@ -133,6 +140,8 @@ COMMENTS = {
     "metrics": "The Service in front of /metrics (port 8080).",
     "serviceMonitor": "A prometheus-operator ServiceMonitor for the metrics Service.",
     "prometheusRule": "A prometheus-operator PrometheusRule with the operator's alerts.",
+    "grafanaDashboard": "The Grafana dashboard in a ConfigMap for Grafana's dashboard sidecar, which loads\n"
+    "ConfigMaps with these labels (namespace: where the sidecar looks; empty: the release's).",
     "networkPolicy": "Ingress to the operator's pods: metrics only, from these peers.",
 }
 
@@ -174,6 +183,13 @@ _SCHEMA_OVERRIDES: dict[str, dict[str, Any]] = {
     "serviceMonitor.interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
     "serviceMonitor.labels": _LABEL_MAP,
     "prometheusRule.labels": _LABEL_MAP,
+    "grafanaDashboard.namespace": {
+        "type": "string",
+        "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+        "maxLength": 63,
+    },
+    "grafanaDashboard.labels": _LABEL_MAP,
+    "grafanaDashboard.annotations": _LABEL_MAP,
     "networkPolicy.metricsFrom": {"type": "array", "items": _FREE_FORM},
 }
 
@@ -325,36 +341,8 @@ def _rbac() -> str:
 
 def _prometheus_rule() -> dict[str, Any]:
     t = o.HELM
-    ns = 'namespace="{{ .Release.Namespace }}"'
-    job = 'job="{{ include "nova-operator.fullname" . }}-metrics"'
-    rules = [
-        {
-            "alert": "NovaOperatorDown",
-            "expr": f"absent(up{{{job}, {ns}}} == 1)",
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {"summary": "No nova-operator pod is scraped in {{ .Release.Namespace }}."},
-        },
-        {
-            "alert": "NovaOperatorNoLeader",
-            "expr": f"max(nova_operator_leader_election_master_status{{{job}, {ns}}}) < 1",
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "No nova-operator replica holds the leader lease: nothing reconciles."
-            },
-        },
-        {
-            "alert": "NovaOperatorReconcileErrors",
-            "expr": "sum by (controller) "
-            f"(rate(nova_operator_controller_reconcile_errors_total{{{job}, {ns}}}[5m])) > 0",
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "The {{ `{{ $labels.controller }}` }} controller keeps failing reconciles."
-            },
-        },
-    ]
+    sel = monitoring.selector('{{ include "nova-operator.fullname" . }}-metrics', "{{ .Release.Namespace }}")
+    rules = monitoring.helm_escape(monitoring.alert_rules(sel))
     meta = t.metadata(t.name("controller-manager"))
     meta["labels"] = t.labels("prometheusRuleLabels")
     return {
@@ -363,6 +351,31 @@ def _prometheus_rule() -> dict[str, Any]:
         "metadata": meta,
         "spec": {"groups": [{"name": "nova-operator", "rules": rules}]},
     }
+
+
+DASHBOARD_PATH = f"dashboards/{monitoring.DASHBOARD_FILE}"
+# By hand: the JSON goes in as a block scalar, read with .Files.Get (Helm leaves its {{legend}}s alone).
+DASHBOARD_TEMPLATE = f"""{HEADER}{{{{- if .Values.grafanaDashboard.enabled }}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{{{ include "nova-operator.fullname" . }}}}-dashboard
+  namespace: {{{{ .Values.grafanaDashboard.namespace | default .Release.Namespace }}}}
+  labels:
+{{{{- include "nova-operator.labels" . | nindent 4 }}}}
+{{{{- with .Values.grafanaDashboard.labels }}}}
+{{{{- toYaml . | nindent 4 }}}}
+{{{{- end }}}}
+{{{{- with .Values.grafanaDashboard.annotations }}}}
+  annotations:
+{{{{- toYaml . | nindent 4 }}}}
+{{{{- end }}}}
+data:
+  {monitoring.DASHBOARD_FILE}: |-
+{{{{ .Files.Get "{DASHBOARD_PATH}" | trim | indent 4 }}}}
+{{{{- end }}}}
+"""
 
 
 def render_chart() -> dict[str, str]:
@@ -415,6 +428,8 @@ def render_chart() -> dict[str, str]:
             ".Values.serviceMonitor.enabled", helm_yaml(o.service_monitor(t))
         ),
         "templates/prometheusrule.yaml": _if(".Values.prometheusRule.enabled", helm_yaml(_prometheus_rule())),
+        "templates/grafana-dashboard.yaml": DASHBOARD_TEMPLATE,
+        DASHBOARD_PATH: monitoring.dashboard_json(),
         "templates/networkpolicy.yaml": _if(".Values.networkPolicy.enabled", helm_yaml(o.network_policy(t))),
         "templates/NOTES.txt": (
             "nova-operator {{ .Chart.AppVersion }} is installed in {{ .Release.Namespace }}"

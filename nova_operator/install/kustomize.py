@@ -11,8 +11,10 @@ overlays that set both.
   metrics Service (``kubectl apply -k config/default``);
 - ``namespaced/``: like ``default`` but watching one namespace, ``openstack`` (``operator/`` sets
   ``--namespace``, ``watched/`` holds the Role there: edit both to watch another);
-- ``prometheus/`` (ServiceMonitor) and ``network-policy/`` (the operator's own ingress, metrics
-  only): add them to an overlay's resources where the cluster has them.
+- ``prometheus/`` (ServiceMonitor, PrometheusRule with the alerts), ``grafana/`` (the dashboard
+  in a ConfigMap for Grafana's sidecar, and as JSON to import) and ``network-policy/`` (the
+  operator's own ingress, metrics only): add them to an overlay's resources where the cluster
+  has them. The alerts select the ``default`` overlay's metrics Service and namespace.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from nova_operator.install import monitoring
 from nova_operator.install import objects as o
 from nova_operator.install.rbac import editor_rules, operator_rules, viewer_rules
 from nova_operator.models.crd import render_crds
@@ -33,8 +36,10 @@ PREFIX = "nova-operator-"
 WATCHED = "openstack"  # the namespaced overlay's example namespace
 # Appended to config/default's resources (kubebuilder's way): uncomment where the cluster has them.
 OPTIONAL = (
-    "# The prometheus-operator's ServiceMonitor; the operator's own NetworkPolicy (metrics ingress only):\n"
+    "# The prometheus-operator's ServiceMonitor and alerts; the Grafana dashboard (sidecar ConfigMap);\n"
+    "# the operator's own NetworkPolicy (metrics ingress only):\n"
     "# - ../prometheus\n"
+    "# - ../grafana\n"
     "# - ../network-policy\n"
 )
 AGGREGATE_EDIT = {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}
@@ -82,6 +87,44 @@ def _overlay(*bases: str, **extra: Any) -> str:
 
 
 @functools.cache  # pure; manifests asks for it once per directory
+def prometheus_rule() -> dict[str, Any]:
+    """The alerts, selecting the ``default`` overlay's metrics Service (the ServiceMonitor's job)."""
+    t = o.KUSTOMIZE
+    job = PREFIX + o.metrics_service(t)["metadata"]["name"]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": t.metadata(t.name("controller-manager-alerts")),
+        "spec": {
+            "groups": [
+                {
+                    "name": "nova-operator",
+                    "rules": monitoring.alert_rules(monitoring.selector(job, NAMESPACE)),
+                }
+            ]
+        },
+    }
+
+
+def _grafana() -> dict[str, str]:
+    generator = {
+        "name": "grafana-dashboard",
+        "files": [monitoring.DASHBOARD_FILE],
+        "options": {"labels": {"grafana_dashboard": "1"}, "disableNameSuffixHash": True},
+    }
+    return {
+        "kustomization.yaml": HEADER
+        + dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "configMapGenerator": [generator],
+            }
+        ),
+        monitoring.DASHBOARD_FILE: monitoring.dashboard_json(),
+    }
+
+
 def render_config() -> dict[str, dict[str, str]]:
     """``{config sub-directory: {file name: text}}`` for every directory this module owns."""
     t = o.KUSTOMIZE
@@ -147,6 +190,7 @@ def render_config() -> dict[str, dict[str, str]]:
         "namespaced": namespaced,
         "namespaced/operator": namespaced_operator,
         "namespaced/watched": watched,
-        "prometheus": _files({"monitor.yaml": o.service_monitor(t)}),
+        "prometheus": _files({"monitor.yaml": o.service_monitor(t), "rules.yaml": prometheus_rule()}),
+        "grafana": _grafana(),
         "network-policy": _files({"allow-metrics-traffic.yaml": o.network_policy(t)}),
     }

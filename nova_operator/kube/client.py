@@ -35,6 +35,7 @@ import os
 import pathlib
 import random
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
@@ -216,6 +217,7 @@ class Kube:
         self._api = api
         self._watch_api = watch_api  # None: made on the first watch, from the same configuration
         self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics.api_host = urllib.parse.urlsplit(str(api.configuration.host)).netloc
         self.timeout = timeout
         self.max_retries = max_retries
         self.retry_after_max = retry_after_max

@@ -1,10 +1,15 @@
 """Every kind the operator touches, as data: ``ResourceRef`` plus the verbs it needs.
 
 The table is the single source of the operator's RBAC: ``render_rbac()`` turns it into
-the ServiceAccount, ClusterRole and ClusterRoleBinding that ``make manifests`` writes to
+the ServiceAccount, ClusterRoles and bindings that ``make manifests`` writes to
 ``config/rbac/`` (see ``nova_operator.manifests``). A kind or
 verb missing here is a 403 in production, so code that calls the API should use the
 constants below rather than spelling group/version/plural again.
+
+Secrets are granted by a ClusterRole of their own, ``nova-operator-secrets``: the operator
+only ever reads, lists and watches Secrets inside the namespaces that hold a Nova or a
+NovaCompute (``runtime.scoped``), never across the cluster, so that role can be bound with
+one RoleBinding per tenant namespace instead of the default ClusterRoleBinding.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from typing import Any
 
 import yaml
 
+from nova_operator.kube.paths import check_segment
+
 SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_NAMESPACE = "nova-system"
 CLUSTER_ROLE = "nova-operator"
+SECRETS_ROLE = "nova-operator-secrets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +46,19 @@ class ResourceRef:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The REST path; ``namespace=None`` on a namespaced kind means all namespaces."""
+        """The REST path; ``namespace=None`` on a namespaced kind means all namespaces.
+
+        Every namespace, name and subresource must be a valid path segment (``check_segment``):
+        a name like ``../../other-ns/secrets/x`` is refused here, before any request is sent.
+        """
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{check_segment(namespace, 'namespace')}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{name}"
+            base += f"/{check_segment(name, f'{self.kind} name')}"
             if subresource:
-                base += f"/{subresource}"
+                base += f"/{check_segment(subresource, 'subresource')}"
         return base
 
     def __str__(self) -> str:
@@ -152,6 +164,9 @@ ACCESS: tuple[Access, ...] = (
 
 KNOWN: tuple[ResourceRef, ...] = (*(a.ref for a in ACCESS), NAMESPACES, EVENTS_V1)
 
+# Kinds whose access is rendered into SECRETS_ROLE (bindable per namespace), not CLUSTER_ROLE.
+NAMESPACE_BOUND: frozenset[ResourceRef] = frozenset({SECRETS})
+
 
 def ref_for(api_version: str, kind: str) -> ResourceRef:
     """The ResourceRef for an object's ``apiVersion`` and ``kind`` (from the table)."""
@@ -177,38 +192,59 @@ def _dump(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
+def _cluster_role(name: str, access: Iterable[Access], labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": labels},
+        "rules": _rules(access),
+    }
+
+
+def _binding(role: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": role, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE}],
+    }
+
+
 def render_rbac() -> dict[str, str]:
-    """config/rbac/ as ``{file name: YAML text}``: ServiceAccount, ClusterRole, ClusterRoleBinding."""
+    """config/rbac/ as ``{file name: YAML text}``: ServiceAccount, the two ClusterRoles and bindings.
+
+    ``secrets_role_binding.yaml`` binds the Secrets role cluster-wide for a single-tenant
+    install; on a shared cluster replace it with a RoleBinding of ``nova-operator-secrets``
+    in each namespace that runs a Nova (see the README).
+    """
     labels = {"app.kubernetes.io/name": "nova-operator", "app.kubernetes.io/managed-by": "nova-operator"}
     sa = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE, "labels": labels},
     }
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": CLUSTER_ROLE, "labels": labels},
-        "rules": _rules(ACCESS),
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": CLUSTER_ROLE, "labels": labels},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
-        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE}],
-    }
+    cluster_wide = [a for a in ACCESS if a.ref not in NAMESPACE_BOUND]
+    namespaced = [a for a in ACCESS if a.ref in NAMESPACE_BOUND]
     header = "# Generated by make manifests from nova_operator/kube/resources.py; do not edit.\n"
     files = {
         "service_account.yaml": header + _dump(sa),
-        "role.yaml": header + _dump(role),
-        "role_binding.yaml": header + _dump(binding),
+        "role.yaml": header + _dump(_cluster_role(CLUSTER_ROLE, cluster_wide, labels)),
+        "role_binding.yaml": header + _dump(_binding(CLUSTER_ROLE, labels)),
+        "secrets_role.yaml": header + _dump(_cluster_role(SECRETS_ROLE, namespaced, labels)),
+        "secrets_role_binding.yaml": header + _dump(_binding(SECRETS_ROLE, labels)),
     }
     files["kustomization.yaml"] = header + _dump(
         {
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
-            "resources": ["service_account.yaml", "role.yaml", "role_binding.yaml"],
+            "resources": [
+                "service_account.yaml",
+                "role.yaml",
+                "role_binding.yaml",
+                "secrets_role.yaml",
+                "secrets_role_binding.yaml",
+            ],
         }
     )
     return files

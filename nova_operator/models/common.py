@@ -16,6 +16,18 @@ from nova_operator.models._schema import CRDModel, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A key of a Secret's or ConfigMap's data (apimachinery IsConfigMapKey: [-._a-zA-Z0-9]+, but
+# not "." and not starting with ".."), as one regular expression (RE2 has no look-ahead).
+DATA_KEY = r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$"
+
+# Names that end up in a request path or in another object's reference. Both the API server
+# (schema pattern) and the models enforce them; ``kube.paths`` refuses a bad path segment again.
+SubdomainName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+LabelName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+# priorityClassName: empty is the Kubernetes "no class" (the pod spec field allows it).
+PriorityClassName = Annotated[str, Field(max_length=253, pattern=r"^$|" + DNS1123_SUBDOMAIN)]
+DataKey = Annotated[str, Field(min_length=1, max_length=253, pattern=DATA_KEY)]
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -71,40 +83,64 @@ def check_label_map(labels: dict[str, str] | None) -> dict[str, str] | None:
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
+def _qualified(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not re.fullmatch(DNS1123_SUBDOMAIN, prefix)):
+        return False
+    return bool(name) and len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
 # --- references ----------------------------------------------------------------------------
 
 
 class SecretRefSpec(CRDModel):
     """A Secret in the CR's namespace, and optionally one data key of it."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
-    key: Annotated[str, Field(max_length=253)] | None = None
+    name: SubdomainName
+    key: DataKey | None = None
 
 
 class PasswordSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "password"
+    key: DataKey | None = "password"
 
 
 class SharedSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "shared_secret"
+    key: DataKey | None = "shared_secret"
 
 
 class TransportURLSecretRef(SecretRefSpec):
-    key: Annotated[str, Field(max_length=253)] | None = "transport_url"
+    key: DataKey | None = "transport_url"
 
 
 class LocalObjectReference(CRDModel):
-    """core/v1 LocalObjectReference: an atomic map whose ``name`` defaults to ``""``."""
+    """core/v1 LocalObjectReference: an atomic map whose ``name`` defaults to ``""``.
+
+    Every ``clusterRef`` names a MariaDB, memcached or RabbitmqCluster in the CR's namespace
+    whose Service carries the same name (``{name}.{namespace}.svc``), so the name must be a
+    DNS-1123 label; the schema default ``""`` is kept (the contract) and refused by the pattern.
+    """
 
     __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
+    __crd_rules__ = (
+        Rule(
+            "self.name != ''",
+            "clusterRef.name must be set: it names an object in the CR's namespace",
+            field_path=".name",
+            reason="FieldValueRequired",
+        ),
+    )
 
-    name: Annotated[str, Field(max_length=253)] = ""
+    # The schema admits the default "" (a schema default must validate) and the rule above
+    # refuses it; the model refuses it directly.
+    name: Annotated[
+        str, Field(max_length=63, pattern=DNS1123_LABEL), Schema(pattern=r"^$|" + DNS1123_LABEL)
+    ] = ""
 
 
 class NameRef(CRDModel):
-    """A bare ``{name}`` reference used in status."""
+    """A bare ``{name}`` reference used in status (an object in the CR's own namespace)."""
 
-    name: Annotated[str, Field(max_length=253)]
+    name: SubdomainName
 
 
 # --- image ---------------------------------------------------------------------------------
@@ -249,7 +285,40 @@ class Toleration(CRDModel):
 
 
 Tolerations = Annotated[list[Toleration], Field(max_length=32)]
-NodeSelector = Annotated[dict[str, Annotated[str, Field(max_length=63)]], Field(max_length=32)]
+# Label and annotation grammar as the API server checks it on the children (apimachinery
+# IsQualifiedName, IsValidLabelValue): values by schema pattern, map keys by CEL (a schema
+# cannot constrain map keys). The pydantic validator ``check_label_map`` says the same.
+QUALIFIED_NAME_RE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+LABEL_KEY_MESSAGE = (
+    "label key must be a qualified name: an optional DNS-1123 subdomain prefix of at most 253 "
+    "characters and '/', then at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+)
+ANNOTATION_KEY_MESSAGE = LABEL_KEY_MESSAGE.replace("label key", "annotation key")
+
+
+def _qualified_keys(message: str) -> Rule:
+    return Rule(
+        f"self.all(k, k.size() <= 317 && (!k.contains('/') || k.indexOf('/') <= 253) "
+        f"&& k.matches('{QUALIFIED_NAME_RE}'))",
+        message,
+    )
+
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+LabelMap = Annotated[dict[str, LabelValue], Field(max_length=32), _qualified_keys(LABEL_KEY_MESSAGE)]
+NonEmptyLabelMap = Annotated[
+    dict[str, LabelValue], Field(min_length=1, max_length=32), _qualified_keys(LABEL_KEY_MESSAGE)
+]
+NodeSelector = LabelMap
+AnnotationMap = Annotated[
+    dict[str, Annotated[str, Field(max_length=4096)]],
+    Field(max_length=64),
+    _qualified_keys(ANNOTATION_KEY_MESSAGE),
+]
 
 
 class LabelSelectorRequirement(CRDModel):
@@ -261,7 +330,7 @@ class LabelSelectorRequirement(CRDModel):
 class LabelSelector(CRDModel):
     __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
 
-    match_labels: Annotated[dict[str, str], Field(max_length=32)] | None = None
+    match_labels: LabelMap | None = None
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
 
 
@@ -318,7 +387,7 @@ class DeploymentSpec(CRDModel):
         Annotated[list[Annotated[dict[str, Any], SchemaFrom(TopologySpreadConstraint)]], Field(max_length=16)]
         | None
     ) = None
-    priority_class_name: Annotated[str, Field(max_length=253)] | None = None
+    priority_class_name: PriorityClassName | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
     affinity: Opaque | None = None
@@ -361,9 +430,9 @@ HOSTNAME_PATTERN = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 
 
 class GatewayParentRef(CRDModel):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
-    namespace: Annotated[str, Field(max_length=63)] | None = None
-    section_name: Annotated[str, Field(max_length=253)] | None = None
+    name: SubdomainName
+    namespace: LabelName | None = None
+    section_name: SubdomainName | None = None
 
 
 class GatewaySpec(CRDModel):
@@ -372,7 +441,15 @@ class GatewaySpec(CRDModel):
     hostname: Annotated[str, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
     parent_ref: GatewayParentRef
     path: Annotated[str, Field(max_length=1024)] | None = None
-    annotations: Annotated[dict[str, str], Field(max_length=64)] | None = None
+    annotations: AnnotationMap | None = None
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key in value or {}:
+            if not _qualified(key):
+                raise ValueError(f"annotation key {key!r}: {ANNOTATION_KEY_MESSAGE}")
+        return value
 
 
 class HPAScalingPolicy(CRDModel):
@@ -456,14 +533,14 @@ class LoggingSpec(CRDModel):
 
 class SecretStoreRefSpec(CRDModel):
     kind: Literal["ClusterSecretStore", "SecretStore"] = "ClusterSecretStore"
-    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+    name: SubdomainName
 
 
 class JobSpec(CRDModel):
     """Pods of the db-sync, upgrade and archive Jobs. Unset placement copies the API Deployment's."""
 
     resources: ResourceRequirements | None = None
-    priority_class_name: Annotated[str, Field(max_length=253)] | None = None
+    priority_class_name: PriorityClassName | None = None
     node_selector: NodeSelector | None = None
     tolerations: Tolerations | None = None
     affinity: Opaque | None = None
@@ -483,6 +560,17 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
             "extraConfig section name must not contain a newline or carriage return",
         ),
         Rule("self.all(s, self[s].all(k, k.size() > 0))", "extraConfig key must not be empty"),
+        # oslo.config lowercases section names (but DEFAULT) and ends a key at ':' or '=': a name
+        # in any other form would reach a different option than the one the guards check.
+        Rule(
+            "self.all(s, s == 'DEFAULT' || s == s.lowerAscii())",
+            "extraConfig section name must be DEFAULT or lower case: oslo.config lowercases section names",
+        ),
+        Rule(
+            "self.all(s, self[s].all(k, !k.contains(':') && !k.contains('=') && k == k.trim()))",
+            "extraConfig key must not contain ':' or '=' nor start or end with a blank: oslo.config would "
+            "read another key",
+        ),
     )
 
 

@@ -312,29 +312,97 @@ class NovaRemoteComputeSpec(CRDModel):
     transport_url_secret_ref: TransportURLSecretRef = Field(alias="transportURLSecretRef")
 
 
-_CRON_FIELD = re.compile(r"^(\*|\?|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?$")
 _CRON_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# (field, lowest, highest, names) as kube's cron parser (robfig/cron ParseStandard) has them
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, {n: i + 1 for i, n in enumerate(_MONTHS)}),
+    ("day of week", 0, 6, {n: i for i, n in enumerate(_DAYS)}),
+)
+_DURATION = r"([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+"
+
+
+def _cron_value_re(low: int, high: int, names: dict[str, int]) -> str:
+    """One value of a cron field as a regular expression (leading zeros allowed, as strconv does)."""
+    options = {
+        (0, 59): "[0-5]?[0-9]",
+        (0, 23): "[01]?[0-9]|2[0-3]",
+        (1, 31): "0?[1-9]|[12][0-9]|3[01]",
+        (1, 12): "0?[1-9]|1[0-2]",
+        (0, 6): "[0-6]",
+    }[(low, high)]
+    named = f"|(?i:{'|'.join(names)})" if names else ""
+    return f"0*({options}){named}"
+
+
+def _cron_rule() -> str:
+    fields = []
+    for _, low, high, names in _CRON_FIELDS:
+        value = _cron_value_re(low, high, names)
+        element = f"([*?]|({value})(-({value}))?)(/[0-9]*[1-9][0-9]*)?"
+        fields.append(f"{element}(,{element})*")
+    five = r"\s+".join(f"({f})" for f in fields)
+    descriptors = "|".join(sorted(d[1:] for d in _CRON_DESCRIPTORS))
+    regex = rf"^\s*(@({descriptors})|@every {_DURATION}|{five})\s*$"
+    return regex.replace("\\", "\\\\")  # a CEL string literal: every backslash escaped
+
+
+CRON_RULE = Rule(
+    f"self.matches('{_cron_rule()}')",
+    "schedule must be a cron expression kube's CronJob accepts: five fields (minute 0-59, hour 0-23, "
+    "day of month 1-31, month 1-12 or JAN-DEC, day of week 0-6 or SUN-SAT; each '*', '?', a value or a "
+    "range, optionally /step, comma-separated) or @yearly, @monthly, @weekly, @daily, @hourly, @every <d>",
+)
+
+
+def _cron_part(part: str, field: str, low: int, high: int, names: dict[str, int]) -> None:
+    def number(text: str) -> int:
+        if text.lower() in names:
+            return names[text.lower()]
+        if not text.isdigit():
+            raise ValueError(f"invalid cron expression: {field} value {text!r} is not a number")
+        return int(text)
+
+    span, slash, step = part.partition("/")
+    if slash and (not step.isdigit() or int(step) == 0):
+        raise ValueError(f"invalid cron expression: {field} step {step!r} must be a positive number")
+    if span in ("*", "?"):
+        return
+    first, dash, last = span.partition("-")
+    start = number(first)
+    end = number(last) if dash else start
+    if start < low or end > high:
+        raise ValueError(f"invalid cron expression: {field} {span!r} is outside {low}-{high}")
+    if start > end:
+        raise ValueError(f"invalid cron expression: {field} range {span!r} starts after it ends")
 
 
 def check_cron(schedule: str) -> str:
-    """The CronJob schedule grammar: five fields or a descriptor (``@daily``, ``@every 1h``)."""
+    """The CronJob schedule grammar, as kube's cron parser checks it: five fields or a descriptor."""
     text = schedule.strip()
     if text.startswith(("TZ=", "CRON_TZ=")):
         raise ValueError(
             "invalid cron expression: time zones are set with spec.timeZone, not in the schedule"
         )
-    if text in _CRON_DESCRIPTORS or re.fullmatch(r"@every [0-9smhµun.]+", text):
+    if text in _CRON_DESCRIPTORS or re.fullmatch(f"@every {_DURATION}", text):
         return schedule
     fields = text.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(part) for f in fields for part in f.split(",")):
-        raise ValueError(f"invalid cron expression: {schedule!r}")
+    if len(fields) != 5:
+        raise ValueError(f"invalid cron expression: {len(fields)} fields, not 5: {schedule!r}")
+    for value, (field, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for part in value.split(","):
+            _cron_part(part, field, low, high, names)
     return schedule
 
 
 class DBArchiveSpec(CRDModel):
     """The db-archive CronJob; every unset knob is resolved at reconcile time (``@daily``, 1000, 1)."""
 
-    schedule: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    schedule: Annotated[str, Field(min_length=1, max_length=128), CRON_RULE] | None = None
     max_rows: Annotated[Int32, Field(ge=1)] | None = None
     sleep: Annotated[Int32, Field(ge=0)] | None = None
     retention_days: Annotated[Int32, Field(ge=1)] | None = None

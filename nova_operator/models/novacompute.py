@@ -18,7 +18,9 @@ from nova_operator.models.common import (
     ExtraConfigSection,
     ImageSpec,
     IntOrString,
+    NonEmptyLabelMap,
     ResourceRequirements,
+    SubdomainName,
     Tolerations,
     check_label_map,
     extra_config_shape_rules,
@@ -74,7 +76,9 @@ NovaComputeExtraConfig = Annotated[
 
 
 class NovaRef(CRDModel):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    """The Nova in the pool's own namespace (a Nova's name is a DNS-1123 subdomain)."""
+
+    name: SubdomainName
 
 
 class NovaComputeLibvirtSpec(CRDModel):
@@ -165,9 +169,7 @@ class NovaComputeSpec(CRDModel):
     )
 
     nova_ref: NovaRef
-    node_selector: Annotated[
-        dict[str, Annotated[str, Field(max_length=63)]], Field(min_length=1, max_length=32)
-    ]
+    node_selector: NonEmptyLabelMap
     tolerations: Tolerations | None = None
     image: ImageSpec | None = None
     libvirt: Annotated[NovaComputeLibvirtSpec, Schema(default={})] = Field(
@@ -183,7 +185,7 @@ class NovaComputeSpec(CRDModel):
 
 
 class NovaComputeNodeStatus(CRDModel):
-    name: Annotated[str, Field(max_length=253)]
+    name: SubdomainName
     phase: Literal["Pending", "Active", "Draining", "Releasing", "Conflict"]
     zone: str | None = None
     service_id: str | None = Field(default=None, alias="serviceID")

@@ -9,7 +9,6 @@ the control plane does not). Only when both are as the spec asks: ``ComputeConfi
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 from nova_operator import conditions
@@ -61,9 +60,9 @@ async def _remote(ctx: PassContext, inputs: novaconf.ConfInputs) -> str | None:
         )
     scheme, sep, _ = url.partition("://")
     if not sep or scheme != "rabbit":  # a remote compute would join no bus: halt (nova-crd §11.2)
-        shown = repr(scheme) if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,15}", scheme) else "none"
-        message = (  # never echo the URL: it carries a password
-            f"spec.remoteCompute.transportURLSecretRef: the transport URL scheme must be rabbit, not {shown}"
+        message = (  # never echo the URL or a part of it: it carries a password
+            "spec.remoteCompute.transportURLSecretRef: the transport URL scheme must be rabbit, not "
+            f"{derived.shown_scheme(url)}"
         )
         ctx.set(CONDITION, False, COMPUTE_CONFIG_ERROR, message)
         raise RemoteContractRefused(message)

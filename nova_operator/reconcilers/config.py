@@ -67,7 +67,7 @@ def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> lis
     try:
         unknown = catalog.unknown_options(release, extra, exempt=exempt)
     except catalog.NoCatalogError:
-        return []  # fail open: no catalog is shipped for this release
+        return [catalog.no_catalog_refusal(release, extra)]  # fail closed (issue 13): nothing is checked
     return [catalog.format_unknown(release, s, k) for s, k in unknown]
 
 

@@ -26,6 +26,7 @@ from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
+from nova_operator.pipeline import StepInputError
 from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache
 from nova_operator.settings import OpenStackSettings
@@ -91,6 +92,7 @@ class PassState:
     service_user_password: str = field(default="", repr=False)
     metadata_secret: str = field(default="", repr=False)
     broker_ca: str = field(default="", repr=False)
+    digest_key: bytes = field(default=b"", repr=False)  # HMAC key of the credential digests
     authtoken_digest: str = ""
     metadata_digest: str = ""
     api_db_digest: str = ""
@@ -114,13 +116,28 @@ class PassState:
         )
 
 
+class SecretNotText(StepInputError):
+    """A referenced Secret's key holds bytes that are not UTF-8 text (names the key, not the value)."""
+
+    reason = "SecretNotText"
+
+
 def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
-    """The decoded value of ``key`` (None when the Secret or the key is missing)."""
+    """The decoded value of ``key`` (None when the Secret or the key is missing).
+
+    Raises ``SecretNotText`` (reported on the step's condition by the pipeline) when the
+    value is not UTF-8: the message names the Secret and the key, never the bytes.
+    """
     if secret is None:
         return None
     data = secret.get("data") or {}
     if key in data:
-        return base64.b64decode(data[key]).decode("utf-8")
+        try:
+            return base64.b64decode(data[key]).decode("utf-8")
+        except (UnicodeDecodeError, ValueError):
+            meta = secret.get("metadata") or {}
+            where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            raise SecretNotText(f"key {key} of Secret {where} is not valid UTF-8 text") from None
     string_data = secret.get("stringData") or {}
     value = string_data.get(key)
     return None if value is None else str(value)
@@ -170,6 +187,10 @@ class PassContext:
             self.conditions, cond_type, status, reason, message, generation=self.generation, now=self.now()
         )
 
+    def refused(self, condition: str, reason: str, message: str) -> None:
+        """The API server refused a child of the step owning ``condition`` (see ``pipeline``)."""
+        self.set(condition, False, reason, message)
+
     def condition(self, cond_type: str) -> Mapping[str, Any] | None:
         return conditions.find(self.conditions, cond_type)
 
@@ -189,10 +210,10 @@ class PassContext:
         return cache.get(name, namespace if namespace is not None else self.namespace)
 
     async def live(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
-        """From the informer cache when the kind is watched, else one GET (None when absent)."""
+        """From the informer cache when it covers the namespace, else one GET (None when absent)."""
         ns = namespace if namespace is not None else self.namespace
         cache = self.caches.get(ref)
-        if cache is not None:
+        if cache is not None and cache.covers(ns):
             return cache.get(name, ns)
         try:
             return await self.kube.get(ref, name, ns)

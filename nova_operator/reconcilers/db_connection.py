@@ -1,4 +1,5 @@
-"""Step 2, ``DBConnectionSecrets`` (reports ``SecretsReady``): the two derived pymysql DSN Secrets (§4.2).
+"""Step 2, ``DBConnectionSecrets`` (reports ``SecretsReady``): the two derived pymysql DSN Secrets (§4.2),
+and ``{name}-oslo-credentials`` (the service-user password and metadata secret in oslo.config form).
 
 The ``nova_api`` half runs first and returns its own wait; the cell half is never derived
 while the ``nova_api`` credentials are missing. A DSN is never written with empty
@@ -40,7 +41,13 @@ async def run(ctx: PassContext) -> Result:
             return Result(requeue_after=intervals.SECRET_POLL)
         dsn = derived.database_dsn(ctx.nova, which, username=username, password=password)  # type: ignore[arg-type]
         await ctx.ensure(derived.dsn_secret(ctx.nova, which, dsn))  # type: ignore[arg-type]
-        digests[which] = credential_digest(dsn)
+        digests[which] = credential_digest(dsn, ctx.state.digest_key)
+    # The plain credentials in oslo.config form (``$`` doubled), what the pods' env reads.
+    await ctx.ensure(
+        derived.oslo_credentials_secret(
+            ctx.nova, password=ctx.state.service_user_password, metadata_secret=ctx.state.metadata_secret
+        )
+    )
     ctx.state.api_db_digest = digests["api"]
     ctx.state.cell_db_digest = digests["cell"]
     return Result()

@@ -61,6 +61,7 @@ from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import ignore_status_only
 from nova_operator.runtime.request import Request, Result
 
@@ -210,6 +211,9 @@ class NovaReconciler:
             if error is not None:
                 raise ExceptionGroup("pipeline and status write failed", [error, write_error]) from None
             raise
+        ready = conditions.is_true(status.get("conditions") or [], conditions.READY)
+        meta = obj["metadata"]
+        self.kube.metrics.nova_ready.labels(meta["name"], meta.get("namespace") or "").set(1 if ready else 0)
         if error is not None:
             raise error
         return result
@@ -408,20 +412,25 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
     opts = options if options is not None else NovaOptions(operator_namespace=OPERATOR_NAMESPACE)
 
     def factory(manager: Manager) -> Controller:
-        watched = [NOVAS, SECRETS, *OWNED]
+        watched = [NOVAS, *OWNED]
         if opts.gateway_api:
             watched.append(HTTPROUTES)
         if opts.mariadb_api:
             # The cluster by name; its Database/User/Grant children by owner, so a managed database
             # turning Ready wakes the Nova at once instead of on the 30 s database poll.
             watched += [MARIADBS, *MARIADB_CHILDREN]
-        # Children carry managed-by=nova-operator: cache only those. The Nova itself, Secrets (the
-        # CR references the user's own) and the MariaDB clusters are read whatever their labels.
-        unfiltered = (NOVAS, SECRETS, MARIADBS)
-        informers = {
+        # Children carry managed-by=nova-operator: cache only those. The Nova itself and the MariaDB
+        # clusters are read whatever their labels. Secrets (the user's own that the CR names, and the
+        # derived ones) are cached only in namespaces that hold a Nova or a NovaCompute: never listed
+        # or watched across the cluster (see README, "RBAC and what is cached").
+        unfiltered = (NOVAS, MARIADBS)
+        informers: dict[ResourceRef, Informer] = {
             ref: manager.informer(ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR)
             for ref in watched
         }
+        secrets = manager.scoped_informer(SECRETS)
+        secrets.follow(informers[NOVAS])
+        informers[SECRETS] = secrets
         novas = informers[NOVAS].cache
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)

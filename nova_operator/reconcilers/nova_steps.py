@@ -4,10 +4,14 @@ Several steps report through one condition on purpose (the DSN, transport-URL an
 steps produce inputs of the same graph as the Secrets step, so they mark ``SecretsReady``);
 the ``sub_reconciler`` metric label, the step name, tells them apart.
 
-    Secrets -> DBConnectionSecrets -> TransportURLSecret -> Config -> ComputeConfig
-      -> Database -> Conductor -> Scheduler -> Metadata -> ConsoleProxy -> Deployment
-      -> DBArchive -> [ HTTPRoute | MetadataHTTPRoute | ConsoleHTTPRoute
-                        | HealthCheck | HPA | NetworkPolicy ]
+    NetworkPolicy -> Secrets -> DBConnectionSecrets -> TransportURLSecret -> Config
+      -> ComputeConfig -> Database -> Conductor -> Scheduler -> Metadata -> ConsoleProxy
+      -> Deployment -> DBArchive -> [ HTTPRoute | MetadataHTTPRoute | ConsoleHTTPRoute
+                                      | HealthCheck | HPA ]
+
+The NetworkPolicy runs first (not in the group, as reconciler.md has it): a requested policy
+must exist before the db-sync Job's pod, and nothing that fails later may leave a Nova that
+asked for one running without it (issue 13).
 """
 
 from __future__ import annotations
@@ -38,18 +42,21 @@ from nova_operator.reconcilers.context import PassContext
 NovaStep = Step[PassContext]
 
 NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
+    # First (issue 13): a requested policy exists before any step creates a pod, and no failure of
+    # a later step skips it; a refused policy stops the pass (fail closed).
+    Step("NetworkPolicy", c.NETWORK_POLICY_READY, network_policy.run),
     Step("Secrets", c.SECRETS_READY, secrets.run),
     Step("DBConnectionSecrets", c.SECRETS_READY, db_connection.run),
     Step("TransportURLSecret", c.SECRETS_READY, transport_url.run),
     Step("Config", c.SECRETS_READY, config.run),
     Step("ComputeConfig", c.COMPUTE_CONFIG_READY, compute_config.run),
     Step("Database", c.DATABASE_READY, partial(database.run, upgrade_flow=upgrade.run_upgrade)),
-    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor),
-    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler),
-    Step("Metadata", c.METADATA_READY, workloads.metadata),
-    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy),
-    Step("Deployment", c.DEPLOYMENT_READY, deployment.run),
-    Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run),
+    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor, on_refusal="continue"),
+    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler, on_refusal="continue"),
+    Step("Metadata", c.METADATA_READY, workloads.metadata, on_refusal="continue"),
+    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy, on_refusal="continue"),
+    Step("Deployment", c.DEPLOYMENT_READY, deployment.run, on_refusal="continue"),
+    Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run, on_refusal="continue"),
 )
 
 NOVA_GROUP: Final[tuple[NovaStep, ...]] = (
@@ -58,7 +65,6 @@ NOVA_GROUP: Final[tuple[NovaStep, ...]] = (
     Step("ConsoleHTTPRoute", c.CONSOLE_HTTP_ROUTE_READY, http_route.console),
     Step("HealthCheck", c.NOVA_API_READY, health_check.run),
     Step("HPA", c.HPA_READY, hpa.run),
-    Step("NetworkPolicy", c.NETWORK_POLICY_READY, network_policy.run),
 )
 
 CONDITION_TYPES: Final[dict[str, str]] = {s.name: s.condition for s in (*NOVA_STEPS, *NOVA_GROUP)}

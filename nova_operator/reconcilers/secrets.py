@@ -7,6 +7,7 @@ runs only when ``spec.secretStoreRef`` is set (a cluster without External Secret
 
 from __future__ import annotations
 
+from secrets import token_hex
 from typing import Final
 
 from nova_operator import conditions, intervals
@@ -14,6 +15,8 @@ from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
 from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.renderers import secrets as derived
+from nova_operator.renderers.secrets import CredentialNotRepresentable, oslo_value
 from nova_operator.runtime.request import Result
 
 CONDITION: Final = conditions.SECRETS_READY
@@ -25,6 +28,7 @@ WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
 METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
 WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+CREDENTIAL_NOT_REPRESENTABLE: Final = "CredentialNotRepresentable"
 SECRETS_AVAILABLE: Final = "SecretsAvailable"
 _DB_KEYS = ("username", "password")
 
@@ -65,6 +69,16 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
     if not custom_resource_ready(store):
         return SECRET_STORE_NOT_READY, f"{ref.kind} {ref.name} is not Ready"
     return None
+
+
+async def digest_key(ctx: PassContext) -> bytes:
+    """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
+    name = f"{ctx.name}-digest-key"
+    key = secret_value(await ctx.live(SECRETS, name), "key")
+    if not key:
+        key = token_hex(32)
+        await ctx.ensure(derived.digest_key_secret(ctx.nova, key))
+    return key.encode("utf-8")
 
 
 async def run(ctx: PassContext) -> Result:
@@ -115,12 +129,26 @@ async def run(ctx: PassContext) -> Result:
             f"Secret {ctx.namespace}/{spec.metadata.shared_secret_ref.name} is empty; nova would verify "
             "instance metadata requests against an empty key",
         )
+    plain = (
+        ("serviceUser.secretRef", spec.service_user.secret_ref, "password", password),
+        ("metadata.sharedSecretRef", spec.metadata.shared_secret_ref, "shared_secret", metadata_secret),
+    )
+    for field, ref, default_key, value in plain:
+        try:
+            oslo_value(value)
+        except CredentialNotRepresentable as exc:
+            return wait(
+                ctx,
+                CREDENTIAL_NOT_REPRESENTABLE,
+                f"spec.{field}: key {ref.key or default_key} of Secret {ctx.namespace}/{ref.name} {exc}",
+            )
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
     ctx.state.service_user_password = password
     ctx.state.metadata_secret = metadata_secret
-    ctx.state.authtoken_digest = credential_digest(password)
-    ctx.state.metadata_digest = credential_digest(metadata_secret)
+    ctx.state.digest_key = await digest_key(ctx)
+    ctx.state.authtoken_digest = credential_digest(password, ctx.state.digest_key)
+    ctx.state.metadata_digest = credential_digest(metadata_secret, ctx.state.digest_key)
     ctx.set(CONDITION, True, SECRETS_AVAILABLE, "All referenced Secrets are available")
     return Result()

@@ -1,18 +1,21 @@
 """Step 3, ``TransportURLSecret`` (reports ``SecretsReady``): the derived ``{name}-transport-url`` (§4.3).
 
 Managed bus: the ``RabbitmqCluster``'s default-user Secret gives user, password, host and
-port. Brownfield bus: ``spec.messaging.secretRef`` holds the URL. The URL is checked before
+port; that Secret is read only from the Nova's own namespace, whatever the cluster's status
+says. Brownfield bus: ``spec.messaging.secretRef`` holds the URL. The URL is checked before
 anything is written (explicit port, no IPv6 literal): a rejected URL leaves the previously
 written Secret as it was. No message ever carries the URL.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from nova_operator import conditions, intervals
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import RABBITMQ_CLUSTERS, SECRETS
+from nova_operator.models.common import DNS1123_SUBDOMAIN
 from nova_operator.reconcilers.context import PassContext, secret_value
 from nova_operator.renderers import secrets as derived
 from nova_operator.runtime.request import Result
@@ -39,7 +42,16 @@ async def _managed_url(ctx: PassContext, cluster: str) -> str | Result:
             f"RabbitmqCluster {ctx.namespace}/{cluster} publishes no default user yet",
         )
     namespace = ref.get("namespace") or ctx.namespace
-    secret = await ctx.live(SECRETS, ref["name"], namespace=namespace)
+    if namespace != ctx.namespace or not re.fullmatch(DNS1123_SUBDOMAIN, str(ref["name"])):
+        # The status of an object the tenant controls may point anywhere: read only our own namespace.
+        return _wait(
+            ctx,
+            WAITING_FOR_MESSAGING,
+            f"RabbitmqCluster {ctx.namespace}/{cluster} publishes its default user as Secret "
+            f"{namespace!r}/{ref['name']!r}; only a Secret of a valid name in the Nova's own namespace "
+            f"{ctx.namespace} is read",
+        )
+    secret = await ctx.live(SECRETS, ref["name"])
     values = {k: secret_value(secret, k) for k in ("username", "password", "host", "port")}
     if any(not v for v in values.values()):
         missing = ", ".join(k for k, v in values.items() if not v)
@@ -79,6 +91,6 @@ async def run(ctx: PassContext) -> Result:
         return _wait(ctx, TRANSPORT_URL_REJECTED, str(exc))
     await ctx.ensure(derived.transport_url_secret(ctx.nova, found))
     ctx.state.transport_url = found
-    ctx.state.transport_digest = credential_digest(found)
+    ctx.state.transport_digest = credential_digest(found, ctx.state.digest_key)
     ctx.state.broker_port = port
     return Result()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nova_operator import naming
+from nova_operator.catalog import oslo_name
 from nova_operator.digests import config_hash
 from nova_operator.models.common import ResourceRequirements
 from nova_operator.models.nova import Nova
@@ -180,7 +181,9 @@ def config_map_name(name: str, data: Mapping[str, str]) -> str:
 
 def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) -> list[tuple[str, str]]:
     """Every owned key (§4.3, reported or rejected) that ``extra_config`` sets, sorted."""
-    return sorted((s, k) for s, opts in (extra_config or {}).items() for k in opts if (s, k) in OWNED_KEYS)
+    return sorted(
+        (s, k) for s, opts in (extra_config or {}).items() for k in opts if oslo_name(s, k) in OWNED_KEYS
+    )
 
 
 def pool_conf_sections(pool: NovaCompute) -> Sections:
@@ -428,6 +431,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
     name = pool.metadata.name or ""
     init, main = _containers(inputs, resolve_resources(pool.spec.resources))
     pod_spec: Manifest = {
+        "automountServiceAccountToken": False,  # nova-compute never talks to the Kubernetes API
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -519,6 +523,7 @@ def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: 
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
+                        "automountServiceAccountToken": False,  # nova-manage needs no Kubernetes API
                         "restartPolicy": "Never",
                         "securityContext": {"fsGroup": OPENSTACK_GID},
                         "containers": [container],

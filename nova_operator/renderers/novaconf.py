@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nova_operator import digests, naming
+from nova_operator.catalog import oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.renderers.env import render
 
@@ -184,12 +185,18 @@ OWNED_PAIRS: frozenset[tuple[str, str]] = frozenset(
 
 def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]]) -> list[tuple[str, str]]:
     """The reported owned keys ``extra_config`` overrides, sorted (drives ExtraConfigHealthy)."""
-    return sorted((s, k) for s, opts in extra_config.items() for k in opts if k in OWNED_KEYS.get(s, ()))
+    return sorted(
+        (s, k)
+        for s, opts in extra_config.items()
+        for k in opts
+        if oslo_name(s, k)[1] in OWNED_KEYS.get(oslo_name(s, k)[0], ())
+    )
 
 
 def rejected_keys(extra_config: Mapping[str, Mapping[str, str]]) -> list[RejectedKey]:
     """The rejected keys ``extra_config`` sets, in registry order."""
-    return [r for r in REJECTED_KEYS if r.key in extra_config.get(r.section, {})]
+    present = {oslo_name(s, k) for s, opts in extra_config.items() for k in opts}
+    return [r for r in REJECTED_KEYS if (r.section, r.key) in present]
 
 
 # --------------------------------------------------------------------------- serializer

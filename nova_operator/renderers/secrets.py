@@ -3,6 +3,15 @@
 Pure: the credential values are inputs (the Secrets step reads them); nothing here reads
 the cluster.  These are the only renderers whose output carries credentials, and only in
 Secret ``data``.  Messages never quote a URL or a DSN (they carry passwords).
+
+Every value here reaches nova through oslo.config (``OS_<SECTION>__<KEY>`` environment
+overrides), which expands ``$name`` in every value and turns ``\\$`` into ``$``. So a
+credential is handed over in oslo.config's form: inside a URL (DSNs, transport URLs) a ``$``
+is percent-encoded (``%24``, which the URL parsers decode), and a plain value (the
+service-user password, the metadata shared secret) has each ``$`` doubled (``oslo_value``) and
+is published in ``{name}-oslo-credentials`` rather than read from the user's Secret as it is.
+A plain value holding a backslash directly before a ``$`` has no oslo.config form at all:
+``oslo_value`` refuses it (``CredentialNotRepresentable``) and the Secrets step says so.
 """
 
 from __future__ import annotations
@@ -19,29 +28,57 @@ from nova_operator.naming import Component
 from nova_operator.renderers.workload import DB_TLS_DIR, plain
 
 __all__ = [
+    "CredentialNotRepresentable",
     "TransportURLRejected",
     "broker_port",
     "check_transport_url",
     "compute_config_secret",
     "database_dsn",
     "database_username",
+    "digest_key_secret",
     "dsn_secret",
     "encode_userinfo",
     "managed_transport_url",
+    "oslo_credentials_secret",
+    "oslo_url",
+    "oslo_value",
+    "shown_scheme",
     "transport_url_secret",
 ]
 
 Block = Literal["api", "cell"]
-_SAFE = "-_.~$&+,;="
+_SAFE = "-_.~&+,;="  # not "$": oslo.config would expand it
 
 
 class TransportURLRejected(ValueError):
     """The transport URL cannot fill the cell mapping template; the message never names the URL."""
 
 
+class CredentialNotRepresentable(ValueError):
+    """A plain credential that oslo.config cannot carry literally; the message names no value."""
+
+
 def encode_userinfo(value: str) -> str:
-    """Percent-encode everything but ``A-Z a-z 0-9`` and ``-_.~$&+,;=`` (uppercase hex)."""
+    """Percent-encode everything but ``A-Z a-z 0-9`` and ``-_.~&+,;=`` (uppercase hex)."""
     return quote(value, safe=_SAFE)
+
+
+def oslo_value(value: str) -> str:
+    """``value`` as oslo.config must read it to yield ``value``: every ``$`` doubled.
+
+    oslo.config first turns ``\\$`` into ``$$`` and then expands ``$name``; no string makes
+    it yield a backslash followed by a dollar, so such a value is refused.
+    """
+    if "\\$" in value:
+        raise CredentialNotRepresentable(
+            "contains a backslash directly followed by '$', which oslo.config cannot pass to nova literally"
+        )
+    return value.replace("$", "$$")
+
+
+def oslo_url(url: str) -> str:
+    """A URL that oslo.config leaves alone: ``$`` percent-encoded (the URL parsers decode it)."""
+    return url.replace("$", "%24")
 
 
 def _name(nova: Nova) -> str:
@@ -141,7 +178,7 @@ def check_transport_url(url: str) -> int:
     if not sep:
         raise TransportURLRejected("the transport URL has no scheme")
     if scheme != "rabbit":
-        raise TransportURLRejected(f"the transport URL scheme must be rabbit, not {scheme!r}")
+        raise TransportURLRejected(f"the transport URL scheme must be rabbit, not {shown_scheme(url)}")
     netloc = rest.split("/", 1)[0].split("?", 1)[0]
     hosts = [h.rpartition("@")[2] for h in netloc.split(",")]
     if not hosts or not hosts[-1]:
@@ -156,6 +193,21 @@ def check_transport_url(url: str) -> int:
     return int(port)
 
 
+# Schemes a message may name: anything else before "://" may be part of a credential (a URL
+# written without its scheme puts user and password there), so it is never echoed.
+_KNOWN_SCHEMES = frozenset(
+    {"amqp", "amqps", "http", "https", "kafka", "kombu", "pika", "qpid", "redis", "zmq", "ws", "wss", "mysql"}
+)
+
+
+def shown_scheme(url: str) -> str:
+    """The scheme of ``url`` for a message: quoted when it is a well-known one, else ``none``/``unknown``."""
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        return "none"
+    return repr(scheme.lower()) if scheme.lower() in _KNOWN_SCHEMES else "an unknown scheme"
+
+
 def broker_port(url: str) -> int:
     """The port of the transport URL's last host, 5672 when it names none (the probe input)."""
     try:
@@ -165,8 +217,22 @@ def broker_port(url: str) -> int:
 
 
 def transport_url_secret(nova: Nova, url: str) -> dict[str, Any]:
-    """``{name}-transport-url`` with the single key ``transport_url``."""
-    return _secret(nova, f"{_name(nova)}-transport-url", {"transport_url": url})
+    """``{name}-transport-url`` with the single key ``transport_url`` (``$`` percent-encoded)."""
+    return _secret(nova, f"{_name(nova)}-transport-url", {"transport_url": oslo_url(url)})
+
+
+def digest_key_secret(nova: Nova, key: str) -> dict[str, Any]:
+    """``{name}-digest-key``: the HMAC key of the credential digests in pod-template annotations
+    (key ``key``; generated once by the Secrets step, never rotated by the operator)."""
+    return _secret(nova, f"{_name(nova)}-digest-key", {"key": key})
+
+
+def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) -> dict[str, Any]:
+    """``{name}-oslo-credentials``: the service-user password and the metadata shared secret in
+    oslo.config form (keys ``password`` and ``metadata_proxy_shared_secret``), what the control
+    plane's ``OS_*__PASSWORD`` and ``OS_NEUTRON__METADATA_PROXY_SHARED_SECRET`` read."""
+    data = {"password": oslo_value(password), "metadata_proxy_shared_secret": oslo_value(metadata_secret)}
+    return _secret(nova, f"{_name(nova)}-oslo-credentials", data)
 
 
 def compute_config_secret(
@@ -182,15 +248,16 @@ def compute_config_secret(
     """The compute contract ``{name}-compute-config`` (or ``{name}-remote-compute-config``).
 
     Keys: ``nova-compute.conf``, ``transport_url``, ``password``, ``metadata_proxy_shared_secret``,
-    ``cell_name`` (``cell1``), and ``ca.crt`` only on a TLS bus.
+    ``cell_name`` (``cell1``), and ``ca.crt`` only on a TLS bus. The credentials are in the form
+    nova-compute's oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
     """
     name = _name(nova)
     component = Component.REMOTE_COMPUTE_CONFIG if remote else Component.COMPUTE_CONFIG
     data = {
         "nova-compute.conf": fragment,
-        "transport_url": transport_url,
-        "password": password,
-        "metadata_proxy_shared_secret": metadata_secret,
+        "transport_url": oslo_url(transport_url),
+        "password": oslo_value(password),
+        "metadata_proxy_shared_secret": oslo_value(metadata_secret),
         "cell_name": "cell1",
     }
     if nova.spec.messaging.tls is not None:

@@ -123,12 +123,16 @@ def _secret_env(name: str, secret: str, key: str) -> Manifest:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
+def oslo_credentials(nova: Nova) -> str:
+    """The derived Secret with the password and the shared secret in oslo.config form."""
+    return f"{_name(nova)}-oslo-credentials"
+
+
 def _password_env(nova: Nova) -> list[Manifest]:
-    ref = nova.spec.service_user.secret_ref
     sections = ["KEYSTONE_AUTHTOKEN", "SERVICE_USER", "PLACEMENT", "NEUTRON"]
     if nova.spec.endpoints.cinder.enabled:
         sections.append("CINDER")
-    return [_secret_env(f"OS_{s}__PASSWORD", ref.name, ref.key or "password") for s in sections]
+    return [_secret_env(f"OS_{s}__PASSWORD", oslo_credentials(nova), "password") for s in sections]
 
 
 def _base_env(nova: Nova, *, api_db: bool = True) -> list[Manifest]:
@@ -150,9 +154,12 @@ def manage_env(nova: Nova) -> list[Manifest]:
 def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[Manifest]:
     env = _base_env(nova, api_db=component is not Component.NOVNCPROXY)
     if component is Component.METADATA:
-        ref = nova.spec.metadata.shared_secret_ref
         env.append(
-            _secret_env("OS_NEUTRON__METADATA_PROXY_SHARED_SECRET", ref.name, ref.key or "shared_secret")
+            _secret_env(
+                "OS_NEUTRON__METADATA_PROXY_SHARED_SECRET",
+                oslo_credentials(nova),
+                "metadata_proxy_shared_secret",
+            )
         )
     if component in (Component.API, Component.METADATA):
         files = f"{API_PASTE};nova.conf" + (";metadata.conf" if component is Component.METADATA else "")

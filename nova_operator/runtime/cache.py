@@ -62,6 +62,28 @@ class Cache:
         self._index_funcs: dict[str, IndexFunc] = {OWNER_INDEX: _owner_uids, LABEL_INDEX: _labels}
         self._indexes: dict[str, dict[str, set[Request]]] = {OWNER_INDEX: {}, LABEL_INDEX: {}}
         self._synced = False
+        self._covered: set[str] | None = None  # None: every namespace (a plain informer)
+
+    # -- scope -------------------------------------------------------------------------------
+
+    @property
+    def covered(self) -> frozenset[str]:
+        return frozenset(self._covered or ())
+
+    def covers(self, namespace: str) -> bool:
+        """Whether a miss in ``namespace`` means "absent" (the namespace is listed and watched)."""
+        return self._covered is None or namespace in self._covered
+
+    def cover(self, namespaces: set[str]) -> None:
+        """Restrict what counts as listed to ``namespaces`` (a scoped informer's cache)."""
+        self._covered = set(namespaces)
+
+    def uncover(self, namespace: str) -> None:
+        """Stop covering ``namespace`` and drop its objects (no longer watched, not deleted)."""
+        if self._covered is not None:
+            self._covered.discard(namespace)
+        for key in [k for k in self._items if k.namespace == namespace]:
+            self.remove(key)
 
     # -- reads (copies) ----------------------------------------------------------------------
 

@@ -60,6 +60,9 @@ class WorkQueue(Generic[T]):
         self._getters: deque[asyncio.Future[None]] = deque()
         self._drainers: list[asyncio.Future[None]] = []
         self._shutting_down = False
+        if metrics is not None:  # read when /metrics is scraped, like client-go's periodic update
+            metrics.queue_longest.labels(name).set_function(lambda: max(self._held_for(), default=0.0))
+            metrics.queue_unfinished.labels(name).set_function(lambda: sum(self._held_for()))
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -190,6 +193,16 @@ class WorkQueue(Generic[T]):
         return frozenset(self._processing)
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _held_for(self) -> list[float]:
+        """Seconds each key a worker holds has been held."""
+        if not self._started_at:
+            return []
+        try:
+            now = self._clock.now()
+        except RuntimeError:  # read outside the event loop (no running loop): nothing to report
+            return []
+        return [now - started for started in self._started_at.values()]
 
     def _wake_one(self) -> None:
         while self._getters:

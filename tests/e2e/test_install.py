@@ -318,8 +318,11 @@ def test_helm_install_upgrade_uninstall(
         cluster_role = sim.cluster.kube.get(
             path_of({"kind": "ClusterRole", "metadata": {"name": dep["metadata"]["name"]}})
         )
+        # namespaced RBAC: the ClusterRole keeps only cluster-scoped kinds (nodes, priority classes,
+        # cluster secret stores), every namespaced kind moved to the Role above
         assert {r for rule in cluster_role["rules"] for r in rule["resources"]} <= {
             "nodes",
+            "priorityclasses",
             "clustersecretstores",
         }
         wait_for(lambda: len(operator_pods(sim, dep)) == 1, 30, "one operator pod")

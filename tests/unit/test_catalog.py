@@ -127,3 +127,23 @@ def test_queries_do_not_mutate_their_input() -> None:
     catalog.unknown_options("2025.2", extra)
     catalog.deprecated_options("2025.2", extra)
     assert extra == before
+
+
+def test_oslo_name_is_how_oslo_config_reads_a_rendered_line() -> None:
+    """Issue 13 item 9 (checked against the real oslo.config: sections lowercased, key cut at ':'/'=')."""
+    assert catalog.oslo_name("Keystone_Authtoken", "password") == ("keystone_authtoken", "password")
+    assert catalog.oslo_name("DEFAULT", "transport_url:rabbit") == ("DEFAULT", "transport_url")
+    assert catalog.oslo_name("DEFAULT", "transport_url = x") == ("DEFAULT", "transport_url")
+    assert catalog.oslo_name("default", "debug") == ("default", "debug")  # not DEFAULT to oslo
+    assert catalog.oslo_name(" vnc ", " enabled ") == ("vnc", "enabled")
+
+
+def test_the_owned_key_guards_normalise_like_oslo() -> None:
+    from nova_operator.renderers import compute_pool, novaconf
+
+    extra = {"DEFAULT": {"transport_url:x": "y"}, "Keystone_Authtoken": {"password": "p"}}
+    assert compute_pool.overridden_owned_keys(extra) == [
+        ("DEFAULT", "transport_url:x"),
+        ("Keystone_Authtoken", "password"),
+    ]
+    assert [(r.section, r.key) for r in novaconf.rejected_keys(extra)]

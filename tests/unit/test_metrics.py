@@ -71,3 +71,25 @@ def test_step_instrumentation_uses_the_spec_names_and_buckets() -> None:
         )
         == 1
     )
+
+
+def test_nova_ready_is_per_cr_and_forgotten_with_the_nova() -> None:
+    m = Metrics()
+    m.nova_ready.labels("nova", "openstack").set(1)
+    m.db_sync_total.labels("nova", "openstack", "failed").inc()
+    m.nova_ready.labels("other", "openstack").set(0)
+    m.forget_nova("nova", "openstack")
+    assert (
+        m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "nova", "namespace": "openstack"})
+        is None
+    )
+    assert (
+        m.registry.get_sample_value(
+            "nova_operator_db_sync_total", {"nova": "nova", "namespace": "openstack", "result": "failed"}
+        )
+        is None
+    )
+    assert (
+        m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "other", "namespace": "openstack"})
+        == 0
+    )

@@ -93,3 +93,41 @@ async def test_group_members_work_on_their_own_copies() -> None:
     ctx = Ctx()
     await run_group([Step("M", "MReady", mutate)], ctx, Recorder())
     assert ctx.conditions == {"MReady": "ok"}
+
+
+@dataclass
+class RefusableCtx(Ctx):
+    def refused(self, condition: str, reason: str, message: str) -> None:
+        self.conditions[condition] = f"False/{reason}/{message}"
+
+
+def _refusing(name: str, status: int) -> Step[RefusableCtx]:
+    from nova_operator.kube.errors import from_status
+
+    async def run(ctx: RefusableCtx) -> Result:
+        ctx.ran.append(name)
+        raise from_status(status, b'{"message": "CronJob.batch \\"x\\" is invalid: spec.schedule: bad"}')
+
+    return Step(name, f"{name}Ready", run, on_refusal="continue" if name.startswith("c") else "stop")
+
+
+async def test_a_refused_child_is_the_steps_condition_and_the_sequence_goes_on_or_stops() -> None:
+    ctx = RefusableCtx()
+    ok: Step[RefusableCtx] = Step("after", "AfterReady", lambda c: _ran(c, "after"))
+    assert await run_sequence([_refusing("child", 422), ok], ctx, Recorder()) == Result()
+    assert ctx.ran == ["child", "after"]
+    assert ctx.conditions["childReady"].startswith("False/ChildRejected/the API server refused")
+    assert "spec.schedule: bad" in ctx.conditions["childReady"]
+    stopped = RefusableCtx()
+    await run_sequence([_refusing("secrets", 400), ok], stopped, Recorder())
+    assert stopped.ran == ["secrets"]  # an input step stops what depends on it
+
+
+async def test_other_api_errors_still_raise() -> None:
+    with pytest.raises(Exception, match="invalid"):
+        await run_sequence([_refusing("child", 500)], RefusableCtx(), Recorder())
+
+
+async def _ran(ctx: RefusableCtx, name: str) -> Result:
+    ctx.ran.append(name)
+    return Result()

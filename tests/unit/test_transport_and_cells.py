@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from nova_operator.cells import parse_cells_report, report_pod, termination_message
-from nova_operator.transport import check_transport_url
+from nova_operator.renderers.secrets import TransportURLRejected, check_transport_url
 
 SECRET = "s3cr3t-Pa55"
 U0 = "00000000-0000-0000-0000-000000000000"
@@ -19,29 +19,30 @@ U1 = "4f2c7e9a-1b3d-4c5e-8f9a-0b1c2d3e4f5a"
     ],
 )
 def test_accepted_transport_urls_yield_the_broker_port(url: str, port: int) -> None:
-    check = check_transport_url(url)
-    assert check.ok
-    assert check.port == port
+    assert check_transport_url(url) == port
 
 
 @pytest.mark.parametrize(
     ("url", "words"),
     [
-        (f"rabbit://nova:{SECRET}@rabbitmq.openstack.svc/", "port explicitly"),
-        (f"rabbit://nova:{SECRET}@h1:5672,nova:{SECRET}@h2/", "port explicitly"),
+        (f"rabbit://nova:{SECRET}@rabbitmq.openstack.svc/", "no explicit port"),
+        (f"rabbit://nova:{SECRET}@h1:5672,nova:{SECRET}@h2/", "no explicit port"),
         (f"rabbit://nova:{SECRET}@[fd00::1]:5672/", "IPv6 literal"),
-        (f"http://nova:{SECRET}@h:5672/", "rabbit://"),
-        (f"rabbit://nova:{SECRET}@h:99999/", "invalid port"),
+        (f"http://nova:{SECRET}@h:5672/", "must be rabbit, not 'http'"),
+        (f"rabbit://nova:{SECRET}@h:99999/", "no explicit port"),
         ("rabbit:///", "no host"),
+        # issue 13 item 8: no scheme, so what precedes "://" is user and password
+        (f"nova:{SECRET}@h:5672/?next=rabbit://x", "an unknown scheme"),
+        (f"{SECRET}://h:5672/", "an unknown scheme"),
+        (f"nova:{SECRET}@h:5672/", "no scheme"),
     ],
 )
-def test_rejected_transport_urls_say_why_without_the_password(url: str, words: str) -> None:
-    check = check_transport_url(url)
-    assert not check.ok
-    assert check.problem is not None
-    assert words in check.problem
-    assert SECRET not in check.problem
-    assert check.port is None
+def test_rejected_transport_urls_say_why_without_any_part_of_the_credential(url: str, words: str) -> None:
+    with pytest.raises(TransportURLRejected) as rejected:
+        check_transport_url(url)
+    assert words in str(rejected.value)
+    assert SECRET not in str(rejected.value)
+    assert "nova" not in str(rejected.value)
 
 
 def test_cells_report_keeps_valid_lines_in_order() -> None:

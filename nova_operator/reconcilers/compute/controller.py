@@ -124,17 +124,20 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     daemonsets = manager.informer(DAEMONSETS, label_selector=MANAGED_BY_SELECTOR)
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     novas = manager.informer(NOVAS)
-    contracts = manager.informer(SECRETS, label_selector=CONTRACT_SELECTOR)
+    # Secrets only in the namespaces that hold a Nova or a NovaCompute (shared with the Nova
+    # controller); a namespace not listed yet falls back to a GET.
+    contracts = manager.scoped_informer(SECRETS)
+    contracts.follow(pools)
     caches: dict[ResourceRef, Cache] = {
         DAEMONSETS: daemonsets.cache,
         CONFIGMAPS: config_maps.cache,
         NOVAS: novas.cache,
-        SECRETS: contracts.cache,  # only the labelled contract Secrets; a miss falls back to a GET
+        SECRETS: contracts.cache,
     }
 
     def cached(ref: ResourceRef, namespace: str, name: str) -> Object | None:
         cache = caches.get(ref)
-        return cache.get(name, namespace) if cache is not None else None
+        return cache.get(name, namespace) if cache is not None and cache.covers(namespace) else None
 
     lister = pool_lister(pools.cache)
     reconciler = NovaComputeReconciler(
@@ -163,7 +166,9 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
 
     def contract_pools(obj: Object) -> Iterable[Request]:
         name = obj["metadata"]["name"]
-        if not name.endswith(CONTRACT_SUFFIX):
+        labels = obj["metadata"].get("labels") or {}
+        key, _, value = CONTRACT_SELECTOR.partition("=")
+        if labels.get(key) != value or not name.endswith(CONTRACT_SUFFIX):
             return []
         return pools_of(obj["metadata"].get("namespace") or "", name[: -len(CONTRACT_SUFFIX)])
 

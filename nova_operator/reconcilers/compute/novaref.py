@@ -56,14 +56,21 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
     user = nova.spec.service_user
     secret_name, key = user.secret_ref.name, user.secret_ref.key or "password"
     try:
-        secret = await p.kube.get(SECRETS, secret_name, ns)
+        secret = await p.read(SECRETS, secret_name)  # cached once the namespace is listed
     except errors.NotFound:
         secret = {}
     except errors.KubeError as exc:
         p.set(COND, False, "NovaError", f"reading the service-user Secret {ns}/{secret_name}: {exc}")
         raise
     encoded = (secret.get("data") or {}).get(key) or ""
-    password = base64.b64decode(encoded).decode() if encoded else ""
+    try:
+        password = base64.b64decode(encoded).decode("utf-8") if encoded else ""
+    except (UnicodeDecodeError, ValueError):
+        return _wait(
+            p,
+            "SecretNotText",
+            f"key {key} of the service-user Secret {ns}/{secret_name} is not valid UTF-8 text",
+        )
     if not password:
         return _wait(
             p,

@@ -63,7 +63,7 @@ def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]]
     try:
         unknown = catalog.unknown_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
     except catalog.NoCatalogError:
-        return []  # fail open: no catalog is shipped for this release
+        return [catalog.no_catalog_refusal(base, extra_config)]  # fail closed (issue 13): nothing is checked
     return [catalog.format_unknown(base, s, k) for s, k in unknown]
 
 

@@ -38,6 +38,12 @@ from nova_operator.runtime.request import Request, Result, TerminalError
 log = structlog.get_logger("nova_operator.novacompute")
 
 MIRROR_LABEL: Final = "nova.openstack.c5c3.io/compute-config-mirror"
+CONFIG_ERROR: Final = "ConfigError"
+INVALID_SPEC: Final = "InvalidSpec"
+
+
+class InvalidPoolSpec(TerminalError):
+    """The NovaCompute passes the CRD but not the model; the message names fields, never values."""
 
 
 class NovaComputeReconciler:
@@ -66,14 +72,48 @@ class NovaComputeReconciler:
             return await self._teardown(cr)
         if await common.ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):
             return Result(requeue_after=self.settings.intervals.next_pass)
-        p = self._pass(cr)
+        try:
+            p = self._pass(cr)
+        except InvalidPoolSpec as exc:
+            return await self._invalid_spec(cr, str(exc))
         return await self._run(p, NOVACOMPUTE_STEPS)
+
+    async def _invalid_spec(self, cr: Object, message: str) -> Result:
+        """A rule only the model checks failed: ConfigReady=False ConfigError, one Warning per problem.
+
+        No requeue: the spec must change, and a spec change wakes the pool.
+        """
+        snapshot, status = common.snapshot_status(cr), common.snapshot_status(cr)
+        conds: list[conditions.Condition] = status.setdefault("conditions", [])
+        previous = conditions.find(conds, conditions.CONFIG_READY)
+        repeated = previous is not None and previous.get("message") == message
+        generation = int(cr["metadata"].get("generation", 0))
+        now = self.settings.clock()
+        conditions.set_condition(
+            conds, conditions.CONFIG_READY, False, CONFIG_ERROR, message, generation=generation, now=now
+        )
+        if not repeated:  # once per distinct problem, not on every wake-up
+            await self.events.emit(cr, "Warning", INVALID_SPEC, message)
+        await common.write_status(
+            self.kube,
+            NOVACOMPUTES,
+            cr,
+            status,
+            snapshot,
+            ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS,
+            generation=generation,
+            now=now,
+        )
+        return Result()
 
     def _pass(self, cr: Object) -> ComputePass:
         try:
             pool = NovaCompute.model_validate(cr)
         except ValidationError as exc:
-            raise TerminalError(f"the NovaCompute does not parse: {exc}") from exc
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            raise InvalidPoolSpec(f"the spec is invalid: {problems}") from None
         return ComputePass(
             kube=self.kube,
             events=self.events,
@@ -120,7 +160,15 @@ class NovaComputeReconciler:
 
     async def _teardown(self, cr: Object) -> Result:
         if common.has_finalizer(cr, DRAIN_FINALIZER) and await self._nova_exists(cr):
-            p = self._pass(cr)
+            try:
+                p = self._pass(cr)
+            except InvalidPoolSpec as exc:
+                # Nothing can be drained from a spec that does not parse; never keep the pool
+                # Terminating for it (its children go by garbage collection).
+                await self.events.emit(
+                    cr, "Warning", INVALID_SPEC, f"{exc}; deleted without draining its compute services"
+                )
+                return await self._release(cr)
             held_at_start = bool(p.nodes)
             steps = NOVACOMPUTE_STEPS if held_at_start else TEARDOWN_STEPS
             result = await self._run(p, steps)  # an error propagates: the pass failed
@@ -130,6 +178,9 @@ class NovaComputeReconciler:
                     if result.requeue_after is not None
                     else Result(requeue_after=self.settings.intervals.draining)
                 )
+        return await self._release(cr)
+
+    async def _release(self, cr: Object) -> Result:
         await self._reap_mirrors(cr)
         # Local children go by garbage collection through their owner references.
         await common.remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)

@@ -206,13 +206,14 @@ def test_config_namespaced_grants_roles_in_the_watched_namespace_only() -> None:
 
 
 def with_optional_bases(tmp_path: pathlib.Path) -> list[Obj]:
-    """config/default with its commented-out optional bases (prometheus, network-policy) enabled."""
+    """config/default with its commented-out optional bases (prometheus, grafana, network-policy) enabled."""
     config = tmp_path / "config"
     shutil.copytree(REPO / "config", config)
     kustomization = config / "default" / "kustomization.yaml"
     text = kustomization.read_text()
     assert "# - ../prometheus\n" in text
     assert "# - ../network-policy\n" in text
+    assert "# - ../grafana\n" in text
     kustomization.write_text(text.replace("# - ../", "- ../"))
     return docs(run("kubectl", "kustomize", str(config / "default")))
 
@@ -229,6 +230,14 @@ def test_prometheus_and_network_policy_bases_select_the_operator(tmp_path: pathl
     policy = one(objects, "NetworkPolicy")
     assert policy["metadata"]["namespace"] == "nova-system"
     assert policy["spec"]["podSelector"]["matchLabels"] == base_labels
+    # the alerts select the job the prometheus-operator names after the Service, in its namespace
+    rule = one(objects, "PrometheusRule")
+    assert rule["metadata"]["namespace"] == "nova-system"
+    scope = f'job="{svc["metadata"]["name"]}", namespace="nova-system"'
+    assert all(scope in r["expr"] for r in rule["spec"]["groups"][0]["rules"])
+    dashboard = one(objects, "ConfigMap")
+    assert dashboard["metadata"]["namespace"] == "nova-system"
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
 
 
 # -- helm --------------------------------------------------------------------------------------
@@ -246,6 +255,8 @@ MATRIX: dict[str, list[str]] = {
         "networkPolicy.enabled=true",
         "--set",
         "serviceMonitor.labels.release=prom",
+        "--set",
+        "grafanaDashboard.enabled=true",
     ],
     "no-leader-election": ["--set", "leaderElection.enabled=false", "--set", "replicaCount=1"],
     "existing-account": ["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=ops-sa"],
@@ -302,6 +313,8 @@ def test_helm_lint_and_template(case: str) -> None:
         rules = one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]
         assert {r["alert"] for r in rules} >= {"NovaOperatorDown", "NovaOperatorNoLeader"}
         assert all('namespace="ops"' in r["expr"] for r in rules)
+        dashboard = one(objects, "ConfigMap")
+        assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
         policy = one(objects, "NetworkPolicy")
         assert policy["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     elif case == "no-leader-election":
@@ -448,4 +461,11 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
                     f"{case}: {doc['kind']} {doc['metadata']['name']} refused: {exc}"
                 ) from exc
     kinds = {d["kind"] for _, objects in rendered for d in objects}
-    assert {"ServiceMonitor", "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "Role"} <= kinds
+    assert {
+        "ServiceMonitor",
+        "PrometheusRule",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Role",
+        "ConfigMap",
+    } <= kinds

@@ -231,6 +231,20 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
     )
     yield Case(
         plural,
+        path,
+        message(plural, path, "extraConfig section name must be DEFAULT or lower case"),
+        put(path, {"Keystone_Authtoken": {"a": "b"}}),
+        put(path, {"keystone_authtoken": {"a": "b"}, "DEFAULT": {"c": "d"}}),
+    )
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig key must not contain"),
+        put(path, {"DEFAULT": {"transport_url:x": "b"}}),
+        put(path, {"DEFAULT": {"debug_x": "b"}}),
+    )
+    yield Case(
+        plural,
         f"{path}[*]",
         message(plural, f"{path}[*]", "extraConfig key and value"),
         put(path, {"DEFAULT": {"a\rb": "b"}}),
@@ -395,6 +409,18 @@ def _nova_cases() -> Iterator[Case]:
             ),
             put(path, [{**spread, "labelSelector": {"matchLabels": labels}}]),
             error_path=path,
+        )
+
+    # --- every clusterRef: the schema default "" is refused by a rule (issue 13)
+    for block in ("spec.apiDatabase", "spec.database", "spec.cache", "spec.messaging"):
+        ref = f"{block}.clusterRef"
+        yield Case(
+            n,
+            ref,
+            m(ref, "clusterRef.name must be set"),
+            put(ref, {}),
+            put(ref, {"name": "backend-1"}),
+            error_path=f"{ref}.name",
         )
 
     # --- database blocks
@@ -623,6 +649,14 @@ def _nova_cases() -> Iterator[Case]:
         )
 
     yield from _extra_config_cases(n, NOVA_REJECTED_EXTRA_CONFIG_KEYS)
+    # --- issue 13: the archive schedule as kube's cron parser reads it
+    yield Case(
+        n,
+        "spec.dbArchive.schedule",
+        m("spec.dbArchive.schedule", "schedule must be a cron expression"),
+        put("spec.dbArchive", {"schedule": "61 * * * *"}),
+        put("spec.dbArchive", {"schedule": "59 23 31 DEC SUN"}),
+    )
 
 
 def _novacompute_cases() -> Iterator[Case]:
@@ -709,8 +743,47 @@ def _novacompute_cases() -> Iterator[Case]:
     yield from _extra_config_cases(c, NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS)
 
 
+BAD_KEYS = ("bad key!", "-lead", "UPPER.example.org/x", "a/b/c", "x" * 64, "example.org/")
+
+
+def _qualified_key_cases() -> Iterator[Case]:
+    """Issue 13: every label map and annotation map refuses a key the child's API would refuse."""
+    components = {"api": "api", "metadata": "metadata", "scheduler": "scheduler", "conductor": "conductor"}
+    components["consoleProxy"] = "novncproxy"
+    for plural, path, msg, _ in crd_rules():
+        if not msg.startswith(("label key must", "annotation key must")):
+            continue
+        good_key = "example.org/pool-1"
+
+        def mutation(keys: dict[str, str], path: str = path) -> Mutation:
+            if path.endswith("].labelSelector.matchLabels"):  # a spread constraint of one Deployment
+                block = path.split(".")[1]
+                own = {
+                    "app.kubernetes.io/name": "nova",
+                    "app.kubernetes.io/instance": "nova",
+                    "app.kubernetes.io/component": components[block],
+                }
+                spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+                parent = path.split("[*]")[0]
+                return put(parent, [{**spread, "labelSelector": {"matchLabels": {**own, **keys}}}])
+            if path.startswith("spec.networkPolicy.ingress[*]."):
+                which = path.split(".")[3]
+                source = {"namespaceSelector": {}, which: {"matchLabels": keys}}
+                return put("spec.networkPolicy", {"ingress": [source]})
+            if path.endswith("gateway.annotations"):
+                gateway = {"hostname": "nova.example.org", "parentRef": {"name": "gw"}, "annotations": keys}
+                return put(path.rsplit(".", 1)[0], gateway)
+            return put(path, keys)
+
+        bad, good = {k: "v" for k in BAD_KEYS}, {good_key: "v"}
+        if path.endswith("].labelSelector.matchLabels"):
+            # the spread rule wants exactly the pod selector: the good one adds no key
+            bad, good = {BAD_KEYS[0]: "v"}, {}
+        yield Case(plural, path, msg, mutation(bad), mutation(good), error_path=path.replace("[*]", "[0]"))
+
+
 def all_cases() -> list[Case]:
-    return [*_nova_cases(), *_novacompute_cases()]
+    return [*_nova_cases(), *_novacompute_cases(), *_qualified_key_cases()]
 
 
 # --- tests ---------------------------------------------------------------------------------

@@ -409,6 +409,17 @@ async def simulator(admin: Kube, operator: Operator, namespace: str) -> AsyncIte
         await asyncio.gather(task, return_exceptions=True)
 
 
+def nova_ready_gauge(operator: Operator, ns: str, name: str = "nova") -> Callable[[], Any]:
+    """An async read of ``nova_operator_nova_ready`` for ``wait_for`` (it is set after the status write)."""
+
+    async def read() -> float | None:
+        return operator.metrics.registry.get_sample_value(
+            "nova_operator_nova_ready", {"nova": name, "namespace": ns}
+        )
+
+    return read
+
+
 async def wait_for(get: Callable[[], Any], predicate: Callable[[Any], bool], within: float = 30) -> Any:
     """Poll ``get`` (an async read) until ``predicate`` holds; a timeout fails with the last value seen."""
     last: Any = None

@@ -25,7 +25,13 @@ from nova_operator.kube.resources import (
     USERS,
 )
 
-from .conftest import Operator, Simulator, ready_condition, wait_for  # type: ignore[import-not-found]
+from .conftest import (  # type: ignore[import-not-found]
+    Operator,
+    Simulator,
+    nova_ready_gauge,
+    ready_condition,
+    wait_for,
+)
 
 Object = dict[str, Any]
 
@@ -121,6 +127,7 @@ async def test_a_nova_with_its_secrets_becomes_ready_and_then_stays_quiet(
     nova = await wait_for(get, is_ready, within=60)
     time_to_ready = time.monotonic() - started
     print(f"time to Ready: {time_to_ready:.2f} s")
+    await wait_for(nova_ready_gauge(operator, ns), lambda v: v == 1, within=5)
 
     status = nova["status"]
     generation = nova["metadata"]["generation"]

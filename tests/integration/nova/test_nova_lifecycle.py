@@ -21,7 +21,13 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.runtime.request import Request
 
-from .conftest import Operator, Simulator, now, wait_for  # type: ignore[import-not-found]
+from .conftest import (  # type: ignore[import-not-found]
+    Operator,
+    Simulator,
+    nova_ready_gauge,
+    now,
+    wait_for,
+)
 from .test_nova_controller import (  # type: ignore[import-not-found]
     SECRET_VALUES,
     SECRETS_DATA,
@@ -54,6 +60,7 @@ async def test_each_missing_secret_or_key_waits_with_its_reason_and_proceeds_whe
     # Each wait below is shorter than the 15 s secret poll: progress comes from the Secret watch.
     within = 10
     await wait_for(get, secrets_reason("WaitingForDBCredentials", f"Secret {ns}/api-db not found"), within)
+    await wait_for(nova_ready_gauge(operator, ns), lambda v: v == 0, within)  # not Ready: 0, not absent
     await admin.create(SECRETS, secret("api-db", {"username": "nova_api"}), ns)
     await wait_for(get, secrets_reason("WaitingForDBCredentials", "api-db has no key password"), within)
     await admin.patch(SECRETS, "api-db", {"stringData": {"password": SECRETS_DATA["api-db"]["password"]}}, ns)
@@ -460,7 +467,7 @@ async def _value(metrics: Any, name: str, labels: dict[str, str]) -> float:
 
 # Values the pydantic model refuses; which of them the API server admits depends on the CRD's CEL
 # rules (a later CEL rule may take one over): each test uses the first one the server admits.
-MODEL_ONLY_SCHEDULES = ("every night at two", "0 5-2 * * *")
+MODEL_ONLY_SCHEDULES = ("every night at two", "0 5-2 * * *", "30-10 * * * *")
 MODEL_ONLY_NODE_SELECTORS = ({"bad key!": "x"}, {"example.org/": "x"}, {"a" * 64: "x"})
 
 

@@ -218,7 +218,7 @@ def test_db_archive_schedule_is_checked_by_the_model() -> None:
         ({"bad key!": "x"}, "label key"),
         ({"example.org/": "x"}, "label key"),
         ({"Not_A_Domain/pool": "x"}, "prefix"),
-        ({"pool": "-x"}, "label value"),
+        ({"pool": "-x"}, "should match pattern"),
         ({"pool": "x" * 64}, "at most 63 characters"),
     ],
 )

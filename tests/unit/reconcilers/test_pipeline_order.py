@@ -7,8 +7,9 @@ from nova_operator.reconcilers import NOVA_GROUP, NOVA_STEPS
 from nova_operator.reconcilers.nova_steps import condition_type
 
 
-def test_the_twelve_steps_run_in_the_spec_order() -> None:
+def test_the_thirteen_steps_run_in_order() -> None:
     assert [s.name for s in NOVA_STEPS] == [
+        "NetworkPolicy",  # first (issue 13): before any pod, never skipped by a later failure
         "Secrets",
         "DBConnectionSecrets",
         "TransportURLSecret",
@@ -28,7 +29,6 @@ def test_the_twelve_steps_run_in_the_spec_order() -> None:
         "ConsoleHTTPRoute",
         "HealthCheck",
         "HPA",
-        "NetworkPolicy",
     ]
 
 

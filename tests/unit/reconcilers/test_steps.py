@@ -95,7 +95,8 @@ async def test_all_secrets_present_hand_on_values_and_digests(kube: Any, events:
     assert (await secrets.run(ctx)).requeue_after is None
     assert ctx.state.service_user_password == "ps"
     assert len(ctx.state.authtoken_digest) == 64
-    assert kube.writes() == []
+    # the first pass creates the Nova's digest key (issue 13 item 11), nothing else
+    assert kube.writes() == [("apply", "secrets", "nova-digest-key")]
 
 
 async def test_a_transport_url_without_port_is_rejected_before_anything_is_written(
@@ -272,6 +273,7 @@ async def test_the_secret_store_gate_runs_only_when_a_store_is_named(kube: Any, 
     ctx = make_ctx(kube, events, *ALL_SECRETS, secretStoreRef=store)
     assert (await secrets.run(ctx)).requeue_after is None
     calls = len(kube.calls)
-    ctx = make_ctx(kube, events, *ALL_SECRETS)  # no store named: not even read
+    key = secret("nova-digest-key", key="k" * 64)  # as the first passes created it
+    ctx = make_ctx(kube, events, *ALL_SECRETS, key)  # no store named: not even read
     await secrets.run(ctx)
     assert len(kube.calls) == calls

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ def load_sample() -> Callable[[str], Nova]:
     return load_nova
 
 
+DIGEST_KEY = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"  # the Nova's {name}-digest-key in the goldens
+
 # Distinctive values for every referenced Secret: the leak test searches every rendered byte for them.
 SECRET_VALUES = {
     "api_db_username": "apiuser-7Kq2",
@@ -113,11 +116,11 @@ def render_everything(nova: Nova) -> dict[str, Any]:
         config_map=cm["metadata"]["name"],
         broker_port=port,
         digests=workload.Digests(
-            api_db_connection=digests.credential_digest(api_dsn),
-            db_connection=digests.credential_digest(cell_dsn),
-            authtoken=digests.credential_digest(v["service_password"]),
-            transport_url=digests.credential_digest(transport),
-            metadata_secret=digests.credential_digest(v["metadata_secret"]),
+            api_db_connection=digests.credential_digest(api_dsn, DIGEST_KEY),
+            db_connection=digests.credential_digest(cell_dsn, DIGEST_KEY),
+            authtoken=digests.credential_digest(v["service_password"], DIGEST_KEY),
+            transport_url=digests.credential_digest(transport, DIGEST_KEY),
+            metadata_secret=digests.credential_digest(v["metadata_secret"], DIGEST_KEY),
         ),
     )
     tls = nova.spec.messaging.tls is not None
@@ -174,3 +177,24 @@ def render_all() -> Callable[[Nova], dict[str, Any]]:
 @pytest.fixture
 def secret_values() -> dict[str, str]:
     return dict(SECRET_VALUES)
+
+
+CATALOG_TOOLS = Path(__file__).resolve().parents[3] / "tools" / "catalogs"
+
+
+@pytest.fixture(scope="session")
+def venvs() -> dict[str, Path]:
+    """release -> the nova venv of that release (made by tools/catalogs/ensure_venvs.sh)."""
+    made = subprocess.run(
+        ["bash", str(CATALOG_TOOLS / "ensure_venvs.sh")], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        pytest.fail(f"tools/catalogs/ensure_venvs.sh failed:\n{made.stderr[-3000:]}")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("catalogs_generate", CATALOG_TOOLS / "generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    return {release: generate.venv_dir(release) for release, _ in generate.releases()}

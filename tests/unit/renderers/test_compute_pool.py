@@ -316,3 +316,24 @@ def test_discover_hosts_job_is_valid() -> None:
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert "OS_DEFAULT__TRANSPORT_URL" in env
+
+
+def test_no_pod_of_the_operator_mounts_a_service_account_token(render_all: Any, load_sample: Any) -> None:
+    """Issue 13 item 10: none of the pods talks to the Kubernetes API, so none gets a token."""
+    templates: dict[str, Any] = {}
+    for sample in ("minimal", "full"):
+        for key, obj in render_all(load_sample(sample)).items():
+            spec = obj.get("spec") or {}
+            template = spec.get("template") or (spec.get("jobTemplate") or {}).get("spec", {}).get("template")
+            if template is not None:
+                templates[f"{sample} {key}"] = template
+    ds = cp.daemonset(pool(), inputs())
+    assert ds is not None
+    templates["DaemonSet"] = ds["spec"]["template"]
+    job = cp.discover_hosts_job(
+        load_sample("minimal"), image="img", config_map="cm", pull_policy="IfNotPresent"
+    )
+    templates["discover-hosts Job"] = job["spec"]["template"]
+    assert len(templates) > 10
+    mounting = [k for k, t in templates.items() if t["spec"].get("automountServiceAccountToken") is not False]
+    assert mounting == []

@@ -29,23 +29,6 @@ REPO = Path(__file__).resolve().parents[3]
 TOOLS = REPO / "tools" / "catalogs"
 
 
-@pytest.fixture(scope="module")
-def venvs() -> dict[str, Path]:
-    made = subprocess.run(
-        ["bash", str(TOOLS / "ensure_venvs.sh")], capture_output=True, text=True, check=False
-    )
-    if made.returncode != 0:
-        pytest.fail(f"tools/catalogs/ensure_venvs.sh failed:\n{made.stderr[-3000:]}")
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("catalogs_generate", TOOLS / "generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    generate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generate)
-    return {release: generate.venv_dir(release) for release, _ in generate.releases()}
-
-
 def _rendered(load_sample: Callable[[str], Nova]) -> dict[str, str]:
     files: dict[str, str] = {}
     for sample in ("minimal", "full"):

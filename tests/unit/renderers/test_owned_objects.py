@@ -424,8 +424,13 @@ def test_config_hash_and_config_map(load_sample: Load) -> None:
     assert cm["immutable"] is True
     assert cm["metadata"]["name"] == f"nova-config-{digests.config_hash(data)}"
     assert cm["metadata"]["labels"]["cobaltcore.c5c3.io/config-base"] == "nova-config"
-    assert digests.credential_digest("") == ""
-    assert digests.credential_digest("x") == digests.sha256_hex("x")
+    key = b"k" * 32
+    assert digests.credential_digest("", key) == ""
+    # keyed (issue 13 item 11): not the plain SHA-256 anyone could test guesses against
+    assert digests.credential_digest("x", key) != digests.sha256_hex("x")
+    assert digests.credential_digest("x", key) != digests.credential_digest("x", b"j" * 32)
+    assert digests.credential_digest("x", key) == digests.credential_digest("x", key)
+    assert len(digests.credential_digest("x", key)) == 64
 
 
 def test_api_endpoint() -> None:

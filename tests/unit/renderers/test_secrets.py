@@ -51,8 +51,9 @@ def test_dynamic_credentials_use_the_secret_username(load_sample: Load) -> None:
     )
 
 
-def test_userinfo_encoding_keeps_exactly_the_sub_delims() -> None:
-    assert secrets.encode_userinfo("aZ09-_.~$&+,;=") == "aZ09-_.~$&+,;="
+def test_userinfo_encoding_keeps_the_sub_delims_but_dollar() -> None:
+    assert secrets.encode_userinfo("aZ09-_.~&+,;=") == "aZ09-_.~&+,;="
+    assert secrets.encode_userinfo("a$b") == "a%24b"  # oslo.config would expand "$b"
     assert secrets.encode_userinfo("a b:c@d/e?f#g%h!") == "a%20b%3Ac%40d%2Fe%3Ff%23g%25h%21"
 
 

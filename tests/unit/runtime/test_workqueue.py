@@ -186,3 +186,26 @@ async def test_a_getter_cancelled_after_being_woken_passes_the_key_on() -> None:
     first.cancel()  # ... which is cancelled before it runs
     assert await asyncio.wait_for(second, 1) == "a"
     assert first.cancelled()
+
+
+async def test_longest_running_processor_and_unfinished_work_are_read_at_scrape_time() -> None:
+    clock, m = FakeClock(), Metrics()
+    q = make(clock, m)
+
+    def sample(name: str) -> float | None:
+        return m.registry.get_sample_value(f"nova_operator_workqueue_{name}", {"name": "q"})
+
+    assert sample("longest_running_processor_seconds") == 0
+    q.add("a")
+    q.add("b")
+    assert await get_now(q) == "a"
+    clock.advance(30)
+    assert await get_now(q) == "b"
+    clock.advance(10)
+    assert sample("longest_running_processor_seconds") == 40
+    assert sample("unfinished_work_seconds") == 50
+    q.done("a")
+    assert sample("longest_running_processor_seconds") == 10
+    q.done("b")
+    assert sample("longest_running_processor_seconds") == 0
+    assert sample("unfinished_work_seconds") == 0

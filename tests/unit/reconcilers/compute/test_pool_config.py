@@ -28,9 +28,12 @@ def test_unknown_option_and_section_are_named() -> None:
     ]
 
 
-def test_no_catalog_or_no_release_fails_open() -> None:
-    assert catalog_problems("2099.1", {"libvirt": {"no_such_knob": "1"}}) == []
-    assert catalog_problems("", {"libvirt": {"no_such_knob": "1"}}) == []
+def test_a_release_without_catalog_refuses_every_key() -> None:
+    """Issue 13 item 9: without a catalog nothing can be checked, so nothing is let through."""
+    (problem,) = catalog_problems("2099.1", {"libvirt": {"no_such_knob": "1"}})
+    assert "release 2099.1 ships no option catalog" in problem
+    assert "[libvirt] no_such_knob" in problem
+    assert catalog_problems("", {"libvirt": {"no_such_knob": "1"}}) == []  # no release: nothing to run
     assert catalog_problems("2025.2", None) == []
 
 
@@ -116,3 +119,10 @@ async def test_an_accepted_option_on_a_release_that_knows_it_is_rendered() -> No
     assert (await reconcile_pool_config(p)).requeue_after is None
     assert p.condition(conditions.CONFIG_READY)["reason"] == "ConfigRendered"  # type: ignore[index]
     assert [c["metadata"]["name"] for c in kube.created] == [p.config_map]
+
+
+def test_keys_are_checked_as_oslo_config_reads_them() -> None:
+    """Issue 13 item 9: a section in another case, or a key with ':' / '=', is the option oslo reads."""
+    assert catalog_problems("2025.2", {"LIBVIRT": {"virt_type": "qemu"}}) == []  # == [libvirt] virt_type
+    assert catalog_problems("2025.2", {"DEFAULT": {"debug: true": "x"}}) == []  # oslo reads "debug"
+    assert catalog_problems("2025.2", {"Libvirt": {"no_such_knob": "1"}}) != []

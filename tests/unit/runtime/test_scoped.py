@@ -1,0 +1,97 @@
+"""The scoped informer: Secrets of a namespace are listed only while a followed object lives there."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nova_operator.kube.resources import NOVAS, SECRETS, ResourceRef
+from nova_operator.runtime.informer import Informer
+from nova_operator.runtime.scoped import ScopedInformer
+from nova_operator.settings import WatchSettings
+
+FAST = WatchSettings(backoff_initial=0.001, backoff_max=0.002, inactivity_timeout=5, resync_period=None)
+
+
+def obj(name: str, ns: str, rv: str = "1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv}}
+
+
+class _Quiet:
+    async def __aenter__(self) -> _Quiet:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> _Quiet:
+        return self
+
+    async def __anext__(self) -> Any:
+        await asyncio.Event().wait()
+
+
+class PerNamespaceAPI:
+    """Lists what ``store`` holds per (resource, namespace); watches say nothing."""
+
+    def __init__(self, store: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+        self.store = store
+        self.lists: list[tuple[str, str | None]] = []
+
+    async def list(self, ref: ResourceRef, namespace: str | None = None, **_: Any) -> dict[str, Any]:
+        self.lists.append((str(ref), namespace))
+        items = [
+            dict(o)
+            for (r, ns), objs in self.store.items()
+            for o in objs
+            if r == str(ref) and namespace in (None, ns)
+        ]
+        return {"metadata": {"resourceVersion": "5"}, "items": items}
+
+    def watch(self, ref: ResourceRef, namespace: str | None = None, **_: Any) -> _Quiet:
+        return _Quiet()
+
+
+async def _until(check: Any, within: float = 2.0) -> None:
+    async with asyncio.timeout(within):
+        while not check():  # noqa: ASYNC110 - polling plain state that has no event to await
+            await asyncio.sleep(0.001)
+
+
+async def test_namespaces_follow_the_followed_objects_and_nothing_is_listed_cluster_wide() -> None:
+    api = PerNamespaceAPI(
+        {
+            (str(NOVAS), "tenant-a"): [obj("nova", "tenant-a")],
+            (str(SECRETS), "tenant-a"): [obj("db", "tenant-a")],
+            (str(SECRETS), "tenant-b"): [obj("other", "tenant-b")],
+        }
+    )
+    novas = Informer(api, NOVAS, settings=FAST)
+    secrets = ScopedInformer(api, SECRETS, settings=FAST)
+    secrets.follow(novas)
+    assert secrets.has_synced  # never holds up the manager
+    assert not secrets.cache.covers("tenant-a")
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(novas.run()), tg.create_task(secrets.run())]
+        await _until(lambda: secrets.cache.covers("tenant-a"))
+        assert secrets.cache.get("db", "tenant-a") is not None
+        assert not secrets.cache.covers("tenant-b")
+        assert [ns for ref, ns in api.lists if ref == str(SECRETS)] == ["tenant-a"]
+
+        # the last Nova of the namespace goes: the namespace is released and its Secrets dropped
+        novas._apply("DELETED", obj("nova", "tenant-a", "6"))
+        await _until(lambda: not secrets.cache.covers("tenant-a"))
+        assert secrets.cache.list_keys() == []
+        assert secrets.wanted == frozenset()
+        for task in tasks:
+            task.cancel()
+
+
+def test_two_holders_keep_a_namespace_until_both_release_it() -> None:
+    secrets = ScopedInformer(PerNamespaceAPI({}), SECRETS, settings=FAST)
+    secrets.want("ns", "novas")
+    secrets.want("ns", "novacomputes")
+    secrets.release("ns", "novas")
+    assert secrets.wanted == {"ns"}
+    secrets.release("ns", "novacomputes")
+    assert secrets.wanted == frozenset()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds prometheus and promtool from the Go module proxy (tools/prometheus/go.mod,
+# github.com/prometheus/prometheus) into a cache outside the repo and prints that directory.
+# Built with the remove_all_sd tag: only the static and file service discovery the tests use are
+# compiled in (promtool still links the Kubernetes SD it checks configs with), and without the
+# embedded web UI: the tests talk to the HTTP API only.
+# Idempotent: a second run with the same versions prints the directory at once.
+# Env: ENVTEST_CACHE (default /var/cache/nova-envtest; the Go module and build caches are shared
+# with tools/envtest/build.sh and tools/deploytools/build.sh).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
+[[ -d /usr/local/go/bin ]] && export PATH="/usr/local/go/bin:$PATH"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
+export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
+mkdir -p "$CACHE"
+# Its own lock: a second caller waits for the first, then finds the binaries.
+exec 9>"$CACHE/.prometheus.lock"
+flock 9
+cd "$HERE"
+MOD=github.com/prometheus/prometheus
+MV="$(go list -m -f '{{.Version}}' "$MOD")"
+# The Go module v0.MMM.P is Prometheus release 3.MMM-as-minor.P (v0.316.0 is 3.16.0).
+IFS=. read -r _ MM P <<<"${MV#v}"
+PV="3.$((10#$MM - 300)).$P"
+OUT="$CACHE/prometheus-$PV-$(go env GOVERSION)"
+if [[ -x "$OUT/prometheus" && -x "$OUT/promtool" ]]; then echo "$OUT"; exit 0; fi
+mkdir -p "$OUT"
+V=github.com/prometheus/common/version
+LDF="-s -w -X=$V.Version=$PV -X=$V.Branch=HEAD -X=$V.BuildUser=nova-operator -X=$V.Revision=$MV"
+for name in prometheus promtool; do
+  [[ -x "$OUT/$name" ]] && continue
+  t0=$SECONDS
+  go build -trimpath -pgo=off -tags=remove_all_sd -ldflags="$LDF" -o "$OUT/$name.partial" "$MOD/cmd/$name" >&2
+  mv "$OUT/$name.partial" "$OUT/$name"
+  echo "built $name in $((SECONDS - t0)) s" >&2
+done
+"$OUT/prometheus" --version | head -1 >&2
+echo "$OUT"

@@ -1192,7 +1192,7 @@ def test_every_watch_answered_410_relists_paced_and_429_retry_after_waited_out(
         wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
         time.sleep(1.0)  # every reflector has listed and opened its watch
         reflectors = per_resource(s, proc, RELISTS)  # one initial list each so far
-        assert sum(reflectors.values()) >= 19, reflectors
+        assert len(reflectors) >= 10, reflectors  # every kind the operator watches has listed once
         t0 = time.monotonic()
         proxy.gone()
         stamp(t0, f"every watch answered 410 ({sum(reflectors.values()):.0f} reflectors)")

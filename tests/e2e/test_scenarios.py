@@ -1017,6 +1017,7 @@ def watch_opens(s: Scenario, proc: ManagedProcess) -> dict[str, float]:
 
 
 RELISTS = "nova_operator_informer_relists_total"
+RESTARTS = "nova_operator_informer_watch_restarts_total"
 
 
 def per_resource(s: Scenario, proc: ManagedProcess, name: str, **labels: str) -> dict[str, float]:
@@ -1105,7 +1106,7 @@ def test_restart_mid_install_killed_five_times_and_an_apiserver_restart_converge
             if "nova-operator" in managers:
                 assert owned_by(obj, uid), f"{kind} {obj['metadata']['name']} is not owned by the Nova"
     # The operator alive across the API server restart saw its watches end and re-opened them.
-    restarts = s.metric(proc, "nova_operator_informer_watch_restarts_total")
+    restarts = s.metric(proc, RESTARTS)
     assert restarts > 0
     stamp(t0, f"converged; the last operator re-opened watches {restarts:.0f} times")
 
@@ -1121,6 +1122,8 @@ def test_a_network_that_stops_forwarding_is_detected_reported_and_recovered(
     before = wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
     scheduler = s.deployments()["nova-scheduler"]
     want = scheduler["spec"]["replicas"] + 1
+    inactive_before = s.metric(proc, RESTARTS, reason="inactive")
+    timed_out_before = s.metric(proc, RESTARTS, reason="open_timeout")
     t0 = time.monotonic()
     proxy.stall()
     stamp(t0, f"proxy stopped forwarding ({len(before)} kinds watched)")
@@ -1154,11 +1157,14 @@ def test_a_network_that_stops_forwarding_is_detected_reported_and_recovered(
     stamp(t0, "the change made during the outage reconciled")
     s.wait_ready(60, "the Nova Ready after the outage")
     wait_for(lambda: s.probe(proc)[0] == 200, 30, "/healthz 200 again")
-    inactive = s.metric(proc, "nova_operator_informer_watch_restarts_total", reason="inactive")
-    timed_out = s.metric(proc, "nova_operator_informer_watch_restarts_total", reason="open_timeout")
+    inactive = s.metric(proc, RESTARTS, reason="inactive") - inactive_before
+    timed_out = s.metric(proc, RESTARTS, reason="open_timeout") - timed_out_before
     stamp(t0, f"/healthz 200; watch restarts: {inactive:.0f} silent, {timed_out:.0f} opens timed out")
-    assert inactive >= len(before)  # every kind's silent stream was noticed
-    assert timed_out >= 1  # and the re-opens during the outage did not hang
+    # Dead watches were noticed (a stream open at the stall goes silent; one being opened, or
+    # re-opened after it, times out) and as often as there are kinds, at least.
+    assert inactive >= 1
+    assert timed_out >= 1
+    assert inactive + timed_out >= len(before)
 
 
 GONE_SECONDS = 10.0  # every watch answered 410 for this long
@@ -1186,7 +1192,7 @@ def test_every_watch_answered_410_relists_paced_and_429_retry_after_waited_out(
         wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
         time.sleep(1.0)  # every reflector has listed and opened its watch
         reflectors = per_resource(s, proc, RELISTS)  # one initial list each so far
-        assert sum(reflectors.values()) >= 19, reflectors
+        assert len(reflectors) >= 10, reflectors  # every kind the operator watches has listed once
         t0 = time.monotonic()
         proxy.gone()
         stamp(t0, f"every watch answered 410 ({sum(reflectors.values()):.0f} reflectors)")

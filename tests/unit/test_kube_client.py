@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -42,7 +41,8 @@ class ScriptedApi:
     def __init__(self, *script: Response | Exception | str) -> None:
         self.script = list(script)
         self.calls: list[tuple[str, str]] = []
-        self.configuration = SimpleNamespace(host="https://127.0.0.1:6443")  # the metrics' host label
+        self.configuration = k8s_client.Configuration()
+        self.configuration.host = "https://127.0.0.1:6443"
 
     async def call_api(self, path: str, method: str, **kw: Any) -> Response:
         self.calls.append((method, path))

@@ -147,6 +147,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         observer=StepMetrics(manager.metrics),
         cached=cached,
         settings=settings,
+        own=pools.cache,
     )
     ctl = manager.controller(NAME, reconciler)
 

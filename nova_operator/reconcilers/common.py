@@ -69,7 +69,10 @@ class OwnReads:
     doubled record), but it is noise. So: after a pass that changed the CR's resourceVersion
     (our own finalizer, annotation or status write) the reader remembers the version the write
     returned; the next pass uses the cache only when the cache shows exactly that version, else
-    it GETs (and remembers what the GET returned, until the cache catches up). A pass that
+    it GETs (and remembers what the GET returned, until the cache catches up). Registered as a
+    handler of the CR's informer, it learns when the watch delivered that version, so a later
+    change by somebody else is read from the cache too (resourceVersions are only compared for
+    equality, never ordered). A pass that
     raised may have written without learning the version: the next pass GETs. A change by
     anybody else reaches the cache through the watch, which also wakes the pass, so a converged
     CR is read with no request at all. Without a cache for the CR's namespace every read is a GET.
@@ -113,6 +116,25 @@ class OwnReads:
             self._fresh[key] = None
         elif _version(obj) != read_version:
             self._fresh[key] = _version(obj)
+
+    # -- the CR's informer (register with ``informer.add_handler(reads)``) ------------------
+
+    def _seen(self, obj: Mapping[str, Any]) -> None:
+        """The cache now holds ``obj``: once it shows the version we wrote, every later one is newer."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if key in self._fresh and self._fresh[key] == _version(obj):
+            del self._fresh[key]
+
+    def on_add(self, obj: Object) -> None:
+        self._seen(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self._seen(new)
+
+    def on_delete(self, obj: Object) -> None:
+        meta = obj.get("metadata") or {}
+        self._fresh.pop((str(meta.get("namespace") or ""), str(meta.get("name") or "")), None)
 
     def __len__(self) -> int:
         return len(self._fresh)

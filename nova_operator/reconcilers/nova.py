@@ -477,6 +477,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )
+        informers[NOVAS].add_handler(reconciler.reads)  # learns when the cache shows our own writes
         ctl = manager.controller(CONTROLLER_NAME, reconciler)
         ctl.watch_primary(informers[NOVAS], ignore_status_only)
         owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)

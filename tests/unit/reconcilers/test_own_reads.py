@@ -134,3 +134,37 @@ async def test_without_a_cache_every_read_is_a_get(kube: FakeKube) -> None:
         assert await reads.read("ns", "nova") is not None
     assert await reads.read("ns", "missing") is None
     assert gets(kube) == 3
+
+
+async def test_once_the_watch_delivered_our_write_a_later_edit_is_read_from_the_cache(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(obj, seen)
+    ours = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
+    old = cache.get("nova", "ns")
+    cache.upsert(ours)
+    assert old is not None
+    reads.on_update(old, ours)  # the informer delivers our write: nothing left to wait for
+    assert len(reads) == 0
+    edited = copy.deepcopy(ours)
+    edited["metadata"]["labels"] = {"edited": "yes"}
+    cache.upsert(kube.put(NOVAS, edited))  # a later edit by the user
+    later = await reads.read("ns", "nova")
+    assert later is not None
+    assert later["metadata"]["labels"] == {"edited": "yes"}
+    assert gets(kube) == 0
+
+
+async def test_a_delete_from_the_watch_forgets_the_cr(world: tuple[FakeKube, Cache, common.OwnReads]) -> None:
+    _, _, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    reads.after_pass(obj, obj["metadata"]["resourceVersion"], failed=True)
+    assert len(reads) == 1
+    reads.on_delete(obj)
+    assert len(reads) == 0

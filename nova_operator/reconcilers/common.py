@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from nova_operator import conditions
 from nova_operator.kube.client import Kube
@@ -28,6 +28,7 @@ from nova_operator.runtime.cache import Cache, copy_object
 
 Object = dict[str, Any]
 Clock = Callable[[], datetime]
+_R = TypeVar("_R")
 
 
 class EventSink(Protocol):
@@ -102,6 +103,22 @@ class OwnReads:
         else:
             self._fresh[key] = _version(live)
         return live
+
+    async def run_pass(
+        self, namespace: str, name: str, body: Callable[[Object], Awaitable[_R]], gone: _R
+    ) -> _R:
+        """Read the CR, run ``body`` on it (``gone`` when there is none) and record the outcome."""
+        obj = await self.read(namespace, name)
+        if obj is None:
+            return gone
+        read_version = _version(obj)
+        failed = True
+        try:
+            outcome = await body(obj)
+            failed = False
+            return outcome
+        finally:
+            self.after_pass(obj, read_version, failed=failed)
 
     def after_pass(self, obj: Mapping[str, Any], read_version: str, *, failed: bool = False) -> None:
         """Record the pass's outcome: ``obj`` as the pass left it, ``read_version`` what it started from."""

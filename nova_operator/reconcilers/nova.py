@@ -155,17 +155,7 @@ class NovaReconciler:
 
     async def reconcile(self, request: Request) -> Result:
         """One pass; the Nova comes from the informer cache (see ``common.OwnReads`` for when it GETs)."""
-        obj = await self.reads.read(request.namespace, request.name)
-        if obj is None:
-            return Result()
-        read_version = str(obj["metadata"].get("resourceVersion") or "")
-        failed = True
-        try:
-            result = await self._reconcile(obj)
-            failed = False
-            return result
-        finally:
-            self.reads.after_pass(obj, read_version, failed=failed)
+        return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
 
     async def _reconcile(self, obj: dict[str, Any]) -> Result:
         if obj["metadata"].get("deletionTimestamp"):

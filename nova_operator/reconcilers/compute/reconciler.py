@@ -69,17 +69,7 @@ class NovaComputeReconciler:
         self.reads = common.OwnReads(kube, NOVACOMPUTES, own)
 
     async def reconcile(self, request: Request) -> Result:
-        cr = await self.reads.read(request.namespace, request.name)
-        if cr is None:
-            return Result()
-        read_version = str(cr["metadata"].get("resourceVersion") or "")
-        failed = True
-        try:
-            result = await self._reconcile(cr)
-            failed = False
-            return result
-        finally:
-            self.reads.after_pass(cr, read_version, failed=failed)
+        return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
 
     async def _reconcile(self, cr: Object) -> Result:
         if cr["metadata"].get("deletionTimestamp"):

@@ -168,3 +168,23 @@ async def test_a_delete_from_the_watch_forgets_the_cr(world: tuple[FakeKube, Cac
     assert len(reads) == 1
     reads.on_delete(obj)
     assert len(reads) == 0
+
+
+async def test_run_pass_records_a_raising_pass_and_answers_gone_for_a_missing_cr(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, _, reads = world
+
+    async def boom(obj: Object) -> str:
+        raise RuntimeError("the pass failed")
+
+    with pytest.raises(RuntimeError):
+        await reads.run_pass("ns", "nova", boom, "gone")
+    assert gets(kube) == 0
+
+    async def name_of(obj: Object) -> str:
+        return str(obj["metadata"]["name"])
+
+    assert await reads.run_pass("ns", "nova", name_of, "gone") == "nova"
+    assert gets(kube) == 1  # after the failure, one GET
+    assert await reads.run_pass("ns", "missing", name_of, "gone") == "gone"

@@ -152,7 +152,7 @@ ACCESS: tuple[Access, ...] = (
     Access(USERS, _OWNED),
     Access(GRANTS, _OWNED),
     Access(MARIADBS, READ),
-    Access(RABBITMQ_CLUSTERS, ("get",)),
+    Access(RABBITMQ_CLUSTERS, READ),
     Access(SECRET_STORES, ("get", "list", "watch")),
     Access(CLUSTER_SECRET_STORES, ("get", "list", "watch")),
     Access(PODS, ("list",)),

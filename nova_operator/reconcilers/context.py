@@ -72,6 +72,7 @@ class NovaOptions:
     # outside the cluster (--nova-api-url); (name, namespace) -> base URL without a trailing slash.
     nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
+    rabbitmq_api: bool = True  # RabbitmqCluster served: watched in a cluster-wide install, else GET per pass
     namespaced: bool = False  # a namespace-scoped install (--namespace): no cluster-scoped reads
     # External Secrets' stores served: watch them, so a store turning Ready wakes the Nova at once
     # (else the Secrets step reads the named store on every pass and polls every 15 s)

@@ -110,7 +110,8 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(USERS): ("get", *_WATCH, *_APPLY, "delete"),
     str(GRANTS): ("get", *_WATCH, *_APPLY, "delete"),
     str(MARIADBS): ("get", *_WATCH),
-    str(RABBITMQ_CLUSTERS): ("get",),
+    # watched in a cluster-wide install (no GET on a pass); a --namespace install GETs the named one
+    str(RABBITMQ_CLUSTERS): ("get", *_WATCH),
     str(SECRET_STORES): ("get", *_WATCH),
     str(CLUSTER_SECRET_STORES): ("get", *_WATCH),
     str(PODS): ("list",),
@@ -150,11 +151,13 @@ class NovaReconciler:
         self.options = options if options is not None else NovaOptions()
         self.now = now
         self.observer = StepMetrics(kube.metrics)
+        self.reads = common.OwnReads(kube, NOVAS, caches.get(NOVAS))
 
     async def reconcile(self, request: Request) -> Result:
-        obj = await common.read_object(self.kube, NOVAS, request.namespace, request.name)
-        if obj is None:
-            return Result()
+        """One pass; the Nova comes from the informer cache (see ``common.OwnReads`` for when it GETs)."""
+        return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
+
+    async def _reconcile(self, obj: dict[str, Any]) -> Result:
         if obj["metadata"].get("deletionTimestamp"):
             return await self.finalize(obj)
         if await common.ensure_finalizer(self.kube, NOVAS, obj, FINALIZER):
@@ -369,7 +372,33 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
         mariadb_api=await served(kube, MARIADBS),
         secret_stores=await served(kube, SECRET_STORES),
         cluster_secret_stores=await served(kube, CLUSTER_SECRET_STORES),
+        rabbitmq_api=await served(kube, RABBITMQ_CLUSTERS),
     )
+
+
+def watches_rabbitmq(opts: NovaOptions) -> bool:
+    """Whether RabbitmqClusters are read from an informer: served, and a cluster-wide install.
+
+    As for the secret stores (``store_kinds``), ``--namespace`` makes the probe unable to tell
+    whether the kind is served, and an informer on a missing kind never syncs: the transport
+    step then GETs the named cluster on each pass and polls it.
+    """
+    return opts.rabbitmq_api and not opts.namespaced
+
+
+def _rabbitmq_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    """A RabbitmqCluster -> the Novas of its namespace whose ``spec.messaging.clusterRef`` names it."""
+
+    def mapper(cluster: dict[str, Any]) -> list[Request]:
+        meta = cluster.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name")
+        return [
+            Request(namespace, nova["metadata"]["name"])
+            for nova in novas.list(namespace)
+            if (((nova.get("spec") or {}).get("messaging") or {}).get("clusterRef") or {}).get("name") == name
+        ]
+
+    return mapper
 
 
 def store_kinds(opts: NovaOptions) -> list[ResourceRef]:
@@ -423,7 +452,9 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         # clusters are read whatever their labels. Secrets (the user's own that the CR names, and the
         # derived ones) are cached only in namespaces that hold a Nova or a NovaCompute: never listed
         # or watched across the cluster (see README, "RBAC and what is cached").
-        unfiltered = (NOVAS, MARIADBS)
+        if watches_rabbitmq(opts):  # the user's cluster: its default-user Secret reference, by name
+            watched.append(RABBITMQ_CLUSTERS)
+        unfiltered = (NOVAS, MARIADBS, RABBITMQ_CLUSTERS)
         informers: dict[ResourceRef, Informer] = {
             ref: manager.informer(ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR)
             for ref in watched
@@ -439,6 +470,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )
+        informers[NOVAS].add_handler(reconciler.reads)  # learns when the cache shows our own writes
         ctl = manager.controller(CONTROLLER_NAME, reconciler)
         ctl.watch_primary(informers[NOVAS], ignore_status_only)
         owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)
@@ -447,6 +479,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
         for ref in store_kinds(opts):
             ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
+        if watches_rabbitmq(opts):
+            ctl.watch_mapped(informers[RABBITMQ_CLUSTERS], _rabbitmq_mapper(novas))
         if opts.mariadb_api:
             ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
             for ref in MARIADB_CHILDREN:

@@ -147,7 +147,9 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         observer=StepMetrics(manager.metrics),
         cached=cached,
         settings=settings,
+        own=pools.cache,
     )
+    pools.add_handler(reconciler.reads)  # learns when the cache shows our own writes
     ctl = manager.controller(NAME, reconciler)
 
     def pools_of(namespace: str, nova: str, *, skip: str = "") -> Iterable[Request]:

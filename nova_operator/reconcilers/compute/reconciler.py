@@ -33,6 +33,7 @@ from nova_operator.reconcilers.compute.context import (
     no_cache,
 )
 from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, TEARDOWN_STEPS
+from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.request import Request, Result, TerminalError
 
 log = structlog.get_logger("nova_operator.novacompute")
@@ -56,6 +57,7 @@ class NovaComputeReconciler:
         observer: StepObserver,
         cached: Lookup | None = None,
         settings: ComputeSettings | None = None,
+        own: Cache | None = None,
     ) -> None:
         self.kube = kube
         self.events = events
@@ -63,11 +65,13 @@ class NovaComputeReconciler:
         self.observer = observer
         self.cached = cached
         self.settings = settings if settings is not None else ComputeSettings()
+        # the NovaCompute itself from the informer cache (``own``); see ``common.OwnReads``
+        self.reads = common.OwnReads(kube, NOVACOMPUTES, own)
 
     async def reconcile(self, request: Request) -> Result:
-        cr = await common.read_object(self.kube, NOVACOMPUTES, request.namespace, request.name)
-        if cr is None:
-            return Result()
+        return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
+
+    async def _reconcile(self, cr: Object) -> Result:
         if cr["metadata"].get("deletionTimestamp"):
             return await self._teardown(cr)
         if await common.ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):

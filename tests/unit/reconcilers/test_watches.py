@@ -110,3 +110,21 @@ def test_a_store_maps_to_the_novas_that_name_it_and_stores_are_watched_only_clus
     assert store_kinds(NovaOptions(secret_stores=True, cluster_secret_stores=True, namespaced=True)) == []
     assert store_kinds(NovaOptions(secret_stores=True)) == [SECRET_STORES]
     assert store_kinds(NovaOptions()) == []
+
+
+def test_a_rabbitmq_cluster_wakes_the_novas_of_its_namespace_naming_it_and_is_watched_only_cluster_wide() -> (
+    None
+):
+    from nova_operator.reconcilers.context import NovaOptions
+    from nova_operator.reconcilers.nova import _rabbitmq_mapper, watches_rabbitmq
+
+    managed = nova("managed", messaging={"clusterRef": {"name": "rabbitmq"}})
+    other = nova("other", messaging={"clusterRef": {"name": "another"}})
+    elsewhere = nova("elsewhere", messaging={"clusterRef": {"name": "rabbitmq"}})
+    elsewhere["metadata"]["namespace"] = "ns2"
+    mapper = _rabbitmq_mapper(_cache(managed, other, nova("brownfield"), elsewhere))
+    assert mapper({"metadata": {"name": "rabbitmq", "namespace": "ns"}}) == [Request("ns", "managed")]
+    assert mapper({"metadata": {"name": "unknown", "namespace": "ns"}}) == []
+    assert watches_rabbitmq(NovaOptions())
+    assert not watches_rabbitmq(NovaOptions(namespaced=True))  # the probe cannot tell there
+    assert not watches_rabbitmq(NovaOptions(rabbitmq_api=False))

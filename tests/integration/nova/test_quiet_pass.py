@@ -1,0 +1,115 @@
+"""A pass over a converged Nova sends no request of any verb (issue 15): reads come from the caches.
+
+Counted by the operator's Kube seam (``nova_operator_api_requests_total`` by verb and resource),
+which sees every request the operator sends; leader election is off in this tier, so there is
+no Lease traffic to set aside. The Nova uses a managed bus (``messaging.clusterRef``), so the
+RabbitmqCluster and its default-user Secret are read on every pass too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from nova_operator.kube import Kube
+from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS
+from nova_operator.metrics import Metrics
+
+from .conftest import Operator, Simulator, ready_condition, wait_for  # type: ignore[import-not-found]
+from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]
+
+Counts = dict[tuple[str, str], float]
+
+
+def requests_by_verb(metrics: Metrics) -> Counts:
+    """Every request the operator sent so far, by (verb, resource), whatever the answer."""
+    counts: Counts = {}
+    for metric in metrics.api_requests.collect():
+        for s in metric.samples:
+            if s.name.endswith("_total"):
+                key = (s.labels["verb"], s.labels["resource"])
+                counts[key] = counts.get(key, 0.0) + s.value
+    return counts
+
+
+def grown(before: Counts, after: Counts) -> Counts:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+
+
+def passes(operator: Operator) -> float:
+    value = 0.0
+    for metric in operator.metrics.registry.collect():
+        for s in metric.samples:
+            if s.name == "nova_operator_controller_reconcile_total" and s.labels.get("controller") == "nova":
+                value += s.value
+    return value
+
+
+async def settled(operator: Operator, quiet: float = 1.5, within: float = 30) -> None:
+    """Until the operator sent nothing for ``quiet`` seconds (the install's last requeues are done)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    last, since = requests_by_verb(operator.metrics), loop.time()
+    while loop.time() - since < quiet:
+        assert loop.time() < deadline, "the operator never went quiet"
+        await asyncio.sleep(0.1)
+        now = requests_by_verb(operator.metrics)
+        if now != last:
+            last, since = now, loop.time()
+
+
+async def create_bus(admin: Kube, ns: str) -> None:
+    """A RabbitmqCluster whose status publishes its default-user Secret, as its operator would."""
+    data = {"username": "nova", "password": "s3cret-managed-bus", "host": "rabbitmq", "port": "5672"}
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "rabbitmq-default-user"}}
+    await admin.create(SECRETS, {**secret, "data": encoded}, ns)
+    cluster = {
+        "apiVersion": RABBITMQ_CLUSTERS.api_version,
+        "kind": "RabbitmqCluster",
+        "metadata": {"name": "rabbitmq"},
+        "spec": {},
+    }
+    await admin.create(RABBITMQ_CLUSTERS, cluster, ns)
+    status = {
+        "conditions": ready_condition(),
+        "defaultUser": {
+            "secretReference": {
+                "name": "rabbitmq-default-user",
+                "namespace": ns,
+                "keys": {"username": "username", "password": "password"},
+            }
+        },
+    }
+    await admin.patch_status(RABBITMQ_CLUSTERS, "rabbitmq", {"status": status}, ns)
+
+
+async def test_a_pass_over_a_converged_nova_sends_no_request(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    ns = namespace
+    await create_inputs(admin, ns, skip=("bus",))
+    await create_bus(admin, ns)
+    await admin.create(NOVAS, nova_body(messaging={"clusterRef": {"name": "rabbitmq"}}), ns)
+    await wait_for(lambda: admin.get(NOVAS, "nova", ns), is_ready, within=60)
+    simulator.hold_jobs = True
+    await settled(operator)
+
+    before = requests_by_verb(operator.metrics)
+    for _ in range(5):  # passes the way a requeue or a child's event runs them
+        await operator.force_pass("nova")
+    forced = grown(before, requests_by_verb(operator.metrics))
+
+    # a wake-up through the watch: the user touches an annotation; the controller's own worker runs it
+    started = passes(operator)
+    patch = {"metadata": {"annotations": {"example.org/touched": "yes"}}}
+    await admin.patch(NOVAS, "nova", patch, ns)
+    await wait_for(lambda: asyncio.sleep(0, passes(operator)), lambda n: n > started, within=10)
+    await settled(operator)
+    woken = grown(before, requests_by_verb(operator.metrics))
+
+    assert forced == {}, f"forced passes over a converged Nova sent requests: {forced}"
+    assert woken == {}, f"a wake-up over a converged Nova sent requests: {woken}"
+    nova = await admin.get(NOVAS, "nova", ns)
+    assert is_ready(nova)
+    print(f"requests in 5 forced passes and one wake-up: {sum(woken.values()):.0f}")

@@ -1,0 +1,190 @@
+"""``common.OwnReads``: the CR from the cache, with a GET only while the cache lags our own write."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from nova_operator.kube.resources import NOVAS
+from nova_operator.reconcilers import common
+from nova_operator.runtime.cache import Cache
+
+from .conftest import FakeKube  # type: ignore[import-not-found]
+
+Object = dict[str, Any]
+FINALIZER = "nova.openstack.c5c3.io/finalizer"
+
+
+def nova(name: str = "nova") -> Object:
+    return {"apiVersion": NOVAS.api_version, "kind": "Nova", "metadata": {"name": name, "namespace": "ns"}}
+
+
+def gets(kube: FakeKube) -> int:
+    return len([c for c in kube.calls if c[0] == "get"])
+
+
+@pytest.fixture
+def world(kube: FakeKube) -> tuple[FakeKube, Cache, common.OwnReads]:
+    cache = Cache("novas")
+    cache.upsert(kube.put(NOVAS, nova()))
+    return kube, cache, common.OwnReads(kube, NOVAS, cache)  # type: ignore[arg-type]
+
+
+async def test_a_converged_read_comes_from_the_cache_as_a_copy(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    for _ in range(3):
+        obj = await reads.read("ns", "nova")
+        assert obj is not None
+        obj["metadata"]["labels"] = {"changed": "by the pass"}
+        reads.after_pass(obj, obj["metadata"]["resourceVersion"])
+    assert gets(kube) == 0
+    assert "labels" not in (cache.get("nova", "ns") or {})["metadata"]
+    assert len(reads) == 0
+
+
+async def test_after_our_own_write_a_lagging_cache_is_not_trusted(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(obj, seen)
+
+    # the watch has not delivered the patch yet: the cache still lacks the finalizer
+    again = await reads.read("ns", "nova")
+    assert again is not None
+    assert common.has_finalizer(again, FINALIZER)
+    assert gets(kube) == 1
+    # so the pass does not add it a second time (which would be a Conflict on the old version)
+    assert not await common.ensure_finalizer(kube, NOVAS, again, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(again, again["metadata"]["resourceVersion"])
+    assert await reads.read("ns", "nova") is not None
+    assert gets(kube) == 2  # still lagging: still a GET
+
+    cache.upsert(copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")]))  # the watch catches up
+    for _ in range(3):
+        caught = await reads.read("ns", "nova")
+        assert caught is not None
+        assert common.has_finalizer(caught, FINALIZER)
+        reads.after_pass(caught, caught["metadata"]["resourceVersion"])
+    assert gets(kube) == 2
+    assert len(reads) == 0
+
+
+async def test_a_write_by_someone_else_after_ours_ends_the_gets(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(obj, seen)
+    # a user edit lands right after our write; the watch skips straight to it
+    live = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
+    live["metadata"]["labels"] = {"edited": "yes"}
+    cache.upsert(kube.put(NOVAS, live))
+    first = await reads.read("ns", "nova")
+    assert first is not None
+    assert first["metadata"]["labels"] == {"edited": "yes"}
+    reads.after_pass(first, first["metadata"]["resourceVersion"])
+    assert gets(kube) == 1  # once: the GET showed the version the cache holds
+    assert await reads.read("ns", "nova") is not None
+    assert gets(kube) == 1
+
+
+async def test_a_failed_pass_is_followed_by_a_get(world: tuple[FakeKube, Cache, common.OwnReads]) -> None:
+    kube, _, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    reads.after_pass(obj, obj["metadata"]["resourceVersion"], failed=True)
+    assert await reads.read("ns", "nova") is not None
+    assert gets(kube) == 1
+
+
+async def test_a_released_cr_is_forgotten_and_a_gone_one_reads_none(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    obj["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[], resourceVersion="999")
+    reads.after_pass(obj, "1")
+    assert len(reads) == 0
+
+    other = await reads.read("ns", "nova")
+    assert other is not None
+    reads.after_pass(other, "1", failed=True)  # remembered: the next read GETs
+    del kube.store[(str(NOVAS), "ns", "nova")]
+    cache.remove(next(iter(cache.list_keys())))
+    assert await reads.read("ns", "nova") is None
+    assert len(reads) == 0  # a gone CR leaves nothing behind
+
+
+async def test_without_a_cache_every_read_is_a_get(kube: FakeKube) -> None:
+    kube.put(NOVAS, nova())
+    reads = common.OwnReads(kube, NOVAS, None)  # type: ignore[arg-type]
+    for _ in range(2):
+        assert await reads.read("ns", "nova") is not None
+    assert await reads.read("ns", "missing") is None
+    assert gets(kube) == 3
+
+
+async def test_once_the_watch_delivered_our_write_a_later_edit_is_read_from_the_cache(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(obj, seen)
+    ours = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
+    old = cache.get("nova", "ns")
+    cache.upsert(ours)
+    assert old is not None
+    reads.on_update(old, ours)  # the informer delivers our write: nothing left to wait for
+    assert len(reads) == 0
+    edited = copy.deepcopy(ours)
+    edited["metadata"]["labels"] = {"edited": "yes"}
+    cache.upsert(kube.put(NOVAS, edited))  # a later edit by the user
+    later = await reads.read("ns", "nova")
+    assert later is not None
+    assert later["metadata"]["labels"] == {"edited": "yes"}
+    assert gets(kube) == 0
+
+
+async def test_a_delete_from_the_watch_forgets_the_cr(world: tuple[FakeKube, Cache, common.OwnReads]) -> None:
+    _, _, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    reads.after_pass(obj, obj["metadata"]["resourceVersion"], failed=True)
+    assert len(reads) == 1
+    reads.on_delete(obj)
+    assert len(reads) == 0
+
+
+async def test_run_pass_records_a_raising_pass_and_answers_gone_for_a_missing_cr(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    kube, _, reads = world
+
+    async def boom(obj: Object) -> str:
+        raise RuntimeError("the pass failed")
+
+    with pytest.raises(RuntimeError):
+        await reads.run_pass("ns", "nova", boom, "gone")
+    assert gets(kube) == 0
+
+    async def name_of(obj: Object) -> str:
+        return str(obj["metadata"]["name"])
+
+    assert await reads.run_pass("ns", "nova", name_of, "gone") == "nova"
+    assert gets(kube) == 1  # after the failure, one GET
+    assert await reads.run_pass("ns", "missing", name_of, "gone") == "gone"

@@ -100,9 +100,10 @@ class CRDModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="forbid",
+        # A field's docstring (the string literal under it) is its description in the CRD,
+        # what `kubectl explain` prints.
+        use_attribute_docstrings=True,
     )
 
     __crd_rules__: ClassVar[tuple[Rule, ...]] = ()
     __crd_schema__: ClassVar[Schema | None] = None
-    # python field name -> description in the CRD (what `kubectl explain` prints)
-    __crd_descriptions__: ClassVar[dict[str, str]] = {}

@@ -155,15 +155,11 @@ def _model_rules(model: type[BaseModel]) -> list[dict[str, Any]]:
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
-    descriptions: dict[str, str] = {}
-    for klass in reversed(model.__mro__):
-        descriptions.update(klass.__dict__.get("__crd_descriptions__", {}))
     for name, field in model.model_fields.items():
         alias = field.alias or name
         properties[alias] = _field_schema(field)
-        description = field.description or descriptions.get(name)
-        if description:
-            properties[alias]["description"] = description
+        if field.description:
+            properties[alias]["description"] = _one_paragraph(field.description)
         if field.is_required():
             required.append(alias)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -176,6 +172,11 @@ def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     if rules:
         schema["x-kubernetes-validations"] = rules
     return schema
+
+
+def _one_paragraph(text: str) -> str:
+    """A docstring as one line: `kubectl explain` wraps descriptions itself."""
+    return " ".join(text.split())
 
 
 def _field_schema(field: FieldInfo) -> dict[str, Any]:
@@ -234,18 +235,36 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
 
 
 def _root_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
-    spec = model.model_fields["spec"]
-    status = model.model_fields["status"]
+    fields = model.model_fields
+
+    def described(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        field = fields.get(name)
+        if field is None or not field.description:
+            return schema
+        return {**schema, "description": _one_paragraph(field.description)}
+
+    spec, status = fields["spec"], fields["status"]
     schema: dict[str, Any] = {
         "type": "object",
         "description": description,
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": described("api_version", {"type": "string"}),
+            "kind": described("kind", {"type": "string"}),
             # Declared so the name rules can point their fieldPath at metadata.name.
-            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
-            "spec": _type_schema(spec.annotation, list(spec.metadata)),
-            "status": _type_schema(status.annotation, list(status.metadata)),
+            "metadata": described(
+                "metadata",
+                {
+                    "type": "object",
+                    "properties": {
+                        "name": {
+                            "type": "string",
+                            "description": "Name of the object, unique in its namespace.",
+                        }
+                    },
+                },
+            ),
+            "spec": described("spec", _type_schema(spec.annotation, list(spec.metadata))),
+            "status": described("status", _type_schema(status.annotation, list(status.metadata))),
         },
         "required": ["spec"],
     }

@@ -256,3 +256,25 @@ def test_yaml_has_no_anchors_or_aliases() -> None:
     for text in crd.render_crds().values():
         assert "&id" not in text
         assert "*id" not in text
+
+
+def _properties(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every (path, schema) under ``properties``, at any depth (through items and map values)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, sub in schema.get("properties", {}).items():
+        out.append((f"{path}.{name}", sub))
+        out += _properties(sub, f"{path}.{name}")
+    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(schema.get(key), dict):
+            out += _properties(schema[key], path + suffix)
+    return out
+
+
+@pytest.mark.parametrize("plural", ["novas", "novacomputes"])
+def test_every_property_has_a_description(plural: str) -> None:
+    root = _version(plural)["schema"]["openAPIV3Schema"]
+    assert root["description"].strip()
+    properties = _properties(root, plural)
+    assert len(properties) > 50
+    missing = [path for path, sub in properties if not str(sub.get("description", "")).strip()]
+    assert missing == [], f"{len(missing)} of {len(properties)} properties have no description"

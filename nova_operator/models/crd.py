@@ -22,7 +22,7 @@ import types
 import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import annotated_types
 import yaml
@@ -39,14 +39,28 @@ VERSION = "v1alpha1"
 HEADER = "# Generated from nova_operator/models by `make manifests`; do not edit.\n"
 
 
+CATEGORY = "openstack"  # `kubectl get openstack` lists every Nova and NovaCompute
+
+
+class Column(NamedTuple):
+    """One ``additionalPrinterColumns`` entry; priority 1 shows only with ``kubectl get -o wide``."""
+
+    name: str
+    type: str
+    json_path: str
+    description: str
+    priority: int = 0
+
+
 @dataclass(frozen=True)
 class Kind:
     model: type[BaseModel]
     kind: str
     plural: str
     singular: str
-    printer_columns: tuple[tuple[str, str, str], ...]  # (name, type, jsonPath)
+    printer_columns: tuple[Column, ...]
     description: str
+    short_names: tuple[str, ...] = ()
 
     @property
     def crd_name(self) -> str:
@@ -57,8 +71,16 @@ class Kind:
         return f"{GROUP}_{self.plural}.yaml"
 
 
-_READY = ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status")
-_AGE = ("Age", "date", ".metadata.creationTimestamp")
+_READY = Column(
+    "Ready", "string", ".status.conditions[?(@.type=='Ready')].status", "Status of the Ready condition."
+)
+_REASON = Column(
+    "Reason",
+    "string",
+    ".status.conditions[?(@.type=='Ready')].reason",
+    "Reason of the Ready condition: which step holds the object back.",
+)
+_AGE = Column("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
 
 KINDS: tuple[Kind, ...] = (
     Kind(
@@ -68,13 +90,21 @@ KINDS: tuple[Kind, ...] = (
         "nova",
         (
             _READY,
-            ("Release", "string", ".status.installedRelease"),
-            ("Endpoint", "string", ".status.endpoint"),
+            _REASON,
+            Column("Release", "string", ".status.installedRelease", "The release whose schema is installed."),
+            Column("Endpoint", "string", ".status.endpoint", "URL of the compute API."),
             _AGE,
+            Column(
+                "Phase", "string", ".status.upgradePhase", "Phase of a running release upgrade.", priority=1
+            ),
+            Column(
+                "Target", "string", ".status.targetRelease", "The release an upgrade moves to.", priority=1
+            ),
         ),
         "Nova runs the OpenStack compute control plane: the compute API, the metadata API, the "
         "scheduler, the conductor and the noVNC console proxy, and publishes the compute contract "
         "its NovaCompute pools join.",
+        short_names=("nv",),
     ),
     Kind(
         NovaCompute,
@@ -83,12 +113,17 @@ KINDS: tuple[Kind, ...] = (
         "novacompute",
         (
             _READY,
-            ("Desired", "integer", ".status.desiredNumberScheduled"),
-            ("Ready pods", "integer", ".status.numberReady"),
+            _REASON,
+            Column(
+                "Desired", "integer", ".status.desiredNumberScheduled", "Nodes that should run nova-compute."
+            ),
+            Column("Ready-Pods", "integer", ".status.numberReady", "Nodes whose nova-compute pod is ready."),
             _AGE,
+            Column("Image", "string", ".status.installedImage", "The image the DaemonSet runs.", priority=1),
         ),
         "NovaCompute runs nova-compute on one node pool and joins it to one Nova in the same "
         "namespace; a node that leaves the pool is drained before its pod goes.",
+        short_names=("nvc",),
     ),
 )
 
@@ -250,19 +285,9 @@ def _root_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
         "properties": {
             "apiVersion": described("api_version", {"type": "string"}),
             "kind": described("kind", {"type": "string"}),
-            # Declared so the name rules can point their fieldPath at metadata.name.
-            "metadata": described(
-                "metadata",
-                {
-                    "type": "object",
-                    "properties": {
-                        "name": {
-                            "type": "string",
-                            "description": "Name of the object, unique in its namespace.",
-                        }
-                    },
-                },
-            ),
+            # Declared so the name rules can point their fieldPath at metadata.name. The API server
+            # refuses any other key here (a description included) and documents ObjectMeta itself.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": described("spec", _type_schema(spec.annotation, list(spec.metadata))),
             "status": described("status", _type_schema(status.annotation, list(status.metadata))),
         },
@@ -287,6 +312,8 @@ def crd_object(kind: Kind) -> dict[str, Any]:
                 "listKind": f"{kind.kind}List",
                 "plural": kind.plural,
                 "singular": kind.singular,
+                "shortNames": list(kind.short_names),
+                "categories": [CATEGORY],
             },
             "scope": "Namespaced",
             "versions": [
@@ -296,8 +323,14 @@ def crd_object(kind: Kind) -> dict[str, Any]:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
-                        {"name": name, "type": type_, "jsonPath": path}
-                        for name, type_, path in kind.printer_columns
+                        {
+                            "name": c.name,
+                            "type": c.type,
+                            "jsonPath": c.json_path,
+                            "description": c.description,
+                            **({"priority": c.priority} if c.priority else {}),
+                        }
+                        for c in kind.printer_columns
                     ],
                     "schema": {"openAPIV3Schema": _root_schema(kind.model, kind.description)},
                 }

@@ -672,7 +672,6 @@ class Nova(CRDModel):
     kind: Literal["Nova"] = "Nova"
     """Kind of this object: Nova."""
     metadata: ObjectMeta
-    """Standard object metadata."""
     spec: NovaSpec
     """Desired state of the compute control plane."""
     status: NovaStatus | None = None

@@ -258,7 +258,6 @@ class NovaCompute(CRDModel):
     kind: Literal["NovaCompute"] = "NovaCompute"
     """Kind of this object: NovaCompute."""
     metadata: ObjectMeta
-    """Standard object metadata."""
     spec: NovaComputeSpec
     """Desired state of the node pool."""
     status: NovaComputeStatus | None = None

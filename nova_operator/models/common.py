@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from nova_operator.models._schema import CRDModel, Rule, Schema, SchemaFrom
+from nova_operator.models._schema import CRDModel, K8sType, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -39,10 +39,13 @@ NEWLINE_MESSAGE = (
     "it is rendered verbatim into nova.conf and nova-compute.conf"
 )
 
-# Free-form Kubernetes objects the operator copies verbatim into what it renders (Affinity,
-# TopologySpreadConstraint, HPA behavior, NetworkPolicyEgressRule). The API server validates
-# them again when the rendered object is created; here they are kept as opaque objects.
+# Free-form Kubernetes objects the operator copies verbatim into what it renders
+# (NetworkPolicyEgressRule). The API server validates them again when the rendered object is
+# created; here they are kept as opaque objects.
 Opaque = Annotated[dict[str, Any], Schema(x_kubernetes_preserve_unknown_fields=True)]
+# core/v1 Affinity with upstream's schema (pruned and type-checked by the API server, documented
+# by `kubectl explain`); Python keeps the dict the renderers copy into the pod spec.
+Affinity = Annotated[dict[str, Any], K8sType("affinity")]
 
 IntOrString = Annotated[int | str, Schema(x_kubernetes_int_or_string=True)]
 Quantity = Annotated[
@@ -489,7 +492,7 @@ class DeploymentSpec(CRDModel):
     """Node labels the pods' nodes must carry (all pairs must match)."""
     tolerations: Tolerations | None = None
     """Taints the pods tolerate."""
-    affinity: Opaque | None = None
+    affinity: Affinity | None = None
     """Node affinity and pod (anti-)affinity scheduling rules of the pods."""
 
     _labels = field_validator("node_selector")(check_label_map)
@@ -696,7 +699,7 @@ class JobSpec(CRDModel):
     """Node labels of the Job pods. Unset: the API Deployment's; empty: none."""
     tolerations: Tolerations | None = None
     """Tolerations of the Job pods. Unset: the API Deployment's; empty: none."""
-    affinity: Opaque | None = None
+    affinity: Affinity | None = None
     """Affinity of the Job pods. Unset: only the API Deployment's node affinity (never pod affinity); empty:
     none.
     """

@@ -17,6 +17,9 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import importlib.resources
 import json
 import types
 import typing
@@ -30,7 +33,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from nova_operator.models._schema import Rule, Schema, SchemaFrom
+from nova_operator.models._schema import K8sType, Rule, Schema, SchemaFrom
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NovaCompute
 
@@ -224,6 +227,14 @@ def _field_schema(field: FieldInfo) -> dict[str, Any]:
     return schema
 
 
+@functools.cache
+def _k8s_types() -> dict[str, dict[str, Any]]:
+    """The vendored upstream schemas (``tools/k8sschema/vendor.py``), by name."""
+    text = importlib.resources.files("nova_operator").joinpath("data/k8s-types.json").read_text()
+    types_: dict[str, dict[str, Any]] = json.loads(text)["types"]
+    return types_
+
+
 def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
     bare, inner = _split_annotated(tp)
     metadata = [*inner, *outer]
@@ -231,7 +242,10 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
     schema: dict[str, Any]
     origin = typing.get_origin(bare)
     typed_as = [m.model for m in _flatten(metadata) if isinstance(m, SchemaFrom)]
-    if typed_as:
+    vendored = [m.name for m in _flatten(metadata) if isinstance(m, K8sType)]
+    if vendored:
+        schema = copy.deepcopy(_k8s_types()[vendored[-1]])
+    elif typed_as:
         schema = _model_schema(typed_as[-1])
     elif markers.get("x-kubernetes-int-or-string"):
         schema = {}

@@ -10,7 +10,14 @@
 - a scalar model default is the schema default; an object default is declared with
   ``Schema(default=...)``; ``None`` has no schema default;
 - ``Rule`` markers and a model's ``__crd_rules__`` become ``x-kubernetes-validations``;
-  ``Schema`` markers add any other OpenAPI key.
+  ``Schema`` markers add any other OpenAPI key;
+- a field's docstring is its ``description`` (what ``kubectl explain`` prints); a test holds
+  every property to having one;
+- a ``K8sType`` marker embeds a Kubernetes type vendored from upstream's OpenAPI
+  (``nova_operator/data/k8s-types.json``, written by ``tools/k8sschema/vendor.py``).
+
+Each kind declares its printer columns (``priority`` 1: only with ``-o wide``), short names and
+the ``openstack`` category (``kubectl get openstack``).
 
 ``make manifests`` writes the result to ``config/crd/`` (``nova_operator.manifests``).
 """

@@ -299,3 +299,19 @@ def test_every_property_has_a_description(plural: str) -> None:
     assert len(properties) >= 50
     missing = [path for path, sub in properties if not str(sub.get("description", "")).strip()]
     assert missing == [], f"{len(missing)} of {len(properties)} properties have no description"
+
+
+class _Described(CRDModel):
+    plain: str = "x"
+    """One line."""
+    wrapped: int | None = None
+    """A docstring that runs
+    over two lines."""
+    bare: bool = False
+
+
+def test_a_field_docstring_is_its_description_in_one_paragraph() -> None:
+    properties = _spec_schema(_Described)["properties"]
+    assert properties["plain"]["description"] == "One line."
+    assert properties["wrapped"]["description"] == "A docstring that runs over two lines."
+    assert "description" not in properties["bare"]

@@ -452,8 +452,8 @@ class DBArchiveSpec(CRDModel):
     sleep: Annotated[Int32, Field(ge=0)] | None = None
     """Seconds to sleep between batches. Default: 1."""
     retention_days: Annotated[Int32, Field(ge=1)] | None = None
-    """When set, archives only rows deleted more than this many days ago and purges the task log too. Unset:
-    no age limit.
+    """When set, archives only rows deleted more than this many days ago (--before), task log records
+    included (--task-log). Unset: no age limit.
     """
     suspend: bool | None = None
     """Suspends the CronJob; DBArchiveReady stays True with reason DBArchiveSuspended. Default: false."""

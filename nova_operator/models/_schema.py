@@ -80,6 +80,22 @@ class SchemaFrom:
         return f"SchemaFrom({self.model.__name__})"
 
 
+class K8sType:
+    """The CRD schema of this field is a Kubernetes type vendored from upstream's OpenAPI.
+
+    ``nova_operator/data/k8s-types.json`` (written by ``tools/k8sschema/vendor.py``) holds it;
+    Python keeps the plain JSON dict, which the renderers copy verbatim into the pod spec.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"K8sType({self.name!r})"
+
+
 def _openapi_key(name: str) -> str:
     # x_kubernetes_list_type -> x-kubernetes-list-type; max_items -> maxItems
     if name.startswith("x_"):
@@ -100,9 +116,10 @@ class CRDModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="forbid",
+        # A field's docstring (the string literal under it) is its description in the CRD,
+        # what `kubectl explain` prints.
+        use_attribute_docstrings=True,
     )
 
     __crd_rules__: ClassVar[tuple[Rule, ...]] = ()
     __crd_schema__: ClassVar[Schema | None] = None
-    # python field name -> description in the CRD (what `kubectl explain` prints)
-    __crd_descriptions__: ClassVar[dict[str, str]] = {}

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from nova_operator.models._schema import CRDModel, Rule, Schema, SchemaFrom
+from nova_operator.models._schema import CRDModel, K8sType, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -39,10 +39,13 @@ NEWLINE_MESSAGE = (
     "it is rendered verbatim into nova.conf and nova-compute.conf"
 )
 
-# Free-form Kubernetes objects the operator copies verbatim into what it renders (Affinity,
-# TopologySpreadConstraint, HPA behavior, NetworkPolicyEgressRule). The API server validates
-# them again when the rendered object is created; here they are kept as opaque objects.
+# Free-form Kubernetes objects the operator copies verbatim into what it renders
+# (NetworkPolicyEgressRule). The API server validates them again when the rendered object is
+# created; here they are kept as opaque objects.
 Opaque = Annotated[dict[str, Any], Schema(x_kubernetes_preserve_unknown_fields=True)]
+# core/v1 Affinity with upstream's schema (pruned and type-checked by the API server, documented
+# by `kubectl explain`); Python keeps the dict the renderers copy into the pod spec.
+Affinity = Annotated[dict[str, Any], K8sType("affinity")]
 
 IntOrString = Annotated[int | str, Schema(x_kubernetes_int_or_string=True)]
 Quantity = Annotated[
@@ -97,19 +100,24 @@ class SecretRefSpec(CRDModel):
     """A Secret in the CR's namespace, and optionally one data key of it."""
 
     name: SubdomainName
+    """Name of the Secret, in the same namespace as this object."""
     key: DataKey | None = None
+    """Data key of the Secret to read; each use documents its default."""
 
 
 class PasswordSecretRef(SecretRefSpec):
     key: DataKey | None = "password"
+    """Data key holding the password. Default: password."""
 
 
 class SharedSecretRef(SecretRefSpec):
     key: DataKey | None = "shared_secret"
+    """Data key holding the metadata proxy shared secret. Default: shared_secret."""
 
 
 class TransportURLSecretRef(SecretRefSpec):
     key: DataKey | None = "transport_url"
+    """Data key holding the rabbit:// transport URL. Default: transport_url."""
 
 
 class LocalObjectReference(CRDModel):
@@ -135,12 +143,14 @@ class LocalObjectReference(CRDModel):
     name: Annotated[
         str, Field(max_length=63, pattern=DNS1123_LABEL), Schema(pattern=r"^$|" + DNS1123_LABEL)
     ] = ""
+    """Name of the referenced object in the same namespace (its Service has the same name). Required."""
 
 
 class NameRef(CRDModel):
     """A bare ``{name}`` reference used in status (an object in the CR's own namespace)."""
 
     name: SubdomainName
+    """Name of the object, in the same namespace as this object."""
 
 
 # --- image ---------------------------------------------------------------------------------
@@ -152,8 +162,14 @@ class ImageSpec(CRDModel):
     )
 
     repository: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[a-z0-9]+([._:/-][a-z0-9]+)*$")]
+    """OCI repository of the image, optionally with a registry host and port (for example ghcr.io/c5c3/nova).
+    """
     tag: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")] | None = None
+    """Image tag. Exactly one of tag and digest must be set."""
     digest: Annotated[str, Field(pattern=r"^sha256:[a-f0-9]{64}$")] | None = None
+    """Image digest (sha256:<64 hex>) that pins the image; used instead of the tag. Exactly one of tag and
+    digest must be set.
+    """
 
     @property
     def reference(self) -> str:
@@ -168,8 +184,13 @@ class ImageSpec(CRDModel):
 
 class DatabaseTLSSpec(CRDModel):
     mode: Literal["disabled", "prefer", "require", "verify-ca", "verify-full"] | None = None
+    """TLS mode of the database connection: disabled, prefer, require, verify-ca or verify-full. Unset or
+    disabled means no TLS.
+    """
     ca_bundle_secret_ref: SecretRefSpec
+    """Secret whose ca.crt key holds the CA bundle that verifies the database server."""
     client_cert_secret_ref: SecretRefSpec
+    """Secret whose tls.crt and tls.key keys hold the client certificate and key (mutual TLS)."""
 
     @property
     def enabled(self) -> bool:
@@ -186,14 +207,30 @@ class DatabaseSpec(CRDModel):
     )
 
     cluster_ref: LocalObjectReference | None = None
+    """Managed mode: a mariadb-operator MariaDB in this namespace; the operator creates the schema, user and
+    grant. Exactly one of clusterRef and host must be set.
+    """
     host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-zA-Z0-9._:-]+$")] | None = None
+    """Brownfield mode: host name or address of an existing database server. Exactly one of clusterRef and
+    host must be set.
+    """
     port: Annotated[Int32, Field(ge=1, le=65535)] | None = None
+    """TCP port of the database server (both modes). Default: 3306."""
     database: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
+    """Name of the schema (letters, digits and underscores, at most 64 characters). Immutable."""
     secret_ref: SecretRefSpec
+    """Secret with the database credentials in the data keys username and password (the key field is ignored).
+    """
     credentials_mode: Literal["Static", "Dynamic"] | None = None
+    """Static (default): the credentials Secret is fixed. Dynamic: an external engine issues short-lived users
+    and the operator creates no MariaDB User or Grant; needs clusterRef.
+    """
     tls: DatabaseTLSSpec | None = None
+    """TLS of the database connection; unset means no TLS."""
     replicas: Annotated[Int32, Field(ge=1)] | None = None
+    """Not used by the Nova operator (read by the ControlPlane operator)."""
     storage_size: Annotated[str, Field(pattern=r"^[0-9]+(Mi|Gi|Ti)$")] | None = None
+    """Not used by the Nova operator (read by the ControlPlane operator), for example 10Gi."""
 
     @property
     def effective_port(self) -> int:
@@ -221,16 +258,25 @@ class CacheSpec(CRDModel):
     )
 
     cluster_ref: LocalObjectReference | None = None
+    """Managed memcached in this namespace; the servers are {name}:11211. Exactly one of clusterRef and
+    servers must be set.
+    """
     servers: (
         Annotated[list[Annotated[str, Field(max_length=512, pattern=NO_NEWLINE)]], Field(max_length=64)]
         | None
     ) = None
+    """Brownfield memcached servers as host:port, joined with commas into the configuration. Exactly one of
+    clusterRef and servers must be set.
+    """
     backend: Annotated[str, Field(min_length=1, max_length=255)] = "dogpile.cache.pymemcache"
+    """oslo.cache backend of the [cache] section. Default: dogpile.cache.pymemcache."""
     replicas: Annotated[Int32, Field(ge=1)] | None = None
+    """Not used by the Nova operator (read by the ControlPlane operator)."""
 
 
 class MessagingTLSSpec(CRDModel):
     ca_bundle_secret_ref: SecretRefSpec
+    """Secret holding the broker's CA bundle; the key defaults to ca.crt."""
 
 
 class MessagingSpec(CRDModel):
@@ -242,9 +288,17 @@ class MessagingSpec(CRDModel):
     )
 
     cluster_ref: LocalObjectReference | None = None
+    """Managed mode: a RabbitmqCluster (rabbitmq.com/v1beta1) in this namespace. Exactly one of clusterRef and
+    secretRef must be set.
+    """
     secret_ref: SecretRefSpec | None = None
+    """Brownfield mode: a Secret holding a complete rabbit:// transport URL (key default: transport_url).
+    Exactly one of clusterRef and secretRef must be set.
+    """
     tls: MessagingTLSSpec | None = None
+    """When set, the message bus uses TLS, verified against this CA bundle."""
     replicas: Annotated[Int32, Field(ge=1)] | None = None
+    """Not used by the Nova operator (read by the ControlPlane operator)."""
 
 
 # --- pods ----------------------------------------------------------------------------------
@@ -264,7 +318,11 @@ class ResourceRequirements(CRDModel):
     )
 
     limits: ResourceList | None = None
+    """Maximum amount of each resource (cpu, memory, ...) a container may use, as Kubernetes quantities."""
     requests: ResourceList | None = None
+    """Amount of each resource the scheduler reserves for a container, as Kubernetes quantities; must not
+    exceed the limit.
+    """
 
 
 class Toleration(CRDModel):
@@ -278,10 +336,15 @@ class Toleration(CRDModel):
     )
 
     key: Annotated[str, Field(max_length=317)] | None = None
+    """Taint key the toleration matches; empty matches every key and then requires operator Exists."""
     operator: Literal["Exists", "Equal"] | None = None
+    """Equal (default: the taint's value must equal value) or Exists (any value)."""
     value: Annotated[str, Field(max_length=63)] | None = None
+    """Taint value to match when the operator is Equal."""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to match: NoSchedule, PreferNoSchedule or NoExecute; empty matches every effect."""
     toleration_seconds: Int64 | None = None
+    """For NoExecute taints: seconds the pod stays bound after the taint appears; unset means forever."""
 
 
 Tolerations = Annotated[list[Toleration], Field(max_length=32)]
@@ -323,20 +386,27 @@ AnnotationMap = Annotated[
 
 class LabelSelectorRequirement(CRDModel):
     key: Annotated[str, Field(max_length=317)]
+    """Label key the requirement applies to."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """Relation of the key to the values: In, NotIn, Exists or DoesNotExist."""
     values: Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=64)] | None = None
+    """Label values; non-empty for In and NotIn, empty for Exists and DoesNotExist."""
 
 
 class LabelSelector(CRDModel):
     __crd_schema__ = Schema(x_kubernetes_map_type="atomic")
 
     match_labels: LabelMap | None = None
+    """Label pairs that must all match (each is an In requirement with one value)."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
+    """Label requirements that must all match, ANDed with matchLabels."""
 
 
 class RollingUpdateDeployment(CRDModel):
     max_unavailable: IntOrString | None = None
+    """Pods that may be unavailable during a rollout, as a number or a percentage of replicas."""
     max_surge: IntOrString | None = None
+    """Pods that may be created above replicas during a rollout, as a number or a percentage."""
 
 
 class DeploymentStrategy(CRDModel):
@@ -348,22 +418,36 @@ class DeploymentStrategy(CRDModel):
     )
 
     type: Literal["RollingUpdate", "Recreate"] | None = None
+    """RollingUpdate (replace pods gradually) or Recreate (stop all pods first)."""
     rolling_update: RollingUpdateDeployment | None = None
+    """Pace of a RollingUpdate; not allowed with Recreate."""
 
 
 class TopologySpreadConstraint(CRDModel):
     """core/v1 TopologySpreadConstraint."""
 
     max_skew: Annotated[Int32, Field(ge=1)]
+    """Largest allowed difference in matching pods between any two topology domains (at least 1)."""
     topology_key: Annotated[str, Field(min_length=1, max_length=317)]
+    """Node label key whose values define the topology domains, for example topology.kubernetes.io/zone."""
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    """DoNotSchedule keeps a pod pending rather than exceed maxSkew; ScheduleAnyway only prefers domains that
+    reduce the skew.
+    """
     label_selector: LabelSelector | None = None
+    """Selects the pods counted in each domain; must equal this Deployment's pod selector."""
     min_domains: Annotated[Int32, Field(ge=1)] | None = None
+    """Minimum number of eligible domains (DoNotSchedule only); fewer domains count as zero pods."""
     node_affinity_policy: Literal["Honor", "Ignore"] | None = None
+    """Honor (default) counts only nodes matching the pod's node affinity and selector; Ignore counts all
+    nodes.
+    """
     node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    """Honor counts only nodes whose taints the pod tolerates; Ignore (default) counts all nodes."""
     match_label_keys: Annotated[list[Annotated[str, Field(max_length=317)]], Field(max_length=16)] | None = (
         None
     )
+    """Pod label keys whose values from the incoming pod are added to labelSelector."""
 
 
 DRAIN_WINDOW_RULE = Rule(
@@ -379,18 +463,37 @@ class DeploymentSpec(CRDModel):
     __crd_rules__ = (DRAIN_WINDOW_RULE,)
 
     replicas: Annotated[Int32, Field(ge=1)] = 3
+    """Number of pods. Default: 3 for the API; 1 for metadata, scheduler, conductor and the console proxy when
+    their block is absent.
+    """
     resources: ResourceRequirements | None = None
+    """Requests and limits of the containers. Unset resources are resolved at render time (70m CPU request
+    without limit; a memory figure sized from processes and threads as request and limit) and never written
+    back.
+    """
     termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = None
+    """Seconds a pod gets to stop after SIGTERM (at least 10). Default: 30."""
     pre_stop_sleep_seconds: Annotated[Int64, Field(ge=0)] | None = None
+    """Seconds the preStop hook sleeps so endpoints drain before the process stops; must be less than
+    terminationGracePeriodSeconds. Default: 5.
+    """
     strategy: DeploymentStrategy | None = None
+    """Rollout strategy. Default: RollingUpdate with maxUnavailable 0 and maxSurge 1."""
     topology_spread_constraints: (
         Annotated[list[Annotated[dict[str, Any], SchemaFrom(TopologySpreadConstraint)]], Field(max_length=16)]
         | None
     ) = None
+    """How pods spread across topology domains. Unset: spread by zone and by hostname (maxSkew 1,
+    ScheduleAnyway); an empty list turns spreading off.
+    """
     priority_class_name: PriorityClassName | None = None
+    """PriorityClass of the pods; it must exist. Empty means no class."""
     node_selector: NodeSelector | None = None
+    """Node labels the pods' nodes must carry (all pairs must match)."""
     tolerations: Tolerations | None = None
-    affinity: Opaque | None = None
+    """Taints the pods tolerate."""
+    affinity: Affinity | None = None
+    """Node affinity and pod (anti-)affinity scheduling rules of the pods."""
 
     _labels = field_validator("node_selector")(check_label_map)
 
@@ -407,6 +510,9 @@ class BusDeploymentSpec(DeploymentSpec):
     """Scheduler and conductor: an unset grace period is 200 s (covers the RPC server drain)."""
 
     termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = 200
+    """Seconds a pod gets to stop after SIGTERM (at least 10). Default: 200, which covers the drain of the RPC
+    server.
+    """
 
 
 class UWSGISpec(CRDModel):
@@ -418,10 +524,19 @@ class UWSGISpec(CRDModel):
     )
 
     processes: Annotated[Int32, Field(ge=1)] = 2
+    """Number of uWSGI worker processes. Default: 2."""
     threads: Annotated[Int32, Field(ge=1)] = 1
+    """Threads per uWSGI worker process. Default: 1."""
     http_keep_alive: bool = True
+    """Whether uWSGI keeps HTTP connections open (--http-keepalive). Default: true."""
     harakiri: Annotated[Int32, Field(ge=1)] | None = None
+    """Seconds after which uWSGI kills a stuck request (--harakiri); must be less than
+    terminationGracePeriodSeconds - preStopSleepSeconds. Unset: no limit.
+    """
     http_keep_alive_timeout: Annotated[Int32, Field(ge=1)] | None = None
+    """Seconds an idle kept-alive connection stays open (--http-keepalive-timeout); only with httpKeepAlive
+    true.
+    """
 
 
 # --- routing, scaling, policy, logging -----------------------------------------------------
@@ -431,17 +546,24 @@ HOSTNAME_PATTERN = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 
 class GatewayParentRef(CRDModel):
     name: SubdomainName
+    """Name of an existing Gateway (gateway.networking.k8s.io)."""
     namespace: LabelName | None = None
+    """Namespace of the Gateway. Default: this object's namespace."""
     section_name: SubdomainName | None = None
+    """Listener of the Gateway to attach to. Default: every listener."""
 
 
 class GatewaySpec(CRDModel):
     """An HTTPRoute in front of one Service. ``hostname`` is a DNS name (no newline can reach nova.conf)."""
 
     hostname: Annotated[str, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
+    """Host name the HTTPRoute matches (a DNS name, optionally with a leading *.)."""
     parent_ref: GatewayParentRef
+    """The Gateway the HTTPRoute attaches to."""
     path: Annotated[str, Field(max_length=1024)] | None = None
+    """Path prefix the HTTPRoute matches. Default: /."""
     annotations: AnnotationMap | None = None
+    """Annotations copied onto the HTTPRoute."""
 
     @field_validator("annotations")
     @classmethod
@@ -454,21 +576,30 @@ class GatewaySpec(CRDModel):
 
 class HPAScalingPolicy(CRDModel):
     type: Literal["Pods", "Percent"]
+    """Pods (change by a number of pods) or Percent (by a share of the current replicas)."""
     value: Annotated[Int32, Field(ge=1)]
+    """Amount of change the policy allows per period (at least 1)."""
     period_seconds: Annotated[Int32, Field(ge=1, le=1800)]
+    """Window in seconds over which the policy holds (1 to 1800)."""
 
 
 class HPAScalingRules(CRDModel):
     stabilization_window_seconds: Annotated[Int32, Field(ge=0, le=3600)] | None = None
+    """Seconds of past recommendations considered before scaling (0 to 3600)."""
     select_policy: Literal["Max", "Min", "Disabled"] | None = None
+    """Which policy wins when several apply: Max (default), Min, or Disabled (no scaling in this direction).
+    """
     policies: Annotated[list[HPAScalingPolicy], Field(max_length=16)] | None = None
+    """Limits on how fast replicas may change."""
 
 
 class HPABehavior(CRDModel):
     """autoscaling/v2 HorizontalPodAutoscalerBehavior, copied verbatim onto the HPA."""
 
     scale_up: HPAScalingRules | None = None
+    """Rules for scaling up."""
     scale_down: HPAScalingRules | None = None
+    """Rules for scaling down."""
 
 
 class AutoscalingSpec(CRDModel):
@@ -484,26 +615,37 @@ class AutoscalingSpec(CRDModel):
     )
 
     min_replicas: Annotated[Int32, Field(ge=1)] | None = None
+    """Lower bound of the HorizontalPodAutoscaler, also the PodDisruptionBudget's. Default:
+    spec.api.deployment.replicas.
+    """
     max_replicas: Annotated[Int32, Field(ge=1)]
+    """Upper bound of the HorizontalPodAutoscaler."""
     target_cpu_utilization: Annotated[Int32, Field(ge=1)] | None = Field(
         default=None, alias="targetCPUUtilization"
     )
+    """Target average CPU use, in percent of the API pods' CPU request."""
     target_memory_utilization: Annotated[Int32, Field(ge=1)] | None = Field(
         default=None, alias="targetMemoryUtilization"
     )
+    """Target average memory use, in percent of the API pods' memory request."""
     behavior: Annotated[dict[str, Any], SchemaFrom(HPABehavior)] | None = None
+    """Scale-up and scale-down behavior, copied onto the HorizontalPodAutoscaler."""
 
 
 class NetworkPolicyIngressSource(CRDModel):
     namespace_selector: LabelSelector
+    """Namespaces allowed to reach the pods."""
     pod_selector: LabelSelector | None = None
+    """Pods allowed to reach the pods, within the selected namespaces. Default: all pods there."""
 
 
 class NetworkPolicySpec(CRDModel):
     __crd_rules__ = (Rule("size(self.ingress) > 0", "at least one ingress source must be specified"),)
 
     ingress: Annotated[list[NetworkPolicyIngressSource], Field(max_length=32)]
+    """Sources allowed to reach the Nova pods; at least one."""
     additional_egress: Annotated[list[Opaque], Field(max_length=32)] | None = None
+    """NetworkPolicy egress rules appended after the ones the operator derives."""
 
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -511,8 +653,11 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 class LoggingSpec(CRDModel):
     format: Literal["text", "json"] = "text"
+    """text (oslo.log default) or json (ships logging.ini and sets log_config_append). Default: text."""
     level: LogLevel = "INFO"
+    """Root log level in logging.ini (json format only). Default: INFO."""
     debug: bool = False
+    """Sets [DEFAULT] debug. Default: false."""
     per_logger_levels: (
         Annotated[
             dict[str, Annotated[str, Field(max_length=16)]],
@@ -529,21 +674,35 @@ class LoggingSpec(CRDModel):
         ]
         | None
     ) = None
+    """Log level per logger name (DEBUG, INFO, WARNING, ERROR or CRITICAL), rendered into [DEFAULT]
+    default_log_levels.
+    """
 
 
 class SecretStoreRefSpec(CRDModel):
     kind: Literal["ClusterSecretStore", "SecretStore"] = "ClusterSecretStore"
+    """ClusterSecretStore (default) or SecretStore (in this namespace)."""
     name: SubdomainName
+    """Name of the External Secrets store."""
 
 
 class JobSpec(CRDModel):
     """Pods of the db-sync, upgrade and archive Jobs. Unset placement copies the API Deployment's."""
 
     resources: ResourceRequirements | None = None
+    """Requests and limits of every Job and CronJob container. Default: 70m CPU request, 368Mi memory request
+    and limit.
+    """
     priority_class_name: PriorityClassName | None = None
+    """PriorityClass of the Job pods. Unset: the API Deployment's; empty: none."""
     node_selector: NodeSelector | None = None
+    """Node labels of the Job pods. Unset: the API Deployment's; empty: none."""
     tolerations: Tolerations | None = None
-    affinity: Opaque | None = None
+    """Tolerations of the Job pods. Unset: the API Deployment's; empty: none."""
+    affinity: Affinity | None = None
+    """Affinity of the Job pods. Unset: only the API Deployment's node affinity (never pod affinity); empty:
+    none.
+    """
 
     _labels = field_validator("node_selector")(check_label_map)
 

@@ -10,19 +10,29 @@
 - a scalar model default is the schema default; an object default is declared with
   ``Schema(default=...)``; ``None`` has no schema default;
 - ``Rule`` markers and a model's ``__crd_rules__`` become ``x-kubernetes-validations``;
-  ``Schema`` markers add any other OpenAPI key.
+  ``Schema`` markers add any other OpenAPI key;
+- a field's docstring is its ``description`` (what ``kubectl explain`` prints); a test holds
+  every property to having one;
+- a ``K8sType`` marker embeds a Kubernetes type vendored from upstream's OpenAPI
+  (``nova_operator/data/k8s-types.json``, written by ``tools/k8sschema/vendor.py``).
+
+Each kind declares its printer columns (``priority`` 1: only with ``-o wide``), short names and
+the ``openstack`` category (``kubectl get openstack``).
 
 ``make manifests`` writes the result to ``config/crd/`` (``nova_operator.manifests``).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import importlib.resources
 import json
 import types
 import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import annotated_types
 import yaml
@@ -30,7 +40,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from nova_operator.models._schema import Rule, Schema, SchemaFrom
+from nova_operator.models._schema import K8sType, Rule, Schema, SchemaFrom
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NovaCompute
 
@@ -39,14 +49,28 @@ VERSION = "v1alpha1"
 HEADER = "# Generated from nova_operator/models by `make manifests`; do not edit.\n"
 
 
+CATEGORY = "openstack"  # `kubectl get openstack` lists every Nova and NovaCompute
+
+
+class Column(NamedTuple):
+    """One ``additionalPrinterColumns`` entry; priority 1 shows only with ``kubectl get -o wide``."""
+
+    name: str
+    type: str
+    json_path: str
+    description: str
+    priority: int = 0
+
+
 @dataclass(frozen=True)
 class Kind:
     model: type[BaseModel]
     kind: str
     plural: str
     singular: str
-    printer_columns: tuple[tuple[str, str, str], ...]  # (name, type, jsonPath)
+    printer_columns: tuple[Column, ...]
     description: str
+    short_names: tuple[str, ...] = ()
 
     @property
     def crd_name(self) -> str:
@@ -57,8 +81,16 @@ class Kind:
         return f"{GROUP}_{self.plural}.yaml"
 
 
-_READY = ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status")
-_AGE = ("Age", "date", ".metadata.creationTimestamp")
+_READY = Column(
+    "Ready", "string", ".status.conditions[?(@.type=='Ready')].status", "Status of the Ready condition."
+)
+_REASON = Column(
+    "Reason",
+    "string",
+    ".status.conditions[?(@.type=='Ready')].reason",
+    "Reason of the Ready condition: which step holds the object back.",
+)
+_AGE = Column("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
 
 KINDS: tuple[Kind, ...] = (
     Kind(
@@ -68,13 +100,21 @@ KINDS: tuple[Kind, ...] = (
         "nova",
         (
             _READY,
-            ("Release", "string", ".status.installedRelease"),
-            ("Endpoint", "string", ".status.endpoint"),
+            _REASON,
+            Column("Release", "string", ".status.installedRelease", "The release whose schema is installed."),
+            Column("Endpoint", "string", ".status.endpoint", "URL of the compute API."),
             _AGE,
+            Column(
+                "Phase", "string", ".status.upgradePhase", "Phase of a running release upgrade.", priority=1
+            ),
+            Column(
+                "Target", "string", ".status.targetRelease", "The release an upgrade moves to.", priority=1
+            ),
         ),
         "Nova runs the OpenStack compute control plane: the compute API, the metadata API, the "
         "scheduler, the conductor and the noVNC console proxy, and publishes the compute contract "
         "its NovaCompute pools join.",
+        short_names=("nv",),
     ),
     Kind(
         NovaCompute,
@@ -83,12 +123,17 @@ KINDS: tuple[Kind, ...] = (
         "novacompute",
         (
             _READY,
-            ("Desired", "integer", ".status.desiredNumberScheduled"),
-            ("Ready pods", "integer", ".status.numberReady"),
+            _REASON,
+            Column(
+                "Desired", "integer", ".status.desiredNumberScheduled", "Nodes that should run nova-compute."
+            ),
+            Column("Ready-Pods", "integer", ".status.numberReady", "Nodes whose nova-compute pod is ready."),
             _AGE,
+            Column("Image", "string", ".status.installedImage", "The image the DaemonSet runs.", priority=1),
         ),
         "NovaCompute runs nova-compute on one node pool and joins it to one Nova in the same "
         "namespace; a node that leaves the pool is drained before its pod goes.",
+        short_names=("nvc",),
     ),
 )
 
@@ -155,15 +200,11 @@ def _model_rules(model: type[BaseModel]) -> list[dict[str, Any]]:
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
-    descriptions: dict[str, str] = {}
-    for klass in reversed(model.__mro__):
-        descriptions.update(klass.__dict__.get("__crd_descriptions__", {}))
     for name, field in model.model_fields.items():
         alias = field.alias or name
         properties[alias] = _field_schema(field)
-        description = field.description or descriptions.get(name)
-        if description:
-            properties[alias]["description"] = description
+        if field.description:
+            properties[alias]["description"] = _one_paragraph(field.description)
         if field.is_required():
             required.append(alias)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -178,6 +219,11 @@ def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def _one_paragraph(text: str) -> str:
+    """A docstring as one line: `kubectl explain` wraps descriptions itself."""
+    return " ".join(text.split())
+
+
 def _field_schema(field: FieldInfo) -> dict[str, Any]:
     schema = _type_schema(field.annotation, list(field.metadata))
     default = field.default
@@ -188,6 +234,14 @@ def _field_schema(field: FieldInfo) -> dict[str, Any]:
     return schema
 
 
+@functools.cache
+def _k8s_types() -> dict[str, dict[str, Any]]:
+    """The vendored upstream schemas (``tools/k8sschema/vendor.py``), by name."""
+    text = importlib.resources.files("nova_operator").joinpath("data/k8s-types.json").read_text()
+    types_: dict[str, dict[str, Any]] = json.loads(text)["types"]
+    return types_
+
+
 def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
     bare, inner = _split_annotated(tp)
     metadata = [*inner, *outer]
@@ -195,7 +249,10 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
     schema: dict[str, Any]
     origin = typing.get_origin(bare)
     typed_as = [m.model for m in _flatten(metadata) if isinstance(m, SchemaFrom)]
-    if typed_as:
+    vendored = [m.name for m in _flatten(metadata) if isinstance(m, K8sType)]
+    if vendored:
+        schema = copy.deepcopy(_k8s_types()[vendored[-1]])
+    elif typed_as:
         schema = _model_schema(typed_as[-1])
     elif markers.get("x-kubernetes-int-or-string"):
         schema = {}
@@ -234,18 +291,26 @@ def _type_schema(tp: Any, outer: list[Any]) -> dict[str, Any]:
 
 
 def _root_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
-    spec = model.model_fields["spec"]
-    status = model.model_fields["status"]
+    fields = model.model_fields
+
+    def described(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        field = fields.get(name)
+        if field is None or not field.description:
+            return schema
+        return {**schema, "description": _one_paragraph(field.description)}
+
+    spec, status = fields["spec"], fields["status"]
     schema: dict[str, Any] = {
         "type": "object",
         "description": description,
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            # Declared so the name rules can point their fieldPath at metadata.name.
+            "apiVersion": described("api_version", {"type": "string"}),
+            "kind": described("kind", {"type": "string"}),
+            # Declared so the name rules can point their fieldPath at metadata.name. The API server
+            # refuses any other key here (a description included) and documents ObjectMeta itself.
             "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
-            "spec": _type_schema(spec.annotation, list(spec.metadata)),
-            "status": _type_schema(status.annotation, list(status.metadata)),
+            "spec": described("spec", _type_schema(spec.annotation, list(spec.metadata))),
+            "status": described("status", _type_schema(status.annotation, list(status.metadata))),
         },
         "required": ["spec"],
     }
@@ -268,6 +333,8 @@ def crd_object(kind: Kind) -> dict[str, Any]:
                 "listKind": f"{kind.kind}List",
                 "plural": kind.plural,
                 "singular": kind.singular,
+                "shortNames": list(kind.short_names),
+                "categories": [CATEGORY],
             },
             "scope": "Namespaced",
             "versions": [
@@ -277,8 +344,14 @@ def crd_object(kind: Kind) -> dict[str, Any]:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
-                        {"name": name, "type": type_, "jsonPath": path}
-                        for name, type_, path in kind.printer_columns
+                        {
+                            "name": c.name,
+                            "type": c.type,
+                            "jsonPath": c.json_path,
+                            "description": c.description,
+                            **({"priority": c.priority} if c.priority else {}),
+                        }
+                        for c in kind.printer_columns
                     ],
                     "schema": {"openAPIV3Schema": _root_schema(kind.model, kind.description)},
                 }

@@ -50,11 +50,17 @@ class Condition(CRDModel):
     """metav1.Condition, with the same schema the upstream CRDs embed."""
 
     type: Annotated[str, Field(max_length=316, pattern=CONDITION_TYPE_PATTERN)]
+    """Condition type in CamelCase, for example Ready."""
     status: Literal["True", "False", "Unknown"]
+    """True, False or Unknown."""
     observed_generation: Annotated[Int64, Field(ge=0)] | None = None
+    """The metadata.generation the condition was set for."""
     last_transition_time: Annotated[str, Schema(format="date-time")]
+    """When the status last changed."""
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)]
+    """Machine-readable CamelCase reason of the last transition."""
     message: Annotated[str, Field(max_length=32768)]
+    """Human-readable details of the last transition."""
 
 
 Conditions = Annotated[

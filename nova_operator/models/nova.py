@@ -218,7 +218,9 @@ class NovaAPISpec(CRDModel):
     __crd_rules__ = (_harakiri_rule(),)
 
     deployment: Annotated[DeploymentSpec, Schema(default={})] = Field(default_factory=DeploymentSpec)
+    """The compute API Deployment {name}; also the placement fallback of spec.jobs. Default: 3 replicas."""
     uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)
+    """uWSGI settings of the compute API (port 8774). Default: 2 processes, 1 thread, keep-alive on."""
 
 
 class NovaMetadataSpec(CRDModel):
@@ -227,16 +229,26 @@ class NovaMetadataSpec(CRDModel):
     deployment: Annotated[DeploymentSpec, Schema(default={"replicas": 1})] = Field(
         default_factory=lambda: DeploymentSpec(replicas=1)
     )
+    """The metadata API Deployment {name}-metadata. Default: 1 replica when the block is absent."""
     uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)
+    """uWSGI settings of the metadata API (port 8775). Default: 2 processes, 1 thread, keep-alive on."""
     shared_secret_ref: SharedSecretRef
+    """Secret with the shared secret the Neutron metadata agent signs proxied requests with (key default:
+    shared_secret). Required; an empty value blocks reconciliation.
+    """
     gateway: GatewaySpec | None = None
+    """An HTTPRoute {name}-metadata in front of the metadata API, for metadata agents outside the cluster."""
 
 
 class NovaSchedulerSpec(CRDModel):
     deployment: Annotated[BusDeploymentSpec, Schema(default={"replicas": 1})] = Field(
         default_factory=lambda: BusDeploymentSpec(replicas=1)
     )
+    """The scheduler Deployment {name}-scheduler. Default: 1 replica when the block is absent; grace period
+    200 s when unset.
+    """
     workers: Annotated[Int32, Field(ge=1)] = 2
+    """Number of worker processes ([scheduler] workers). Default: 2."""
 
 
 class NovaConductorSpec(NovaSchedulerSpec):
@@ -261,8 +273,17 @@ class NovaConsoleProxySpec(CRDModel):
     )
 
     enabled: bool = True
+    """Runs the noVNC console proxy. false deletes its Deployment, Service, HTTPRoute and NetworkPolicy and
+    disables [vnc]. Default: true.
+    """
     deployment: DeploymentSpec | None = None
+    """The console proxy Deployment {name}-novncproxy. Default while enabled: 1 replica. Must be absent while
+    enabled is false.
+    """
     gateway: GatewaySpec | None = None
+    """An HTTPRoute {name}-console in front of the proxy (port 6080); its hostname becomes [vnc]
+    novncproxy_base_url. path must be empty or /.
+    """
 
     @property
     def effective_deployment(self) -> DeploymentSpec | None:
@@ -274,30 +295,45 @@ class NovaConsoleProxySpec(CRDModel):
 
 class ServiceUserSpec(CRDModel):
     username: SingleLine = "nova"
+    """Keystone user name of the service user. Default: nova."""
     project_name: SingleLine = "service"
+    """Keystone project of the service user. Default: service."""
     user_domain_name: SingleLine = "Default"
+    """Keystone domain of the user. Default: Default."""
     project_domain_name: SingleLine = "Default"
+    """Keystone domain of the project. Default: Default."""
     secret_ref: PasswordSecretRef
+    """Secret with the service user's password (key default: password). Injected as environment, never written
+    into configuration.
+    """
 
 
 class EndpointOverrideSpec(CRDModel):
     override: HttpURL | None = None
+    """An http(s) URL used instead of the Keystone catalog entry of the service."""
 
 
 class OptionalEndpointSpec(EndpointOverrideSpec):
     enabled: bool = False
+    """Configures Nova to use the service. Default: false."""
 
 
 class NovaEndpointsSpec(CRDModel):
     placement: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(
         default_factory=EndpointOverrideSpec
     )
+    """Placement ([placement] endpoint_override); the catalog's internal endpoint when unset."""
     neutron: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(default_factory=EndpointOverrideSpec)
+    """Neutron ([neutron] endpoint_override); the catalog's endpoint when unset."""
     glance: Annotated[EndpointOverrideSpec, Schema(default={})] = Field(default_factory=EndpointOverrideSpec)
+    """Glance ([glance] endpoint_override); the catalog's endpoint when unset."""
     cinder: Annotated[OptionalEndpointSpec, Schema(default={})] = Field(default_factory=OptionalEndpointSpec)
+    """Cinder: renders [cinder] only while enabled; override becomes endpoint_template."""
     barbican: Annotated[OptionalEndpointSpec, Schema(default={})] = Field(
         default_factory=OptionalEndpointSpec
     )
+    """Barbican: renders [key_manager] and [barbican] only while enabled; override becomes barbican_endpoint.
+    """
 
 
 class NovaRemoteComputeSpec(CRDModel):
@@ -309,7 +345,13 @@ class NovaRemoteComputeSpec(CRDModel):
             "cluster boundary",
         ),
     ]
+    """https URL of Keystone as compute nodes on the other cluster reach it; every auth_url of the remote
+    contract.
+    """
     transport_url_secret_ref: TransportURLSecretRef = Field(alias="transportURLSecretRef")
+    """Secret with the broker's external rabbit:// URL for the remote compute nodes (key default:
+    transport_url). Read, never written.
+    """
 
 
 _CRON_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
@@ -403,10 +445,18 @@ class DBArchiveSpec(CRDModel):
     """The db-archive CronJob; every unset knob is resolved at reconcile time (``@daily``, 1000, 1)."""
 
     schedule: Annotated[str, Field(min_length=1, max_length=128), CRON_RULE] | None = None
+    """Cron schedule of the db-archive CronJob (five fields or a descriptor such as @daily). Default: @daily.
+    """
     max_rows: Annotated[Int32, Field(ge=1)] | None = None
+    """Rows archived per table per batch (--max_rows). Default: 1000."""
     sleep: Annotated[Int32, Field(ge=0)] | None = None
+    """Seconds to sleep between batches. Default: 1."""
     retention_days: Annotated[Int32, Field(ge=1)] | None = None
+    """When set, archives only rows deleted more than this many days ago (--before), task log records
+    included (--task-log). Unset: no age limit.
+    """
     suspend: bool | None = None
+    """Suspends the CronJob; DBArchiveReady stays True with reason DBArchiveSuspended. Default: false."""
 
     @field_validator("schedule")
     @classmethod
@@ -415,42 +465,6 @@ class DBArchiveSpec(CRDModel):
 
 
 class NovaSpec(CRDModel):
-    __crd_descriptions__ = {
-        "open_stack_release": "Target release (YYYY.1 or YYYY.2). status.installedRelease is promoted to it "
-        "after a successful migration; selects the extraConfig option catalog.",
-        "image": "The image every container, migration Job and the archive CronJob run.",
-        "api_database": "The nova_api schema (cell map, flavors, instance mappings). Schema name and "
-        "managed/brownfield mode are immutable.",
-        "database": "The cell1 schema; cell0 is provisioned as <database>_cell0 next to it. Schema name "
-        "and managed/brownfield mode are immutable.",
-        "cache": "memcached for [cache] and the token middleware.",
-        "messaging": "The RabbitMQ bus: a managed RabbitmqCluster or a Secret with a rabbit:// URL.",
-        "api": "The compute API Deployment (uWSGI on port 8774).",
-        "metadata": "The metadata API Deployment (uWSGI on port 8775) and its shared secret.",
-        "scheduler": "The nova-scheduler Deployment.",
-        "conductor": "The nova-conductor Deployment.",
-        "console_proxy": "The noVNC console proxy (port 6080), enabled unless enabled is false.",
-        "jobs": "Pods of the db-sync, db-expand/migrate/contract Jobs and the db-archive CronJob; unset "
-        "placement copies the API Deployment's.",
-        "keystone_endpoint": "In-cluster Keystone URL used for every auth_url.",
-        "keystone_public_endpoint": "Keystone URL handed to clients ([keystone_authtoken] "
-        "www_authenticate_uri); keystoneEndpoint when unset.",
-        "remote_compute": "Publishes {name}-remote-compute-config for compute nodes on another cluster. "
-        "Requires messaging.tls.",
-        "service_user": "The Keystone service user for token validation and every outgoing call.",
-        "region": "region_name of the identity and client sections; omitted when unset.",
-        "endpoints": "Addressing of Placement, Neutron, Glance, Cinder and Barbican; Cinder and Barbican "
-        "are opt-in.",
-        "db_archive": "The {name}-db-archive CronJob; unset knobs resolve to @daily, 1000 rows, 1 s sleep.",
-        "gateway": "An HTTPRoute {name} in front of the compute API; its hostname is status.endpoint.",
-        "network_policy": "NetworkPolicies {name} and {name}-novncproxy, only while set.",
-        "autoscaling": "A HorizontalPodAutoscaler on the API Deployment, only while set.",
-        "logging": "Log format (text or json), root level and per-logger levels.",
-        "extra_config": "INI overrides (section -> key -> value) merged over the operator's nova.conf. "
-        "Keys the operator owns through other fields are refused.",
-        "secret_store_ref": "The External Secrets store the SecretsReady gate checks (only while set).",
-    }
-
     __crd_rules__ = (
         Rule(
             "self.apiDatabase.database != self.database.database",
@@ -486,7 +500,11 @@ class NovaSpec(CRDModel):
     )
 
     open_stack_release: Annotated[str, Field(pattern=r"^\d{4}\.[12]$")]
+    """Target OpenStack release (YYYY.1 or YYYY.2). A change upgrades the schema; status.installedRelease
+    follows after a successful migration. It also selects the extraConfig option catalog.
+    """
     image: ImageSpec
+    """The image every container, migration Job and the db-archive CronJob run."""
     api_database: Annotated[
         DatabaseSpec,
         Rule(
@@ -500,6 +518,9 @@ class NovaSpec(CRDModel):
             field_path=".clusterRef",
         ),
     ]
+    """The nova_api schema (cell map, flavors, instance mappings). The schema name and the managed/brownfield
+    mode are immutable.
+    """
     database: Annotated[
         DatabaseSpec,
         Rule(
@@ -519,58 +540,92 @@ class NovaSpec(CRDModel):
             field_path=".database",
         ),
     ]
+    """The cell1 schema; cell0 is provisioned as <database>_cell0 beside it. The schema name and the
+    managed/brownfield mode are immutable.
+    """
     cache: CacheSpec
+    """memcached for [cache] and the Keystone token middleware."""
     messaging: MessagingSpec
+    """The RabbitMQ message bus: a managed RabbitmqCluster or a Secret with a rabbit:// URL."""
     api: Annotated[NovaAPISpec, Schema(default={})] = Field(default_factory=NovaAPISpec)
+    """The compute API: Deployment {name} running uWSGI on port 8774."""
     metadata: NovaMetadataSpec
+    """The metadata API: Deployment {name}-metadata running uWSGI on port 8775, and its shared secret."""
     scheduler: Annotated[NovaSchedulerSpec, Schema(default={})] = Field(default_factory=NovaSchedulerSpec)
+    """The nova-scheduler Deployment {name}-scheduler."""
     conductor: Annotated[NovaConductorSpec, Schema(default={})] = Field(default_factory=NovaConductorSpec)
+    """The nova-conductor Deployment {name}-conductor."""
     console_proxy: Annotated[NovaConsoleProxySpec, Schema(default={})] = Field(
         default_factory=NovaConsoleProxySpec
     )
+    """The noVNC console proxy {name}-novncproxy (port 6080); enabled unless enabled is false."""
     jobs: JobSpec | None = None
+    """Pods of the db-sync, the upgrade Jobs and the db-archive CronJob. Unset placement copies the API
+    Deployment's.
+    """
     keystone_endpoint: HttpURL
+    """In-cluster Keystone URL (http or https); every auth_url."""
     keystone_public_endpoint: HttpURL | None = None
+    """Keystone URL handed to clients ([keystone_authtoken] www_authenticate_uri). Default: keystoneEndpoint.
+    """
     remote_compute: NovaRemoteComputeSpec | None = None
+    """Publishes the Secret {name}-remote-compute-config for compute nodes on another cluster. Requires
+    messaging.tls.
+    """
     service_user: ServiceUserSpec
+    """The Keystone service user that validates tokens and makes every outgoing call."""
     region: SingleLine | None = None
+    """Region name of the identity and client sections. Unset: omitted."""
     endpoints: Annotated[NovaEndpointsSpec, Schema(default={})] = Field(default_factory=NovaEndpointsSpec)
+    """How Nova reaches Placement, Neutron, Glance, Cinder and Barbican; Cinder and Barbican are opt-in."""
     db_archive: DBArchiveSpec | None = None
+    """The {name}-db-archive CronJob, which moves deleted rows to the shadow tables. Default: @daily, 1000
+    rows per batch, 1 s sleep.
+    """
     gateway: GatewaySpec | None = None
+    """An HTTPRoute {name} in front of the compute API; with it, status.endpoint is https://<hostname>/."""
     network_policy: NetworkPolicySpec | None = None
+    """NetworkPolicies {name} and {name}-novncproxy, created only while this is set."""
     autoscaling: AutoscalingSpec | None = None
+    """A HorizontalPodAutoscaler on the compute API Deployment, created only while this is set."""
     logging: Annotated[LoggingSpec, Schema(default={})] = Field(default_factory=LoggingSpec)
+    """Log format (text or json), root level and per-logger levels."""
     extra_config: NovaExtraConfig | None = None
+    """INI overrides (section -> key -> value) merged over the operator's nova.conf. Keys the operator sets
+    from other fields are refused.
+    """
     secret_store_ref: SecretStoreRefSpec | None = None
+    """The External Secrets store the SecretsReady condition checks. Default: the ClusterSecretStore
+    openbao-cluster-store.
+    """
 
 
 class CellStatus(CRDModel):
     name: Annotated[str, Field(max_length=255)]
+    """Cell name (cell0, cell1)."""
     uuid: Annotated[str, Field(max_length=36)]
+    """Cell UUID as nova-manage reports it."""
 
 
 class NovaStatus(CRDModel):
-    __crd_descriptions__ = {
-        "conditions": "Ready and one condition per reconcile step; each carries observedGeneration.",
-        "observed_generation": "The metadata.generation last reconciled.",
-        "endpoint": "The compute API URL, stamped once the API Deployment is available.",
-        "installed_release": "The release whose schema is installed.",
-        "target_release": "The release an upgrade is moving to; empty when idle.",
-        "upgrade_phase": "Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs.",
-        "cells": "The mapped cells, cell0 first.",
-        "compute_config_secret_ref": "The compute contract Secret a NovaCompute mounts.",
-        "remote_compute_config_secret_ref": "The remote compute contract Secret.",
-    }
-
     conditions: Conditions | None = None
+    """Ready and one condition per reconcile step; each carries observedGeneration."""
     observed_generation: Int64 | None = None
+    """The metadata.generation last reconciled."""
     endpoint: str | None = None
+    """URL of the compute API, set once the API Deployment is available."""
     installed_release: str | None = None
+    """The release whose schema is installed."""
     target_release: str | None = None
+    """The release an upgrade is moving to; empty when no upgrade runs."""
     upgrade_phase: Literal["Expanding", "Migrating", "RollingUpdate", "Contracting"] | None = None
+    """Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs; empty otherwise."""
     cells: Annotated[list[CellStatus], Field(max_length=8)] | None = None
+    """The mapped cells, cell0 first."""
     compute_config_secret_ref: NameRef | None = None
+    """The compute contract Secret {name}-compute-config that NovaCompute pools mount."""
     remote_compute_config_secret_ref: NameRef | None = None
+    """The remote compute contract Secret {name}-remote-compute-config, while spec.remoteCompute is set."""
 
 
 class Nova(CRDModel):
@@ -613,7 +668,11 @@ class Nova(CRDModel):
     )
 
     api_version: Literal["nova.openstack.c5c3.io/v1alpha1"] = API_VERSION
+    """Versioned schema of this object: nova.openstack.c5c3.io/v1alpha1."""
     kind: Literal["Nova"] = "Nova"
+    """Kind of this object: Nova."""
     metadata: ObjectMeta
     spec: NovaSpec
+    """Desired state of the compute control plane."""
     status: NovaStatus | None = None
+    """Observed state, written by the operator."""

@@ -79,6 +79,7 @@ class NovaRef(CRDModel):
     """The Nova in the pool's own namespace (a Nova's name is a DNS-1123 subdomain)."""
 
     name: SubdomainName
+    """Name of the Nova, in the pool's own namespace."""
 
 
 class NovaComputeLibvirtSpec(CRDModel):
@@ -92,14 +93,18 @@ class NovaComputeLibvirtSpec(CRDModel):
     )
 
     virt_type: Literal["kvm", "qemu"] = "kvm"
+    """[libvirt] virt_type: kvm or qemu. Default: kvm."""
     cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] | None = None
+    """[libvirt] cpu_mode: host-model, host-passthrough, custom or none. Unset: not rendered."""
     cpu_models: (
         Annotated[
             list[Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")]], Field(max_length=32)
         ]
         | None
     ) = None
+    """[libvirt] cpu_models; required when cpuMode is custom and empty otherwise."""
     images_type: Literal["default", "qcow2", "raw", "flat"] | None = None
+    """[libvirt] images_type: default, qcow2, raw or flat. Unset: not rendered."""
 
 
 class NovaComputeUpdateStrategy(CRDModel):
@@ -125,7 +130,11 @@ class NovaComputeUpdateStrategy(CRDModel):
     )
 
     type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    """RollingUpdate (default) or OnDelete (a pod is replaced only when someone deletes it)."""
     max_unavailable: Annotated[IntOrString, Schema(max_length=8)] | None = None
+    """Nodes whose pod may be down at once during a RollingUpdate: a number or a percentage such as 25%.
+    Default: 1.
+    """
 
     @field_validator("max_unavailable")
     @classmethod
@@ -144,19 +153,6 @@ _TOLERATES_OFFBOARDING = (
 
 
 class NovaComputeSpec(CRDModel):
-    __crd_descriptions__ = {
-        "nova_ref": "The Nova in this namespace the pool joins. Immutable.",
-        "node_selector": "Label pairs (all must match) that pick the pool's nodes. A node that stops "
-        "matching is drained.",
-        "tolerations": "Copied into the pod template.",
-        "image": "The nova-compute image; unset: ghcr.io/c5c3/nova-compute:<Nova installedRelease>.",
-        "libvirt": "The [libvirt] tuning keys.",
-        "update_strategy": "How fast the DaemonSet rolls out.",
-        "resources": "Requests and limits of the pod's containers; resolved per resource when unset.",
-        "extra_config": "INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the "
-        "operator owns are refused.",
-    }
-
     __crd_rules__ = (
         Rule("self.novaRef.name == oldSelf.novaRef.name", "novaRef is immutable", field_path=".novaRef.name"),
         Rule(
@@ -169,49 +165,69 @@ class NovaComputeSpec(CRDModel):
     )
 
     nova_ref: NovaRef
+    """The Nova in this namespace the pool joins. Immutable."""
     node_selector: NonEmptyLabelMap
+    """Label pairs that pick the pool's nodes; all must match and the map must not be empty. A node that stops
+    matching is drained.
+    """
     tolerations: Tolerations | None = None
+    """Tolerations copied into the pod template; none may tolerate the offboarding taint
+    kvm.cloud.sap/offboarding:NoExecute indefinitely.
+    """
     image: ImageSpec | None = None
+    """The nova-compute image. Default: ghcr.io/c5c3/nova-compute:<status.installedRelease of the Nova>."""
     libvirt: Annotated[NovaComputeLibvirtSpec, Schema(default={})] = Field(
         default_factory=NovaComputeLibvirtSpec
     )
+    """The [libvirt] tuning keys."""
     update_strategy: Annotated[NovaComputeUpdateStrategy, Schema(default={})] = Field(
         default_factory=NovaComputeUpdateStrategy
     )
+    """How fast the DaemonSet rolls out. Default: RollingUpdate, one node at a time."""
     resources: ResourceRequirements | None = None
+    """Requests and limits of the pod's containers; unset resources are resolved by the operator and never
+    written back.
+    """
     extra_config: NovaComputeExtraConfig | None = None
+    """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are
+    refused.
+    """
 
     _labels = field_validator("node_selector")(check_label_map)
 
 
 class NovaComputeNodeStatus(CRDModel):
     name: SubdomainName
+    """Node name, also the host of its compute service."""
     phase: Literal["Pending", "Active", "Draining", "Releasing", "Conflict"]
+    """Pending, Active, Draining, Releasing or Conflict."""
     zone: str | None = None
+    """The node's topology.kubernetes.io/zone label."""
     service_id: str | None = Field(default=None, alias="serviceID")
+    """UUID of the nova-compute service of the node."""
     service_status: str | None = None
+    """enabled or disabled, as Nova reports the service."""
     service_state: str | None = None
+    """up or down, as Nova reports the service."""
     disabled_reason: str | None = None
+    """Nova's disabled_reason of the service."""
     instances: Int32 | None = None
+    """Servers still on the host, while the node is Draining."""
     conflicts_with: str | None = None
+    """On a Conflict entry: the other pool that holds the node."""
 
 
 class NovaComputeStatus(CRDModel):
-    __crd_descriptions__ = {
-        "conditions": "Ready and one condition per reconcile step; each carries observedGeneration.",
-        "observed_generation": "Stamped with metadata.generation on every status write.",
-        "installed_image": "The image the DaemonSet runs, stamped once it is fully rolled out.",
-        "desired_number_scheduled": "Copied from the DaemonSet status.",
-        "number_ready": "Copied from the DaemonSet status.",
-        "nodes": "The per-node ledger, sorted by name; an entry survives deselection until its compute "
-        "service is deleted.",
-    }
-
     conditions: Conditions | None = None
+    """Ready and one condition per reconcile step; each carries observedGeneration."""
     observed_generation: Int64 | None = None
+    """Stamped with metadata.generation on every status write."""
     installed_image: str | None = None
+    """The image the DaemonSet runs, stamped once it is fully rolled out."""
     desired_number_scheduled: Int32 | None = None
+    """Nodes that should run the pod, copied from the DaemonSet status."""
     number_ready: Int32 | None = None
+    """Nodes whose pod is ready, copied from the DaemonSet status."""
     nodes: (
         Annotated[
             list[NovaComputeNodeStatus],
@@ -219,6 +235,9 @@ class NovaComputeStatus(CRDModel):
         ]
         | None
     ) = None
+    """The per-node ledger, sorted by name; an entry stays after the node leaves the pool until its compute
+    service is deleted.
+    """
 
 
 class NovaCompute(CRDModel):
@@ -235,7 +254,11 @@ class NovaCompute(CRDModel):
     )
 
     api_version: Literal["nova.openstack.c5c3.io/v1alpha1"] = API_VERSION
+    """Versioned schema of this object: nova.openstack.c5c3.io/v1alpha1."""
     kind: Literal["NovaCompute"] = "NovaCompute"
+    """Kind of this object: NovaCompute."""
     metadata: ObjectMeta
     spec: NovaComputeSpec
+    """Desired state of the node pool."""
     status: NovaComputeStatus | None = None
+    """Observed state, written by the operator."""

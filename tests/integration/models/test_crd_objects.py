@@ -342,8 +342,19 @@ async def test_printer_columns_show_status_through_kubectl_get(
     }
     await objects.replace_status("novas", nova)
     table = await _table(admin_api, objects.namespace, "novas")
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Release", "Endpoint", "Age"]
-    assert table["rows"][0]["cells"][:4] == ["nova", "True", "2025.2", "https://nova.example.org/"]
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Ready",
+        "Reason",
+        "Release",
+        "Endpoint",
+        "Age",
+        "Phase",
+        "Target",
+    ]
+    cells = table["rows"][0]["cells"]
+    assert cells[:5] == ["nova", "True", "AllReady", "2025.2", "https://nova.example.org/"]
+    assert cells[6:] == [None, None]
 
     compute = await objects.create("novacomputes", _compute())
     compute["status"] = {"desiredNumberScheduled": 3, "numberReady": 2}
@@ -352,8 +363,10 @@ async def test_printer_columns_show_status_through_kubectl_get(
     assert [c["name"] for c in table["columnDefinitions"]] == [
         "Name",
         "Ready",
+        "Reason",
         "Desired",
-        "Ready pods",
+        "Ready-Pods",
         "Age",
+        "Image",
     ]
-    assert table["rows"][0]["cells"][:4] == ["pool", None, 3, 2]
+    assert table["rows"][0]["cells"][:5] == ["pool", None, None, 3, 2]

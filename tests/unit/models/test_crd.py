@@ -35,35 +35,47 @@ def test_render_is_deterministic() -> None:
     assert crd.render_crds() == crd.render_crds()
 
 
+_READY = ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status", 0)
+_REASON = ("Reason", "string", ".status.conditions[?(@.type=='Ready')].reason", 0)
+_AGE = ("Age", "date", ".metadata.creationTimestamp", 0)
+
+
 @pytest.mark.parametrize(
-    ("plural", "kind", "singular", "columns"),
+    ("plural", "kind", "singular", "short", "columns"),
     [
         (
             "novas",
             "Nova",
             "nova",
+            ["nv"],
             [
-                ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
-                ("Release", "string", ".status.installedRelease"),
-                ("Endpoint", "string", ".status.endpoint"),
-                ("Age", "date", ".metadata.creationTimestamp"),
+                _READY,
+                _REASON,
+                ("Release", "string", ".status.installedRelease", 0),
+                ("Endpoint", "string", ".status.endpoint", 0),
+                _AGE,
+                ("Phase", "string", ".status.upgradePhase", 1),
+                ("Target", "string", ".status.targetRelease", 1),
             ],
         ),
         (
             "novacomputes",
             "NovaCompute",
             "novacompute",
+            ["nvc"],
             [
-                ("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
-                ("Desired", "integer", ".status.desiredNumberScheduled"),
-                ("Ready pods", "integer", ".status.numberReady"),
-                ("Age", "date", ".metadata.creationTimestamp"),
+                _READY,
+                _REASON,
+                ("Desired", "integer", ".status.desiredNumberScheduled", 0),
+                ("Ready-Pods", "integer", ".status.numberReady", 0),
+                _AGE,
+                ("Image", "string", ".status.installedImage", 1),
             ],
         ),
     ],
 )
 def test_identity_printer_columns_and_status_subresource(
-    plural: str, kind: str, singular: str, columns: list[tuple[str, str, str]]
+    plural: str, kind: str, singular: str, short: list[str], columns: list[tuple[str, str, str, int]]
 ) -> None:
     doc = _crd(plural)
     assert doc["metadata"]["name"] == f"{plural}.nova.openstack.c5c3.io"
@@ -74,11 +86,18 @@ def test_identity_printer_columns_and_status_subresource(
         "listKind": f"{kind}List",
         "plural": plural,
         "singular": singular,
+        "shortNames": short,
+        "categories": ["openstack"],
     }
     (version,) = doc["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     assert version["subresources"] == {"status": {}}
-    assert [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == columns
+    printed = version["additionalPrinterColumns"]
+    assert [(c["name"], c["type"], c["jsonPath"], c.get("priority", 0)) for c in printed] == columns
+    for column in printed:
+        # a name with a blank splits into two headers for `awk` and `kubectl get | column`
+        assert " " not in column["name"], column
+        assert column["description"].strip(), column
 
 
 def test_required_spec_fields() -> None:
@@ -256,3 +275,43 @@ def test_yaml_has_no_anchors_or_aliases() -> None:
     for text in crd.render_crds().values():
         assert "&id" not in text
         assert "*id" not in text
+
+
+def _properties(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every (path, schema) under ``properties``, at any depth (through items and map values)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, sub in schema.get("properties", {}).items():
+        out.append((f"{path}.{name}", sub))
+        out += _properties(sub, f"{path}.{name}")
+    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(schema.get(key), dict):
+            out += _properties(schema[key], path + suffix)
+    return out
+
+
+@pytest.mark.parametrize("plural", ["novas", "novacomputes"])
+def test_every_property_has_a_description(plural: str) -> None:
+    root = _version(plural)["schema"]["openAPIV3Schema"]
+    assert root["description"].strip()
+    # metadata is the one exception: the API server refuses any key in it but name and documents
+    # ObjectMeta itself (`kubectl explain nova.metadata`).
+    properties = [p for p in _properties(root, plural) if not p[0].startswith(f"{plural}.metadata")]
+    assert len(properties) >= 50
+    missing = [path for path, sub in properties if not str(sub.get("description", "")).strip()]
+    assert missing == [], f"{len(missing)} of {len(properties)} properties have no description"
+
+
+class _Described(CRDModel):
+    plain: str = "x"
+    """One line."""
+    wrapped: int | None = None
+    """A docstring that runs
+    over two lines."""
+    bare: bool = False
+
+
+def test_a_field_docstring_is_its_description_in_one_paragraph() -> None:
+    properties = _spec_schema(_Described)["properties"]
+    assert properties["plain"]["description"] == "One line."
+    assert properties["wrapped"]["description"] == "A docstring that runs over two lines."
+    assert "description" not in properties["bare"]

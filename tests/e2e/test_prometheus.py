@@ -204,7 +204,13 @@ def test_prometheus_scrapes_the_operator_during_an_install(
         missing = [expr for expr in sorted(standard) if not prom.query(expr)]
         assert not missing, missing
 
-        # every dashboard panel answers
+        # every dashboard panel answers: a rate() needs two samples inside its window, so wait until
+        # the window holds four scrapes (Prometheus may have started scraping only just now)
+        sc.wait_for(
+            lambda: prom.query(f"count_over_time(up{{{SEL}}}[15s]) >= 4") if prom else None,
+            30,
+            "four scrapes inside the panels' rate window",
+        )
         board = json.loads((sc.REPO / "config" / "grafana" / DASHBOARD_FILE).read_text())
         empty = [
             title

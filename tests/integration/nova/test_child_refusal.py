@@ -39,7 +39,14 @@ async def test_a_refused_deployment_is_its_steps_condition_and_the_rest_still_co
     await admin.create(NOVAS, body, ns)
 
     def settled(nova: dict[str, object]) -> bool:
-        later = ("DeploymentReady", "DBArchiveReady", "NovaAPIReady", "NetworkPolicyReady")
+        later = (
+            "ConductorReady",
+            "MetadataReady",
+            "DeploymentReady",
+            "DBArchiveReady",
+            "NovaAPIReady",
+            "NetworkPolicyReady",
+        )
         return cond(nova, "SchedulerReady").get("reason") == "ChildRejected" and all(
             cond(nova, c).get("status") == "True" for c in later
         )

@@ -352,6 +352,31 @@ def _mariadb_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request
     return mapper
 
 
+def _archive_job_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
+    """A db-archive run (a Job the CronJob owns, not the Nova) wakes its Nova when it changes.
+
+    Without this the Nova learns of a finished run only from the CronJob's status write, which
+    arrives on another watch and may be handled before the Job cache holds the run's outcome."""
+
+    def mapper(job: dict[str, Any]) -> list[Request]:
+        meta = job.get("metadata") or {}
+        namespace = meta.get("namespace") or ""
+        owners = {
+            str(ref.get("name"))
+            for ref in meta.get("ownerReferences") or []
+            if ref.get("kind") == "CronJob" and str(ref.get("apiVersion", "")).startswith("batch/")
+        }
+        if not owners:
+            return []
+        return [
+            Request(namespace, nova["metadata"]["name"])
+            for nova in novas.list(namespace)
+            if naming.db_archive_name(nova["metadata"]["name"]) in owners
+        ]
+
+    return mapper
+
+
 async def served(kube: Kube, ref: ResourceRef) -> bool:
     """Whether the cluster serves ``ref`` (probed at start-up: an informer on a missing kind never syncs)."""
     try:
@@ -477,6 +502,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         for ref in owned:
             ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
+        ctl.watch_mapped(informers[JOBS], _archive_job_mapper(novas))
         for ref in store_kinds(opts):
             ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
         if watches_rabbitmq(opts):

@@ -399,9 +399,13 @@ async def test_a_claimed_cells_report_that_never_reached_the_status_is_read_agai
     assert published
     assert nova["metadata"]["annotations"]["cobaltcore.c5c3.io/last-db-sync-cells-job-uid"]
     await admin.patch_status(NOVAS, "nova", {"status": {"cells": None}}, ns)
-    await operator.force_pass("nova")
-    nova = await admin.get(NOVAS, "nova", ns)
-    assert nova["status"]["cells"] == published
+
+    async def after_a_pass() -> Object:
+        # a pass reads the Nova from the operator's cache, which sees the patch a moment later
+        await operator.force_pass("nova")
+        return await admin.get(NOVAS, "nova", ns)
+
+    nova = await wait_for(after_a_pass, lambda n: n["status"].get("cells") == published, 10)
     events = await events_of(admin, ns)
     assert not [e for e in events if e[1] == "CellsReportUnavailable"]
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nova_operator.reconcilers.nova import SECRET_INDEX, _mariadb_mapper, _secret_mapper, secret_refs
+from nova_operator.reconcilers.nova import (
+    SECRET_INDEX,
+    _archive_job_mapper,
+    _mariadb_mapper,
+    _secret_mapper,
+    secret_refs,
+)
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.request import Request
 
@@ -128,3 +134,20 @@ def test_a_rabbitmq_cluster_wakes_the_novas_of_its_namespace_naming_it_and_is_wa
     assert watches_rabbitmq(NovaOptions())
     assert not watches_rabbitmq(NovaOptions(namespaced=True))  # the probe cannot tell there
     assert not watches_rabbitmq(NovaOptions(rabbitmq_api=False))
+
+
+def test_a_db_archive_run_wakes_the_nova_whose_cronjob_owns_it() -> None:
+    long_name = "n" * 50  # its CronJob name is shortened: the mapper must not invert the name
+    mapper = _archive_job_mapper(_cache(nova("nova"), nova("other"), nova(long_name)))
+
+    def run(owner: str, kind: str = "CronJob", api: str = "batch/v1") -> dict[str, Any]:
+        ref = {"apiVersion": api, "kind": kind, "name": owner, "uid": "u"}
+        return {"metadata": {"name": f"{owner}-123", "namespace": "ns", "ownerReferences": [ref]}}
+
+    assert mapper(run("nova-db-archive")) == [Request("ns", "nova")]
+    from nova_operator import naming
+
+    assert mapper(run(naming.db_archive_name(long_name))) == [Request("ns", long_name)]
+    assert mapper(run("gone-db-archive")) == []
+    assert mapper(run("nova-db-archive", kind="Deployment", api="apps/v1")) == []
+    assert mapper({"metadata": {"name": "nova-db-sync", "namespace": "ns"}}) == []

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+import structlog
+
 from nova_operator import log
 from nova_operator.health import parse_address
 from nova_operator.kube.client import ConfigError, pod_namespace
@@ -39,8 +41,10 @@ ENV_PREFIX = "NOVA_OPERATOR_"
 
 
 class _Parser(argparse.ArgumentParser):
+    log_format: log.Format = "console"
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, log.error_line(self.log_format, self.prog, f"{message} (see --help)") + "\n")
 
 
 def _env(name: str) -> str | None:
@@ -48,15 +52,53 @@ def _env(name: str) -> str | None:
     return value if value not in (None, "") else None
 
 
+TRUE = ("true", "1", "yes", "on")
+FALSE = ("false", "0", "no", "off")
+
+
+def _bool(text: str) -> bool:
+    """``true``/``false`` (also 1/0, yes/no, on/off; any case): one set for flags and variables."""
+    if text.lower() in TRUE:
+        return True
+    if text.lower() in FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (want true or false)")
+
+
 def _env_bool(name: str, default: bool) -> bool:
     value = _env(name)
     if value is None:
         return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{ENV_PREFIX}{name}={value!r} is not a boolean")
+    try:
+        return _bool(value)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
+
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+def _pull_policy(text: str) -> str:
+    """One of Kubernetes' imagePullPolicy values, spelled as the API server wants them."""
+    if text in PULL_POLICIES:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid image pull policy {text!r} (want one of {', '.join(PULL_POLICIES)})"
+    )
+
+
+def _early_format(argv: Sequence[str]) -> log.Format:
+    """The log format asked for, before the flags are parsed: how a bad flag's error is written."""
+    chosen: str | None = None
+    for i, arg in enumerate(argv):
+        if arg == "--log-format" and i + 1 < len(argv):
+            chosen = argv[i + 1]
+        elif arg.startswith("--log-format="):
+            chosen = arg.partition("=")[2]
+    for value in (chosen, _env("LOG_FORMAT")):
+        if value in ("json", "console"):
+            return "json" if value == "json" else "console"
+    return log.default_format()
 
 
 def _workers(text: str) -> int:
@@ -94,53 +136,60 @@ def _address(text: str) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Kubernetes operator for the OpenStack Nova control plane.")
-    p.add_argument(
+def build_parser() -> _Parser:
+    p = _Parser(
+        prog=PROG,
+        description="Kubernetes operator for the OpenStack Nova control plane.",
+        epilog=f"Every flag is also read from {ENV_PREFIX}<FLAG> (e.g. {ENV_PREFIX}LOG_LEVEL for "
+        "--log-level); a flag wins. Bad flags exit 2, a failure to start or run exits 1.",
+    )
+    cluster = p.add_argument_group("cluster and scope")
+    cluster.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)"
     )
-    p.add_argument("--context", help="kubeconfig context (default: its current context)")
-    p.add_argument(
+    cluster.add_argument("--context", help="kubeconfig context (default: its current context)")
+    cluster.add_argument(
         "--namespace",
         action="append",
         dest="namespaces",
         metavar="NAMESPACE",
         help="namespace to watch; repeat for several (default: all namespaces)",
     )
-    p.add_argument(
+    election = p.add_argument_group("leader election")
+    election.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        default=None,
+        type=_bool,
+        metavar="BOOL",
+        help="elect a leader through a Lease before reconciling; --leader-elect, --leader-elect=true "
+        "and --leader-elect=false (default: true)",
+    )
+    election.add_argument(
+        "--no-leader-elect", dest="leader_elect", action="store_false", help="same as --leader-elect=false"
+    )
+    election.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: the operator's own, from $POD_NAMESPACE or the "
+        "ServiceAccount mount, else nova-system)",
+    )
+    queue = p.add_argument_group("workers, queue and watches")
+    queue.add_argument(
         "--workers",
         "--max-concurrent-reconciles",
         dest="workers",
         type=_workers,
         help="concurrent reconciles per controller; 0 or less means the default (2)",
     )
-    p.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="elect a leader through a Lease before reconciling (default: on)",
-    )
-    p.add_argument(
-        "--leader-election-namespace",
-        help="namespace of the Lease (default: the operator's own, from $POD_NAMESPACE or the "
-        "ServiceAccount mount, else nova-system)",
-    )
-    p.add_argument(
-        "--metrics-bind-address", type=_address, help="host:port for /metrics, 0 to disable (:8080)"
-    )
-    p.add_argument(
-        "--health-probe-bind-address",
-        type=_address,
-        help="host:port for /healthz and /readyz, 0 to disable (:8081)",
-    )
-    p.add_argument(
+    queue.add_argument(
         "--drain-timeout",
         type=_seconds,
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight reconciles may finish before they are cancelled and the "
         "Lease is released; keep it below the pod's terminationGracePeriodSeconds (default: 10)",
     )
-    p.add_argument(
+    queue.add_argument(
         "--watch-inactivity-timeout",
         type=_positive_seconds,
         metavar="SECONDS",
@@ -148,9 +197,32 @@ def build_parser() -> argparse.ArgumentParser:
         "opening one may take at most this long (and 30 s); /healthz reports a reflector quiet for "
         "3 times this long (default: 70)",
     )
-    p.add_argument("--log-format", choices=["json", "console"], help="default: console on a TTY, else json")
-    p.add_argument("--log-level", choices=sorted(log.LEVELS), help="default: info")
-    p.add_argument(
+    probes = p.add_argument_group("probes and metrics")
+    probes.add_argument(
+        "--metrics-bind-address", type=_address, help="host:port for /metrics, 0 to disable (:8080)"
+    )
+    probes.add_argument(
+        "--health-probe-bind-address",
+        type=_address,
+        help="host:port for /healthz and /readyz, 0 to disable (:8081)",
+    )
+    logging = p.add_argument_group("logging")
+    logging.add_argument(
+        "--log-format",
+        choices=["json", "console"],
+        help="json: one JSON object a line (ts, level, logger, msg, ...) for log pipelines; console: "
+        "for humans (default: console on a TTY, else json)",
+    )
+    logging.add_argument("--log-level", choices=sorted(log.LEVELS), help="default: info")
+    defaults = p.add_argument_group("defaults for what the operator renders")
+    defaults.add_argument(
+        "--default-image-pull-policy",
+        type=_pull_policy,
+        metavar="|".join(PULL_POLICIES),
+        help="imagePullPolicy of the compute pods (DaemonSet, host discovery Job) whose image names "
+        "none (default: Always for a tag, IfNotPresent for a digest)",
+    )
+    defaults.add_argument(
         "--nova-api-url",
         help="the compute API of a Nova, with {name} and {namespace} placeholders "
         f"(default: {DEFAULT_NOVA_API_URL})",
@@ -170,7 +242,9 @@ def _nova_api_url(template: str) -> str:
 
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:
     """Flags over environment over defaults. Exits 2 on a bad flag or variable."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    parser.log_format = _early_format(argv)
     args = parser.parse_args(argv)
     try:
         leader_elect = args.leader_elect if args.leader_elect is not None else _env_bool("LEADER_ELECT", True)
@@ -192,6 +266,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             "WATCH_INACTIVITY_TIMEOUT",
             _positive_seconds,
             WatchSettings().inactivity_timeout,
+        )
+        pull_policy = args.default_image_pull_policy or _from_env_or_text(
+            "DEFAULT_IMAGE_PULL_POLICY", _pull_policy
         )
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
@@ -222,6 +299,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         log=LogSettings(format="console" if fmt == "console" else "json", level=level),
         openstack=OpenStackSettings(nova_api_url=nova_api_url),
         shutdown_timeout=drain_timeout,
+        default_image_pull_policy=pull_policy,
     )
 
 
@@ -237,34 +315,53 @@ def _from_env_or(flag: float | None, name: str, parse: Callable[[str], float], d
         raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
 
 
+def _from_env_or_text(name: str, parse: Callable[[str], str]) -> str | None:
+    value = _env(name)
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFactory] | None = None) -> int:
     """Entry point of ``nova-operator`` and ``python -m nova_operator``; returns the exit code."""
-    from nova_operator import controllers as registry
-    from nova_operator.manager import run
-
     try:
         settings = parse_settings(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
     log.configure(fmt=settings.log.format, level=settings.log.level)
+    with log.process_hooks():
+        return _run(settings, controllers)
+
+
+def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) -> int:
+    from nova_operator import controllers as registry
+    from nova_operator.manager import run
+
     factories = list(controllers) if controllers is not None else registry.factories(settings)
     try:
         asyncio.run(run(settings, factories))
     except KeyboardInterrupt:
         return 130
     except ConfigError as exc:
-        return _fail(f"no usable Kubernetes configuration: {exc}")
+        return _fail(settings.log.format, f"no usable Kubernetes configuration: {exc}")
     except KubeError as exc:
-        return _fail(f"cannot reach the Kubernetes API server: {exc}")
+        return _fail(settings.log.format, f"cannot reach the Kubernetes API server: {exc}")
     except LeaderElectionLost as exc:
-        return _fail(f"lost the leader election lease {exc}; exiting")
+        return _fail(settings.log.format, f"lost the leader election lease {exc}; exiting")
     except (CacheSyncTimeout, ControllerStopped) as exc:
-        return _fail(str(exc))
+        return _fail(settings.log.format, str(exc))
     except OSError as exc:
-        return _fail(f"cannot serve: {exc}")
+        return _fail(settings.log.format, f"cannot serve: {exc}")
+    except Exception:  # a bug: logged with its traceback inside the log stream
+        structlog.get_logger("nova_operator.cli").critical("unexpected failure, exiting", exc_info=True)
+        return 1
     return 0
 
 
-def _fail(message: str) -> int:
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+def _fail(fmt: log.Format, message: str) -> int:
+    """The last line of a failed run: one JSON record in the json format, one plain line else."""
+    print(log.error_line(fmt, PROG, message), file=sys.stderr)
     return 1

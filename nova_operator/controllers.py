@@ -37,5 +37,12 @@ def factories(settings: Settings | None = None) -> list[ControllerFactory | Asyn
         options = with_settings(options, settings)
         return make_controller_factory(options)(manager)
 
-    compute = ComputeSettings(nova_api_url=settings.openstack.nova_api_url_for)
-    return [nova, novacompute_factory(compute)]
+    return [nova, novacompute_factory(compute_settings(settings))]
+
+
+def compute_settings(settings: Settings) -> ComputeSettings:
+    """What the command line decides for the NovaCompute controller."""
+    return ComputeSettings(
+        nova_api_url=settings.openstack.nova_api_url_for,
+        default_pull_policy=settings.default_image_pull_policy,
+    )

@@ -108,3 +108,6 @@ class Settings:
     # --drain-timeout: in-flight reconciles get this long after SIGTERM, then are cancelled and
     # the Lease is released. Well under the kubelet's default 30 s grace period.
     shutdown_timeout: float = 10.0
+    # --default-image-pull-policy: imagePullPolicy of compute pods whose image names none
+    # (novacompute spec §9.7); None: Always for a tag, IfNotPresent for a digest.
+    default_image_pull_policy: str | None = None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
-from collections.abc import Iterator
+import re
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -75,6 +78,20 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.parse_settings(["--workers=0"]).queue.workers == 2  # 0 or less: the default
 
 
+def one_error_line(err: str, fmt: str) -> str:
+    """The message of the one line a failed start writes: a JSON record, or ``nova-operator: error: ...``."""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    if fmt == "console":
+        assert lines[0].startswith("nova-operator: error: "), lines[0]
+        return lines[0].removeprefix("nova-operator: error: ")
+    entry = json.loads(lines[0])
+    assert list(entry) == ["ts", "level", "logger", "msg"]
+    assert (entry["level"], entry["logger"]) == ("error", "nova_operator.cli")
+    return str(entry["msg"])
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
 @pytest.mark.parametrize(
     "argv",
     [
@@ -85,11 +102,24 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ["--metrics-bind-address=nowhere"],
     ],
 )
-def test_a_bad_flag_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_flag_exits_2_with_one_line(
+    argv: list[str], fmt: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NOVA_OPERATOR_LOG_FORMAT", fmt)  # --log-format=xml: the variable decides
     assert cli.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert err.startswith("nova-operator: error: ")
+    assert one_error_line(capsys.readouterr().err, fmt).endswith("(see --help)")
+
+
+def test_a_bad_flag_error_follows_the_log_format_flag_before_it_is_parsed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("NOVA_OPERATOR_LOG_FORMAT", raising=False)
+    assert cli.main(["--log-format", "console", "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in one_error_line(capsys.readouterr().err, "console")
+    assert cli.main(["--bogus", "--log-format=json"]) == 2
+    assert "unrecognized arguments: --bogus" in one_error_line(capsys.readouterr().err, "json")
+    assert cli.main(["--bogus"]) == 2  # pytest's stderr is no TTY: json
+    one_error_line(capsys.readouterr().err, "json")
 
 
 def test_a_bad_environment_variable_exits_2(
@@ -97,15 +127,15 @@ def test_a_bad_environment_variable_exits_2(
 ) -> None:
     monkeypatch.setenv("NOVA_OPERATOR_LEADER_ELECT", "perhaps")
     assert cli.main([]) == 2
-    assert "NOVA_OPERATOR_LEADER_ELECT" in capsys.readouterr().err
+    assert "NOVA_OPERATOR_LEADER_ELECT" in one_error_line(capsys.readouterr().err, "json")
 
 
-def test_a_missing_kubeconfig_exits_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["--kubeconfig=/does/not/exist", "--log-level=error"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        "nova-operator: error: no usable Kubernetes configuration: kubeconfig file not found: /does/not/exist"
-    ]
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_missing_kubeconfig_exits_1_with_one_line(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--kubeconfig=/does/not/exist", "--log-level=error", f"--log-format={fmt}"]) == 1
+    assert one_error_line(capsys.readouterr().err, fmt) == (
+        "no usable Kubernetes configuration: kubeconfig file not found: /does/not/exist"
+    )
 
 
 def test_an_unreachable_api_server_exits_1_with_one_line(
@@ -120,10 +150,24 @@ def test_an_unreachable_api_server_exits_1_with_one_line(
         "current-context: c\n"
     )
     assert cli.main([f"--kubeconfig={kubeconfig}", "--log-level=error", "--metrics-bind-address=0"]) == 1
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith("nova-operator: error: cannot reach the Kubernetes API server: ")
-    assert "127.0.0.1:1" in lines[0]
+    message = one_error_line(capsys.readouterr().err, "json")
+    assert message.startswith("cannot reach the Kubernetes API server: ")
+    assert "127.0.0.1:1" in message
+
+
+def test_an_unexpected_failure_is_logged_with_its_traceback_and_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run_with_a_bug(coro: Coroutine[Any, Any, None]) -> None:
+        coro.close()
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(cli.asyncio, "run", run_with_a_bug)
+    assert cli.main(["--log-format=json"]) == 1
+    (entry,) = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert list(entry)[:4] == ["ts", "level", "logger", "msg"]
+    assert (entry["level"], entry["msg"]) == ("critical", "unexpected failure, exiting")
+    assert entry["exception"].endswith("ZeroDivisionError: a bug")
 
 
 def test_leader_election_defaults_are_15s_lease_10s_renew_2s_retry() -> None:
@@ -186,3 +230,135 @@ def test_bad_timeouts_exit_2_with_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert message in err[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        ([], None, True),
+        (["--leader-elect"], "false", True),
+        (["--leader-elect=true"], None, True),
+        (["--leader-elect=True"], "false", True),
+        (["--leader-elect=false"], None, False),
+        (["--leader-elect=FALSE"], "true", False),
+        (["--leader-elect", "false"], None, False),
+        (["--leader-elect=0"], None, False),
+        (["--leader-elect=on"], "off", True),
+        (["--no-leader-elect"], "true", False),
+        (["--no-leader-elect", "--leader-elect=true"], None, True),  # the last one wins
+        ([], "false", False),
+        ([], "TRUE", True),
+        ([], "0", False),
+    ],
+)
+def test_leader_elect_accepts_every_boolean_form(
+    argv: list[str], env: str | None, want: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if env is None:
+        monkeypatch.delenv("NOVA_OPERATOR_LEADER_ELECT", raising=False)
+    else:
+        monkeypatch.setenv("NOVA_OPERATOR_LEADER_ELECT", env)
+    assert cli.parse_settings(argv).leader_election.enabled is want
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (
+            ["--leader-elect=maybe"],
+            {},
+            "argument --leader-elect: invalid boolean 'maybe' (want true or false)",
+        ),
+        (["--leader-elect="], {}, "argument --leader-elect: invalid boolean ''"),
+        (["--no-leader-elect=true"], {}, "argument --no-leader-elect: ignored explicit argument 'true'"),
+        (
+            [],
+            {"NOVA_OPERATOR_LEADER_ELECT": "perhaps"},
+            "NOVA_OPERATOR_LEADER_ELECT: invalid boolean 'perhaps' (want true or false)",
+        ),
+        (
+            ["--default-image-pull-policy=always"],
+            {},
+            "argument --default-image-pull-policy: invalid image pull policy 'always' "
+            "(want one of Always, IfNotPresent, Never)",
+        ),
+        (["--default-image-pull-policy="], {}, "invalid image pull policy ''"),
+        (["--default-image-pull-policy"], {}, "argument --default-image-pull-policy: expected one argument"),
+        (
+            [],
+            {"NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY": "Sometimes"},
+            "NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY: invalid image pull policy 'Sometimes'",
+        ),
+    ],
+)
+def test_bad_boolean_and_pull_policy_values_exit_2_with_one_line(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert cli.main([*argv, "--log-format=console"]) == 2
+    assert message in one_error_line(capsys.readouterr().err, "console")
+
+
+def test_default_image_pull_policy_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY", raising=False)
+    assert cli.parse_settings([]).default_image_pull_policy is None  # the derived rule (§9.7)
+    for policy in ("Always", "IfNotPresent", "Never"):
+        assert (
+            cli.parse_settings([f"--default-image-pull-policy={policy}"]).default_image_pull_policy == policy
+        )
+    monkeypatch.setenv("NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY", "Never")
+    assert cli.parse_settings([]).default_image_pull_policy == "Never"
+    assert cli.parse_settings(["--default-image-pull-policy=Always"]).default_image_pull_policy == "Always"
+
+
+HELP_GROUPS = {
+    "cluster and scope": ["--kubeconfig", "--context", "--namespace"],
+    "leader election": ["--leader-elect", "--no-leader-elect", "--leader-election-namespace"],
+    "workers, queue and watches": [
+        "--workers",
+        "--max-concurrent-reconciles",
+        "--drain-timeout",
+        "--watch-inactivity-timeout",
+    ],
+    "probes and metrics": ["--metrics-bind-address", "--health-probe-bind-address"],
+    "logging": ["--log-format", "--log-level"],
+    "defaults for what the operator renders": ["--default-image-pull-policy", "--nova-api-url"],
+}
+
+
+def test_help_groups_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for line in out.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = line[:-1]
+            sections[current] = []
+        elif current and line.startswith("  -"):
+            sections[current] += [f.split()[0].rstrip(",") for f in line.strip().split(", ")]
+    assert {k: v for k, v in sections.items() if k != "options"} == HELP_GROUPS
+    assert sections["options"] == ["-h", "--help"]
+
+
+def flags_of_the_parser() -> set[str]:
+    return {
+        flag
+        for action in cli.build_parser()._actions
+        for flag in action.option_strings
+        if flag.startswith("--") and flag != "--help"
+    }
+
+
+def test_the_readme_flag_table_names_every_flag_and_no_other() -> None:
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("\n## Running the operator\n", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    assert rows, "no flag table under 'Running the operator'"
+    documented = {flag for row in rows for flag in re.findall(r"`(--[a-z-]+)", row.split(" | ")[0])}
+    assert documented == flags_of_the_parser()

@@ -349,6 +349,13 @@ ROWS: list[tuple[str, list[Panel]]] = [
                     ),
                 ],
             ),
+            (
+                # Watches end normally every 5-10 min ("closed"); anything else is trouble, and a
+                # storm of it is the NovaOperatorWatchRestartStorm alert (per resource).
+                "Watch restarts by reason",
+                "ops",
+                [(_rate("nova_operator_informer_watch_restarts_total", "reason"), "{{reason}}")],
+            ),
         ],
     ),
     ("Database Jobs", [panel for job in ("db_sync", "db_archive") for panel in _job_panels(job)]),

@@ -205,6 +205,7 @@ class Controller:
                 if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
                     self._damped.discard(request)
             outcome = self._settle(request, result, error)
+            log.debug("reconciled", result=outcome, seconds=round(time.monotonic() - started, 3))
         self.metrics.reconcile_total.labels(self.name, outcome).inc()
         return outcome
 

@@ -102,6 +102,12 @@ class ListWatcher(Protocol):
     ) -> WatchStreamLike: ...
 
 
+WATCH_RESTART_REASONS = ("closed", "inactive", "gone", "open_timeout", "short", "error")
+"""The ``reason`` values of ``nova_operator_informer_watch_restarts_total``. Each resource's series
+exist at 0 from the informer's start: a dashboard shows no restarts as 0, not as no data, and
+``increase()`` sees the first restart (a series born at 1 has no earlier sample to rise from)."""
+
+
 class Informer:
     def __init__(
         self,
@@ -124,6 +130,9 @@ class Informer:
         self._lw = lw
         self._settings = settings if settings is not None else WatchSettings()
         self._metrics = metrics
+        if metrics is not None:  # every reason's series from the start, at 0 (see WATCH_RESTART_REASONS)
+            for reason in WATCH_RESTART_REASONS:
+                metrics.informer_watch_restarts.labels(str(ref), reason)
         self._handlers: list[EventHandler] = []
         self._listed: set[str | None] = set()
         self._rv: dict[str | None, str | None] = {}  # last resourceVersion seen, per reflector

@@ -29,6 +29,7 @@ from nova_operator.install.monitoring import (
     selector,
 )
 from nova_operator.metrics import RESULTS
+from nova_operator.runtime.informer import WATCH_RESTART_REASONS
 
 pytestmark = pytest.mark.e2e
 
@@ -94,6 +95,21 @@ def run_db_archive(s: Any) -> str:
     return name
 
 
+def log_records(text: str) -> list[dict[str, Any]]:
+    """Each line of an operator's output as a JSON record starting ts, level, logger, msg."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            pytest.fail(f"a plain-text line in the operator's JSON output: {line!r}")
+        assert isinstance(record, dict), line
+        assert list(record)[:4] == ["ts", "level", "logger", "msg"], line
+        records.append(record)
+    assert records, "the operator logged nothing"
+    return records
+
+
 def concrete(expr: str, ns: str) -> str:
     """A panel query as Grafana sends it for this scrape ($__rate_interval: 4 scrapes of 1 s and more)."""
     for var, val in (("$__rate_interval", "15s"), ("$job", JOB), ("$namespace", ns)):
@@ -109,7 +125,8 @@ def test_prometheus_scrapes_the_operator_during_an_install(
     s = sc.Scenario(sim_module, sc.new_namespace(sim_module, "prom"))
     prom: Prometheus | None = None
     try:
-        op = s.start_operator("0", leader_elect=True)
+        # at debug level: every reconcile logs, so the log check below sees reconcile lines
+        op = s.start_operator("0", leader_elect=True, extra=("--log-level", "debug"))
         target = f"127.0.0.1:{s.metrics_ports[op.name]}"
         prom = Prometheus(
             tmp_path / "prometheus", JOB, [target], labels={"namespace": OPERATOR_NAMESPACE, "pod": op.name}
@@ -177,6 +194,13 @@ def test_prometheus_scrapes_the_operator_during_an_install(
         assert not prom.query(f'nova_operator_db_sync_total{{{SEL}, result="failed"}}')
         assert value(prom, f"nova_operator_db_archive_duration_seconds_count{{{SEL}, {nova}}}") == 1
 
+        # watch restarts: every reason's series from the informer's start (the dashboard panel reads it)
+        restarts = labels_of(
+            prom,
+            f'nova_operator_informer_watch_restarts_total{{{SEL}, resource="novas.nova.openstack.c5c3.io"}}',
+        )
+        assert {m["reason"] for m in restarts} == set(WATCH_RESTART_REASONS)
+
         # the leader, and the Nova Ready
         leader = labels_of(prom, f"nova_operator_leader_election_master_status{{{SEL}}} == 1")
         assert [m["name"] for m in leader] == [sc.LEASE_NAME]
@@ -233,6 +257,15 @@ def test_prometheus_scrapes_the_operator_during_an_install(
                 assert not result, (rule["alert"], result)
         checked = f"{len(panel_queries(board))} panel queries and {len(alert_rules(SEL))} alert expressions"
         summary_line(f"prometheus: {checked} answered")
+
+        # the operator's whole output (stdout and stderr), start to SIGTERM, is JSON lines
+        assert op.stop() == 0
+        lines = log_records(op.log.read_text())
+        reconciles = [e for e in lines if e.get("reconcile_id")]
+        assert any(e["controller"] == "nova" and e["name"] == sc.NAME for e in reconciles)
+        assert all({"controller", "namespace", "name"} <= set(e) for e in reconciles)
+        messages = {e["msg"] for e in lines}
+        assert {"caches synced", "starting controllers", "signal received, stopping"} <= messages
     finally:
         if prom is not None:
             prom.stop()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 import yaml
 from simcluster import ControlPlane
 from simcluster.controlplane import free_port
+from simcluster.kube import Kube as SimKube
 
 from nova_operator import apply
 from nova_operator.kube import Kube
@@ -27,6 +30,7 @@ from nova_operator.runtime import Request, Result
 from nova_operator.settings import Settings
 
 pytestmark = pytest.mark.integration
+REPO = pathlib.Path(__file__).parents[3]
 
 CLUSTER_ROLES = ResourceRef(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
@@ -139,11 +143,43 @@ def http_status(url: str) -> int:
         return 0
 
 
+def reconciled(admin: SimKube, namespace: str) -> bool:
+    pool = admin.get(f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{namespace}/novacomputes/pool-a")
+    return bool((pool.get("status") or {}).get("conditions"))
+
+
+def output_lines(text: str) -> list[dict[str, Any]]:
+    """Each line of the operator's output as a JSON object; fails on a plain-text line."""
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            pytest.fail(f"a plain-text line in the JSON stream: {line!r}")
+        assert isinstance(entry, dict), line
+        assert list(entry)[:4] == ["ts", "level", "logger", "msg"], line
+        entries.append(entry)
+    return entries
+
+
 def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
     control_plane: ControlPlane, namespace: str
 ) -> None:
+    """A real run, start to SIGTERM, at debug level: every line of stdout and stderr is one JSON record."""
+    admin = SimKube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    admin.apply_files(sorted((REPO / "config" / "crd").glob("nova.openstack.c5c3.io_*.yaml")))
+    # A pool whose Nova does not exist: its reconciles log (at debug) while it waits for it.
+    admin.apply(
+        {
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+            "kind": "NovaCompute",
+            "metadata": {"name": "pool-a"},
+            "spec": {"novaRef": {"name": "absent"}, "nodeSelector": {"pool": "a"}},
+        },
+        namespace,
+    )
     metrics_port, health_port = free_port(), free_port()
-    env = {**os.environ, "NOVA_OPERATOR_LOG_LEVEL": "info"}
+    env = {**os.environ, "NOVA_OPERATOR_LOG_LEVEL": "debug", "PYTHONWARNINGS": "always"}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -152,7 +188,7 @@ def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
             f"--kubeconfig={control_plane.kubeconfig}",
             "--context=admin",
             f"--namespace={namespace}",
-            "--no-leader-elect",
+            "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{health_port}",
             "--log-format=json",
@@ -163,17 +199,35 @@ def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 20
-        while http_status(f"http://127.0.0.1:{health_port}/readyz") != 200:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "never ready"
+        deadline = time.monotonic() + 30
+        while http_status(f"http://127.0.0.1:{health_port}/readyz") != 200 or not reconciled(
+            admin, namespace
+        ):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                _, err = proc.communicate()
+                pytest.fail(f"never ready (exit {proc.returncode}): {err}")
             time.sleep(0.1)
         assert http_status(f"http://127.0.0.1:{health_port}/healthz") == 200
         assert http_status(f"http://127.0.0.1:{metrics_port}/metrics") == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
-        _, err = proc.communicate()
-        assert '"event": "signal received, stopping"' in err
+        out, err = proc.communicate()
+        assert output_lines(out) == []
+        entries = output_lines(err)
+        messages = [e["msg"] for e in entries]
+        for start_or_stop in ("caches synced", "starting controllers", "signal received, stopping"):
+            assert start_or_stop in messages
+        assert {e["level"] for e in entries} <= {"debug", "info", "warning"}, err
+        reconciles = [e for e in entries if e.get("reconcile_id")]
+        assert reconciles, "no reconcile logged"
+        for entry in reconciles:
+            assert (entry["controller"], entry["namespace"], entry["name"]) == (
+                "novacompute",
+                namespace,
+                "pool-a",
+            )
+        assert any(e["msg"] == "reconciled" for e in reconciles)
     finally:
         if proc.poll() is None:
             proc.kill()

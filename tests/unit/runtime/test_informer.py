@@ -10,7 +10,7 @@ from typing import Any
 from nova_operator.kube.errors import Gone, Unreachable
 from nova_operator.kube.resources import CONFIGMAPS, NODES, ResourceRef
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.informer import Informer, WatchEventLike
+from nova_operator.runtime.informer import WATCH_RESTART_REASONS, Informer, WatchEventLike
 from nova_operator.settings import WatchSettings
 
 Until = Callable[[Callable[[], bool]], Awaitable[None]]
@@ -162,6 +162,34 @@ async def test_errors_and_silence_rewatch_from_the_last_resource_version_without
         )
 
     assert (restarts("error"), restarts("inactive"), restarts("closed")) == (2, 1, 1)
+    # Every reason has its series from the start (0 until it happens), and no other reason shows up.
+    assert {r: restarts(r) for r in WATCH_RESTART_REASONS} == {
+        "closed": 1,
+        "inactive": 1,
+        "gone": 0,
+        "open_timeout": 0,
+        "short": 0,
+        "error": 2,
+    }
+    reasons = {
+        sample.labels["reason"]
+        for family in metrics.registry.collect()
+        if family.name == "nova_operator_informer_watch_restarts"
+        for sample in family.samples
+    }
+    assert reasons == set(WATCH_RESTART_REASONS)
+
+
+def test_a_new_informer_exports_every_watch_restart_reason_at_zero() -> None:
+    metrics = Metrics()
+    Informer(ScriptedAPI(lists=[], watches=[]), CONFIGMAPS, settings=FAST, metrics=metrics)
+    for reason in WATCH_RESTART_REASONS:
+        assert (
+            metrics.registry.get_sample_value(
+                "nova_operator_informer_watch_restarts_total", {"resource": "configmaps", "reason": reason}
+            )
+            == 0
+        )
 
 
 async def test_several_namespaces_share_one_cache_and_sync_when_all_have_listed(until: Until) -> None:

@@ -21,6 +21,7 @@ from simcluster.controlplane import REPO
 from simcluster.installtools import CHART, ToolError, bindir, by_kind, docs, helm_template, run
 from simcluster.kube import Kube, KubeError
 
+from nova_operator import cli
 from nova_operator.kube.resources import KNOWN, render_rbac
 from nova_operator.settings import Settings
 
@@ -68,6 +69,7 @@ def check_container(dep: Obj, *, namespace_flags: list[str]) -> Obj:
     (c,) = pod["containers"]
     args = c["args"]
     assert "--leader-elect" in args
+    assert cli.parse_settings(args).leader_election.enabled  # flags the operator accepts
     assert [a for a in args if a.startswith("--namespace=")] == namespace_flags
     assert c["env"] == [
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
@@ -278,7 +280,7 @@ MATRIX: dict[str, list[str]] = {
         "--set",
         "novaApiUrl=https://nova.example.org:8774",
         "--set",
-        "extraArgs={--workers=4}",
+        "extraArgs={--workers=4,--default-image-pull-policy=IfNotPresent}",
     ],
     "no-rbac": ["--set", "rbac.create=false"],
 }
@@ -292,6 +294,8 @@ def test_helm_lint_and_template(case: str) -> None:
     dep = one(objects, "Deployment")
     pod = dep["spec"]["template"]
     c = pod["spec"]["containers"][0]
+    settings = cli.parse_settings(c["args"])  # every rendering passes flags the operator accepts
+    assert settings.leader_election.enabled == (case != "no-leader-election")
     assert all(d["metadata"].get("namespace") in (None, "ops", "openstack", "tenant-b") for d in objects)
     assert bool(by_kind(objects, "PodDisruptionBudget")) == (dep["spec"]["replicas"] > 1)
     assert pod["metadata"]["labels"].items() >= dep["spec"]["selector"]["matchLabels"].items()
@@ -334,7 +338,12 @@ def test_helm_lint_and_template(case: str) -> None:
         assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
         assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
     elif case == "operator-flags":
-        assert c["args"][-2:] == ["--nova-api-url=https://nova.example.org:8774", "--workers=4"]
+        assert c["args"][-3:] == [
+            "--nova-api-url=https://nova.example.org:8774",
+            "--workers=4",
+            "--default-image-pull-policy=IfNotPresent",
+        ]
+        assert (settings.queue.workers, settings.default_image_pull_policy) == (4, "IfNotPresent")
     elif case == "no-rbac":
         assert not [
             d for d in objects if d["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")

@@ -8,6 +8,7 @@ serves and what the PrometheusRule and the dashboard ship.
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -86,6 +87,55 @@ STANDARD = [
 ]
 
 
+CONTROLLER_RUNTIME = (
+    "controller-runtime (kubebuilder grafana plugin, community controller-runtime dashboards)"
+)
+CLIENT_GO = "client-go (REST client, workqueue and leader-election panels)"
+READ_BY = {
+    "controller_runtime_reconcile_total": CONTROLLER_RUNTIME,
+    "controller_runtime_reconcile_errors_total": CONTROLLER_RUNTIME,
+    "controller_runtime_reconcile_time_seconds": CONTROLLER_RUNTIME,
+    "controller_runtime_active_workers": CONTROLLER_RUNTIME,
+    "controller_runtime_max_concurrent_reconciles": CONTROLLER_RUNTIME,
+    **{
+        name: f"{CONTROLLER_RUNTIME}; {CLIENT_GO}"
+        for name in (
+            "workqueue_depth",
+            "workqueue_adds_total",
+            "workqueue_retries_total",
+            "workqueue_queue_duration_seconds",
+            "workqueue_work_duration_seconds",
+            "workqueue_unfinished_work_seconds",
+            "workqueue_longest_running_processor_seconds",
+        )
+    },
+    "leader_election_master_status": CLIENT_GO,
+    "rest_client_requests_total": CLIENT_GO,
+    "rest_client_request_duration_seconds": CLIENT_GO,
+}
+"""Which community dashboards read each standard name (the closing note of issue 17 asks for it)."""
+RESOURCES = "controller-resources (kubebuilder grafana plugin: CPU and memory)"
+PROCESS_READ_BY = {"process_cpu_seconds_total": RESOURCES, "process_resident_memory_bytes": RESOURCES}
+
+
+def _panels_reading(family: str) -> list[str]:
+    """The titles of the project dashboard's panels with a query on ``family``."""
+    pattern = re.compile(rf"\b{re.escape(family)}(_bucket|_sum|_count)?\b")
+    board = monitoring.dashboard()
+    return sorted({title for title, expr in monitoring.panel_queries(board) if pattern.search(expr)})
+
+
+def _process_families() -> list[tuple[str, str, str]]:
+    """``process_*`` and ``python_*``: what the process collectors serve here (name, type, labels)."""
+    rows = []
+    for family in Metrics().registry.collect():
+        if family.name.startswith(("process_", "python_")):
+            name = family.name + ("_total" if family.type == "counter" else "")
+            labels = sorted({k for sample in family.samples for k in sample.labels})
+            rows.append((name, family.type, ", ".join(labels)))
+    return sorted(rows)
+
+
 def _families() -> list[tuple[str, str, str, str]]:
     rows = []
     for value in vars(Metrics()).values():
@@ -110,19 +160,34 @@ def render() -> str:
         "released. Scraped through a ServiceMonitor (honorLabels off), a per-Nova `namespace` arrives as",
         f"`{monitoring.NOVA_NAMESPACE}`; the alerts and the dashboard expect that.\n",
         "## nova_operator families\n",
-        "| metric | type | labels | meaning |",
-        "| --- | --- | --- | --- |",
+        "| metric | type | labels | meaning | dashboard panels |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    out += [f"| `{n}` | {t} | {_cell(labels)} | {_cell(doc)} |" for n, t, labels, doc in _families()]
+    out += [
+        f"| `{n}` | {t} | {_cell(labels)} | {_cell(doc)} | {_cell('; '.join(_panels_reading(n)) or '-')} |"
+        for n, t, labels, doc in _families()
+    ]
     out += [
         "",
         "## Standard names\n",
         "Derived at scrape time from the families above, for the dashboards and alerts written for",
         "controller-runtime and client-go operators.\n",
-        "| metric | type | labels | from |",
+        "| metric | type | labels | from | read by |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    out += [f"| `{n}` | {t} | {labels} | {_cell(src)} | {READ_BY[n]} |" for n, t, labels, src in STANDARD]
+    out += [
+        "",
+        "## Process\n",
+        "From prometheus-client's process and platform collectors. A Python process has no `go_*`",
+        "families: panels on goroutines or Go GC stay empty.\n",
+        "| metric | type | labels | read by |",
         "| --- | --- | --- | --- |",
     ]
-    out += [f"| `{n}` | {t} | {labels} | {_cell(src)} |" for n, t, labels, src in STANDARD]
+    out += [
+        f"| `{n}` | {t} | {labels or '-'} | {PROCESS_READ_BY.get(n, 'process dashboards')} |"
+        for n, t, labels in _process_families()
+    ]
     out += [
         "",
         "## Alerts (PrometheusRule, group `nova-operator`)\n",

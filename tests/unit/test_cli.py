@@ -237,6 +237,7 @@ def test_bad_timeouts_exit_2_with_one_line(
     [
         ([], None, True),
         (["--leader-elect"], "false", True),
+        (["--leader-elect", "--namespace=x"], None, True),  # a following flag is not its value
         (["--leader-elect=true"], None, True),
         (["--leader-elect=True"], "false", True),
         (["--leader-elect=false"], None, False),

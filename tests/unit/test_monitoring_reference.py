@@ -43,3 +43,20 @@ def test_the_standard_names_table_matches_what_is_served() -> None:
         (line,) = [ln for ln in text.splitlines() if ln.startswith(sample + "{")][:1]
         served = set(re.findall(r'(\w+)="', line))
         assert served == {x.strip() for x in labels.split(",")}, (name, served)
+
+
+def test_every_family_says_which_dashboards_read_it() -> None:
+    assert set(reference.READ_BY) == {name for name, *_ in reference.STANDARD}
+    rows = {
+        line.split(" | ")[0].strip("| `"): line
+        for line in DOC.read_text().splitlines()
+        if line.startswith("| `")
+    }
+    assert rows["nova_operator_informer_watch_restarts_total"].endswith("| Watch restarts by reason |")
+    assert "Queue latency and work duration (p99)" in rows["nova_operator_workqueue_queue_duration_seconds"]
+    assert "controller-runtime" in rows["workqueue_depth"]
+    assert "client-go" in rows["workqueue_depth"]
+    # the kubebuilder resources dashboard's CPU and memory series are served
+    served = {name for name, _, _ in reference._process_families()}
+    assert {"process_cpu_seconds_total", "process_resident_memory_bytes"} <= served
+    assert "controller-resources" in rows["process_resident_memory_bytes"]

@@ -14,7 +14,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import structlog
 
@@ -36,6 +36,7 @@ from nova_operator.settings import (
     WatchSettings,
 )
 
+T = TypeVar("T")
 PROG = "nova-operator"
 ENV_PREFIX = "NOVA_OPERATOR_"
 
@@ -65,14 +66,20 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (want true or false)")
 
 
-def _env_bool(name: str, default: bool) -> bool:
+def _env_parsed(name: str, parse: Callable[[str], T]) -> T | None:
+    """``NOVA_OPERATOR_<name>`` through a flag's parser (None when unset); a bad value names the variable."""
     value = _env(name)
     if value is None:
-        return default
+        return None
     try:
-        return _bool(value)
+        return parse(value)
     except argparse.ArgumentTypeError as exc:
         raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = _env_parsed(name, _bool)
+    return default if value is None else value
 
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -267,9 +274,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             _positive_seconds,
             WatchSettings().inactivity_timeout,
         )
-        pull_policy = args.default_image_pull_policy or _from_env_or_text(
-            "DEFAULT_IMAGE_PULL_POLICY", _pull_policy
-        )
+        pull_policy = args.default_image_pull_policy or _env_parsed("DEFAULT_IMAGE_PULL_POLICY", _pull_policy)
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
         if level not in log.LEVELS:
@@ -306,23 +311,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
 def _from_env_or(flag: float | None, name: str, parse: Callable[[str], float], default: float) -> float:
     if flag is not None:
         return flag
-    value = _env(name)
-    if value is None:
-        return default
-    try:
-        return parse(value)
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
-
-
-def _from_env_or_text(name: str, parse: Callable[[str], str]) -> str | None:
-    value = _env(name)
-    if value is None:
-        return None
-    try:
-        return parse(value)
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(f"{ENV_PREFIX}{name}: {exc}") from None
+    value = _env_parsed(name, parse)
+    return default if value is None else value
 
 
 def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFactory] | None = None) -> int:

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 import pytest
-from simcluster import SimHandle
+from simcluster import SimHandle, jsonlog
 from simcluster.prometheus import Prometheus
 
 from nova_operator.install.monitoring import (
@@ -93,21 +93,6 @@ def run_db_archive(s: Any) -> str:
     }
     s.kube.post(s.path(sc.JOBS), job)
     return name
-
-
-def log_records(text: str) -> list[dict[str, Any]]:
-    """Each line of an operator's output as a JSON record starting ts, level, logger, msg."""
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            pytest.fail(f"a plain-text line in the operator's JSON output: {line!r}")
-        assert isinstance(record, dict), line
-        assert list(record)[:4] == ["ts", "level", "logger", "msg"], line
-        records.append(record)
-    assert records, "the operator logged nothing"
-    return records
 
 
 def concrete(expr: str, ns: str) -> str:
@@ -260,7 +245,8 @@ def test_prometheus_scrapes_the_operator_during_an_install(
 
         # the operator's whole output (stdout and stderr), start to SIGTERM, is JSON lines
         assert op.stop() == 0
-        lines = log_records(op.log.read_text())
+        lines = jsonlog.records(op.log.read_text())
+        assert lines, "the operator logged nothing"
         reconciles = [e for e in lines if e.get("reconcile_id")]
         assert any(e["controller"] == "nova" and e["name"] == sc.NAME for e in reconciles)
         assert all({"controller", "namespace", "name"} <= set(e) for e in reconciles)

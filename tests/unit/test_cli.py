@@ -215,9 +215,34 @@ def test_drain_timeout_and_watch_inactivity_timeout_from_flags_and_environment(
             {"NOVA_OPERATOR_DRAIN_TIMEOUT": "inf"},
             "NOVA_OPERATOR_DRAIN_TIMEOUT: invalid number of seconds",
         ),
+        (
+            ["--leader-elect=maybe"],
+            {},
+            "argument --leader-elect: invalid boolean 'maybe' (want true or false)",
+        ),
+        (["--leader-elect="], {}, "argument --leader-elect: invalid boolean ''"),
+        (["--no-leader-elect=true"], {}, "argument --no-leader-elect: ignored explicit argument 'true'"),
+        (
+            [],
+            {"NOVA_OPERATOR_LEADER_ELECT": "perhaps"},
+            "NOVA_OPERATOR_LEADER_ELECT: invalid boolean 'perhaps' (want true or false)",
+        ),
+        (
+            ["--default-image-pull-policy=always"],
+            {},
+            "argument --default-image-pull-policy: invalid image pull policy 'always' "
+            "(want one of Always, IfNotPresent, Never)",
+        ),
+        (["--default-image-pull-policy="], {}, "invalid image pull policy ''"),
+        (["--default-image-pull-policy"], {}, "argument --default-image-pull-policy: expected one argument"),
+        (
+            [],
+            {"NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY": "Sometimes"},
+            "NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY: invalid image pull policy 'Sometimes'",
+        ),
     ],
 )
-def test_bad_timeouts_exit_2_with_one_line(
+def test_bad_values_exit_2_with_one_line(
     argv: list[str],
     env: dict[str, str],
     message: str,
@@ -260,49 +285,6 @@ def test_leader_elect_accepts_every_boolean_form(
     else:
         monkeypatch.setenv("NOVA_OPERATOR_LEADER_ELECT", env)
     assert cli.parse_settings(argv).leader_election.enabled is want
-
-
-@pytest.mark.parametrize(
-    ("argv", "env", "message"),
-    [
-        (
-            ["--leader-elect=maybe"],
-            {},
-            "argument --leader-elect: invalid boolean 'maybe' (want true or false)",
-        ),
-        (["--leader-elect="], {}, "argument --leader-elect: invalid boolean ''"),
-        (["--no-leader-elect=true"], {}, "argument --no-leader-elect: ignored explicit argument 'true'"),
-        (
-            [],
-            {"NOVA_OPERATOR_LEADER_ELECT": "perhaps"},
-            "NOVA_OPERATOR_LEADER_ELECT: invalid boolean 'perhaps' (want true or false)",
-        ),
-        (
-            ["--default-image-pull-policy=always"],
-            {},
-            "argument --default-image-pull-policy: invalid image pull policy 'always' "
-            "(want one of Always, IfNotPresent, Never)",
-        ),
-        (["--default-image-pull-policy="], {}, "invalid image pull policy ''"),
-        (["--default-image-pull-policy"], {}, "argument --default-image-pull-policy: expected one argument"),
-        (
-            [],
-            {"NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY": "Sometimes"},
-            "NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY: invalid image pull policy 'Sometimes'",
-        ),
-    ],
-)
-def test_bad_boolean_and_pull_policy_values_exit_2_with_one_line(
-    argv: list[str],
-    env: dict[str, str],
-    message: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    assert cli.main([*argv, "--log-format=console"]) == 2
-    assert message in one_error_line(capsys.readouterr().err, "console")
 
 
 def test_default_image_pull_policy_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,11 +10,10 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 import structlog
+from simcluster import jsonlog
 
 from nova_operator import log
 
@@ -29,18 +28,6 @@ def _restore_logging() -> Iterator[None]:
     log.configure(fmt="console", level="info")
 
 
-def json_lines(err: str) -> list[dict[str, Any]]:
-    """Every line of the stream parsed; fails on any line that is not one JSON object with the keys."""
-    entries = []
-    for line in err.splitlines():
-        entry = json.loads(line)
-        assert isinstance(entry, dict), line
-        assert list(entry)[:4] == ["ts", "level", "logger", "msg"], line
-        assert datetime.fromisoformat(entry["ts"]).utcoffset() == UTC.utcoffset(None), line
-        entries.append(entry)
-    return entries
-
-
 def test_json_lines_start_with_ts_level_logger_msg_then_the_reconcile_context(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -50,7 +37,7 @@ def test_json_lines_start_with_ts_level_logger_msg_then_the_reconcile_context(
     structlog.get_logger("x").debug("hidden at info level")
     structlog.get_logger().warning("no name given")
     raw = capsys.readouterr().err
-    first, second = json_lines(raw)
+    first, second = jsonlog.records(raw)
     assert list(first) == ["ts", "level", "logger", "msg", *CONTEXT, "kind"]
     assert first["ts"].endswith("Z")  # RFC 3339 in UTC
     assert (first["level"], first["logger"], first["msg"], first["kind"]) == (
@@ -67,7 +54,7 @@ def test_json_lines_start_with_ts_level_logger_msg_then_the_reconcile_context(
 def test_a_call_key_named_like_a_record_key_does_not_replace_it(capsys: pytest.CaptureFixture[str]) -> None:
     log.configure(fmt="json", level="info")
     structlog.get_logger("a").info("the message", msg="mine", level="x", logger="y", ts="z")
-    (entry,) = json_lines(capsys.readouterr().err)
+    (entry,) = jsonlog.records(capsys.readouterr().err)
     assert (entry["msg"], entry["level"], entry["logger"]) == ("the message", "info", "a")
     assert (entry["msg_"], entry["ts_"]) == ("mine", "z")  # level and logger are the record's own
 
@@ -81,7 +68,7 @@ def test_stdlib_records_of_the_libraries_are_json_with_the_reconcile_context(
         logging.getLogger(name).warning("connection to %s lost", "api:6443")
         logging.getLogger(name).info("below the libraries' floor")  # their info/debug carry bodies
         logging.getLogger(name).debug("REQ: curl -H 'X-Auth-Token: secret'")
-    (entry,) = json_lines(capsys.readouterr().err)
+    (entry,) = jsonlog.records(capsys.readouterr().err)
     assert (entry["level"], entry["logger"], entry["msg"]) == ("warning", name, "connection to api:6443 lost")
     assert {k: entry[k] for k in CONTEXT} == CONTEXT
 
@@ -95,7 +82,7 @@ def test_a_traceback_is_the_records_exception_key_never_plain_lines(
     except RuntimeError:
         structlog.get_logger("nova_operator.nova").exception("reconcile failed")
         logging.getLogger("kubernetes_asyncio").exception("watch failed")
-    own, foreign = json_lines(capsys.readouterr().err)
+    own, foreign = jsonlog.records(capsys.readouterr().err)
     for entry in (own, foreign):
         assert entry["level"] == "error"
         assert entry["exception"].startswith("Traceback (most recent call last):")
@@ -112,7 +99,7 @@ def test_python_warnings_are_json_records(capsys: pytest.CaptureFixture[str]) ->
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.warn("this API goes away", DeprecationWarning, stacklevel=1)
-    (entry,) = json_lines(capsys.readouterr().err)
+    (entry,) = jsonlog.records(capsys.readouterr().err)
     assert (entry["level"], entry["logger"], entry["msg"]) == ("warning", "py.warnings", "this API goes away")
     assert entry["category"] == "DeprecationWarning"
     assert entry["source"].startswith(__file__)
@@ -131,7 +118,7 @@ def test_asyncio_errors_are_json_records(capsys: pytest.CaptureFixture[str]) -> 
 
     asyncio.run(main())
     gc.collect()
-    (entry,) = json_lines(capsys.readouterr().err)
+    (entry,) = jsonlog.records(capsys.readouterr().err)
     assert (entry["level"], entry["logger"]) == ("error", "asyncio")
     assert entry["msg"].startswith("Task exception was never retrieved")
     assert entry["exception"].endswith("ValueError: nobody awaited me")
@@ -162,7 +149,7 @@ def test_uncaught_exceptions_inside_process_hooks_are_json_records(
         Leaky()
         gc.collect()
     assert (sys.excepthook, threading.excepthook, sys.unraisablehook) == saved
-    main, thread, unraisable = json_lines(capsys.readouterr().err)
+    main, thread, unraisable = jsonlog.records(capsys.readouterr().err)
     assert (main["level"], main["msg"]) == ("critical", "uncaught exception, exiting")
     assert main["exception"].endswith("KeyError: 'main'")
     assert (thread["msg"], thread["thread"]) == ("uncaught exception in a thread", "worker-1")
@@ -184,7 +171,7 @@ def test_credentials_never_reach_the_stream(capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     for secret in ("hunter2", "gAAAA", "Bearer"):
         assert secret not in err
-    own, foreign = json_lines(err)
+    own, foreign = jsonlog.records(err)
     assert own["msg"] == "connecting to mysql+pymysql://nova:***@db:3306/nova"
     assert (own["password"], own["token"], own["headers"]) == (
         "***",

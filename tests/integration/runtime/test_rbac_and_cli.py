@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import pathlib
 import signal
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from simcluster import ControlPlane
+from simcluster import ControlPlane, jsonlog
 from simcluster.controlplane import free_port
 from simcluster.kube import Kube as SimKube
 
@@ -148,20 +147,6 @@ def reconciled(admin: SimKube, namespace: str) -> bool:
     return bool((pool.get("status") or {}).get("conditions"))
 
 
-def output_lines(text: str) -> list[dict[str, Any]]:
-    """Each line of the operator's output as a JSON object; fails on a plain-text line."""
-    entries = []
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            pytest.fail(f"a plain-text line in the JSON stream: {line!r}")
-        assert isinstance(entry, dict), line
-        assert list(entry)[:4] == ["ts", "level", "logger", "msg"], line
-        entries.append(entry)
-    return entries
-
-
 def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
     control_plane: ControlPlane, namespace: str
 ) -> None:
@@ -213,8 +198,8 @@ def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
         out, err = proc.communicate()
-        assert output_lines(out) == []
-        entries = output_lines(err)
+        assert jsonlog.records(out) == []
+        entries = jsonlog.records(err)
         messages = [e["msg"] for e in entries]
         for start_or_stop in ("caches synced", "starting controllers", "signal received, stopping"):
             assert start_or_stop in messages

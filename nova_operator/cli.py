@@ -174,7 +174,11 @@ def build_parser() -> _Parser:
         "and --leader-elect=false (default: true)",
     )
     election.add_argument(
-        "--no-leader-elect", dest="leader_elect", action="store_false", help="same as --leader-elect=false"
+        "--no-leader-elect",
+        dest="leader_elect",
+        action="store_false",
+        default=None,
+        help="same as --leader-elect=false",
     )
     election.add_argument(
         "--leader-election-namespace",

@@ -126,11 +126,13 @@ def _shared(utc_stamper: Processor) -> list[Processor]:
 
 
 def _final(fmt: Format) -> list[Processor]:
+    # Tracebacks are plain text in both formats, rendered before the redaction sees them: rich
+    # tracebacks print every frame's local variables, and a reconcile's locals can hold a password
+    # or a DSN; an exception's message can carry a URL with its credentials.
     if fmt == "console":
-        # Tracebacks are plain in both formats: rich tracebacks print every frame's local
-        # variables, and a reconcile's locals can hold a password or a DSN.
         return [
             structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
             redact,
             structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback),
         ]

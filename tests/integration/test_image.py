@@ -22,6 +22,7 @@ import tomllib
 from collections.abc import Iterator
 
 import pytest
+from simcluster import jsonlog
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -176,6 +177,7 @@ def test_the_console_script_starts_as_the_user_and_fails_clearly_without_a_clust
         image_root, "nova-operator", "--metrics-bind-address=0", "--health-probe-bind-address=0"
     )
     assert started.returncode == 1
-    assert started.stderr.startswith("nova-operator: error: no usable Kubernetes configuration"), (
-        started.stderr
-    )
+    # a pod's stderr is no TTY: the one line is a JSON record like every other line of the stream
+    (record,) = jsonlog.records(started.stderr)
+    assert (record["level"], record["logger"]) == ("error", "nova_operator.cli"), record
+    assert record["msg"].startswith("no usable Kubernetes configuration"), record

@@ -18,7 +18,7 @@ from typing import NoReturn, TypeVar
 
 import structlog
 
-from nova_operator import log
+from nova_operator import __version__, log
 from nova_operator.health import parse_address
 from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
@@ -335,6 +335,15 @@ def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) ->
     from nova_operator.manager import run
 
     factories = list(controllers) if controllers is not None else registry.factories(settings)
+    structlog.get_logger("nova_operator.cli").info(
+        "starting",
+        version=__version__,
+        namespaces=list(settings.watch.namespaces) or "all",
+        leader_election=settings.leader_election.enabled,
+        workers=settings.queue.workers,
+        metrics=settings.servers.metrics_bind_address,
+        health=settings.servers.health_probe_bind_address,
+    )
     try:
         asyncio.run(run(settings, factories))
     except KeyboardInterrupt:

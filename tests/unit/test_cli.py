@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import structlog
+from simcluster import jsonlog
 
 from nova_operator import cli
 from nova_operator.settings import LeaderElectionSettings, Settings
@@ -164,7 +165,8 @@ def test_an_unexpected_failure_is_logged_with_its_traceback_and_exits_1(
 
     monkeypatch.setattr(cli.asyncio, "run", run_with_a_bug)
     assert cli.main(["--log-format=json"]) == 1
-    (entry,) = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    started, entry = jsonlog.records(capsys.readouterr().err)
+    assert started["msg"] == "starting"
     assert list(entry)[:4] == ["ts", "level", "logger", "msg"]
     assert (entry["level"], entry["msg"]) == ("critical", "unexpected failure, exiting")
     assert entry["exception"].endswith("ZeroDivisionError: a bug")

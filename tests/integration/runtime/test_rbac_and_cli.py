@@ -201,6 +201,12 @@ def test_the_cli_serves_probes_and_exits_cleanly_on_sigterm(
         assert jsonlog.records(out) == []
         entries = jsonlog.records(err)
         messages = [e["msg"] for e in entries]
+        start = entries[0]
+        assert (start["msg"], start["logger"], start["namespaces"]) == (
+            "starting",
+            "nova_operator.cli",
+            [namespace],
+        )
         for start_or_stop in ("caches synced", "starting controllers", "signal received, stopping"):
             assert start_or_stop in messages
         assert {e["level"] for e in entries} <= {"debug", "info", "warning"}, err

@@ -251,7 +251,7 @@ def test_prometheus_scrapes_the_operator_during_an_install(
         assert any(e["controller"] == "nova" and e["name"] == sc.NAME for e in reconciles)
         assert all({"controller", "namespace", "name"} <= set(e) for e in reconciles)
         messages = {e["msg"] for e in lines}
-        assert {"caches synced", "starting controllers", "signal received, stopping"} <= messages
+        assert {"starting", "caches synced", "starting controllers", "signal received, stopping"} <= messages
     finally:
         if prom is not None:
             prom.stop()

@@ -96,3 +96,55 @@ def test_affinity_is_named_not_expanded() -> None:
     assert "| `spec.api.deployment.affinity` | object |" in page
     assert "the Kubernetes `affinity` schema" in page
     assert "spec.api.deployment.affinity.nodeAffinity" not in page
+
+
+HANDWRITTEN = ("README.md", "install.md", "operations.md", "upgrading-operator.md")
+ROOT = DOCS.parent
+
+
+def _schema_paths() -> set[str]:
+    paths = set()
+    for kind in crd.KINDS:
+        root = crd.crd_object(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for part in ("spec", "status"):
+            paths |= {p.replace("[]", "") for p, _ in _properties(part, root["properties"][part])}
+    return paths
+
+
+@pytest.mark.parametrize("page", HANDWRITTEN)
+def test_the_handwritten_pages_name_only_fields_the_crds_have(page: str) -> None:
+    text = (DOCS / page).read_text()
+    named = {m.replace("[]", "") for m in re.findall(r"`((?:spec|status)\.[A-Za-z0-9_.\[\]]+)`", text)}
+    assert named or page == "README.md"
+    assert not named - _schema_paths()
+
+
+def _values_keys(values: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    for key, value in values.items():
+        yield f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _values_keys(value, f"{prefix}{key}.")
+
+
+def test_install_names_only_chart_values_config_paths_and_make_targets_that_exist() -> None:
+    import yaml
+
+    text = (DOCS / "install.md").read_text()
+    keys = set(_values_keys(yaml.safe_load((ROOT / "charts/nova-operator/values.yaml").read_text())))
+    table = text.split("| value | default |", 1)[1].split("\n\n", 1)[0]
+    named = []
+    for row in table.splitlines()[2:]:
+        head = ""
+        for name in re.findall(r"`([A-Za-z.]+)`", row.split("|")[1]):
+            full = head + name if name.startswith(".") else name
+            head = full.rsplit(".", 1)[0] if "." in full else full
+            named.append(full)
+    named += re.findall(r"--set ([A-Za-z.]+)=", text)
+    assert len(named) > 20
+    assert not set(named) - keys
+    for path in re.findall(r"\bconfig/[a-z-]+(?:/[a-z_.-]+)*", text):
+        assert (ROOT / path).exists(), path
+    targets = set(re.findall(r"^([a-z0-9-]+):", (ROOT / "Makefile").read_text(), re.M))
+    for page in HANDWRITTEN:
+        for target in re.findall(r"`make ([a-z0-9-]+)", (DOCS / page).read_text()):
+            assert target in targets, (page, target)

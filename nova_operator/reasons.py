@@ -152,17 +152,20 @@ NOVA: Final[tuple[Reason, ...]] = (
         "False",
         "WaitingForMessagingCredentials",
         "The RabbitmqCluster of `spec.messaging.clusterRef` is missing, not Ready yet, or its default-user "
-        "Secret (named by its status) is missing or incomplete; the message says which. Requeue 15 s.",
-        "`kubectl get rabbitmqcluster <name> -o yaml`: wait for the RabbitMQ cluster operator to finish, "
-        "or fix the cluster it reports.",
+        "Secret (named by its status) is missing or incomplete; or the Secret of `spec.messaging.secretRef` "
+        "has no non-empty key (default `transport_url`). The message says which. Requeue 15 s.",
+        "`kubectl get rabbitmqcluster <name> -o yaml`: wait for the RabbitMQ cluster operator, or fix the "
+        "cluster it reports; or write the URL Secret.",
     ),
     _nova(
         c.SECRETS_READY,
         "False",
         "TransportURLRejected",
-        "The RabbitMQ default user's credentials cannot be written into the cell mapping's transport URL "
-        "template; the message says why without naming the URL.",
-        "Rotate the RabbitMQ default user's credentials to values without the characters the message names.",
+        "The transport URL (from `spec.messaging.secretRef`, or built for the RabbitmqCluster) cannot fill "
+        "the cell mapping's URL template: no `rabbit://` scheme, no host, or no explicit port on the last "
+        "host (the message says which, never the URL).",
+        "Fix the URL in the Secret (for example `rabbit://user:pass@host:5672/`), or the RabbitmqCluster's "
+        "service.",
     ),
     _nova(
         c.SECRETS_READY,

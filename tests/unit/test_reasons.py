@@ -42,6 +42,7 @@ class Module:
     tree: ast.Module
     consts: dict[str, str] = field(default_factory=dict)
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    aliases: dict[str, ast.expr] = field(default_factory=dict)
 
 
 def _modules() -> dict[str, Module]:
@@ -63,6 +64,8 @@ def _modules() -> dict[str, Module]:
                 and isinstance(value.value, str)
             ):
                 mod.consts[target.id] = value.value
+            elif isinstance(target, ast.Name) and isinstance(value, (ast.Name, ast.Attribute)):
+                mod.aliases[target.id] = value  # ``CONDITION: Final = conditions.SECRETS_READY``
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     mod.imports[alias.asname or alias.name] = (node.module, alias.name)
@@ -145,10 +148,17 @@ def _const(mod: Module, expr: ast.expr) -> str | None:
     return None
 
 
+for _mod in MODULES.values():  # resolve aliases of constants once every module's constants are known
+    for _alias, _value in _mod.aliases.items():
+        if (_resolved := _const(_mod, _value)) is not None:
+            _mod.consts.setdefault(_alias, _resolved)
+
+
 @dataclass
 class Scan:
     found: dict[str, set[str]] = field(default_factory=dict)  # reason -> modules setting it
     unresolved: set[tuple[str, str]] = field(default_factory=set)  # (module, argument)
+    pairs: set[tuple[str, str, str]] = field(default_factory=set)  # (module, condition, reason) at one call
 
 
 class _Resolver:
@@ -281,6 +291,10 @@ class _Resolver:
             return
         if name == "set":
             sinks = {(2, "reason")} if len(call.args) == 4 else set()
+            self._pair(mod, call.args[0] if sinks else None, call.args[2] if sinks else None)
+        elif name == "set_condition" and len(call.args) >= 4:
+            sinks = self.sinks[name]
+            self._pair(mod, call.args[1], call.args[3])
         else:
             sinks = self.sinks.get(name, set())
         for index, keyword_name in sorted(sinks):
@@ -295,6 +309,13 @@ class _Resolver:
             elif len(call.args) > index:
                 self.resolve(mod, call.args[index], parents)
         return None
+
+    def _pair(self, mod: Module, condition: ast.expr | None, reason: ast.expr | None) -> None:
+        """A call whose condition type and reason are both constants: checked as a pair."""
+        cond = _const(mod, condition) if condition is not None else None
+        value = _const(mod, reason) if reason is not None else None
+        if cond is not None and value is not None:
+            self.scan.pairs.add((mod.name, cond, value))
 
     def _class_reason(self, mod: Module, cls: ast.ClassDef, parents: list[ast.AST]) -> None:
         """``class SecretNotText(StepInputError): reason = "SecretNotText"``, when the class is raised."""
@@ -414,3 +435,14 @@ def test_the_reasons_the_docs_call_never_set_are_not_set() -> None:
     for reason in troubleshooting.NOT_SET:
         assert reason not in SCAN.found, reason
         assert reason not in table, reason
+
+
+def test_each_condition_and_reason_set_together_is_an_entry_of_the_table() -> None:
+    """Where one call names both (``ctx.set(CONDITION, False, REASON, ...)``), the table agrees."""
+    assert len(SCAN.pairs) > 40
+    wrong = []
+    for module, cond, reason in sorted(SCAN.pairs):
+        entries = [r for r in reasons.REASONS if r.reason == reason and r.kind in _kind(module)]
+        if not any(cond in r.conditions or reasons.ANY_NOVA_STEP in r.conditions for r in entries):
+            wrong.append((module, cond, reason))
+    assert not wrong, f"the table lists these reasons under other conditions: {wrong}"

@@ -148,3 +148,12 @@ def test_install_names_only_chart_values_config_paths_and_make_targets_that_exis
     for page in HANDWRITTEN:
         for target in re.findall(r"`make ([a-z0-9-]+)", (DOCS / page).read_text()):
             assert target in targets, (page, target)
+
+
+def test_operations_says_what_to_do_for_every_shipped_alert() -> None:
+    from nova_operator.install import monitoring
+
+    section = (DOCS / "operations.md").read_text().split("## When an alert fires", 1)[1]
+    rows = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
+    shipped = {rule["alert"] for rule in monitoring.alert_rules(monitoring.selector("j", "n"))}
+    assert rows == shipped

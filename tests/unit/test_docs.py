@@ -157,3 +157,23 @@ def test_operations_says_what_to_do_for_every_shipped_alert() -> None:
     rows = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
     shipped = {rule["alert"] for rule in monitoring.alert_rules(monitoring.selector("j", "n"))}
     assert rows == shipped
+
+
+TOOL_FLAGS = frozenset(
+    {
+        # helm, kubectl, openstack: the tools' own flags the pages use
+        "--all", "--create-namespace", "--field-selector", "--for", "--force-conflicts", "--from",
+        "--help", "--live-migration", "--previous", "--reuse-values", "--server-side", "--set",
+        "--show-only", "--timeout", "--type",
+    }
+)  # fmt: skip
+
+
+def test_every_operator_flag_the_pages_name_exists() -> None:
+    from nova_operator import cli
+
+    options = {o for action in cli.build_parser()._actions for o in action.option_strings}
+    for page in HANDWRITTEN:
+        named = set(re.findall(r"(?:^|[\s`(])(--[a-z][a-z-]+)", (DOCS / page).read_text(), re.M))
+        unknown = named - options - TOOL_FLAGS
+        assert not unknown, (page, unknown)

@@ -67,9 +67,10 @@ def _roles() -> list[Reason]:
                 cond,
                 "False",
                 f"WaitingFor{role}",
-                f"The Deployment of {what} is not available yet (or, during an upgrade, still rolling out "
-                f"the "
-                "new image); the message names it. The pass polls again after 10 s.",
+                f"The Deployment of {what} is not available yet, or (during an upgrade) still rolling "
+                "out the new image, or its PriorityClass (`priorityClassName`) does not exist; the "
+                "message says which. A Deployment status change wakes the Nova; the upgrade and "
+                "PriorityClass cases poll every 10 s.",
                 f"`kubectl describe deployment` and its pods: image pull errors, unschedulable pods (check "
                 f"`spec.{field}.deployment` resources, nodeSelector, tolerations), a crash loop "
                 "(`kubectl logs`). It clears by itself once the pods are available.",
@@ -366,8 +367,9 @@ NOVA: Final[tuple[Reason, ...]] = (
         c.DEPLOYMENT_READY,
         "False",
         "WaitingForDeployment",
-        "The compute API Deployment is not available yet, or (during an upgrade) waits for every role to "
-        "roll out before the contract. Polls every 10 s.",
+        "The compute API Deployment is not available yet, its PriorityClass "
+        "(`spec.api.deployment.priorityClassName`) does not exist, or (during an upgrade) it waits for every "
+        "role to roll out before the contract. Polls every 10 s.",
         "`kubectl describe deployment <nova>`: pods pending, image pull errors, failing probes on port 8774.",
     ),
     # -- DBArchiveReady -----------------------------------------------------------------------

@@ -64,11 +64,13 @@ def render() -> str:
             if anchor in seen:
                 raise ValueError(f"{kind} {r.reason} {r.status} is listed twice: merge the entries")
             seen.add(anchor)
-            where = ", ".join(f"`{c}`" if c != reasons.ANY_NOVA_STEP else c for c in r.conditions)
+            where = ", ".join(
+                f"`{c}`" if c != reasons.ANY_NOVA_STEP else "any step's condition" for c in r.conditions
+            )
             out += [
                 f'<a id="{anchor}"></a>',
                 f"### {r.reason} ({kind}, {r.status})\n",
-                f"- **Condition:** {where} = {r.status}",
+                f"- **Condition:** {where}; status {r.status}",
                 f"- **Means:** {r.meaning}",
                 f"- **Do:** {r.action}",
                 "",

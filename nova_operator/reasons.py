@@ -20,7 +20,7 @@ from nova_operator import conditions as c
 
 Kind = Literal["Nova", "NovaCompute"]
 
-ANY_NOVA_STEP: Final = "(the condition of the step concerned)"
+ANY_NOVA_STEP: Final = "any step's condition"
 """Stands for the condition of whichever Nova step met the problem."""
 
 

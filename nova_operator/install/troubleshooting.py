@@ -64,9 +64,7 @@ def render() -> str:
             if anchor in seen:
                 raise ValueError(f"{kind} {r.reason} {r.status} is listed twice: merge the entries")
             seen.add(anchor)
-            where = ", ".join(
-                f"`{c}`" if c != reasons.ANY_NOVA_STEP else "any step's condition" for c in r.conditions
-            )
+            where = ", ".join(f"`{c}`" if c != reasons.ANY_NOVA_STEP else c for c in r.conditions)
             out += [
                 f'<a id="{anchor}"></a>',
                 f"### {r.reason} ({kind}, {r.status})\n",

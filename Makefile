@@ -54,13 +54,15 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff format nova_operator tests tools
 	$(PY) -m ruff check --fix nova_operator tests tools
 
-manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install), the Helm chart and docs/monitoring.md from the code
+manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install), the Helm chart and the generated docs/ pages from the code
 	$(PY) -m nova_operator.manifests write config charts/nova-operator
 	$(PY) -m nova_operator.install.reference write docs/monitoring.md
+	$(PY) -m nova_operator.install.docs write docs
 
-verify-manifests: venv  ## fail when config/, charts/nova-operator/ or docs/monitoring.md is stale
+verify-manifests: venv  ## fail when config/, charts/nova-operator/ or a generated docs/ page is stale
 	$(PY) -m nova_operator.manifests verify config charts/nova-operator
 	$(PY) -m nova_operator.install.reference verify docs/monitoring.md
+	$(PY) -m nova_operator.install.docs verify docs
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit

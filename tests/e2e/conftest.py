@@ -50,7 +50,10 @@ def _started(tmp_path_factory: pytest.TempPathFactory) -> SimHandle:
 def _stop() -> None:
     global _HANDLE
     if _HANDLE is not None:
+        t0 = time.monotonic()
         _HANDLE.stop()
+        parts = ", ".join(f"{name} {s:.1f} s" for name, s in _HANDLE.stop_seconds.items() if s >= 0.05)
+        _STARTUP.append(f"simulated cluster stopped in {time.monotonic() - t0:.1f} s ({parts or 'at once'})")
         _HANDLE = None
 
 

@@ -13,10 +13,12 @@ real state with a deadline; no fixed sleep is an assertion.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import functools
 import itertools
+import json
 import pathlib
 import random
 import signal
@@ -202,8 +204,13 @@ class Scenario:
 
     def metric(self, proc: ManagedProcess, name: str, **labels: str) -> float:
         """The sum of the samples of ``name`` whose labels include ``labels`` (0 when none)."""
+        return self.metric_in(self.metrics(proc), name, **labels)
+
+    @staticmethod
+    def metric_in(text: str, name: str, **labels: str) -> float:
+        """``metric`` of a /metrics text already read."""
         total = 0.0
-        for line in self.metrics(proc).splitlines():
+        for line in text.splitlines():
             if not line.startswith(name + "{"):
                 continue
             head, _, value = line.rpartition(" ")
@@ -216,10 +223,17 @@ class Scenario:
             proc.stop()
 
     # installing
-    def install(self, *, compute: bool = False, dependencies: bool = True) -> None:
+    def install(
+        self,
+        *,
+        compute: bool = False,
+        dependencies: bool = True,
+        credentials: dict[tuple[str, str], str] | None = None,
+    ) -> None:
         """The samples as ``make run`` applies them, in this namespace: Secrets, MariaDB and RabbitMQ
         clusters (the stand-ins make them Ready), a Gateway, the minimal Nova (Keystone = the fake).
-        ``dependencies=False`` leaves the clusters out (``install_dependencies()`` adds them later)."""
+        ``dependencies=False`` leaves the clusters out (``install_dependencies()`` adds them later);
+        ``credentials`` replaces Secret values: (Secret name, key) -> value."""
         assert self.sim.openstack is not None
         self.sim.create_gateway(self.ns, "public-gateway")
         docs = [
@@ -230,6 +244,10 @@ class Scenario:
             if doc["kind"] == "Secret" and doc["metadata"]["name"] == "nova-service-user":
                 assert doc["stringData"]["password"]
                 doc["stringData"]["password"] = SERVICE_PASSWORD
+            for (secret, key), value in (credentials or {}).items():
+                if doc["kind"] == "Secret" and doc["metadata"]["name"] == secret:
+                    assert key in doc["stringData"], (secret, key)
+                    doc["stringData"][key] = value
         nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
         nova["spec"]["keystoneEndpoint"] = self.sim.openstack.keystone_url
         docs.append(nova)
@@ -1293,8 +1311,13 @@ def test_every_watch_answered_410_relists_paced_and_429_retry_after_waited_out(
         proxy.stop()
 
 
-STORM_SECONDS = 25.0
+# The fight lasts until the operator has been delaying its events for STORM_DAMPED_SECONDS (the
+# last 10 s of it are counted against a hot loop); how soon damping starts depends on how fast the
+# operator's passes come, so on the machine's load: ~6 s into the fight on a quiet one.
+STORM_DAMPED_SECONDS = 15.0
+STORM_MAX_SECONDS = 60.0  # no damping by then: a hot loop
 WRITE_VERBS = ("create", "update", "patch", "apply")
+DAMPED = "nova_operator_controller_damped_events_total"
 
 
 def test_a_writer_fighting_over_an_owned_field_gets_backoff_not_a_hot_loop(faults: Faults) -> None:
@@ -1308,31 +1331,43 @@ def test_a_writer_fighting_over_an_owned_field_gets_backoff_not_a_hot_loop(fault
     path = s.path(DEPLOYMENTS, name)
     want = s.deployments()[name]["spec"]["replicas"]
 
-    def writes() -> float:
-        return sum(
-            s.metric(proc, WATCH_REQUESTS, verb=verb, resource="deployments.apps") for verb in WRITE_VERBS
+    def sample() -> tuple[float, float]:  # (the operator's Deployment writes, its delayed events)
+        text = s.metrics(proc)
+        writes = sum(
+            s.metric_in(text, WATCH_REQUESTS, verb=verb, resource="deployments.apps") for verb in WRITE_VERBS
         )
+        return writes, s.metric_in(text, DAMPED)
 
-    before, fights, samples = writes(), 0, [(0.0, 0.0)]
+    (before, _), fights, samples = sample(), 0, [(0.0, 0.0)]
+    damped_from: float | None = None  # when the operator first delayed an event of the fight
     t0 = time.monotonic()
     stamp(
-        t0, f"another writer sets {name} replicas to {want + 2} as fast as it can, for {STORM_SECONDS:.0f} s"
+        t0,
+        f"another writer sets {name} replicas to {want + 2} as fast as it can, until the operator has "
+        f"delayed its events for {STORM_DAMPED_SECONDS:.0f} s",
     )
-    while (now := time.monotonic() - t0) < STORM_SECONDS:
+    while (now := time.monotonic() - t0) < STORM_MAX_SECONDS and (
+        damped_from is None or now < damped_from + STORM_DAMPED_SECONDS
+    ):
         s.kube.patch(path, {"spec": {"replicas": want + 2}})  # the operator owns this field
         fights += 1
         if now - samples[-1][0] >= 1.0:
-            samples.append((now, writes() - before))
+            written, delayed = sample()
+            samples.append((now, written - before))
+            if delayed and damped_from is None:
+                damped_from = now
+                stamp(t0, f"the operator delays its events ({written - before:.0f} re-applies so far)")
         time.sleep(0.02)
-    total = writes() - before
-    at_15 = max(w for t, w in samples if t <= STORM_SECONDS - 10)
-    late = total - at_15
-    damped = s.metric(proc, "nova_operator_controller_damped_events_total")
+    storm = time.monotonic() - t0
+    total, damped = sample()
+    total -= before
+    at_last_10 = max(w for t, w in samples if t <= storm - 10)
+    late = total - at_last_10
     stamp(
         t0,
-        f"the other writer wrote {fights} times ({fights * 60 / STORM_SECONDS:.0f}/min); the operator "
-        f"re-applied {total:.0f} times ({total * 60 / STORM_SECONDS:.0f}/min), {late:.0f} in the last 10 s "
-        f"({late * 6:.0f}/min); {damped:.0f} events delayed",
+        f"the other writer wrote {fights} times in {storm:.0f} s ({fights * 60 / storm:.0f}/min); "
+        f"the operator re-applied {total:.0f} times ({total * 60 / storm:.0f}/min), "
+        f"{late:.0f} in the last 10 s ({late * 6:.0f}/min); {damped:.0f} events delayed",
     )
     assert total >= 2  # it does re-apply what it owns
     assert damped > 0
@@ -1427,8 +1462,134 @@ def test_twenty_namespaces_lead_fast_and_sigterm_hands_the_lease_over(faults: Fa
 
 
 # -- 7. upgrade ------------------------------------------------------------------------------------
+#
+# The upgrade scenario's Nova is shared with the leak test (tests/e2e/test_leaks.py, issue 13): both
+# install the sample and upgrade it to the next release, and the leak test then deletes it. The
+# ``release`` fixture hands out one ``Release``; each stage (installed, upgraded, deleted) runs once,
+# when a test first asks for it, and keeps what the leak test reads of that moment. A test that
+# needs a stage the shared Nova is already past gets a fresh one, so either test runs alone or in
+# any order; conftest.py runs test_leaks.py after this module, so the two share one install.
 
 PHASE_JOBS = ("nova-db-expand", "nova-db-migrate", "nova-db-contract")
+# A distinctive value in every credential the Nova is given (the leak test searches for them).
+DISTINCT = {
+    ("nova-api-db-credentials", "password"): "Lk7apiDbPw-q3Zr",
+    ("nova-cell-db-credentials", "password"): "Lk7cellDbPw-w9Xe",
+    ("nova-metadata-proxy", "shared_secret"): "Lk7metaShared-t4Yu",
+}
+# Everything in the namespace that carries annotations or free text
+TEXT_KINDS = (
+    "/api/v1/namespaces/{ns}/configmaps",
+    "/api/v1/namespaces/{ns}/events",
+    "/api/v1/namespaces/{ns}/pods",
+    "/api/v1/namespaces/{ns}/services",
+    "/api/v1/namespaces/{ns}/secrets",
+    "/apis/apps/v1/namespaces/{ns}/deployments",
+    "/apis/apps/v1/namespaces/{ns}/replicasets",
+    "/apis/batch/v1/namespaces/{ns}/jobs",
+    "/apis/batch/v1/namespaces/{ns}/cronjobs",
+    "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+    NOVAS,
+)
+
+
+def texts(s: Scenario, proc: ManagedProcess) -> dict[str, str]:
+    """What may never carry a credential: everything but Secret data, keyed by where it is, and the
+    operator's log and metrics."""
+    out: dict[str, str] = {}
+    for kind in TEXT_KINDS:
+        for obj in s.list(kind):
+            meta = obj.get("metadata") or {}
+            where = f"{kind.rsplit('/', 1)[-1]}/{meta.get('name')}"
+            shown = {"annotations": meta.get("annotations"), "labels": meta.get("labels")}
+            if kind.endswith("/secrets"):
+                out[where] = json.dumps(shown)
+                continue
+            shown.update({k: v for k, v in obj.items() if k != "metadata"})
+            out[where] = json.dumps(shown)
+    out["operator log"] = proc.log.read_text(errors="replace")
+    out["metrics"] = s.metrics(proc)
+    return out
+
+
+class Release:
+    """The sample Nova at 2025.2 with ``DISTINCT`` credentials, its operator, and its later stages."""
+
+    def __init__(self, sim: SimHandle) -> None:
+        prepare(sim)
+        self.s = Scenario(sim, new_namespace(sim, "upgrade"))
+        self.proc = self.s.start_operator("0")
+        self.s.install(credentials=DISTINCT)
+        self.installed = self.s.wait_ready(INSTALL_WITHIN, "the Nova Ready at 2025.2")
+        self.texts: dict[str, dict[str, str]] = {"install": texts(self.s, self.proc)}  # by stage
+        self.credentials = [*DISTINCT.values(), SERVICE_PASSWORD]
+        for secret in self.s.list("/api/v1/namespaces/{ns}/secrets"):  # the bus' generated default user
+            data = secret.get("data") or {}
+            if "default-user" in secret["metadata"]["name"] and "password" in data:
+                self.credentials.append(base64.b64decode(data["password"]).decode())
+        self.upgrade_seconds: float | None = None  # from the release bump to the Nova Ready at 2026.1
+        self.deleted = False
+
+    def upgrade(self) -> float:
+        """The Nova upgraded to 2026.1 and Ready (once); the seconds it took."""
+        if self.upgrade_seconds is None:
+            t0 = time.monotonic()
+            self.s.patch_nova({"openStackRelease": "2026.1", "image": {"tag": "2026.1"}})
+
+            def upgraded() -> JSON | None:
+                nova = self.s.nova_ready()
+                if nova is None or nova["status"].get("installedRelease") != "2026.1":
+                    return None
+                return nova if not nova["status"].get("upgradePhase") else None
+
+            wait_for(upgraded, 120, "installedRelease 2026.1 and the Nova Ready")
+            self.upgrade_seconds = time.monotonic() - t0
+            self.texts["upgrade"] = texts(self.s, self.proc)
+        return self.upgrade_seconds
+
+    def delete(self) -> None:
+        """The Nova deleted (its finalizer done), then its operator and namespace (once)."""
+        if self.deleted:
+            return
+        self.deleted = True
+        try:
+            self.s.kube.delete(self.s.path(NOVAS, NAME))
+            wait_for(lambda: gone(self.s, self.s.path(NOVAS, NAME)), 90, "the Nova gone")
+            time.sleep(2)  # the last events and log lines of the finalizer
+            self.texts["delete"] = texts(self.s, self.proc)
+        finally:
+            self.s.stop_operators()
+            with contextlib.suppress(KubeError):
+                drop_namespace(self.s.sim, self.s.ns)
+
+
+_RELEASES: dict[int, Release] = {}
+
+
+def shared_release(sim: SimHandle, *, upgraded: bool) -> Release:
+    """This cluster's shared ``Release`` if it is not deleted (nor, with ``upgraded=False``,
+    upgraded yet); else a fresh one in its place."""
+    shared = _RELEASES.get(id(sim))
+    if shared is not None and shared.s.sim is not sim:  # a cluster of an earlier session part
+        shared = None
+    if shared is not None and not shared.deleted and (upgraded or shared.upgrade_seconds is None):
+        return shared
+    if shared is not None:
+        shared.delete()
+    shared = _RELEASES[id(sim)] = Release(sim)
+    return shared
+
+
+@pytest.fixture
+def release(sim_module: SimHandle) -> Release:
+    """The shared ``Release`` at any stage before its deletion (the leak test)."""
+    return shared_release(sim_module, upgraded=True)
+
+
+@pytest.fixture
+def release_to_upgrade(sim_module: SimHandle) -> Release:
+    """The shared ``Release`` still at 2025.2 (the upgrade scenario)."""
+    return shared_release(sim_module, upgraded=False)
 
 
 def database_condition(s: Scenario) -> JSON:
@@ -1436,27 +1597,16 @@ def database_condition(s: Scenario) -> JSON:
 
 
 def test_upgrade_runs_the_phase_jobs_and_a_failing_migrate_blocks(
-    sim_module: SimHandle, summary_line: Callable[[str], None]
+    release_to_upgrade: Release, summary_line: Callable[[str], None]
 ) -> None:
-    prepare(sim_module)
-    s = Scenario(sim_module, new_namespace(sim_module, "upgrade"))
+    release = release_to_upgrade
+    s = release.s
+    assert release.installed["status"]["installedRelease"] == "2025.2"
+    took = release.upgrade()
+    summary_line(f"upgrade: 2025.2 -> 2026.1 done {took:.1f} s after the release bump")
     try:
-        s.start_operator("0")
-        s.install()
-        nova = s.wait_ready(INSTALL_WITHIN, "the Nova Ready at 2025.2")
-        assert nova["status"]["installedRelease"] == "2025.2"
-
-        t0 = time.monotonic()
-        s.patch_nova({"openStackRelease": "2026.1", "image": {"tag": "2026.1"}})
-
-        def upgraded() -> JSON | None:
-            nova = s.nova_ready()
-            if nova is None or nova["status"].get("installedRelease") != "2026.1":
-                return None
-            return nova if not nova["status"].get("upgradePhase") else None
-
-        nova = wait_for(upgraded, 120, "installedRelease 2026.1 and the Nova Ready")
-        summary_line(f"upgrade: 2025.2 -> 2026.1 done {time.monotonic() - t0:.1f} s after the release bump")
+        nova = s.nova()
+        assert nova["status"]["installedRelease"] == "2026.1"
         jobs = {j["metadata"]["name"]: j for j in s.list(JOBS)}
         for name in PHASE_JOBS:
             assert name in jobs, f"no {name} Job"
@@ -1495,6 +1645,6 @@ def test_upgrade_runs_the_phase_jobs_and_a_failing_migrate_blocks(
             assert [j["metadata"]["uid"] for j in contract] in ([], [contract_uid])  # none for 2026.2
         finally:
             s.sim.cluster.unmark_pods(f"fail-migrate-{s.ns}")
-    finally:
-        s.stop_operators()
-        drop_namespace(sim_module, s.ns)
+    except BaseException:
+        release.delete()  # not fit to share
+        raise

@@ -1078,6 +1078,12 @@ RELISTS = "nova_operator_informer_relists_total"
 RESTARTS = "nova_operator_informer_watch_restarts_total"
 
 
+def watching(s: Scenario, proc: ManagedProcess) -> dict[str, float] | None:
+    """``watch_opens`` once every reflector has listed and opened its watch, else None."""
+    opens = watch_opens(s, proc)
+    return opens if opens and set(per_resource(s, proc, RELISTS)) <= set(opens) else None
+
+
 def per_resource(s: Scenario, proc: ManagedProcess, name: str, **labels: str) -> dict[str, float]:
     """The samples of counter ``name`` whose labels include ``labels``, summed by ``resource``."""
     counts: dict[str, float] = {}
@@ -1175,12 +1181,7 @@ def test_a_network_that_stops_forwarding_is_detected_reported_and_recovered(faul
     proc = faults.start_operator("stall")
     wait_for(lambda: s.probe(proc, "/readyz")[0] == 200, 30, "the operator's caches synced")
     wait_for(lambda: s.probe(proc)[0] == 200, 30, "/healthz 200 before the outage")
-
-    def watching() -> dict[str, float] | None:  # every reflector listed and its watch open
-        opens = watch_opens(s, proc)
-        return opens if opens and set(per_resource(s, proc, RELISTS)) <= set(opens) else None
-
-    before = wait_for(watching, 10, "the operator's watches")
+    before = wait_for(lambda: watching(s, proc), 10, "the operator's watches")
     scheduler = s.deployments()["nova-scheduler"]
     want = scheduler["spec"]["replicas"] + 1
     inactive_before = s.metric(proc, RESTARTS, reason="inactive")
@@ -1250,8 +1251,7 @@ def test_every_watch_answered_410_relists_paced_and_429_retry_after_waited_out(
         )
         proc = s.start_operator("http", kubeconfig=kubeconfig)
         wait_for(lambda: s.probe(proc, "/readyz")[0] == 200, 30, "the operator's caches synced")
-        wait_for(lambda: watch_opens(s, proc) or None, 10, "the operator's watches")
-        time.sleep(1.0)  # every reflector has listed and opened its watch
+        wait_for(lambda: watching(s, proc), 10, "every reflector listed and watching")
         reflectors = per_resource(s, proc, RELISTS)  # one initial list each so far
         assert len(reflectors) >= 10, reflectors  # every kind the operator watches has listed once
         t0 = time.monotonic()

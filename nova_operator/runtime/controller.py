@@ -201,7 +201,7 @@ class Controller:
                 self.metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
                 # Writes during the pass (any worker's: an overlap only errs towards damping).
                 wrote = self.metrics.api_request_count(WRITE_VERBS) > writes
-                self._hot.reconciled(request, began, wrote=wrote)
+                self._hot.reconciled(request, began, wrote=wrote, ended=self._clock.now())
                 if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
                     self._damped.discard(request)
             outcome = self._settle(request, result, error)

@@ -613,12 +613,15 @@ async def test_gateway_standin_accepts_httproutes(
         "Accepted": "True",
         "ResolvedRefs": "False",
     }
+
+    # The Gateway's status may first count one route (written before the second one was seen).
+    def both_counted(gw: dict[str, Any]) -> bool:
+        listeners = gw.get("status", {}).get("listeners") or []
+        return [listener.get("attachedRoutes") for listener in listeners] == [2]
+
     gw = await eventually(
-        lambda: _if(
-            co.get_namespaced_custom_object(g, v, ns, "gateways", "public-gateway"),
-            lambda o: bool(o.get("status", {}).get("listeners")),
-        ),
-        what="gateway status",
+        lambda: _if(co.get_namespaced_custom_object(g, v, ns, "gateways", "public-gateway"), both_counted),
+        what="gateway status counting both routes",
     )
     assert gw["status"]["listeners"][0]["attachedRoutes"] == 2
 

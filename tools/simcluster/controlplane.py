@@ -30,6 +30,7 @@ OPERATOR_SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
 # Room for 300+ Services (a Nova has a handful): a /16 of ClusterIPs, apart from kwok's pod range.
 SERVICE_CIDR = "10.96.0.0/16"
+STOP_GRACE = 3.0  # seconds a process may take to exit on SIGTERM when the whole control plane stops
 # With ``audit=True`` the API server logs (Metadata level, one JSON line per request once its response
 # is complete) every request of the operator's user, and the status writes of anyone else to the
 # kinds an install waits on: what the benchmark counts requests and dates child changes by.
@@ -119,6 +120,8 @@ class ControlPlane:
     api_port: int = 0
     etcd_port: int = 0
     audit: bool = False
+    # what ``stop()`` took per process ("... (SIGKILL)": it outlived its grace period)
+    stop_seconds: dict[str, float] = field(default_factory=dict)
     _procs: list[_Proc] = field(default_factory=list)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -213,8 +216,13 @@ class ControlPlane:
             self._procs.remove(p)
 
     def stop(self) -> None:
+        """Stop every process, clients first. The data is thrown away, so a process that has not
+        exited ``STOP_GRACE`` seconds after SIGTERM (the API server draining its connections) is
+        killed rather than waited for."""
         for p in reversed(self._procs):
-            self._terminate(p)
+            t0 = time.monotonic()
+            killed = self._terminate(p, STOP_GRACE)
+            self.stop_seconds[f"{p.name} (SIGKILL)" if killed else p.name] = time.monotonic() - t0
         self._procs.clear()
 
     def __enter__(self) -> ControlPlane:
@@ -282,15 +290,18 @@ class ControlPlane:
         return popen
 
     @staticmethod
-    def _terminate(p: _Proc) -> None:
+    def _terminate(p: _Proc, grace: float = 20.0) -> bool:
+        """SIGTERM, SIGKILL after ``grace`` seconds; True when it had to be killed."""
         if p.popen.poll() is not None:
-            return
+            return False
         p.popen.send_signal(signal.SIGTERM)
         try:
-            p.popen.wait(20)
+            p.popen.wait(grace)
         except subprocess.TimeoutExpired:
             p.popen.kill()
             p.popen.wait()
+            return True
+        return False
 
     def _name_of(self, proc: subprocess.Popen[bytes]) -> str:
         return next((p.name for p in self._procs if p.popen is proc), "process")

@@ -135,6 +135,7 @@ class SimHandle:
     _kube: AsyncKube | None = None
     startup_seconds: float = 0.0
     processes: list[ManagedProcess] = field(default_factory=list)
+    stop_seconds: dict[str, float] = field(default_factory=dict)  # what ``stop()`` took, by part
     _stopped: bool = field(default=False)
 
     @property
@@ -234,8 +235,11 @@ class SimHandle:
             return
         self._stopped = True
         atexit.unregister(self.stop)
+        t0 = time.monotonic()
         for proc in reversed(self.processes):
             proc.stop()
+        self.stop_seconds["spawned processes"] = time.monotonic() - t0
+        t0 = time.monotonic()
         if self.sidecar is not None:
             sidecar = self.sidecar
 
@@ -252,7 +256,9 @@ class SimHandle:
             with contextlib.suppress(Exception):
                 sidecar.call(_shutdown(), timeout=15)
             sidecar.stop()
+        self.stop_seconds["stand-ins and fake OpenStack"] = time.monotonic() - t0
         self.cluster.stop()
+        self.stop_seconds.update(self.cluster.control_plane.stop_seconds)
 
 
 def launch(

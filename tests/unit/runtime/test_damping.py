@@ -48,6 +48,27 @@ def test_a_fight_is_delayed_with_a_growing_backoff_up_to_the_cap_and_forgiven_wh
     assert hot.delay("k", now) == 0.0  # forgiven: a new streak starts
 
 
+def test_a_fight_whose_passes_are_slow_is_damped_too() -> None:
+    """A loaded machine: each pass takes 1.5 s, the other writer's event comes 0.1 s after it ends.
+    Counted from pass start to pass start (1.6 s) the gaps would never make a streak."""
+    hot: HotKeys[str] = HotKeys(after=30, cap=10.0)
+    now = 0.0
+    for _ in range(31):
+        hot.reconciled("k", now, ended=now + 1.5)
+        now += 1.6
+    assert hot.delay("k", now) == 0.5
+    assert hot.hot() == 1
+    now += 0.5
+    hot.reconciled("k", now, ended=now + 1.5)
+    assert hot.delay("k", now + 1.6) == 1.0  # the backoff goes on growing
+    slow: HotKeys[str] = HotKeys(after=30, cap=10.0)
+    now = 0.0
+    for _ in range(100):  # slow passes 1.2 s apart (end to start): not a fight, never hot
+        slow.reconciled("k", now, ended=now + 1.5)
+        now += 2.7
+    assert slow.delay("k", now) == 0.0
+
+
 class Writer:
     """A reconcile that writes once per pass (as the fight makes every pass re-apply)."""
 

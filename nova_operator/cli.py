@@ -83,6 +83,7 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+RETRY_JITTER = 1.2  # client-go: a renew deadline must exceed 1.2 retry periods (the retries are jittered)
 
 
 def _pull_policy(text: str) -> str:
@@ -180,6 +181,22 @@ def build_parser() -> _Parser:
         default=None,
         help="same as --leader-elect=false",
     )
+    for flag, what, default in (
+        (
+            "--leader-elect-lease-duration",
+            "a standby takes a Lease whose holder has not renewed it for this long",
+            15,
+        ),
+        (
+            "--leader-elect-renew-deadline",
+            "a leader that could not renew its Lease for this long stops leading",
+            10,
+        ),
+        ("--leader-elect-retry-period", "how often a leader renews and a standby tries to acquire", 2),
+    ):
+        election.add_argument(
+            flag, type=_positive_seconds, metavar="SECONDS", help=f"{what} (default: {default})"
+        )
     election.add_argument(
         "--leader-election-namespace",
         help="namespace of the Lease (default: the operator's own, from $POD_NAMESPACE or the "
@@ -278,6 +295,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             _positive_seconds,
             WatchSettings().inactivity_timeout,
         )
+        timing = _lease_timing(args)
         pull_policy = args.default_image_pull_policy or _env_parsed("DEFAULT_IMAGE_PULL_POLICY", _pull_policy)
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
@@ -303,6 +321,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         leader_election=LeaderElectionSettings(
             enabled=leader_elect,
             namespace=args.leader_election_namespace or _env("LEADER_ELECTION_NAMESPACE") or own_namespace,
+            lease_duration=timing[0],
+            renew_deadline=timing[1],
+            retry_period=timing[2],
         ),
         servers=ServerSettings(metrics_bind_address=metrics_addr, health_probe_bind_address=health_addr),
         log=LogSettings(format="console" if fmt == "console" else "json", level=level),
@@ -310,6 +331,32 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         shutdown_timeout=drain_timeout,
         default_image_pull_policy=pull_policy,
     )
+
+
+def _lease_timing(args: argparse.Namespace) -> tuple[float, float, float]:
+    """Lease duration, renew deadline and retry period, checked like client-go checks them."""
+    base = LeaderElectionSettings()
+    lease, renew, retry = (
+        _from_env_or(
+            getattr(args, f"leader_elect_{name}"), f"LEADER_ELECT_{name.upper()}", _positive_seconds, default
+        )
+        for name, default in (
+            ("lease_duration", base.lease_duration),
+            ("renew_deadline", base.renew_deadline),
+            ("retry_period", base.retry_period),
+        )
+    )
+    if not lease > renew:
+        raise ValueError(
+            f"--leader-elect-lease-duration ({lease:g}) must be longer than "
+            f"--leader-elect-renew-deadline ({renew:g})"
+        )
+    if not renew > RETRY_JITTER * retry:
+        raise ValueError(
+            f"--leader-elect-renew-deadline ({renew:g}) must be longer than {RETRY_JITTER:g} times "
+            f"--leader-elect-retry-period ({retry:g})"
+        )
+    return lease, renew, retry
 
 
 def _from_env_or(flag: float | None, name: str, parse: Callable[[str], float], default: float) -> float:

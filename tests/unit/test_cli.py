@@ -123,6 +123,42 @@ def test_a_bad_flag_error_follows_the_log_format_flag_before_it_is_parsed(
     one_error_line(capsys.readouterr().err, "json")
 
 
+def test_lease_timing_flags_and_variables_reach_the_elector(monkeypatch: pytest.MonkeyPatch) -> None:
+    le = cli.parse_settings(
+        [
+            "--leader-elect-lease-duration=6",
+            "--leader-elect-renew-deadline",
+            "4",
+            "--leader-elect-retry-period=1.5",
+        ]
+    ).leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (6.0, 4.0, 1.5)
+    monkeypatch.setenv("NOVA_OPERATOR_LEADER_ELECT_LEASE_DURATION", "30")
+    monkeypatch.setenv("NOVA_OPERATOR_LEADER_ELECT_RENEW_DEADLINE", "20")
+    le = cli.parse_settings(["--leader-elect-renew-deadline=25"]).leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (30.0, 25.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--leader-elect-lease-duration=10"], "--leader-elect-lease-duration (10) must be longer than"),
+        (["--leader-elect-renew-deadline=15"], "--leader-elect-lease-duration (15) must be longer than"),
+        (
+            ["--leader-elect-retry-period=9"],
+            "--leader-elect-renew-deadline (10) must be longer than 1.2 times",
+        ),
+        (["--leader-elect-retry-period=0"], "invalid number of seconds '0'"),
+        (["--leader-elect-lease-duration=soon"], "invalid number of seconds 'soon'"),
+    ],
+)
+def test_inconsistent_lease_timing_exits_2_naming_the_flags(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 2
+    assert message in one_error_line(capsys.readouterr().err, "json")
+
+
 def test_a_bad_environment_variable_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -303,7 +339,14 @@ def test_default_image_pull_policy_from_flag_or_environment(monkeypatch: pytest.
 
 HELP_GROUPS = {
     "cluster and scope": ["--kubeconfig", "--context", "--namespace"],
-    "leader election": ["--leader-elect", "--no-leader-elect", "--leader-election-namespace"],
+    "leader election": [
+        "--leader-elect",
+        "--no-leader-elect",
+        "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period",
+        "--leader-election-namespace",
+    ],
     "workers, queue and watches": [
         "--workers",
         "--max-concurrent-reconciles",

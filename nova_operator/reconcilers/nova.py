@@ -56,7 +56,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
-from nova_operator.reconcilers import common, spec_rules
+from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
 from nova_operator.runtime.cache import Cache
@@ -481,7 +481,9 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             watched.append(RABBITMQ_CLUSTERS)
         unfiltered = (NOVAS, MARIADBS, RABBITMQ_CLUSTERS)
         informers: dict[ResourceRef, Informer] = {
-            ref: manager.informer(ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR)
+            ref: manager.informer(
+                ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR, keep=cache_fields.kept(ref)
+            )
             for ref in watched
         }
         secrets = manager.scoped_informer(SECRETS)
@@ -491,7 +493,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)
         for ref in store_kinds(opts):  # the user's own stores: no label filter
-            informers[ref] = manager.informer(ref)
+            informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )

@@ -159,7 +159,8 @@ class Informer:
         try:
             return self.transform(obj)
         except Exception:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
             log.exception(
                 "cache transform failed, object stored whole",
                 resource=str(self.ref),

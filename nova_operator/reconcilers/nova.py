@@ -15,7 +15,8 @@ or the MariaDB kinds, ``make_controller_factory(await probe_options(kube))``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -402,13 +403,42 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
 
 
 def watches_rabbitmq(opts: NovaOptions) -> bool:
-    """Whether RabbitmqClusters are read from an informer: served, and a cluster-wide install.
+    """Whether RabbitmqClusters are read from an informer: served, and watchable where the Novas are.
 
-    As for the secret stores (``store_kinds``), ``--namespace`` makes the probe unable to tell
-    whether the kind is served, and an informer on a missing kind never syncs: the transport
-    step then GETs the named cluster on each pass and polls it.
+    In a cluster-wide install the probe of ``probe_options`` decides. With ``--namespace`` that
+    cluster-wide probe cannot tell whether the kind is served (it is refused either way), and an
+    informer on a missing kind never syncs: there ``probe_namespaces`` lists the kind in every
+    watched namespace first, and only when each list succeeded is it watched; otherwise the
+    transport step GETs the named cluster on each pass and polls it.
     """
-    return opts.rabbitmq_api and not opts.namespaced
+    return opts.rabbitmq_api and (not opts.namespaced or opts.rabbitmq_in_namespaces)
+
+
+async def served_in(kube: Kube, ref: ResourceRef, namespaces: Sequence[str]) -> bool:
+    """Whether ``ref`` is served and may be listed in each of ``namespaces`` (one LIST each).
+
+    Any refusal or failure answers False: an informer that cannot list a namespace never syncs,
+    and the operator would never start its controllers; the per-pass GET works (or reports) anyway.
+    """
+    for namespace in namespaces:
+        try:
+            await kube.list(ref, namespace, limit=1)
+        except KubeError as exc:
+            log.info(
+                "not watched in this namespace, read per pass",
+                resource=str(ref),
+                namespace=namespace,
+                error=str(exc),
+            )
+            return False
+    return bool(namespaces)
+
+
+async def probe_namespaces(kube: Kube, options: NovaOptions, namespaces: Sequence[str]) -> NovaOptions:
+    """``options`` for a ``--namespace`` install over ``namespaces``: can RabbitmqClusters be watched?"""
+    if not namespaces:
+        return options
+    return replace(options, rabbitmq_in_namespaces=await served_in(kube, RABBITMQ_CLUSTERS, namespaces))
 
 
 def _rabbitmq_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:

@@ -1,14 +1,16 @@
-"""The informer's store: objects keyed by namespace/name, with indexes, kept as compact JSON text.
+"""The informer's store: objects keyed by namespace/name, with indexes, kept as compressed JSON.
 
 Only the informer writes (``upsert``, ``remove``, ``replace``); everybody else reads, and
-every read returns a new object decoded from the stored text, so a reconciler can change
+every read returns a new object decoded from the stored bytes, so a reconciler can change
 what it got without changing the cache. What is stored is what the informer's transform
 (``runtime.transform``) kept: never ``managedFields``.
 
-Why text and not the decoded dicts: a Kubernetes object as nested Python dicts and strings takes
-about four times its JSON size (a 5.6 KiB Deployment: 24 KiB), and every read had to deep-copy
-it anyway; ``json.loads`` of the text is that copy, and faster than copying the dicts. The
-resourceVersion is kept beside the text (``replace`` compares it without decoding).
+Why bytes and not the decoded dicts: a Kubernetes object as nested Python dicts and strings
+takes about four times its JSON size (a 5.6 KiB Deployment: 24 KiB), and every read had to
+deep-copy it anyway; ``json.loads`` is that copy, and faster than copying the dicts (a Deployment:
+about 160 µs against 280 µs). The compact JSON is deflated at zlib's fastest level, to 45 % of
+its size over a Nova's children (about 40 µs to store a Deployment, 10 µs more per read). The
+resourceVersion is kept beside the bytes (``replace`` compares it without decoding).
 
 Indexes: by owner UID (every ``ownerReferences`` entry), by label ``key=value``, and any
 number of named custom indexes (a function from object to index values).
@@ -17,6 +19,7 @@ number of named custom indexes (a function from object to index values).
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -56,16 +59,16 @@ def strip(obj: Object) -> Object:
 
 class _Entry(NamedTuple):
     rv: str | None
-    text: str
+    data: bytes
 
 
-def encode(obj: Object) -> str:
-    """The stored form of ``obj``: compact JSON, ASCII (one byte per character in memory)."""
-    return json.dumps(obj, separators=(",", ":"))
+def encode(obj: Object) -> bytes:
+    """The stored form of ``obj``: compact ASCII JSON, deflated (zlib level 1)."""
+    return zlib.compress(json.dumps(obj, separators=(",", ":")).encode("ascii"), 1)
 
 
 def decode(entry: _Entry) -> Object:
-    obj: Object = json.loads(entry.text)
+    obj: Object = json.loads(zlib.decompress(entry.data))
     return obj
 
 
@@ -169,7 +172,7 @@ class Cache:
         return None if entry is None else entry.rv
 
     def upsert(self, obj: Object) -> Object | None:
-        """Store ``obj`` (stripped; the cache keeps its text, not ``obj``); returns the previous object."""
+        """Store ``obj`` (stripped; the cache keeps its bytes, not ``obj``); returns the previous object."""
         key = key_of(strip(obj))
         old = self.remove(key)
         self._items[key] = _Entry(_rv(obj), encode(obj))

@@ -20,17 +20,17 @@ def _api() -> k8s_client.ApiClient:
     return cast(k8s_client.ApiClient, type("Api", (), {"configuration": cfg})())
 
 
-async def test_a_kube_client_gives_tls_connections_a_32_kib_read_buffer(
+async def test_a_kube_client_gives_tls_connections_a_16_kib_read_buffer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)  # asyncio's default
     Kube(_api(), metrics=Metrics())
-    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER == 32 * 1024
+    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER == 16 * 1024
     # the buffer asyncio allocates for a new TLS connection follows (the attribute is what asyncio reads)
     loop = asyncio.get_running_loop()
     context = ssl.create_default_context()
     protocol = asyncio.sslproto.SSLProtocol(loop, asyncio.Protocol(), context, None, server_hostname="x")
-    assert len(protocol._ssl_buffer) == 32 * 1024
+    assert len(protocol._ssl_buffer) == 16 * 1024
 
 
 def test_a_smaller_buffer_chosen_by_an_embedding_program_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -95,7 +96,7 @@ def test_a_tree_applies_to_every_element_of_a_list_and_unexpected_shapes_are_kep
     assert union({"a": {"b": ALL}}, {"a": ALL}) == {"a": ALL}
 
 
-def test_the_cache_stores_compact_text_and_every_read_is_a_new_object() -> None:
+def test_the_cache_stores_compressed_compact_json_and_every_read_is_a_new_object() -> None:
     cache = Cache("rabbitmqclusters")
     obj = Transform()(cluster())
     cache.upsert(obj)
@@ -109,7 +110,9 @@ def test_the_cache_stores_compact_text_and_every_read_is_a_new_object() -> None:
     assert cache.by_label("team", "a")[0]["metadata"]["labels"] == {"team": "a"}
     assert cache.resource_version(next(iter(cache.list_keys()))) == "1"
     entry = cache._items[next(iter(cache.list_keys()))]
-    assert entry.text == json.dumps(cache.get("bus", "ns"), separators=(",", ":"))  # compact
+    stored = zlib.decompress(entry.data).decode()  # compact JSON, deflated
+    assert stored == json.dumps(cache.get("bus", "ns"), separators=(",", ":"))
+    assert len(entry.data) < len(stored)
 
 
 async def test_the_informer_stores_and_delivers_what_its_users_declared() -> None:

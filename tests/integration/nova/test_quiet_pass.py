@@ -27,13 +27,7 @@ Counts = dict[tuple[str, str], float]
 
 def requests_by_verb(metrics: Metrics) -> Counts:
     """Every request the operator sent so far, by (verb, resource), whatever the answer."""
-    counts: Counts = {}
-    for metric in metrics.api_requests.collect():
-        for s in metric.samples:
-            if s.name.endswith("_total"):
-                key = (s.labels["verb"], s.labels["resource"])
-                counts[key] = counts.get(key, 0.0) + s.value
-    return counts
+    return metrics.api_request_counts()
 
 
 def grown(before: Counts, after: Counts) -> Counts:

@@ -13,7 +13,7 @@ from nova_operator.manager import AsyncControllerFactory, ControllerFactory, Man
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with as novacompute_factory
 from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import make_controller_factory, probe_options
+from nova_operator.reconcilers.nova import make_controller_factory, probe_namespaces, probe_options
 from nova_operator.runtime import Controller
 from nova_operator.settings import Settings
 
@@ -35,6 +35,8 @@ def factories(settings: Settings | None = None) -> list[ControllerFactory | Asyn
         # Whether the Gateway API and MariaDB kinds are served decides which informers can sync.
         options = await probe_options(manager.kube, operator_namespace=operator_namespace)
         options = with_settings(options, settings)
+        # --namespace: whether RabbitmqClusters can be watched is asked of each watched namespace
+        options = await probe_namespaces(manager.kube, options, settings.watch.namespaces)
         return make_controller_factory(options)(manager)
 
     return [nova, novacompute_factory(compute_settings(settings))]

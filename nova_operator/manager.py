@@ -46,6 +46,7 @@ from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.reconciler import Reconciler
 from nova_operator.runtime.scoped import ScopedInformer
+from nova_operator.runtime.transform import ALL, Fields
 from nova_operator.settings import Settings
 
 log = structlog.get_logger("nova_operator.manager")
@@ -89,9 +90,19 @@ class Manager:
     # -- registration ------------------------------------------------------------------------
 
     def informer(
-        self, ref: ResourceRef, *, label_selector: str | None = None, namespaces: Sequence[str] | None = None
+        self,
+        ref: ResourceRef,
+        *,
+        label_selector: str | None = None,
+        namespaces: Sequence[str] | None = None,
+        keep: Fields | None = ALL,
     ) -> Informer:
-        """The shared informer for ``ref``, selector and namespaces (default: the watch settings)."""
+        """The shared informer for ``ref``, selector and namespaces (default: the watch settings).
+
+        ``keep``: what this caller reads of each object (``runtime.transform``); the informer stores
+        the union of its callers' trees, so the default (``ALL``, every field) of any one caller
+        keeps objects whole.
+        """
         if namespaces is None:
             namespaces = self.settings.watch.namespaces
         key = (ref, label_selector, tuple(namespaces) if ref.namespaced else ())
@@ -107,10 +118,13 @@ class Manager:
                 metrics=self.metrics,
                 gate=self._gate,
             )
+        self._informers[key].keep(keep)
         return self._informers[key]
 
-    def scoped_informer(self, ref: ResourceRef, *, label_selector: str | None = None) -> ScopedInformer:
-        """The shared informer for ``ref`` over only the namespaces it is told to cover.
+    def scoped_informer(
+        self, ref: ResourceRef, *, label_selector: str | None = None, keep: Fields | None = ALL
+    ) -> ScopedInformer:
+        """The shared informer for ``ref`` over only the namespaces it is told to cover (``keep``: as above).
 
         With ``watch.namespaces`` set, those namespaces are covered for good; either way the
         informer never lists or watches ``ref`` across all namespaces.
@@ -129,6 +143,7 @@ class Manager:
             for namespace in self.settings.watch.namespaces:
                 scoped.want(namespace, "settings")
             self._scoped[key] = scoped
+        self._scoped[key].keep(keep)
         return self._scoped[key]
 
     def controller(self, name: str, reconciler: Reconciler) -> Controller:

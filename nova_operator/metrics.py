@@ -273,6 +273,16 @@ class Metrics:
                 total += s.value
         return int(total)
 
+    def api_request_counts(self) -> dict[tuple[str, str], float]:
+        """``nova_operator_api_requests_total`` by (verb, resource), whatever the answer."""
+        counts: dict[tuple[str, str], float] = {}
+        for metric in self.api_requests.collect():
+            for s in metric.samples:
+                if s.name.endswith("_total"):
+                    key = (s.labels["verb"], s.labels["resource"])
+                    counts[key] = counts.get(key, 0.0) + s.value
+        return counts
+
     def render(self) -> bytes:
         """The text exposition of every collector (what /metrics serves)."""
         return generate_latest(self.registry)

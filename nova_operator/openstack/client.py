@@ -2,6 +2,9 @@
 
 No method enables a service, adds or removes an aggregate host, or starts a migration:
 the API this module offers cannot express any of them.
+
+keystoneauth1 (and requests under it, about 9 MiB of modules) is imported on the first
+connect, not at start-up: an operator that runs no NovaCompute pool never loads it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlencode
 
-import requests
-from keystoneauth1 import exceptions as ks_exceptions
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
+if TYPE_CHECKING:
+    import requests
+    from keystoneauth1 import session as ks_session
 
 DEFAULT_MICROVERSION: Final = "2.53"
 """The first microversion that addresses services by UUID."""
@@ -97,6 +99,10 @@ class ComputeClient:
         cls, credentials: Credentials, nova_url: str, *, request_timeout: float = REQUEST_TIMEOUT
     ) -> ComputeClient:
         """Authenticate now (``POST /v3/auth/tokens``), so an auth failure surfaces before any call."""
+        from keystoneauth1 import exceptions as ks_exceptions
+        from keystoneauth1 import session as ks_session
+        from keystoneauth1.identity import v3
+
         auth = v3.Password(
             auth_url=keystone_v3_url(credentials.auth_url),
             username=credentials.username,
@@ -242,6 +248,8 @@ class ComputeClient:
         if body is not None:
             headers["Content-Type"] = "application/json"
         shown = path.split("?", 1)[0]
+        from keystoneauth1 import exceptions as ks_exceptions  # loaded by connect already
+
         try:
             resp: requests.Response = await asyncio.to_thread(
                 self._session.request,

@@ -73,6 +73,9 @@ class NovaOptions:
     nova_api_url: Callable[[str, str], str] = OpenStackSettings().nova_api_url_for
     mariadb_api: bool = True  # MariaDB served: watch it; else the Database step polls (GET, 30 s)
     rabbitmq_api: bool = True  # RabbitmqCluster served: watched in a cluster-wide install, else GET per pass
+    # --namespace install: RabbitmqClusters listed fine in every watched namespace at start-up
+    # (``nova.probe_namespaces``), so they are watched there too instead of read by GET on each pass
+    rabbitmq_in_namespaces: bool = False
     namespaced: bool = False  # a namespace-scoped install (--namespace): no cluster-scoped reads
     # External Secrets' stores served: watch them, so a store turning Ready wakes the Nova at once
     # (else the Secrets step reads the named store on every pass and polls every 15 s)

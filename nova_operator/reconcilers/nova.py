@@ -15,7 +15,8 @@ or the MariaDB kinds, ``make_controller_factory(await probe_options(kube))``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -56,7 +57,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
-from nova_operator.reconcilers import common, spec_rules
+from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
 from nova_operator.runtime.cache import Cache
@@ -402,13 +403,42 @@ async def probe_options(kube: Kube, *, operator_namespace: str = OPERATOR_NAMESP
 
 
 def watches_rabbitmq(opts: NovaOptions) -> bool:
-    """Whether RabbitmqClusters are read from an informer: served, and a cluster-wide install.
+    """Whether RabbitmqClusters are read from an informer: served, and watchable where the Novas are.
 
-    As for the secret stores (``store_kinds``), ``--namespace`` makes the probe unable to tell
-    whether the kind is served, and an informer on a missing kind never syncs: the transport
-    step then GETs the named cluster on each pass and polls it.
+    In a cluster-wide install the probe of ``probe_options`` decides. With ``--namespace`` that
+    cluster-wide probe cannot tell whether the kind is served (it is refused either way), and an
+    informer on a missing kind never syncs: there ``probe_namespaces`` lists the kind in every
+    watched namespace first, and only when each list succeeded is it watched; otherwise the
+    transport step GETs the named cluster on each pass and polls it.
     """
-    return opts.rabbitmq_api and not opts.namespaced
+    return opts.rabbitmq_api and (not opts.namespaced or opts.rabbitmq_in_namespaces)
+
+
+async def served_in(kube: Kube, ref: ResourceRef, namespaces: Sequence[str]) -> bool:
+    """Whether ``ref`` is served and may be listed in each of ``namespaces`` (one LIST each).
+
+    Any refusal or failure answers False: an informer that cannot list a namespace never syncs,
+    and the operator would never start its controllers; the per-pass GET works (or reports) anyway.
+    """
+    for namespace in namespaces:
+        try:
+            await kube.list(ref, namespace, limit=1)
+        except KubeError as exc:
+            log.info(
+                "not watched in this namespace, read per pass",
+                resource=str(ref),
+                namespace=namespace,
+                error=str(exc),
+            )
+            return False
+    return bool(namespaces)
+
+
+async def probe_namespaces(kube: Kube, options: NovaOptions, namespaces: Sequence[str]) -> NovaOptions:
+    """``options`` for a ``--namespace`` install over ``namespaces``: can RabbitmqClusters be watched?"""
+    if not namespaces:
+        return options
+    return replace(options, rabbitmq_in_namespaces=await served_in(kube, RABBITMQ_CLUSTERS, namespaces))
 
 
 def _rabbitmq_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
@@ -481,7 +511,9 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             watched.append(RABBITMQ_CLUSTERS)
         unfiltered = (NOVAS, MARIADBS, RABBITMQ_CLUSTERS)
         informers: dict[ResourceRef, Informer] = {
-            ref: manager.informer(ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR)
+            ref: manager.informer(
+                ref, label_selector=None if ref in unfiltered else CHILD_SELECTOR, keep=cache_fields.kept(ref)
+            )
             for ref in watched
         }
         secrets = manager.scoped_informer(SECRETS)
@@ -491,7 +523,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
             novas.add_index(SECRET_INDEX, secret_refs)
         for ref in store_kinds(opts):  # the user's own stores: no label filter
-            informers[ref] = manager.informer(ref)
+            informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))
         reconciler = NovaReconciler(
             manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
         )

@@ -1,6 +1,7 @@
 """The controller runtime: a generic controller kit (client-go / controller-runtime in Python).
 
-Data flow: ``Informer`` (list+watch of one kind) -> ``Cache`` (dicts, indexes, copies)
+Data flow: ``Informer`` (list+watch of one kind) -> ``Transform`` (what its users read)
+-> ``Cache`` (compressed JSON, indexes; every read a new dict)
 -> handlers (map an event to ``Request`` keys, filtered by predicates) -> ``WorkQueue``
 (dedup, never one key twice at once, rate-limited retries) -> ``Controller`` workers
 -> ``Reconciler.reconcile(request) -> Result``. The ``Manager`` (``nova_operator.manager``)

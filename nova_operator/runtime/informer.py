@@ -29,6 +29,12 @@ given time (``/healthz`` turns 503 on them).
 
 Handlers run synchronously on the loop and only enqueue; an exception in one is logged
 and does not stop the informer.
+
+Before an object is stored it passes the informer's ``transform`` (``runtime.transform``): the
+union of what the informer's users declared they read (``keep``), bookkeeping never kept. A
+transform that fails on an object is logged with the object's kind and key, and the object is
+stored whole (bookkeeping aside): a reader may get more than it declared, never less. Handlers
+receive the stored (transformed) objects.
 """
 
 from __future__ import annotations
@@ -43,9 +49,10 @@ import structlog
 from nova_operator.kube.errors import Gone, KubeError
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.cache import Cache, key_of, strip
+from nova_operator.runtime.cache import Cache, key_of
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.handlers import EventHandler
+from nova_operator.runtime.transform import Fields, Transform, drop_bookkeeping
 from nova_operator.settings import WatchSettings
 
 Object = dict[str, Any]
@@ -143,6 +150,33 @@ class Informer:
         self._heard: dict[str | None, float] = {}  # when each reflector last heard from the server
         self._contacts: dict[str | None, int] = {}  # how often (a list, an opened watch, an event)
         self._synced = asyncio.Event()
+        self.transform = Transform()
+        self._started = False
+
+    def keep(self, fields: Fields | None) -> None:
+        """One user's declaration of what it reads of each object (``ALL``: everything); see ``transform``.
+
+        Before ``run`` only (objects stored earlier would lack what a later declaration adds); once
+        running, a declaration that keeps nothing new is accepted.
+        """
+        if self._started and not self.transform.covers(fields):
+            raise RuntimeError(f"informer {self.ref}: what is kept must be declared before it runs")
+        self.transform.keep(fields)
+
+    def _stored_form(self, obj: Object) -> Object:
+        """``obj`` as the cache keeps it: transformed, or whole when the transform fails on it."""
+        try:
+            return self.transform(obj)
+        except Exception:
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            log.exception(
+                "cache transform failed, object stored whole",
+                resource=str(self.ref),
+                namespace=meta.get("namespace"),
+                name=meta.get("name"),
+            )
+            return drop_bookkeeping(obj)
 
     def add_handler(self, handler: EventHandler) -> None:
         """Register ``handler``; objects already cached are delivered to it as adds."""
@@ -169,6 +203,7 @@ class Informer:
 
     async def run(self) -> None:
         """Run until cancelled."""
+        self._started = True
         now = self._clock.now()
         self._heard = dict.fromkeys(self.namespaces, now)
         async with asyncio.TaskGroup() as tg:
@@ -258,7 +293,7 @@ class Informer:
                 limit=self._settings.list_page_size,
                 continue_token=token,
             )
-            items.extend(strip(obj) for obj in doc.get("items") or [])
+            items.extend(doc.get("items") or [])
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion", ""))
             token = meta.get("continue") or None
@@ -268,6 +303,7 @@ class Informer:
         for obj in items:  # list items carry no kind/apiVersion; objects from a watch do
             obj.setdefault("kind", kind)
             obj.setdefault("apiVersion", api_version)
+        items = [self._stored_form(obj) for obj in items]
         self._hear(namespace)
         changes = self.cache.replace(items, namespace)
         if self._metrics is not None:
@@ -330,11 +366,12 @@ class Informer:
         if self._metrics is not None:
             self._metrics.informer_events.labels(str(self.ref), kind).inc()
         if kind in ("ADDED", "MODIFIED"):
+            obj = self._stored_form(obj)
             old = self.cache.upsert(obj)
             self._deliver(old, obj)
         elif kind == "DELETED":
             old = self.cache.remove(key_of(obj))
-            self._deliver(old if old is not None else strip(obj), None)
+            self._deliver(old if old is not None else self._stored_form(obj), None)
         return new_rv
 
     def _deliver(self, old: Object | None, new: Object | None) -> None:

@@ -75,6 +75,7 @@ class ScopedInformer(Informer):
     # -- running -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self._started = True
         try:
             while True:
                 self._changed.clear()

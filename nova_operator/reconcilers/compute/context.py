@@ -48,7 +48,15 @@ Lookup = Callable[[ResourceRef, str, str], Object | None]
 """(kind, namespace, name) -> the cached object, or None (unknown: the caller applies)."""
 
 
+Listing = Callable[[ResourceRef, str, Mapping[str, str]], list[Object] | None]
+"""(kind, namespace, labels) -> the cached objects carrying every label, or None (not cached: list)."""
+
+
 def no_cache(ref: ResourceRef, namespace: str, name: str) -> Object | None:
+    return None
+
+
+def no_listing(ref: ResourceRef, namespace: str, labels: Mapping[str, str]) -> list[Object] | None:
     return None
 
 
@@ -92,6 +100,7 @@ class ComputePass:
     """The status being built; written once at the end of the pass when it changed."""
     pools: PoolLister
     cached: Lookup = no_cache
+    listed: Listing = no_listing
     now: datetime = field(default_factory=utcnow)
 
     # handed forward (per pass)

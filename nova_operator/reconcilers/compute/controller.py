@@ -139,6 +139,10 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         cache = caches.get(ref)
         return cache.get(name, namespace) if cache is not None and cache.covers(namespace) else None
 
+    def listed(ref: ResourceRef, namespace: str, labels: Mapping[str, str]) -> list[Object] | None:
+        cache = caches.get(ref)
+        return cache.list(namespace, labels) if cache is not None and cache.covers(namespace) else None
+
     lister = pool_lister(pools.cache)
     reconciler = NovaComputeReconciler(
         manager.kube,
@@ -146,6 +150,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         pools=lister,
         observer=StepMetrics(manager.metrics),
         cached=cached,
+        listed=listed,
         settings=settings,
         own=pools.cache,
     )

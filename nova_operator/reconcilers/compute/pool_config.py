@@ -189,13 +189,19 @@ async def _ensure_config_map(p: ComputePass, desired: Object) -> str:
 
 
 async def _prune(p: ComputePass, current: str) -> None:
-    """Keep the current ConfigMap and the newest ``config_map_history`` others this CR owns."""
+    """Keep the current ConfigMap and the newest ``config_map_history`` others this CR owns.
+
+    They are read from the ConfigMaps informer (a converged pass lists nothing), or listed when the
+    namespace is not cached. A cache that lags is harmless: the current one is kept by name, one
+    deleted already is a NotFound, one not seen yet is pruned on a later pass.
+    """
     base = compute_pool.config_base(p.name)
-    listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")
+    items = p.listed(CONFIGMAPS, p.namespace, {CONFIG_BASE_LABEL: base})
+    if items is None:
+        listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")
+        items = listed.get("items") or []
     uid = p.cr["metadata"]["uid"]
-    others = [
-        cm for cm in listed.get("items") or [] if cm["metadata"]["name"] != current and owned_by(cm, uid)
-    ]
+    others = [cm for cm in items if cm["metadata"]["name"] != current and owned_by(cm, uid)]
     others.sort(
         key=lambda cm: (cm["metadata"].get("creationTimestamp") or "", cm["metadata"]["name"]), reverse=True
     )

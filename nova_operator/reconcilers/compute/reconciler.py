@@ -27,10 +27,12 @@ from nova_operator.reconcilers.compute.context import (
     ComputePass,
     ComputeSettings,
     Events,
+    Listing,
     Lookup,
     Object,
     PoolLister,
     no_cache,
+    no_listing,
 )
 from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, TEARDOWN_STEPS
 from nova_operator.runtime.cache import Cache
@@ -56,6 +58,7 @@ class NovaComputeReconciler:
         pools: PoolLister,
         observer: StepObserver,
         cached: Lookup | None = None,
+        listed: Listing | None = None,
         settings: ComputeSettings | None = None,
         own: Cache | None = None,
     ) -> None:
@@ -64,6 +67,7 @@ class NovaComputeReconciler:
         self.pools = pools
         self.observer = observer
         self.cached = cached
+        self.listed = listed
         self.settings = settings if settings is not None else ComputeSettings()
         # the NovaCompute itself from the informer cache (``own``); see ``common.OwnReads``
         self.reads = common.OwnReads(kube, NOVACOMPUTES, own)
@@ -128,6 +132,7 @@ class NovaComputeReconciler:
             pools=self.pools,
             now=self.settings.clock(),
             cached=self.cached or no_cache,
+            listed=self.listed or no_listing,
         )
 
     async def _run(self, p: ComputePass, steps: Sequence[Step[ComputePass]]) -> Result:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import base64
 
+import pytest
+
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS
 from nova_operator.metrics import Metrics
+from nova_operator.reconcilers.context import NovaOptions
+from nova_operator.reconcilers.nova import probe_namespaces, watches_rabbitmq
 
 from .conftest import Operator, Simulator, ready_condition, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]
@@ -23,13 +27,7 @@ Counts = dict[tuple[str, str], float]
 
 def requests_by_verb(metrics: Metrics) -> Counts:
     """Every request the operator sent so far, by (verb, resource), whatever the answer."""
-    counts: Counts = {}
-    for metric in metrics.api_requests.collect():
-        for s in metric.samples:
-            if s.name.endswith("_total"):
-                key = (s.labels["verb"], s.labels["resource"])
-                counts[key] = counts.get(key, 0.0) + s.value
-    return counts
+    return metrics.api_request_counts()
 
 
 def grown(before: Counts, after: Counts) -> Counts:
@@ -84,9 +82,8 @@ async def create_bus(admin: Kube, ns: str) -> None:
     await admin.patch_status(RABBITMQ_CLUSTERS, "rabbitmq", {"status": status}, ns)
 
 
-async def test_a_pass_over_a_converged_nova_sends_no_request(
-    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
-) -> None:
+async def assert_quiet(admin: Kube, operator: Operator, simulator: Simulator, namespace: str) -> None:
+    """Converge a managed-bus Nova, then 5 forced passes and one watch wake-up send no request at all."""
     ns = namespace
     await create_inputs(admin, ns, skip=("bus",))
     await create_bus(admin, ns)
@@ -113,3 +110,19 @@ async def test_a_pass_over_a_converged_nova_sends_no_request(
     nova = await admin.get(NOVAS, "nova", ns)
     assert is_ready(nova)
     print(f"requests in 5 forced passes and one wake-up: {sum(woken.values()):.0f}")
+
+
+async def test_a_pass_over_a_converged_nova_sends_no_request(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    await assert_quiet(admin, operator, simulator, namespace)
+
+
+@pytest.mark.parametrize("operator", [{"namespaced": True, "rabbitmq_in_namespaces": True}], indirect=True)
+async def test_with_namespace_a_converged_pass_sends_no_request_once_the_namespace_probe_allows_watching(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    # the start-up probe of a --namespace install, against this API server with the operator's token
+    probed = await probe_namespaces(operator.kube, NovaOptions(namespaced=True), [namespace])
+    assert watches_rabbitmq(probed)
+    await assert_quiet(admin, operator, simulator, namespace)

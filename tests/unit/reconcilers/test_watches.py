@@ -151,3 +151,42 @@ def test_a_db_archive_run_wakes_the_nova_whose_cronjob_owns_it() -> None:
     assert mapper(run("gone-db-archive")) == []
     assert mapper(run("nova-db-archive", kind="Deployment", api="apps/v1")) == []
     assert mapper({"metadata": {"name": "nova-db-sync", "namespace": "ns"}}) == []
+
+
+class _Lister:
+    """Answers a namespaced LIST per namespace: an exception class to raise, or nothing (a list)."""
+
+    def __init__(self, answers: dict[str, type[Exception] | None]) -> None:
+        self.answers, self.asked = answers, []  # type: list[str]
+
+    async def list(self, ref: Any, namespace: str | None = None, **kw: Any) -> dict[str, Any]:
+        assert namespace is not None  # never cluster-wide: that is refused in a --namespace install
+        self.asked.append(namespace)
+        error = self.answers[namespace]
+        if error is not None:
+            raise error(f"{error.__name__} in {namespace}")
+        return {"metadata": {"resourceVersion": "1"}, "items": []}
+
+
+async def test_a_namespaced_install_watches_rabbitmq_clusters_only_when_every_namespace_lists_them() -> None:
+    from dataclasses import replace
+    from typing import cast
+
+    from nova_operator.kube.client import Kube
+    from nova_operator.kube.errors import Forbidden, NotFound, Unreachable
+    from nova_operator.reconcilers.context import NovaOptions
+    from nova_operator.reconcilers.nova import probe_namespaces, watches_rabbitmq
+
+    namespaced = NovaOptions(namespaced=True)
+    ok = _Lister({"a": None, "b": None})
+    probed = await probe_namespaces(cast(Kube, ok), namespaced, ["a", "b"])
+    assert watches_rabbitmq(probed)
+    assert ok.asked == ["a", "b"]
+    for error in (NotFound, Forbidden, Unreachable):  # not served, not granted, or failing: GET per pass
+        lister = _Lister({"a": None, "b": error})
+        assert not watches_rabbitmq(await probe_namespaces(cast(Kube, lister), namespaced, ["a", "b"]))
+    assert not watches_rabbitmq(
+        await probe_namespaces(cast(Kube, ok), replace(namespaced, rabbitmq_api=False), ["a"])
+    )
+    cluster_wide = NovaOptions()
+    assert await probe_namespaces(cast(Kube, _Lister({})), cluster_wide, []) is cluster_wide  # nothing asked

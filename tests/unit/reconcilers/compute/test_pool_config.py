@@ -6,6 +6,8 @@ import base64
 from typing import Any
 
 from nova_operator import apply, conditions
+from nova_operator.naming import CONFIG_BASE_LABEL
+from nova_operator.reconcilers.compute import pool_config
 from nova_operator.reconcilers.compute.pool_config import catalog_problems, reconcile_pool_config
 from nova_operator.renderers import compute_pool
 
@@ -126,3 +128,41 @@ def test_keys_are_checked_as_oslo_config_reads_them() -> None:
     assert catalog_problems("2025.2", {"LIBVIRT": {"virt_type": "qemu"}}) == []  # == [libvirt] virt_type
     assert catalog_problems("2025.2", {"DEFAULT": {"debug: true": "x"}}) == []  # oslo reads "debug"
     assert catalog_problems("2025.2", {"Libvirt": {"no_such_knob": "1"}}) != []
+
+
+def historical(p: Any, name: str, created: str, *, uid: str = "u1") -> dict[str, Any]:
+    base = compute_pool.config_base(p.name)
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "creationTimestamp": created,
+            "labels": {CONFIG_BASE_LABEL: base},
+            "ownerReferences": [{"uid": uid, "controller": True, "kind": "NovaCompute", "name": p.name}],
+        }
+    }
+
+
+async def test_old_pool_config_maps_are_pruned_from_the_cache_without_a_list() -> None:
+    p, _, kube = pool_pass({}, "2025.2", {})
+    olds = [historical(p, f"old-{i}", f"2026-01-0{i}T00:00:00Z") for i in range(1, 6)]
+    foreign = historical(p, "not-ours", "2026-01-01T00:00:00Z", uid="someone-else")
+    for cm in [*olds, foreign]:
+        kube.objects[("configmaps", cm["metadata"]["name"])] = cm
+    asked: list[tuple[str, str, dict[str, str]]] = []
+
+    def listed(ref: Any, namespace: str, labels: Any) -> list[dict[str, Any]]:
+        asked.append((ref.plural, namespace, dict(labels)))
+        return [*olds, foreign]
+
+    p.listed = listed
+    await pool_config._prune(p, "current")
+    assert kube.lists == 0  # read from the informer: a converged pass lists nothing
+    assert asked == [("configmaps", "ns", {CONFIG_BASE_LABEL: compute_pool.config_base(p.name)})]
+    assert sorted(kube.deleted) == [("configmaps", "old-1"), ("configmaps", "old-2")]  # the 3 newest stay
+
+
+async def test_without_a_cache_for_the_namespace_the_prune_lists() -> None:
+    p, _, kube = pool_pass({}, "2025.2", {})
+    await pool_config._prune(p, "current")  # the default lookup: not cached
+    assert kube.lists == 1

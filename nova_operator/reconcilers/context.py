@@ -157,6 +157,7 @@ class PassContext:
     options: NovaOptions = field(default_factory=NovaOptions)
     state: PassState = field(default_factory=PassState)
     initial: Mapping[str, Any] = field(default_factory=dict)  # the status as the pass found it
+    forked: Mapping[str, Any] | None = None  # a fork: the status it started from (``adopt_step``)
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -251,8 +252,22 @@ class PassContext:
 
     def fork(self) -> PassContext:
         return replace(
-            self, obj=copy.deepcopy(self.obj), status=copy.deepcopy(self.status), state=replace(self.state)
+            self,
+            obj=copy.deepcopy(self.obj),
+            status=copy.deepcopy(self.status),
+            state=replace(self.state),
+            forked=copy.deepcopy(self.status),
         )
+
+    def adopt_step(self, member: PassContext, condition_type: str) -> None:
+        """A batched step's fork, committed: its condition and every other status field it changed."""
+        self.adopt_condition(member, condition_type)
+        before = member.forked if member.forked is not None else {}
+        for key in {*before, *member.status} - {"conditions"}:
+            if key not in member.status:
+                self.status.pop(key, None)
+            elif before.get(key) != member.status[key]:
+                self.status[key] = copy.deepcopy(member.status[key])
 
     def adopt_condition(self, member: PassContext, condition_type: str) -> None:
         found = conditions.find(member.conditions, condition_type)

@@ -2,8 +2,9 @@
 
 1. Provisioning, per managed block (``nova_api`` first, then the cell block with cell0): the
    ``MariaDB`` must be Ready (``ClusterNotReady``); then every ``Database``, ``User`` and
-   ``Grant`` of the Nova is applied in the same pass, in the spec's creation order, and the
-   step waits once (``WaitingForDatabase``: the Databases first, then the Users and Grants).
+   ``Grant`` of the Nova is applied in the same pass, in the layers of the spec's creation order
+   (the schemas, then the Users, then the Grants, each layer at once), and the step waits once
+   (``WaitingForDatabase``: the Databases first, then the Users and Grants).
    The MariaDB operator orders them itself (a Grant waits for its Database and User), so
    holding a User back until its Database is Ready only adds a round trip per object. They
    are watched by owner when the cluster serves the kinds; the 30 s wait is the fallback.
@@ -29,6 +30,7 @@ from typing import Any, Final
 from nova_operator import cells, conditions, intervals, releases
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
+from nova_operator.pipeline import all_in_order
 from nova_operator.readiness import JobState, custom_resource_ready, job_state
 from nova_operator.reconcilers.common import (
     job_uid_annotation,
@@ -87,20 +89,52 @@ def _by_block(ctx: PassContext) -> list[tuple[str, list[dict[str, Any]]]]:
     return groups
 
 
+_LAYERS: Final = ("Database", "User", "Grant")
+"""The creation order of §5.1 as layers: every schema, then the Users, then the Grants."""
+
+
+async def _apply_in_layers(ctx: PassContext, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply ``objects`` a layer at a time, each layer's objects at once; the live objects in input order.
+
+    No Grant is sent before the schema it names or its User has been applied (§5.1), and an object
+    of one layer needs nothing of another of the same layer: three round trips instead of eight.
+    """
+    live: dict[int, dict[str, Any]] = {}
+    for layer in (*_LAYERS, None):
+        indexes = [
+            i
+            for i, o in enumerate(objects)
+            if (o["kind"] == layer if layer is not None else o["kind"] not in _LAYERS)
+        ]
+        sent = await all_in_order(
+            *(
+                ctx.ensure(objects[i], ref=ref_for(objects[i]["apiVersion"], objects[i]["kind"]))
+                for i in indexes
+            )
+        )
+        live.update(zip(indexes, sent, strict=True))
+    return [live[i] for i in range(len(objects))]
+
+
 async def _provision(ctx: PassContext) -> Result | None:
     """Apply every MariaDB object of the managed blocks in one pass, then wait once.
 
-    Each block's cluster gate comes first (a block whose MariaDB is not Ready stops the step, with
-    the earlier blocks' objects already applied). The objects are applied one after the other in
-    ``mariadb_objects``' order (§5.1: no Grant is sent before its schema or its User); the wait
-    names what is not Ready yet, the Databases before the Users and Grants.
+    Each block's cluster gate is read first, in block order; a block whose MariaDB is not Ready
+    stops the step (``ClusterNotReady``) after the earlier blocks' objects are applied. The objects
+    go out in the layers of ``_apply_in_layers`` (§5.1: no Grant before its schema or its User);
+    the wait names what is not Ready yet, the Databases before the Users and Grants.
     """
-    live: list[dict[str, Any]] = []
-    for cluster, objects in _by_block(ctx):
+    objects: list[dict[str, Any]] = []
+    closed: str | None = None
+    for cluster, mine in _by_block(ctx):
         server = await ctx.live(MARIADBS, cluster)
         if server is None or not custom_resource_ready(server):
-            return _wait(ctx, CLUSTER_NOT_READY, f"MariaDB {ctx.namespace}/{cluster} is not Ready")
-        live += [await ctx.ensure(o, ref=ref_for(o["apiVersion"], o["kind"])) for o in objects]
+            closed = cluster
+            break
+        objects += mine
+    live = await _apply_in_layers(ctx, objects)
+    if closed is not None:
+        return _wait(ctx, CLUSTER_NOT_READY, f"MariaDB {ctx.namespace}/{closed} is not Ready")
     databases = [o for o in live if o["kind"] == "Database"]
     others = [o for o in live if o["kind"] != "Database"]
     for group, what in ((databases, "Database CR not ready"), (others, "User or Grant not ready")):

@@ -58,7 +58,7 @@ from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
 from nova_operator.reconcilers import common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
-from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
+from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.informer import Informer
@@ -215,7 +215,7 @@ class NovaReconciler:
                 initial=snapshot,
             )
             try:
-                result = await run_sequence(steps, ctx, self.observer)
+                result = await run_sequence(steps, ctx, self.observer, at_once=workloads_at_once)
                 if result.requeue_after is None:
                     result = await run_group(group, ctx, self.observer)
             except Exception as exc:

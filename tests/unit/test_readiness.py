@@ -173,5 +173,6 @@ def test_route_view_moves_with_acceptance_and_its_generation() -> None:
 
     assert r.route_view(route("True", 2)) != r.route_view(route("False", 2))
     assert r.route_view(route("True", 1)) != r.route_view(route("True", 2))
-    assert r.route_accepted(route("True", 2)) and not r.route_accepted(route("True", 1))
+    assert r.route_accepted(route("True", 2))
+    assert not r.route_accepted(route("True", 1))
     assert r.cronjob_view({"status": {"active": [{"name": "run-1"}]}}) != r.cronjob_view({"status": {}})

@@ -33,10 +33,11 @@ from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.pipeline import all_in_order
 from nova_operator.readiness import JobState, custom_resource_ready, job_state
 from nova_operator.reconcilers.common import (
+    Claim,
     job_uid_annotation,
     jobs_priority_field,
     missing_priority_class,
-    record_terminal_job,
+    record_terminal_claims,
 )
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs, mariadb
@@ -235,37 +236,29 @@ def _job_failure(job: Mapping[str, Any]) -> str:
     return "failed"
 
 
-async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str = DB_SYNC) -> None:
-    """``nova_operator_db_sync_total`` / ``_duration_seconds`` once per terminal Job UID (§14.2): the
-    db-sync Job and the three upgrade phase Jobs (``suffix`` names which)."""
+def _metric_claim(ctx: PassContext, suffix: str) -> Claim:
+    """``nova_operator_db_sync_total`` / ``_duration_seconds`` for a terminal migration Job (§14.2)."""
 
     def record(state: JobState, seconds: float) -> None:
         result = "failed" if state is JobState.FAILED else "succeeded"
         ctx.metrics.db_sync_total.labels(ctx.name, ctx.namespace, result).inc()
         ctx.metrics.db_sync_duration.labels(ctx.name, ctx.namespace).observe(seconds)
 
-    await record_terminal_job(
-        ctx.kube,
-        NOVAS,
-        ctx.obj,
-        job,
-        suffix=suffix,
-        record=record,
-        events=ctx.events,
-        deferral_reason="DBSyncMetricEmissionDeferred",
-    )
+    return Claim(suffix, record, "DBSyncMetricEmissionDeferred")
+
+
+async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str = DB_SYNC) -> None:
+    """The metrics once per terminal Job UID (§14.2): the db-sync Job and the three upgrade phase Jobs
+    (``suffix`` names which)."""
+    await record_terminal_claims(ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, suffix)], ctx.events)
 
 
 _UNREADABLE: set[str] = set()
 """db-sync Job UIDs whose cells report this process found unreadable (not read again here)."""
 
 
-async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
-    """Once per completed Job UID: ``status.cells`` from the termination message of its pod (§5.5).
-
-    Read again when the Job's UID is claimed but ``status.cells`` is empty and the report was not
-    found unreadable here: the pass that claimed it never wrote its status (a crash, a failed write).
-    """
+def _cells_claim(ctx: PassContext, job: Mapping[str, Any]) -> Claim:
+    """``status.cells`` from the termination message of the completed Job's pod (§5.5)."""
     uid = str((job.get("metadata") or {}).get("uid") or "")
 
     async def record(state: JobState, seconds: float) -> None:
@@ -288,19 +281,24 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
             return
         ctx.status["cells"] = found
 
-    claimed = await record_terminal_job(
-        ctx.kube,
-        NOVAS,
-        ctx.obj,
-        job,
-        suffix=DB_SYNC_CELLS,
-        record=record,
-        events=ctx.events,
-        deferral_reason="CellsReportEmissionDeferred",
+    return Claim(DB_SYNC_CELLS, record, "CellsReportEmissionDeferred")
+
+
+async def _record_completed(ctx: PassContext, job: Mapping[str, Any]) -> None:
+    """A completed db-sync Job: its metric and its cells report, each once per Job UID, one claim patch.
+
+    The cells report is read again when the Job's UID is claimed but ``status.cells`` is empty and the
+    report was not found unreadable here: the pass that claimed it never wrote its status (a crash, a
+    failed write).
+    """
+    uid = str((job.get("metadata") or {}).get("uid") or "")
+    cells_claim = _cells_claim(ctx, job)
+    claimed = await record_terminal_claims(
+        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, DB_SYNC), cells_claim], ctx.events
     )
     annotations = ctx.obj["metadata"].get("annotations") or {}
     if (
-        not claimed
+        not claimed[DB_SYNC_CELLS]
         and uid
         and uid not in _UNREADABLE
         and not ctx.status.get("cells")
@@ -308,7 +306,9 @@ async def _cells_report(ctx: PassContext, job: Mapping[str, Any]) -> None:
     ):
         # Claimed, but the cells never reached the status (the process was killed between the
         # dedupe patch and the status write, or that write failed): read the report again.
-        await record(job_state(job), 0.0)
+        outcome = cells_claim.record(job_state(job), 0.0)
+        if outcome is not None:
+            await outcome
 
 
 async def db_sync(ctx: PassContext) -> Result:
@@ -318,7 +318,10 @@ async def db_sync(ctx: PassContext) -> Result:
         if (missing := await missing_priority_class(ctx.kube, None, desired, field)) is not None:
             return _wait(ctx, CONFIG_ERROR, missing, after=intervals.DEPLOYMENT_POLL)
     state, observed = await run_job(ctx, desired)
-    await record_job_metrics(ctx, observed)
+    if state is JobState.COMPLETE and observed is not None:
+        await _record_completed(ctx, observed)  # the metric and the cells report: one claim patch
+    else:
+        await record_job_metrics(ctx, observed)
     if state is None:
         return _wait(ctx, DB_SYNC_IN_PROGRESS, "db_sync job is running")
     assert observed is not None
@@ -327,7 +330,6 @@ async def db_sync(ctx: PassContext) -> Result:
         ctx.set(CONDITION, False, DB_SYNC_FAILED, message)
         await ctx.emit("Warning", DB_SYNC_FAILED, message)
         raise DBSyncFailed(message)
-    await _cells_report(ctx, observed)
     previous = ctx.condition(CONDITION)
     transitioned = previous is None or previous.get("status") != "True"
     ctx.set(CONDITION, True, DATABASE_SYNCED, "schema is up to date")

@@ -11,6 +11,16 @@ but the child's own validation does not) is not an error to retry: the step's co
 becomes False with reason ``ChildRejected`` and the server's message (``_outcome``), no
 requeue (a spec change wakes the CR), and the sequence goes on when the step is marked
 ``on_refusal="continue"`` (nothing after it needs what it would have written).
+
+Steps that share a ``batch`` and follow each other may run at once when the caller's
+``at_once(ctx, batch)`` says so (``run_sequence``): each on its own fork, all started together,
+then committed in order as if they had run one after the other. A step is committed (its
+condition and the status fields it changed copied back, ``Speculative.adopt_step``) only when
+every step before it went on; the first requeue, refusal that stops, or error ends the commit,
+and the steps after it leave no trace in the status. What running them at once changes is only
+the wire: a later step's writes may already have been sent in a pass that stops earlier (the
+next pass would send them anyway). Steps whose outputs a later step consumes, or that patch
+the CR itself, must not share a batch.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from nova_operator.kube.errors import KubeError
 from nova_operator.runtime.request import Result
@@ -60,12 +70,36 @@ class Refusable(Protocol):
     def refused(self, condition: str, reason: str, message: str) -> None: ...
 
 
+@runtime_checkable
+class Speculative(Forkable, Protocol):
+    """A pass context whose batched steps can run on forks and be committed in order."""
+
+    def adopt_step(self, member: Self, condition_type: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Step(Generic[Ctx]):
     name: str
     condition: str
     run: Callable[[Ctx], Awaitable[Result]]
     on_refusal: Literal["stop", "continue"] = "stop"
+    batch: str = ""  # consecutive steps of one batch may run at once (``run_sequence``'s ``at_once``)
+
+
+T = TypeVar("T")
+
+
+async def all_in_order(*calls: Awaitable[T]) -> list[T]:
+    """Await ``calls`` concurrently; every one finishes, then the first error in argument order is raised.
+
+    Unlike ``asyncio.gather`` no call is left running after an error, and unlike a ``TaskGroup``
+    the error keeps its own type (a refused child stays a ``KubeError``).
+    """
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)  # type: ignore[arg-type]
 
 
 class NullObserver:
@@ -103,15 +137,55 @@ async def _outcome(step: Step[Ctx], ctx: Ctx, observer: StepObserver) -> tuple[R
         return Result(), True
 
 
-async def run_sequence(steps: Sequence[Step[Ctx]], ctx: Ctx, observer: StepObserver) -> Result:
-    """Run ``steps`` in order; the first non-zero result or error ends the sequence."""
-    for step in steps:
+def _stops(step: Step[Ctx], result: Result, refused: bool) -> bool:
+    return (refused and step.on_refusal == "stop") or result.requeue_after is not None
+
+
+async def run_sequence(
+    steps: Sequence[Step[Ctx]],
+    ctx: Ctx,
+    observer: StepObserver,
+    *,
+    at_once: Callable[[Ctx, str], bool] | None = None,
+) -> Result:
+    """Run ``steps`` in order; the first non-zero result or error ends the sequence.
+
+    A run of consecutive steps with the same non-empty ``batch`` runs at once when
+    ``at_once(ctx, batch)`` is true at its start (the context must be ``Speculative``).
+    """
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        end = i + 1
+        while step.batch and end < len(steps) and steps[end].batch == step.batch:
+            end += 1
+        if end - i > 1 and at_once is not None and isinstance(ctx, Speculative) and at_once(ctx, step.batch):
+            stopped = await _speculate(steps[i:end], ctx, observer)
+            if stopped is not None:
+                return stopped
+            i = end
+            continue
         result, refused = await _outcome(step, ctx, observer)
-        if refused and step.on_refusal == "stop":
+        if _stops(step, result, refused):
             return result
-        if result.requeue_after is not None:
-            return result
+        i += 1
     return Result()
+
+
+async def _speculate(steps: Sequence[Step[Any]], ctx: Speculative, observer: StepObserver) -> Result | None:
+    """Run ``steps`` at once on forks, commit them in order; the result that stops, or None to go on."""
+    forks = [ctx.fork() for _ in steps]
+    outcomes = await asyncio.gather(
+        *(_outcome(s, f, observer) for s, f in zip(steps, forks, strict=True)), return_exceptions=True
+    )
+    for step, fork, outcome in zip(steps, forks, outcomes, strict=True):
+        ctx.adopt_step(fork, step.condition)  # what it set before it stopped or failed stays, as in order
+        if isinstance(outcome, BaseException):
+            raise outcome
+        result, refused = outcome
+        if _stops(step, result, refused):
+            return result
+    return None
 
 
 def shortest(results: Sequence[Result]) -> Result:

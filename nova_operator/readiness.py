@@ -114,3 +114,57 @@ def route_accepted(route: Obj) -> bool:
 def custom_resource_ready(obj: Obj) -> bool:
     """MariaDB, Database, User, Grant: ``Ready=True`` in ``status.conditions``."""
     return _is_true(obj, "Ready")
+
+
+# -- what the pipeline reads of a child's status (the owned-child watches' event filters) --------
+#
+# A watched child wakes its Nova on any change outside ``status`` (drift to repair), but on a status
+# write only when one of these views moved: the fields the predicates above and the steps read.
+# Keep each view in step with the functions that read the kind.
+
+
+def _condition_states(obj: Obj) -> tuple[tuple[str, str], ...]:
+    status = obj.get("status") or {}
+    return tuple(
+        sorted((str(c.get("type", "")), str(c.get("status", ""))) for c in status.get("conditions") or [])
+    )
+
+
+def deployment_view(deployment: Obj) -> tuple[Any, ...]:
+    """``deployment_available`` and ``deployment_rolled_out``'s inputs."""
+    status = deployment.get("status") or {}
+    counts = tuple(
+        status.get(k) for k in ("observedGeneration", "replicas", "readyReplicas", "updatedReplicas")
+    )
+    return (*counts, _condition_states(deployment))
+
+
+def conditions_view(obj: Obj) -> tuple[tuple[str, str], ...]:
+    """Jobs (``job_state``: the terminal condition, its time arrives with it) and the MariaDB kinds
+    (``custom_resource_ready``): the status of each condition."""
+    return _condition_states(obj)
+
+
+def route_view(route: Obj) -> tuple[Any, ...]:
+    """``route_accepted``: each parent's conditions with the generation they observed."""
+    parents = (route.get("status") or {}).get("parents") or []
+    return tuple(
+        (
+            repr(p.get("parentRef")),
+            tuple(
+                (c.get("type"), c.get("status"), c.get("observedGeneration"))
+                for c in p.get("conditions") or []
+            ),
+        )
+        for p in parents
+    )
+
+
+def cronjob_view(cronjob: Obj) -> Any:
+    """The runs a CronJob lists as active: a run starting or ending wakes the DBArchive step."""
+    return (cronjob.get("status") or {}).get("active")
+
+
+def no_status(_: Obj) -> None:
+    """A kind whose status the pipeline does not read (Service, PodDisruptionBudget, HPA)."""
+    return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeVar
 
@@ -276,6 +277,15 @@ def deferral_message(suffix: str) -> str:
 Record = Callable[[JobState, float], Awaitable[None] | None]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One exactly-once recorder of a terminal Job: its annotation suffix, what it records, its deferral."""
+
+    suffix: str
+    record: Record
+    deferral_reason: str
+
+
 async def record_terminal_job(
     kube: Kube,
     ref: ResourceRef,
@@ -287,38 +297,58 @@ async def record_terminal_job(
     events: EventSink,
     deferral_reason: str,
 ) -> bool:
-    """Call ``record(state, seconds)`` once per terminal Job UID; True when it did.
+    """Call ``record(state, seconds)`` once per terminal Job UID; True when it did (one ``Claim``)."""
+    claim = Claim(suffix, record, deferral_reason)
+    return (await record_terminal_claims(kube, ref, obj, job, [claim], events))[suffix]
 
-    Nothing happens unless ``job`` is terminal and its UID differs from the one stored under
-    the suffix's annotation on ``obj``. The annotation is patched first, with the resourceVersion
-    the pass read as a precondition; only on success is ``record`` called and the new
-    resourceVersion and annotation copied into ``obj`` (so the final status write does not
-    conflict). On patch failure nothing is recorded and ``deferral_reason`` is emitted as a
-    Warning; the next pass retries.
+
+async def record_terminal_claims(
+    kube: Kube,
+    ref: ResourceRef,
+    obj: Object,
+    job: Mapping[str, Any] | None,
+    claims: Sequence[Claim],
+    events: EventSink,
+) -> dict[str, bool]:
+    """Each claim's ``record(state, seconds)`` once per terminal Job UID; per suffix, whether it ran now.
+
+    Nothing happens unless ``job`` is terminal. A claim whose suffix annotation on ``obj`` already
+    holds the Job's UID does nothing. The others' annotations are patched first, all in one patch,
+    with the resourceVersion the pass read as a precondition; only on success is each ``record``
+    called (in ``claims`` order) and the new resourceVersion and annotations copied into ``obj`` (so
+    the final status write does not conflict). On patch failure nothing is recorded and each
+    claim's ``deferral_reason`` is emitted as a Warning; the next pass retries. One patch for the
+    recorders of one Job (db-sync's metric and its cells report): each suffix still records once.
     """
+    claimed = {c.suffix: False for c in claims}
     if job is None:
-        return False
+        return claimed
     state = job_state(job)
     if state is JobState.RUNNING:
-        return False
+        return claimed
     uid = str((job.get("metadata") or {}).get("uid") or "")
-    key = job_uid_annotation(suffix)
     meta = obj["metadata"]
     annotations = meta.get("annotations") or {}
-    if not uid or annotations.get(key) == uid:
-        return False
-    patch = {"metadata": {"annotations": {key: uid}, "resourceVersion": meta["resourceVersion"]}}
+    due = [c for c in claims if uid and annotations.get(job_uid_annotation(c.suffix)) != uid]
+    if not due:
+        return claimed
+    marks = {job_uid_annotation(c.suffix): uid for c in due}
+    patch = {"metadata": {"annotations": marks, "resourceVersion": meta["resourceVersion"]}}
     try:
         live = await kube.patch(ref, meta["name"], patch, meta.get("namespace"))
     except (Conflict, NotFound, KubeError):
-        await events.emit(obj, "Warning", deferral_reason, deferral_message(suffix))
-        return False
+        for c in due:
+            await events.emit(obj, "Warning", c.deferral_reason, deferral_message(c.suffix))
+        return claimed
     meta["resourceVersion"] = live["metadata"]["resourceVersion"]
-    meta["annotations"] = {**annotations, key: uid}
-    outcome = record(state, job_duration_seconds(job) or 0.0)
-    if outcome is not None:
-        await outcome
-    return True
+    meta["annotations"] = {**annotations, **marks}
+    seconds = job_duration_seconds(job) or 0.0
+    for c in due:
+        outcome = c.record(state, seconds)
+        if outcome is not None:
+            await outcome
+        claimed[c.suffix] = True
+    return claimed
 
 
 # -- a named PriorityClass must exist (nova-crd.md §6) ---------------------------------------------

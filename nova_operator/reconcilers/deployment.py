@@ -13,6 +13,7 @@ from typing import Final
 from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import DEPLOYMENTS
 from nova_operator.naming import Component
+from nova_operator.pipeline import all_in_order
 from nova_operator.readiness import deployment_available, deployment_rolled_out, first_container_image
 from nova_operator.reconcilers.common import missing_priority_class
 from nova_operator.reconcilers.context import PassContext
@@ -57,9 +58,11 @@ async def run(ctx: PassContext) -> Result:
         ctx.set(CONDITION, False, WAITING, missing)
         return Result(requeue_after=intervals.DEPLOYMENT_POLL)
     # while autoscaling is set the HPA owns the count: hand the running one over, never reset it
-    live = await ctx.ensure(desired, retain=(("spec", "replicas"),))
-    await ctx.ensure(service.service(ctx.nova, Component.API))
-    await ctx.ensure(pdb.pdb(ctx.nova))
+    live, _, _ = await all_in_order(  # independent objects: sent at once
+        ctx.ensure(desired, retain=(("spec", "replicas"),)),
+        ctx.ensure(service.service(ctx.nova, Component.API)),
+        ctx.ensure(pdb.pdb(ctx.nova)),
+    )
     name = live["metadata"]["name"]
     if not deployment_available(live):
         ctx.set(CONDITION, False, WAITING, f"Deployment {name} is not available yet")

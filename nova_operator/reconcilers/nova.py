@@ -23,7 +23,7 @@ from typing import Any, Final
 import structlog
 from pydantic import ValidationError
 
-from nova_operator import conditions, intervals, naming
+from nova_operator import conditions, intervals, naming, readiness
 from nova_operator.apply import delete_if_present
 from nova_operator.events import EventRecorder
 from nova_operator.kube.client import Kube
@@ -59,11 +59,11 @@ from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence
 from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
-from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type
+from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.informer import Informer
-from nova_operator.runtime.predicates import ignore_status_only
+from nova_operator.runtime.predicates import Predicate, ignore_status_only, status_view_changed
 from nova_operator.runtime.request import Request, Result
 
 log = structlog.get_logger("nova_operator.nova")
@@ -87,6 +87,27 @@ OWNED: Final[tuple[ResourceRef, ...]] = (
 
 
 MARIADB_CHILDREN: Final[tuple[ResourceRef, ...]] = (DATABASES, USERS, GRANTS)
+
+CHILD_EVENTS: Final[dict[ResourceRef, Predicate]] = {
+    DEPLOYMENTS: status_view_changed(readiness.deployment_view),
+    JOBS: status_view_changed(readiness.conditions_view),
+    CRONJOBS: status_view_changed(readiness.cronjob_view),
+    HTTPROUTES: status_view_changed(readiness.route_view),
+    SERVICES: status_view_changed(readiness.no_status),
+    PDBS: status_view_changed(readiness.no_status),
+    HPAS: status_view_changed(readiness.no_status),
+    **{ref: status_view_changed(readiness.conditions_view) for ref in (DATABASES, USERS, GRANTS)},
+}
+"""Which updates of an owned child wake its Nova: any change but a status write that leaves what the
+pipeline reads as it was (kcm writes a Deployment's status 5 to 8 times per rollout). Kinds not
+listed (ConfigMaps, Secrets, NetworkPolicies: no status) wake it on every update."""
+
+
+def _child_events(ref: ResourceRef) -> tuple[Predicate, ...]:
+    found = CHILD_EVENTS.get(ref)
+    return () if found is None else (found,)
+
+
 CHILD_SELECTOR: Final = f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
 
 _WATCH = ("list", "watch")
@@ -195,7 +216,7 @@ class NovaReconciler:
                 initial=snapshot,
             )
             try:
-                result = await run_sequence(steps, ctx, self.observer)
+                result = await run_sequence(steps, ctx, self.observer, at_once=workloads_at_once)
                 if result.requeue_after is None:
                     result = await run_group(group, ctx, self.observer)
             except Exception as exc:
@@ -532,9 +553,11 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         ctl.watch_primary(informers[NOVAS], ignore_status_only)
         owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)
         for ref in owned:
-            ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
+            ctl.watch_owned(
+                informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind, predicates=_child_events(ref)
+            )
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
-        ctl.watch_mapped(informers[JOBS], _archive_job_mapper(novas))
+        ctl.watch_mapped(informers[JOBS], _archive_job_mapper(novas), *_child_events(JOBS))
         for ref in store_kinds(opts):
             ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
         if watches_rabbitmq(opts):
@@ -542,7 +565,12 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         if opts.mariadb_api:
             ctl.watch_mapped(informers[MARIADBS], _mariadb_mapper(novas))
             for ref in MARIADB_CHILDREN:
-                ctl.watch_owned(informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind)
+                ctl.watch_owned(
+                    informers[ref],
+                    owner_group=NOVAS.group,
+                    owner_kind=NOVAS.kind,
+                    predicates=_child_events(ref),
+                )
         return ctl
 
     return factory

@@ -40,6 +40,20 @@ from nova_operator.reconcilers import (
 from nova_operator.reconcilers.context import PassContext
 
 NovaStep = Step[PassContext]
+WORKLOADS: Final = "workloads"
+
+
+def workloads_at_once(ctx: PassContext, batch: str) -> bool:
+    """The five workload steps run at once except during an upgrade, whose roll order they are.
+
+    They hand nothing to each other and, outside ``RollingUpdate``, only the API step stops the
+    pipeline (a missing PriorityClass aside), so their conditions and the pass's result are
+    those of the specified order (``pipeline.run_sequence``); a pass that ends at one of them may
+    have applied the Deployments after it already, which the next pass would do anyway.
+    During any upgrade phase they keep the order conductor, scheduler, metadata, console proxy, API.
+    """
+    return batch == WORKLOADS and not ctx.status.get("upgradePhase")
+
 
 NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
     # First (issue 13): a requested policy exists before any step creates a pod, and no failure of
@@ -51,11 +65,14 @@ NOVA_STEPS: Final[tuple[NovaStep, ...]] = (
     Step("Config", c.SECRETS_READY, config.run),
     Step("ComputeConfig", c.COMPUTE_CONFIG_READY, compute_config.run),
     Step("Database", c.DATABASE_READY, partial(database.run, upgrade_flow=upgrade.run_upgrade)),
-    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor, on_refusal="continue"),
-    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler, on_refusal="continue"),
-    Step("Metadata", c.METADATA_READY, workloads.metadata, on_refusal="continue"),
-    Step("ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy, on_refusal="continue"),
-    Step("Deployment", c.DEPLOYMENT_READY, deployment.run, on_refusal="continue"),
+    # The five workloads: one batch, at once outside an upgrade (``workloads_at_once``).
+    Step("Conductor", c.CONDUCTOR_READY, workloads.conductor, on_refusal="continue", batch=WORKLOADS),
+    Step("Scheduler", c.SCHEDULER_READY, workloads.scheduler, on_refusal="continue", batch=WORKLOADS),
+    Step("Metadata", c.METADATA_READY, workloads.metadata, on_refusal="continue", batch=WORKLOADS),
+    Step(
+        "ConsoleProxy", c.CONSOLE_PROXY_READY, workloads.console_proxy, on_refusal="continue", batch=WORKLOADS
+    ),
+    Step("Deployment", c.DEPLOYMENT_READY, deployment.run, on_refusal="continue", batch=WORKLOADS),
     Step("DBArchive", c.DB_ARCHIVE_READY, db_archive.run, on_refusal="continue"),
 )
 

@@ -17,6 +17,7 @@ from typing import Final
 from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import DEPLOYMENTS, SERVICES
 from nova_operator.naming import Component
+from nova_operator.pipeline import all_in_order
 from nova_operator.readiness import deployment_available, deployment_rolled_out, first_container_image
 from nova_operator.reconcilers.common import missing_priority_class
 from nova_operator.reconcilers.context import PassContext
@@ -53,9 +54,10 @@ async def reconcile_role(ctx: PassContext, component: Component) -> Result:
     ) is not None:
         ctx.set(condition, False, waiting, missing)
         return Result(requeue_after=intervals.DEPLOYMENT_POLL)  # PriorityClasses are not watched: poll
-    live = await ctx.ensure(desired)
+    applies = [ctx.ensure(desired)]
     if component in _WITH_SERVICE:
-        await ctx.ensure(service.service(ctx.nova, component))
+        applies.append(ctx.ensure(service.service(ctx.nova, component)))
+    live = (await all_in_order(*applies))[0]  # the Service needs nothing of the Deployment: sent at once
     name = live["metadata"]["name"]
     if ctx.status.get("upgradePhase") == "RollingUpdate" and not (
         deployment_rolled_out(live) and first_container_image(live) == workload.image_ref(ctx.nova)

@@ -3,7 +3,10 @@
 A ``Predicate`` answers for create, update and delete separately (default: admit). The
 common ones for a primary kind: ``ignore_status_only`` admits an update only on a change
 of generation, labels or annotations, or when deletion starts, so a controller's own
-status writes do not wake it.
+status writes do not wake it. For a watched child, ``status_view_changed(view)`` admits an
+update unless all it changed is status outside ``view`` (what the reconciler reads of it), so
+the status writes of another controller (a Deployment's rollout: 5 to 8 of them) wake the
+owner only when something it reads moved.
 """
 
 from __future__ import annotations
@@ -60,6 +63,32 @@ def all_of(*preds: Predicate) -> Predicate:
 
 
 ignore_status_only = any_of(generation_changed, labels_changed, annotations_changed, deletion_started)
+
+
+_VOLATILE_META = ("resourceVersion", "managedFields")
+
+
+def _without_status(obj: Object) -> Object:
+    """``obj`` minus ``status`` and the metadata every write changes (the resourceVersion)."""
+    meta = {k: v for k, v in _meta(obj).items() if k not in _VOLATILE_META}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
+def status_view_changed(view: Callable[[Object], Any]) -> Predicate:
+    """Admit an update unless only status fields outside ``view(obj)`` changed.
+
+    ``view`` returns the part of an object's status the reconciler reads (any comparable value;
+    ``lambda _: None`` when it reads none). Every change outside ``status`` is admitted (spec,
+    labels, annotations, owner references, the start of deletion), and so is a resync, which
+    hands the same object twice: a resync exists to reconcile again whatever changed.
+    """
+
+    def update(old: Object, new: Object) -> bool:
+        if old is new or _meta(old).get("resourceVersion") == _meta(new).get("resourceVersion"):
+            return True
+        return view(old) != view(new) or _without_status(old) != _without_status(new)
+
+    return Predicate(update=update)
 
 
 def label_selector(match_labels: Mapping[str, str]) -> Predicate:

@@ -7,6 +7,11 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
 - A key is never handed to two workers at once: a key added while it is processing
   only becomes dirty, and ``done`` puts it back in the queue.
 - ``add_after`` parks a key in a heap until its time; the earliest deadline wins.
+- Two lanes: a key added by ``add`` (an event: something changed) is handed out before a key
+  whose ``add_after`` deadline came (a requeue timer, a backoff retry, a damped event), so with
+  many keys waiting a hand-off is not queued behind polls that would find nothing new. An event
+  for a key already waiting in the timer lane moves it up. A timer key is never starved: once it
+  has waited ``later_max_wait`` seconds it goes next. With few keys both lanes are served at once.
 - ``shutdown`` stops handing out work (``get`` raises ``ShutDown``) and drops parked
   keys; ``drain`` waits until every held key is ``done``.
 
@@ -28,6 +33,8 @@ from nova_operator.runtime.clock import Clock, LoopClock, Timer
 from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
 
 T = TypeVar("T", bound=Hashable)
+LATER_MAX_WAIT = 30.0
+"""Seconds a key of the timer lane may wait behind event keys before it goes next."""
 
 
 class ShutDown(Exception):
@@ -42,12 +49,16 @@ class WorkQueue(Generic[T]):
         rate_limiter: RateLimiter | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        later_max_wait: float = LATER_MAX_WAIT,
     ) -> None:
         self.name = name
+        self._later_max_wait = later_max_wait
         self._clock = clock if clock is not None else LoopClock()
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter(clock=self._clock)
         self._metrics = metrics
-        self._queue: deque[T] = deque()
+        self._queue: deque[T] = deque()  # the event lane
+        self._later: deque[T] = deque()  # the timer lane
+        self._urgent: set[T] = set()  # dirty keys an event added (they belong in the event lane)
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
         self._added_at: dict[T, float] = {}
@@ -67,15 +78,28 @@ class WorkQueue(Generic[T]):
     # -- adding ------------------------------------------------------------------------------
 
     def add(self, item: T) -> None:
-        if self._shutting_down or item in self._dirty:
+        """An event for ``item``: it joins the event lane (or moves up to it)."""
+        self._push(item, urgent=True)
+
+    def _push(self, item: T, *, urgent: bool) -> None:
+        if self._shutting_down:
+            return
+        if item in self._dirty:
+            if urgent and item not in self._urgent:
+                self._urgent.add(item)
+                if item not in self._processing:  # waiting in the timer lane: move it up
+                    self._later.remove(item)
+                    self._queue.append(item)
             return
         self._dirty.add(item)
+        if urgent:
+            self._urgent.add(item)
         if self._metrics is not None:
             self._metrics.queue_adds.labels(self.name).inc()
         self._added_at.setdefault(item, self._clock.now())
         if item in self._processing:
             return
-        self._queue.append(item)
+        (self._queue if urgent else self._later).append(item)
         self._set_depth()
         self._wake_one()
 
@@ -83,7 +107,7 @@ class WorkQueue(Generic[T]):
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(item)
+            self._push(item, urgent=False)
             return
         at = self._clock.now() + delay
         if self._parked_at.get(item, float("inf")) <= at:
@@ -107,7 +131,7 @@ class WorkQueue(Generic[T]):
 
     async def get(self) -> T:
         """The next key; the caller must call ``done(key)`` when finished with it."""
-        while not self._queue:
+        while not self._queue and not self._later:
             if self._shutting_down:
                 raise ShutDown(self.name)
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -125,10 +149,11 @@ class WorkQueue(Generic[T]):
                     self._getters.remove(fut)
         if self._shutting_down:
             raise ShutDown(self.name)
-        item = self._queue.popleft()
-        self._dirty.discard(item)
-        self._processing.add(item)
         now = self._clock.now()
+        item = self._next(now)
+        self._dirty.discard(item)
+        self._urgent.discard(item)
+        self._processing.add(item)
         self._started_at[item] = now
         added = self._added_at.pop(item, now)
         if self._metrics is not None:
@@ -136,13 +161,21 @@ class WorkQueue(Generic[T]):
         self._set_depth()
         return item
 
+    def _next(self, now: float) -> T:
+        """The event lane's head, unless the timer lane is all there is or its head waited too long."""
+        if self._later and (
+            not self._queue or now - self._added_at.get(self._later[0], now) >= self._later_max_wait
+        ):
+            return self._later.popleft()
+        return self._queue.popleft()
+
     def done(self, item: T) -> None:
         self._processing.discard(item)
         started = self._started_at.pop(item, None)
         if self._metrics is not None and started is not None:
             self._metrics.queue_work.labels(self.name).observe(self._clock.now() - started)
         if item in self._dirty and not self._shutting_down:
-            self._queue.append(item)
+            (self._queue if item in self._urgent else self._later).append(item)
             self._set_depth()
             self._wake_one()
         if not self._processing:
@@ -182,8 +215,8 @@ class WorkQueue(Generic[T]):
         return self._shutting_down
 
     def __len__(self) -> int:
-        """Keys ready to be handed out (the depth)."""
-        return len(self._queue)
+        """Keys ready to be handed out (the depth, both lanes)."""
+        return len(self._queue) + len(self._later)
 
     def parked(self) -> int:
         """Keys waiting for their ``add_after`` deadline."""
@@ -213,7 +246,7 @@ class WorkQueue(Generic[T]):
 
     def _set_depth(self) -> None:
         if self._metrics is not None:
-            self._metrics.queue_depth.labels(self.name).set(len(self._queue))
+            self._metrics.queue_depth.labels(self.name).set(len(self))
 
     def _arm_timer(self) -> None:
         if not self._parked:
@@ -233,5 +266,5 @@ class WorkQueue(Generic[T]):
             at, _, item = heapq.heappop(self._parked)
             if self._parked_at.get(item) == at:
                 del self._parked_at[item]
-                self.add(item)
+                self._push(item, urgent=False)
         self._arm_timer()

@@ -7,7 +7,7 @@ from typing import Self
 
 import pytest
 
-from nova_operator.pipeline import Step, run_group, run_sequence
+from nova_operator.pipeline import Step, all_in_order, run_group, run_sequence
 from nova_operator.runtime.request import Result
 
 
@@ -23,6 +23,9 @@ class Ctx:
         if condition_type in member.conditions:
             self.conditions[condition_type] = member.conditions[condition_type]
         self.ran.extend(r for r in member.ran if r not in self.ran)
+
+    def adopt_step(self, member: Self, condition_type: str) -> None:
+        self.adopt_condition(member, condition_type)
 
 
 @dataclass
@@ -131,3 +134,82 @@ async def test_other_api_errors_still_raise() -> None:
 async def _ran(ctx: RefusableCtx, name: str) -> Result:
     ctx.ran.append(name)
     return Result()
+
+
+def batched(name: str, result: Result | Exception, *, log: list[str], delay: float = 0.01) -> Step[Ctx]:
+    async def run(ctx: Ctx) -> Result:
+        log.append(f"start {name}")
+        await asyncio.sleep(delay)
+        ctx.conditions[f"{name}Ready"] = "set"
+        log.append(f"end {name}")
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    return Step(name, f"{name}Ready", run, batch="b")
+
+
+def always(ctx: Ctx, batch: str) -> bool:
+    return True
+
+
+async def test_a_batch_runs_at_once_when_the_caller_allows_it() -> None:
+    log: list[str] = []
+    steps = [batched(n, Result(), log=log) for n in "ABC"]
+    ctx = Ctx()
+    assert await run_sequence(steps, ctx, Recorder(), at_once=always) == Result()
+    assert log[:3] == ["start A", "start B", "start C"]
+    assert set(ctx.conditions) == {"AReady", "BReady", "CReady"}
+
+
+async def test_a_batch_runs_in_order_when_the_caller_does_not_allow_it() -> None:
+    for at_once in (None, lambda ctx, batch: False):
+        log: list[str] = []
+        steps = [batched(n, Result(), log=log) for n in "AB"]
+        await run_sequence(steps, Ctx(), Recorder(), at_once=at_once)
+        assert log == ["start A", "end A", "start B", "end B"]
+
+
+async def test_a_batch_commits_in_order_up_to_the_step_that_stops() -> None:
+    log: list[str] = []
+    steps = [
+        batched("A", Result(), log=log),
+        batched("B", Result(requeue_after=10), log=log),
+        batched("C", Result(), log=log),
+        step("D", Result()),
+    ]
+    ctx, obs = Ctx(), Recorder()
+    assert await run_sequence(steps, ctx, obs, at_once=always) == Result(requeue_after=10)
+    assert set(ctx.conditions) == {"AReady", "BReady"}  # C ran, but leaves no trace: as in order
+    assert "D" not in ctx.ran
+    assert sorted(name for name, _, _ in obs.seen) == ["A", "B", "C"]
+
+
+async def test_an_error_in_a_batch_keeps_the_steps_before_it_and_is_raised() -> None:
+    log: list[str] = []
+    steps = [
+        batched("A", Result(), log=log),
+        batched("B", RuntimeError("boom"), log=log),
+        batched("C", RuntimeError("later"), log=log),
+    ]
+    ctx = Ctx()
+    with pytest.raises(RuntimeError, match="boom"):
+        await run_sequence(steps, ctx, Recorder(), at_once=always)
+    assert set(ctx.conditions) == {"AReady", "BReady"}
+    assert log.count("end C") == 1  # nothing is left running
+
+
+async def test_all_in_order_waits_for_every_call_and_raises_the_first_error_by_position() -> None:
+    finished: list[str] = []
+
+    async def call(name: str, delay: float, error: Exception | None = None) -> str:
+        await asyncio.sleep(delay)
+        finished.append(name)
+        if error is not None:
+            raise error
+        return name
+
+    assert await all_in_order(call("a", 0.02), call("b", 0.0)) == ["a", "b"]
+    with pytest.raises(KeyError):
+        await all_in_order(call("x", 0.02, KeyError("x")), call("y", 0.0, ValueError("y")), call("z", 0.03))
+    assert finished[-3:] == ["y", "x", "z"]

@@ -104,6 +104,61 @@ async def test_a_stale_resource_version_defers_the_recording(kube: Any, events: 
     assert events.emitted[0][:2] == ("Warning", "DBArchiveMetricEmissionDeferred")
 
 
+async def test_the_recorders_of_one_job_claim_it_with_one_patch_and_each_records_once(
+    kube: Any, events: Any
+) -> None:
+    obj = _cr(kube)
+    seen: list[str] = []
+    claims = [
+        common.Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
+        common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
+    ]
+    kube.calls.clear()
+    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    assert claimed == {"db-sync": True, "db-sync-cells": True}
+    assert seen == ["metric", "cells"]
+    assert [c for c in kube.calls if c[0] == "patch"] == [("patch", str(NOVAS), "n")]
+    stored = (await kube.get(NOVAS, "n", "ns"))["metadata"]
+    assert stored["annotations"] == {
+        "cobaltcore.c5c3.io/last-db-sync-job-uid": "u1",
+        "cobaltcore.c5c3.io/last-db-sync-cells-job-uid": "u1",
+    }
+    assert obj["metadata"]["resourceVersion"] == stored["resourceVersion"]
+    kube.calls.clear()
+    again = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    assert again == {"db-sync": False, "db-sync-cells": False}
+    assert kube.writes() == []
+    assert seen == ["metric", "cells"]
+
+
+async def test_a_claim_already_stored_is_left_out_of_the_patch(kube: Any, events: Any) -> None:
+    obj = _cr(kube)
+    seen: list[str] = []
+    metric = common.Claim("db-sync", lambda s, _: seen.append("metric"), "D1")
+    cells = common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "D2")
+    await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric], events)
+    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric, cells], events)
+    assert claimed == {"db-sync": False, "db-sync-cells": True}
+    assert seen == ["metric", "cells"]
+
+
+async def test_a_failed_claim_patch_records_nothing_and_defers_every_recorder(kube: Any, events: Any) -> None:
+    obj = _cr(kube)
+    kube.put(NOVAS, {**obj, "spec": {"changed": True}})  # obj is stale: the precondition fails
+    seen: list[str] = []
+    claims = [
+        common.Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
+        common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
+    ]
+    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    assert claimed == {"db-sync": False, "db-sync-cells": False}
+    assert seen == []
+    assert [e[:2] for e in events.emitted] == [
+        ("Warning", "DBSyncMetricEmissionDeferred"),
+        ("Warning", "CellsReportEmissionDeferred"),
+    ]
+
+
 def test_a_condition_that_flips_and_flips_back_within_a_pass_keeps_its_transition_time() -> None:
     old = {"type": "SecretsReady", "status": "False", "lastTransitionTime": "2025-01-01T00:00:00Z"}
     snapshot = {"conditions": [old]}

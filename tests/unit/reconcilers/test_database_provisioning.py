@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,17 +15,19 @@ from nova_operator.runtime.cache import Cache
 
 NS = "ns"
 CHILDREN = (DATABASES, USERS, GRANTS)
-# The spec's creation order: the API block, then the cell block with cell0 (§5.1).
+# The spec's creation order (§5.1) in layers: every schema, then the Users, then the Grants
+# (each layer in block order: the API block, then the cell block with cell0).
 ORDER = [
     ("databases", "nova-api"),
-    ("users", "nova-api"),
-    ("grants", "nova-api"),
     ("databases", "nova"),
     ("databases", "nova-nova-cell0"),
+    ("users", "nova-api"),
     ("users", "nova"),
+    ("grants", "nova-api"),
     ("grants", "nova"),
     ("grants", "nova-nova-cell0"),
 ]
+API_BLOCK = [("databases", "nova-api"), ("users", "nova-api"), ("grants", "nova-api")]
 
 
 def nova_obj(api_cluster: str = "mariadb", cell_cluster: str = "mariadb") -> dict[str, Any]:
@@ -120,6 +123,35 @@ async def test_one_pass_applies_every_mariadb_object_in_creation_order_and_waits
     assert owners == {"nova-uid"}
 
 
+async def test_each_layer_is_sent_at_once_and_only_after_the_layer_before_it_was_answered(
+    kube: Any, events: Any
+) -> None:
+    in_flight: list[tuple[str, str]] = []
+    batches: list[list[tuple[str, str]]] = []  # who was in flight together
+    answered: list[tuple[str, str]] = []
+    plain = kube.apply
+
+    async def slow_apply(ref: Any, body: Any, **kw: Any) -> Any:
+        me = (str(ref).split(".")[0], body["metadata"]["name"])
+        in_flight.append(me)
+        batches.append(list(in_flight))
+        await asyncio.sleep(0.01)
+        in_flight.remove(me)
+        answered.append(me)
+        return await plain(ref, body, **kw)
+
+    kube.apply = slow_apply
+    await database.run(make_ctx(kube, events, new_caches(mariadb("mariadb"))), upgrade_flow=_no_upgrade)
+    widest = {
+        kind: max(sum(1 for k, _ in b if k == kind) for b in batches)
+        for kind in ("databases", "users", "grants")
+    }
+    assert widest == {"databases": 3, "users": 2, "grants": 3}
+    for batch in batches:  # never two kinds in flight at once: a layer waits for the one before
+        assert len({kind for kind, _ in batch}) == 1
+    assert [k for k, _ in answered] == ["databases"] * 3 + ["users"] * 2 + ["grants"] * 3
+
+
 async def test_with_the_databases_ready_the_wait_names_the_users_and_grants_and_nothing_is_rewritten(
     kube: Any, events: Any
 ) -> None:
@@ -155,7 +187,7 @@ async def test_a_cluster_not_ready_stops_before_its_block_and_keeps_the_earlier_
     caches = new_caches(mariadb("api-db"), mariadb("cell-db", is_ready=False))
     ctx = make_ctx(kube, events, caches, api_cluster="api-db", cell_cluster="cell-db")
     result = await database.run(ctx, upgrade_flow=_no_upgrade)
-    assert applied(kube) == ORDER[:3]
+    assert applied(kube) == API_BLOCK
     assert result.requeue_after == 30.0
     assert reason_and_message(ctx) == ("ClusterNotReady", "MariaDB ns/cell-db is not Ready")
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from nova_operator import conditions
 from nova_operator.reconcilers import NOVA_GROUP, NOVA_STEPS
-from nova_operator.reconcilers.nova_steps import condition_type
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.reconcilers.nova_steps import WORKLOADS, condition_type, workloads_at_once
 
 
 def test_the_thirteen_steps_run_in_order() -> None:
@@ -46,3 +50,43 @@ def test_the_secret_producing_steps_share_secrets_ready() -> None:
 def test_an_unmapped_step_name_is_unknown_in_the_metrics() -> None:
     assert condition_type("Database") == "DatabaseReady"
     assert condition_type("Bogus") == "UNKNOWN"
+
+
+def test_only_the_five_workloads_share_a_batch_and_run_at_once_only_outside_an_upgrade() -> None:
+    batched = [s.name for s in NOVA_STEPS if s.batch]
+    assert batched == ["Conductor", "Scheduler", "Metadata", "ConsoleProxy", "Deployment"]
+    assert {s.batch for s in NOVA_STEPS if s.batch} == {WORKLOADS}
+
+    class Status:
+        def __init__(self, status: dict[str, Any]) -> None:
+            self.status = status
+
+    assert workloads_at_once(Status({}), WORKLOADS)  # type: ignore[arg-type]
+    for phase in ("Expanding", "Migrating", "RollingUpdate", "Contracting"):
+        assert not workloads_at_once(Status({"upgradePhase": phase}), WORKLOADS)  # type: ignore[arg-type]
+    assert not workloads_at_once(Status({}), "other")  # type: ignore[arg-type]
+
+
+def test_a_committed_fork_brings_back_its_condition_and_the_status_fields_it_changed() -> None:
+    raw = {"metadata": {"name": "nova", "namespace": "ns", "resourceVersion": "1"}}
+    ctx = PassContext(
+        kube=None,  # type: ignore[arg-type]
+        obj=raw,
+        nova=None,  # type: ignore[arg-type]
+        status={"conditions": [], "stale": 1, "kept": 2},
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        events=None,  # type: ignore[arg-type]
+        caches={},
+        metrics=None,  # type: ignore[arg-type]
+    )
+    fork = ctx.fork()
+    fork.set(conditions.DEPLOYMENT_READY, True, "DeploymentReady", "ok")
+    fork.set(conditions.CONDUCTOR_READY, True, "ConductorReady", "not this step's")
+    fork.status["endpoint"] = "http://nova.ns.svc.cluster.local:8774"
+    del fork.status["stale"]
+    ctx.status["kept"] = 3  # set meanwhile by a step committed before: the fork did not change it
+    ctx.adopt_step(fork, conditions.DEPLOYMENT_READY)
+    assert [c["type"] for c in ctx.status["conditions"]] == [conditions.DEPLOYMENT_READY]
+    assert ctx.status["endpoint"] == "http://nova.ns.svc.cluster.local:8774"
+    assert "stale" not in ctx.status
+    assert ctx.status["kept"] == 3

@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from nova_operator import readiness as r
+from nova_operator.kube.resources import (
+    CONFIGMAPS,
+    CRONJOBS,
+    DATABASES,
+    DEPLOYMENTS,
+    GRANTS,
+    HPAS,
+    HTTPROUTES,
+    JOBS,
+    NETWORK_POLICIES,
+    PDBS,
+    SERVICES,
+    USERS,
+)
 from nova_operator.reconcilers.nova import (
+    CHILD_EVENTS,
+    MARIADB_CHILDREN,
+    OWNED,
     SECRET_INDEX,
     _archive_job_mapper,
     _mariadb_mapper,
@@ -190,3 +208,57 @@ async def test_a_namespaced_install_watches_rabbitmq_clusters_only_when_every_na
     )
     cluster_wide = NovaOptions()
     assert await probe_namespaces(cast(Kube, _Lister({})), cluster_wide, []) is cluster_wide  # nothing asked
+
+
+def _deployment(rv: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "nova-api", "namespace": "ns", "generation": 1, "resourceVersion": rv},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 1, "replicas": 1, **status},
+    }
+
+
+def test_an_owned_deployment_wakes_its_nova_on_readiness_moves_not_on_every_status_write() -> None:
+    p = CHILD_EVENTS[DEPLOYMENTS]
+    starting = _deployment("1", unavailableReplicas=1, conditions=[{"type": "Progressing", "status": "True"}])
+    progressing = _deployment(
+        "2",
+        unavailableReplicas=1,
+        conditions=[{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "m"}],
+    )
+    available = _deployment(
+        "3",
+        readyReplicas=1,
+        availableReplicas=1,
+        conditions=[{"type": "Progressing", "status": "True"}, {"type": "Available", "status": "True"}],
+    )
+    assert not p.update(starting, progressing)
+    assert p.update(progressing, available)
+    assert r.deployment_available(available)
+    assert not r.deployment_available(progressing)
+
+
+def test_every_owned_kind_with_a_status_filters_its_status_writes() -> None:
+    """Kinds another controller writes the status of are filtered; the rest wake on every update."""
+    with_status = {DEPLOYMENTS, JOBS, CRONJOBS, HTTPROUTES, SERVICES, PDBS, HPAS, DATABASES, USERS, GRANTS}
+    assert set(CHILD_EVENTS) == with_status
+    assert {*OWNED, HTTPROUTES, *MARIADB_CHILDREN} - with_status == {CONFIGMAPS, NETWORK_POLICIES}
+    job = {"metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1"}, "status": {"active": 1}}
+    done = {
+        "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "2"},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    assert not CHILD_EVENTS[JOBS].update(
+        job, {**job, "metadata": {**job["metadata"], "resourceVersion": "3"}, "status": {"ready": 1}}
+    )
+    assert CHILD_EVENTS[JOBS].update(job, done)
+    pdb = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"},
+        "status": {"currentHealthy": 0},
+    }
+    moved = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "2"},
+        "status": {"currentHealthy": 1},
+    }
+    assert not CHILD_EVENTS[PDBS].update(pdb, moved)
+    assert CHILD_EVENTS[PDBS].update(pdb, {**moved, "metadata": {**moved["metadata"], "labels": {"x": "y"}}})

@@ -88,3 +88,50 @@ def test_label_selector_predicate_and_combinators() -> None:
     assert not both.update(parent, parent)
     either = predicates.any_of(sel, predicates.generation_changed)
     assert either.update(other, obj(gen=5, labels={"role": "x"}))
+
+
+def _versioned(rv: str, *, status: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    o = obj(resourceVersion=rv, **meta)
+    o["status"] = status
+    return o
+
+
+def test_status_view_changed_admits_a_status_write_only_when_the_view_moved() -> None:
+    p = predicates.status_view_changed(lambda o: (o.get("status") or {}).get("ready"))
+    old = _versioned("1", status={"ready": 0, "message": "starting"})
+    assert not p.update(old, _versioned("2", status={"ready": 0, "message": "still starting"}))
+    assert p.update(old, _versioned("2", status={"ready": 1, "message": "starting"}))
+    assert p.create(old)
+    assert p.delete(old)
+
+
+def test_status_view_changed_admits_every_change_outside_status_and_a_resync() -> None:
+    p = predicates.status_view_changed(lambda _: None)  # a kind whose status is not read at all
+    old = _versioned("1", status={"x": 1})
+    assert not p.update(old, _versioned("2", status={"x": 2}))
+    assert p.update(old, {**_versioned("2", status={"x": 1}), "spec": {"replicas": 3}})
+    assert p.update(old, _versioned("2", status={"x": 1}, labels={"a": "b"}))
+    assert p.update(old, _versioned("2", status={"x": 1}, annotations={"a": "b"}))
+    assert p.update(old, _versioned("2", status={"x": 1}, ownerReferences=[{"uid": "u"}]))
+    assert p.update(old, _versioned("2", status={"x": 1}, deletionTimestamp="2026-12-01T00:00:00Z"))
+    assert p.update(old, _versioned("2", status={"x": 1}, gen=2))
+    # the informer's resync hands the same object (same resourceVersion) as old and new
+    assert p.update(old, old)
+    assert p.update(old, _versioned("1", status={"x": 2}))
+
+
+def test_status_view_changed_filters_owner_events_of_a_handler() -> None:
+    keys: list[Request] = []
+    view = predicates.status_view_changed(lambda o: (o.get("status") or {}).get("ready"))
+    h = enqueue_for_owner(keys.append, group="g.io", kind="Parent", predicates=[view])
+    ref = [{"apiVersion": "g.io/v1", "kind": "Parent", "name": "p", "uid": "u", "controller": True}]
+    h.on_update(
+        _versioned("1", status={"ready": 0}, ownerReferences=ref),
+        _versioned("2", status={"ready": 0, "observed": 1}, ownerReferences=ref),
+    )
+    assert keys == []
+    h.on_update(
+        _versioned("2", status={"ready": 0}, ownerReferences=ref),
+        _versioned("3", status={"ready": 1}, ownerReferences=ref),
+    )
+    assert keys == [Request("ns", "p")]

@@ -209,3 +209,64 @@ async def test_longest_running_processor_and_unfinished_work_are_read_at_scrape_
     q.done("b")
     assert sample("longest_running_processor_seconds") == 0
     assert sample("unfinished_work_seconds") == 0
+
+
+async def test_an_event_key_is_handed_out_before_a_key_whose_timer_came_due_first() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("poll", 1.0)
+    clock.advance(1.0)  # the timer lane holds "poll" now
+    q.add("event-1")
+    q.add("event-2")
+    assert len(q) == 3
+    assert [await get_now(q) for _ in range(3)] == ["event-1", "event-2", "poll"]
+
+
+async def test_an_event_for_a_key_waiting_in_the_timer_lane_moves_it_up() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("a", 1.0)
+    q.add_after("b", 1.0)
+    clock.advance(1.0)
+    q.add("c")
+    q.add("b")  # b's own event: it joins the event lane behind c, once
+    assert len(q) == 3
+    assert [await get_now(q) for _ in range(3)] == ["c", "b", "a"]
+
+
+async def test_a_timer_key_waits_behind_events_at_most_later_max_wait() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(name="q", rate_limiter=ItemExponential(), clock=clock, later_max_wait=5.0)
+    q.add_after("poll", 0.5)
+    clock.advance(0.5)
+    for i in range(3):
+        q.add(f"e{i}")
+    assert await get_now(q) == "e0"
+    clock.advance(5.0)  # "poll" has waited 5 s in its lane
+    assert await get_now(q) == "poll"
+    assert [await get_now(q) for _ in range(2)] == ["e1", "e2"]
+
+
+async def test_a_key_readded_while_processing_returns_to_the_lane_of_what_readded_it() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add("a")
+    q.add("b")
+    assert await get_now(q) == "a"
+    assert await get_now(q) == "b"
+    q.add_after("a", 0.0)  # a requeue (no delay) while a is held: the timer lane
+    q.add("b")  # an event while b is held: the event lane
+    q.done("a")
+    q.done("b")
+    q.add("c")
+    assert [await get_now(q) for _ in range(3)] == ["b", "c", "a"]
+
+
+async def test_a_requeue_for_a_key_already_waiting_for_an_event_changes_nothing() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add("a")
+    q.add("b")
+    q.add_after("a", 0.0)
+    assert len(q) == 2
+    assert [await get_now(q) for _ in range(2)] == ["a", "b"]

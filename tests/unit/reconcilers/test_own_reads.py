@@ -32,6 +32,16 @@ def world(kube: FakeKube) -> tuple[FakeKube, Cache, common.OwnReads]:
     return kube, cache, common.OwnReads(kube, NOVAS, cache)  # type: ignore[arg-type]
 
 
+async def pass_adding_the_finalizer(kube: FakeKube, reads: common.OwnReads) -> Object:
+    """One pass: read the CR, add the finalizer (our own write), record the pass; the CR it read."""
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    reads.after_pass(obj, seen)
+    return obj
+
+
 async def test_a_converged_read_comes_from_the_cache_as_a_copy(
     world: tuple[FakeKube, Cache, common.OwnReads],
 ) -> None:
@@ -50,11 +60,7 @@ async def test_after_our_own_write_a_lagging_cache_is_not_trusted(
     world: tuple[FakeKube, Cache, common.OwnReads],
 ) -> None:
     kube, cache, reads = world
-    obj = await reads.read("ns", "nova")
-    assert obj is not None
-    seen = obj["metadata"]["resourceVersion"]
-    assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
-    reads.after_pass(obj, seen)
+    await pass_adding_the_finalizer(kube, reads)
 
     # the watch has not delivered the patch yet: the cache still lacks the finalizer
     again = await reads.read("ns", "nova")
@@ -81,11 +87,7 @@ async def test_a_write_by_someone_else_after_ours_ends_the_gets(
     world: tuple[FakeKube, Cache, common.OwnReads],
 ) -> None:
     kube, cache, reads = world
-    obj = await reads.read("ns", "nova")
-    assert obj is not None
-    seen = obj["metadata"]["resourceVersion"]
-    await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
-    reads.after_pass(obj, seen)
+    await pass_adding_the_finalizer(kube, reads)
     # a user edit lands right after our write; the watch skips straight to it
     live = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
     live["metadata"]["labels"] = {"edited": "yes"}
@@ -140,11 +142,7 @@ async def test_once_the_watch_delivered_our_write_a_later_edit_is_read_from_the_
     world: tuple[FakeKube, Cache, common.OwnReads],
 ) -> None:
     kube, cache, reads = world
-    obj = await reads.read("ns", "nova")
-    assert obj is not None
-    seen = obj["metadata"]["resourceVersion"]
-    await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
-    reads.after_pass(obj, seen)
+    await pass_adding_the_finalizer(kube, reads)
     ours = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
     old = cache.get("nova", "ns")
     cache.upsert(ours)

@@ -15,7 +15,7 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from nova_operator.kube import Kube, errors
-from nova_operator.kube.client import RETRY_CAP, parse_retry_after, retry_delay
+from nova_operator.kube.client import RETRY_CAP, api_client, environment_proxy, parse_retry_after, retry_delay
 from nova_operator.kube.resources import CONFIGMAPS
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import FakeClock
@@ -244,3 +244,64 @@ def test_retry_after_parsing_and_the_retry_rule() -> None:
     assert retry_delay("POST", 504, None, 0, **rule) is None
     assert retry_delay("GET", 404, None, 0, **rule) is None
     assert retry_delay("DELETE", 503, 60.0, 0, **rule) == 10.0
+
+
+async def test_requests_look_up_nothing_in_the_environment_and_the_proxy_is_read_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://api.example:6443"
+    kube = Kube(api_client(cfg), metrics=Metrics())
+    try:
+        for api in (kube._api, kube._watch_client()):
+            session = api.rest_client.pool_manager
+            assert session.trust_env is False  # no .netrc read, no proxy lookup per request
+            assert api.rest_client.proxy == "http://proxy.example:3128"
+        assert kube._watch_client().rest_client.pool_manager.connector.limit == 0  # type: ignore[attr-defined]
+    finally:
+        await kube.close()
+
+
+async def test_a_kubeconfig_proxy_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://env.example:3128")
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://api.example:6443"
+    cfg.proxy = "http://kubeconfig.example:8080"
+    api = api_client(cfg)
+    try:
+        assert api.rest_client.proxy == "http://kubeconfig.example:8080"
+    finally:
+        await api.close()
+
+
+@pytest.mark.parametrize(
+    ("host", "no_proxy", "proxied"),
+    [
+        ("https://api.example:6443", "", True),
+        ("https://api.example:6443", "*", False),
+        ("https://api.example:6443", "api.example", False),
+        ("https://api.example:6443", "example", False),  # a domain: its sub-domains too
+        ("https://api.example:6443", ".example", False),
+        ("https://api.example:6443", "other.example,  api.example:6443", False),
+        ("https://api.example:6443", "api.example:443", True),  # another port
+        ("https://myapi.example:6443", "api.example", True),  # a suffix, not a sub-domain
+        ("https://10.96.0.1:443", "10.0.0.0/8", False),
+        ("https://10.96.0.1:443", "10.96.0.1", False),
+        ("https://10.96.0.1:443", "192.168.0.0/16", True),
+        ("https://[fd00::1]:443", "fd00::/8", False),
+    ],
+)
+def test_the_proxy_follows_https_proxy_and_no_proxy_as_go_does(
+    host: str, no_proxy: str, proxied: bool
+) -> None:
+    env = {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": no_proxy}
+    assert (environment_proxy(host, env) == "http://proxy:3128") is proxied
+
+
+def test_plain_http_uses_http_proxy_and_lowercase_wins() -> None:
+    env = {"http_proxy": "http://lower:1", "HTTP_PROXY": "http://upper:1", "HTTPS_PROXY": "http://s:1"}
+    assert environment_proxy("http://127.0.0.1:8080", env) == "http://lower:1"
+    assert environment_proxy("http://127.0.0.1:8080", {}) is None

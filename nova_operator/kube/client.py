@@ -530,7 +530,7 @@ class Kube:
         except (aiohttp.ClientError, OSError) as exc:
             raise errors.Unreachable(f"{what}: {describe(exc)}") from exc
         finally:
-            self.metrics.api_requests.labels(verb, resource, code).inc()
+            self.metrics.count_request(verb, resource, code)
             self.metrics.api_request_duration.labels(verb, resource).observe(time.monotonic() - started)
         if resp.status >= 300:
             try:

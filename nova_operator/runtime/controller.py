@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from nova_operator.metrics import WRITE_VERBS, Metrics
+from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
@@ -171,7 +171,7 @@ class Controller:
             controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
         ):
             gauge.inc()
-            began, writes = self._clock.now(), self.metrics.api_request_count(WRITE_VERBS)
+            began, writes = self._clock.now(), self.metrics.writes_sent
             started = time.monotonic()
             result: Result | None = None
             error: Exception | None = None
@@ -200,7 +200,7 @@ class Controller:
                 gauge.dec()
                 self.metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
                 # Writes during the pass (any worker's: an overlap only errs towards damping).
-                wrote = self.metrics.api_request_count(WRITE_VERBS) > writes
+                wrote = self.metrics.writes_sent > writes
                 self._hot.reconciled(request, began, wrote=wrote, ended=self._clock.now())
                 if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
                     self._damped.discard(request)

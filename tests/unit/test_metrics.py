@@ -93,3 +93,13 @@ def test_nova_ready_is_per_cr_and_forgotten_with_the_nova() -> None:
         m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "other", "namespace": "openstack"})
         == 0
     )
+
+
+def test_count_request_feeds_the_series_and_the_write_tally_a_pass_compares() -> None:
+    m = Metrics()
+    for verb in ("get", "list", "watch", "apply", "patch", "create", "update", "delete"):
+        m.count_request(verb, "configmaps", "200")
+    m.count_request("patch", "configmaps", "error")
+    assert m.writes_sent == 6
+    assert m.api_request_count(WRITE_VERBS) == 6
+    assert m.api_request_count() == 9

@@ -77,7 +77,7 @@ class Writer:
 
     async def reconcile(self, request: Request) -> Result:
         if self.writes:
-            self.metrics.api_requests.labels("apply", "deployments.apps", "200").inc()
+            self.metrics.count_request("apply", "deployments.apps", "200")
         return Result()
 
 

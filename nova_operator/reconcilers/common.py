@@ -74,7 +74,8 @@ class OwnReads:
     it GETs (and remembers what the GET returned, until the cache catches up). Registered as a
     handler of the CR's informer, it learns when the watch delivered that version, so a later
     change by somebody else is read from the cache too (resourceVersions are only compared for
-    equality, never ordered). A pass that
+    equality, never ordered); a write whose echo the cache holds already when the pass ends is not
+    waited for (the watch can deliver it before the pass has finished). A pass that
     raised may have written without learning the version: the next pass GETs. A change by
     anybody else reaches the cache through the watch, which also wakes the pass, so a converged
     CR is read with no request at all. Without a cache for the CR's namespace every read is a GET.
@@ -133,7 +134,11 @@ class OwnReads:
         elif failed:
             self._fresh[key] = None
         elif _version(obj) != read_version:
-            self._fresh[key] = _version(obj)
+            cached = self.cache.get(key[1], key[0])
+            if cached is not None and _version(cached) == _version(obj):
+                self._fresh.pop(key, None)  # the watch delivered our write before the pass ended
+            else:
+                self._fresh[key] = _version(obj)
 
     # -- the CR's informer (register with ``informer.add_handler(reads)``) ------------------
 

@@ -186,3 +186,27 @@ async def test_run_pass_records_a_raising_pass_and_answers_gone_for_a_missing_cr
     assert await reads.run_pass("ns", "nova", name_of, "gone") == "nova"
     assert gets(kube) == 1  # after the failure, one GET
     assert await reads.run_pass("ns", "missing", name_of, "gone") == "gone"
+
+
+async def test_a_write_the_watch_delivered_before_the_pass_ended_is_not_waited_for(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    """The echo of our write can reach the cache while the pass is still running: no GET after it."""
+    kube, cache, reads = world
+    obj = await reads.read("ns", "nova")
+    assert obj is not None
+    seen = obj["metadata"]["resourceVersion"]
+    assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    live = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
+    cache.upsert(copy.deepcopy(live))
+    reads.on_update(obj, live)  # the watch: before the pass recorded its write
+    reads.after_pass(obj, seen)
+    assert len(reads) == 0
+    touched = copy.deepcopy(live)
+    touched["metadata"]["resourceVersion"] = "999"  # somebody else's change, later
+    cache.upsert(touched)
+    reads.on_update(live, touched)
+    again = await reads.read("ns", "nova")
+    assert again is not None
+    assert again["metadata"]["resourceVersion"] == "999"
+    assert gets(kube) == 0

@@ -314,6 +314,7 @@ async def record_terminal_claims(
     job: Mapping[str, Any] | None,
     claims: Sequence[Claim],
     events: EventSink,
+    wrote: Callable[[Object], None] | None = None,
 ) -> dict[str, bool]:
     """Each claim's ``record(state, seconds)`` once per terminal Job UID; per suffix, whether it ran now.
 
@@ -324,6 +325,7 @@ async def record_terminal_claims(
     the final status write does not conflict). On patch failure nothing is recorded and each
     claim's ``deferral_reason`` is emitted as a Warning; the next pass retries. One patch for the
     recorders of one Job (db-sync's metric and its cells report): each suffix still records once.
+    ``wrote`` receives the CR as the claim patch returned it (``runtime.echoes``).
     """
     claimed = {c.suffix: False for c in claims}
     if job is None:
@@ -345,6 +347,8 @@ async def record_terminal_claims(
         for c in due:
             await events.emit(obj, "Warning", c.deferral_reason, deferral_message(c.suffix))
         return claimed
+    if wrote is not None:
+        wrote(live)
     meta["resourceVersion"] = live["metadata"]["resourceVersion"]
     meta["annotations"] = {**annotations, **marks}
     seconds = job_duration_seconds(job) or 0.0

@@ -28,6 +28,8 @@ from nova_operator.models.nova import Nova
 from nova_operator.pipeline import StepInputError
 from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache, copy_object
+from nova_operator.runtime.echoes import OwnWrites
+from nova_operator.runtime.request import Request
 from nova_operator.settings import OpenStackSettings
 
 Object = dict[str, Any]
@@ -160,6 +162,7 @@ class PassContext:
     state: PassState = field(default_factory=PassState)
     initial: Mapping[str, Any] = field(default_factory=dict)  # the status as the pass found it
     forked: Mapping[str, Any] | None = None  # a fork: the status it started from (``adopt_step``)
+    writes: OwnWrites | None = None  # the controller's record of its own writes (``runtime.echoes``)
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -241,7 +244,15 @@ class PassContext:
         """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
         current = await self.live(ref, desired["metadata"]["name"])
-        return await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
+        live = await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
+        if current is None or _version(live) != _version(current):
+            self.wrote(live)
+        return live
+
+    def wrote(self, obj: Mapping[str, Any]) -> None:
+        """``obj`` as this pass's write returned it: its watch echo will not wake this CR again."""
+        if self.writes is not None:
+            self.writes.wrote(obj, Request(self.namespace, self.name))
 
     async def remove(self, ref: ResourceRef, name: str, *, only_owned: bool = True) -> bool:
         """Delete ``name`` when it exists (and, by default, only when this CR controls it)."""
@@ -286,6 +297,10 @@ class PassContext:
         if theirs.get("resourceVersion") != meta.get("resourceVersion"):
             meta["annotations"] = dict(theirs.get("annotations") or {})
             meta["resourceVersion"] = theirs.get("resourceVersion")
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

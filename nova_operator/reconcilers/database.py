@@ -250,7 +250,9 @@ def _metric_claim(ctx: PassContext, suffix: str) -> Claim:
 async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str = DB_SYNC) -> None:
     """The metrics once per terminal Job UID (§14.2): the db-sync Job and the three upgrade phase Jobs
     (``suffix`` names which)."""
-    await record_terminal_claims(ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, suffix)], ctx.events)
+    await record_terminal_claims(
+        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, suffix)], ctx.events, wrote=ctx.wrote
+    )
 
 
 _UNREADABLE: set[str] = set()
@@ -294,7 +296,7 @@ async def _record_completed(ctx: PassContext, job: Mapping[str, Any]) -> None:
     uid = str((job.get("metadata") or {}).get("uid") or "")
     cells_claim = _cells_claim(ctx, job)
     claimed = await record_terminal_claims(
-        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, DB_SYNC), cells_claim], ctx.events
+        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, DB_SYNC), cells_claim], ctx.events, wrote=ctx.wrote
     )
     annotations = ctx.obj["metadata"].get("annotations") or {}
     if (

@@ -62,6 +62,7 @@ from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate, ignore_status_only, status_view_changed
 from nova_operator.runtime.request import Request, Result
@@ -174,6 +175,7 @@ class NovaReconciler:
         self.now = now
         self.observer = StepMetrics(kube.metrics)
         self.reads = common.OwnReads(kube, NOVAS, caches.get(NOVAS))
+        self.writes: OwnWrites | None = None  # the controller's (``runtime.echoes``), set when wired
 
     async def reconcile(self, request: Request) -> Result:
         """One pass; the Nova comes from the informer cache (see ``common.OwnReads`` for when it GETs)."""
@@ -214,6 +216,7 @@ class NovaReconciler:
                 metrics=self.kube.metrics,
                 options=self.options,
                 initial=snapshot,
+                writes=self.writes,
             )
             try:
                 result = await run_sequence(steps, ctx, self.observer, at_once=workloads_at_once)
@@ -550,6 +553,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         )
         informers[NOVAS].add_handler(reconciler.reads)  # learns when the cache shows our own writes
         ctl = manager.controller(CONTROLLER_NAME, reconciler)
+        reconciler.writes = ctl.own_writes  # the echoes of its own writes wake no pass of the writer
         ctl.watch_primary(informers[NOVAS], ignore_status_only)
         owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)
         for ref in owned:

@@ -31,6 +31,7 @@ import structlog
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.damping import HotKeys
+from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate
@@ -79,6 +80,9 @@ class Controller:
         self._clock: Clock = clock if clock is not None else LoopClock()
         self._hot: HotKeys[Request] = HotKeys(after=s.hot_after, cap=s.hot_delay_cap)
         self._damped: set[Request] = set()  # hot keys already logged
+        # What the reconciler records of its own writes (``runtime.echoes``): the watch handlers
+        # leave the writer's key out of those writes' echoes. Empty unless the reconciler records.
+        self.own_writes = OwnWrites()
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
@@ -104,7 +108,7 @@ class Controller:
     def watch_primary(self, informer: Informer, *predicates: Predicate) -> Controller:
         """Reconcile every object of ``informer`` (its own key)."""
         self.primary = informer
-        informer.add_handler(enqueue_for_object(self.enqueue, *predicates))
+        informer.add_handler(enqueue_for_object(self.enqueue, *predicates, echoes=self.own_writes))
         return self
 
     def watch_owned(
@@ -112,13 +116,19 @@ class Controller:
     ) -> Controller:
         """Reconcile the controller owner (``owner_group``/``owner_kind``) of every object of ``informer``."""
         informer.add_handler(
-            enqueue_for_owner(self.enqueue, group=owner_group, kind=owner_kind, predicates=predicates)
+            enqueue_for_owner(
+                self.enqueue,
+                group=owner_group,
+                kind=owner_kind,
+                predicates=predicates,
+                echoes=self.own_writes,
+            )
         )
         return self
 
     def watch_mapped(self, informer: Informer, mapper: MapFunc, *predicates: Predicate) -> Controller:
         """Reconcile the keys ``mapper`` returns for every object of ``informer``."""
-        informer.add_handler(enqueue_mapped(self.enqueue, mapper, *predicates))
+        informer.add_handler(enqueue_mapped(self.enqueue, mapper, *predicates, echoes=self.own_writes))
         return self
 
     def resync(self) -> int:

@@ -4,6 +4,8 @@ Three mappings cover every watch of the operator: the object itself, the object'
 controller owner (an ownerReference with ``controller: true`` of a given group and kind),
 or any function from an object to keys. On an update both the old and the new object
 are mapped, so a key that stops matching still gets one last reconcile.
+With ``echoes`` (``runtime.echoes``), an event that only echoes a controller's own write leaves
+out the key that wrote it.
 Handlers receive the cache's own objects: they must not change them.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.predicates import Predicate
 from nova_operator.runtime.request import Request
 
@@ -43,25 +46,37 @@ def controller_owner(obj: Object, *, group: str, kind: str) -> Request | None:
 
 
 class MappedHandler:
-    """Enqueue the keys ``mapper`` returns for each admitted event."""
+    """Enqueue the keys ``mapper`` returns for each admitted event (but an echo's writer, see ``echoes``)."""
 
-    def __init__(self, enqueue: Enqueue, mapper: MapFunc, predicates: Sequence[Predicate] = ()) -> None:
+    def __init__(
+        self,
+        enqueue: Enqueue,
+        mapper: MapFunc,
+        predicates: Sequence[Predicate] = (),
+        echoes: OwnWrites | None = None,
+    ) -> None:
         self._enqueue, self._map, self._predicates = enqueue, mapper, tuple(predicates)
+        self._echoes = echoes
 
     def on_add(self, obj: Object) -> None:
         if all(p.create(obj) for p in self._predicates):
-            self._emit(obj)
+            self._emit((obj,), self._writer(None, obj))
 
     def on_update(self, old: Object, new: Object) -> None:
         if all(p.update(old, new) for p in self._predicates):
-            self._emit(old, new)
+            self._emit((old, new), self._writer(old, new))
 
     def on_delete(self, obj: Object) -> None:
+        if self._echoes is not None:
+            self._echoes.forget(obj)
         if all(p.delete(obj) for p in self._predicates):
-            self._emit(obj)
+            self._emit((obj,), None)
 
-    def _emit(self, *objs: Object) -> None:
-        seen: set[Request] = set()
+    def _writer(self, old: Object | None, new: Object) -> Request | None:
+        return None if self._echoes is None else self._echoes.writer_of(old, new)
+
+    def _emit(self, objs: tuple[Object, ...], skip: Request | None) -> None:
+        seen: set[Request] = set() if skip is None else {skip}
         for obj in objs:
             for key in self._map(obj):
                 if key not in seen:
@@ -69,19 +84,28 @@ class MappedHandler:
                     self._enqueue(key)
 
 
-def enqueue_for_object(enqueue: Enqueue, *predicates: Predicate) -> MappedHandler:
-    return MappedHandler(enqueue, lambda obj: [object_key(obj)], predicates)
+def enqueue_for_object(
+    enqueue: Enqueue, *predicates: Predicate, echoes: OwnWrites | None = None
+) -> MappedHandler:
+    return MappedHandler(enqueue, lambda obj: [object_key(obj)], predicates, echoes)
 
 
 def enqueue_for_owner(
-    enqueue: Enqueue, *, group: str, kind: str, predicates: Sequence[Predicate] = ()
+    enqueue: Enqueue,
+    *,
+    group: str,
+    kind: str,
+    predicates: Sequence[Predicate] = (),
+    echoes: OwnWrites | None = None,
 ) -> MappedHandler:
     def owner(obj: Object) -> list[Request]:
         key = controller_owner(obj, group=group, kind=kind)
         return [key] if key is not None else []
 
-    return MappedHandler(enqueue, owner, predicates)
+    return MappedHandler(enqueue, owner, predicates, echoes)
 
 
-def enqueue_mapped(enqueue: Enqueue, mapper: MapFunc, *predicates: Predicate) -> MappedHandler:
-    return MappedHandler(enqueue, mapper, predicates)
+def enqueue_mapped(
+    enqueue: Enqueue, mapper: MapFunc, *predicates: Predicate, echoes: OwnWrites | None = None
+) -> MappedHandler:
+    return MappedHandler(enqueue, mapper, predicates, echoes)

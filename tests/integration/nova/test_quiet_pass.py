@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Any
 
 import pytest
 
 from nova_operator.kube import Kube
-from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS
+from nova_operator.kube.errors import NotFound
+from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS, SERVICES
 from nova_operator.metrics import Metrics
 from nova_operator.reconcilers.context import NovaOptions
 from nova_operator.reconcilers.nova import probe_namespaces, watches_rabbitmq
@@ -126,3 +128,39 @@ async def test_with_namespace_a_converged_pass_sends_no_request_once_the_namespa
     probed = await probe_namespaces(operator.kube, NovaOptions(namespaced=True), [namespace])
     assert watches_rabbitmq(probed)
     await assert_quiet(admin, operator, simulator, namespace)
+
+
+async def test_a_child_the_pass_recreates_wakes_no_second_pass_with_its_echo(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    """A deleted Service wakes its Nova; the pass recreates it, and the Added event of that very write
+    (the watch's echo of what the pass already knows) starts no pass of its own (``runtime.echoes``)."""
+    ns = namespace
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    await wait_for(lambda: admin.get(NOVAS, "nova", ns), is_ready, within=60)
+    simulator.hold_jobs = True
+    await settled(operator)
+    old = await admin.get(SERVICES, "nova-metadata", ns)
+    started = passes(operator)
+
+    async def service() -> dict[str, Any] | None:
+        try:
+            return await admin.get(SERVICES, "nova-metadata", ns)
+        except NotFound:
+            return None
+
+    await admin.delete(SERVICES, "nova-metadata", ns)
+    new = await wait_for(
+        service, lambda s: s is not None and s["metadata"]["uid"] != old["metadata"]["uid"], within=20
+    )
+    await settled(operator)
+    await asyncio.sleep(1.0)  # an echo pass would have come by now
+
+    assert passes(operator) - started == 1, "the recreated Service's own Added event started a second pass"
+    cached = operator.controller.reconciler.caches[SERVICES].get("nova-metadata", ns)  # type: ignore[attr-defined]
+    assert cached is not None
+    assert (
+        cached["metadata"]["uid"] == new["metadata"]["uid"]
+    )  # the event did arrive: only the pass was left out
+    assert is_ready(await admin.get(NOVAS, "nova", ns))

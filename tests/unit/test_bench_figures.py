@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pathlib
+import time
 
-from bench import audit, figures, promtext, report
+from bench import audit, figures, floor, proc, promtext, report
 
 OPERATOR = "system:serviceaccount:nova-system:nova-operator"
 
@@ -91,3 +93,64 @@ def test_compare_shows_both_runs_and_the_relative_change() -> None:
     table = report.compare(a, b, ("main", "branch"))
     assert "| all Ready: last (s) | 127.0 | 63.5 | -63.5 (-50%) |" in table
     assert "| stage Ready (s) | - → 122.0 | - → 60.0 |  |" in table
+
+
+def test_the_cpu_window_counts_what_a_process_spent_and_how_busy_the_machine_was() -> None:
+    window = proc.CpuWindow({"me": os.getpid(), "gone": 2**22 + 7})
+    window.start()
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:  # spend CPU
+        pass
+    seconds = window.stop()
+    assert seconds["me"] >= 0.1
+    assert seconds["gone"] == 0.0  # a process that is not there spent nothing
+    assert 0.0 < window.machine_busy <= 1.0
+
+
+def test_a_child_is_replayed_without_what_the_api_server_set() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "nova-db-sync",
+            "namespace": "bench-100",
+            "uid": "u",
+            "resourceVersion": "7",
+            "generation": 1,
+            "creationTimestamp": "2026-12-01T08:00:00Z",
+            "managedFields": [{}],
+            "ownerReferences": [{"kind": "Nova"}],
+            "labels": {"app": "nova", "controller-uid": "u", "batch.kubernetes.io/controller-uid": "u"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "template": {"metadata": {"labels": {"app": "nova", "controller-uid": "u"}}, "spec": {}},
+        },
+        "status": {"succeeded": 1},
+    }
+    out = floor.portable("Job", job)
+    assert out["metadata"] == {"name": "nova-db-sync", "labels": {"app": "nova"}}
+    assert "selector" not in out["spec"]
+    assert out["spec"]["template"]["metadata"]["labels"] == {"app": "nova"}
+    assert "status" not in out
+    assert job["metadata"]["uid"] == "u"  # the template itself is left as it was
+    service = {
+        "metadata": {"name": "nova"},
+        "spec": {"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"], "ports": [{"port": 8774}]},
+    }
+    assert floor.portable("Service", service)["spec"] == {"ports": [{"port": 8774}]}
+
+
+def test_the_floor_table_names_each_process() -> None:
+    table = report.floor_table(
+        {
+            "novas": 100,
+            "objects_per_namespace": 27,
+            "creates_seconds": 20.5,
+            "all_ready": {"first": 3.0, "median": 21.0, "last": 30.25},
+            "machine": {"busy_fraction": 0.97, "cpu_seconds": {"kube-apiserver": 40.5, "etcd": 6.0}},
+        }
+    )
+    assert "| all available: first / median / last (s) | 3 / 21.0 / 30.2 |" in table  # the run table's format
+    assert "| kube-apiserver CPU (s) | 40.5 |" in table
+    assert "| etcd CPU (s) | 6 |" in table

@@ -1,4 +1,4 @@
-"""``python -m bench run|compare|show`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
+"""``python -m bench run|floor|compare|show`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from bench import report
+from bench.floor import FloorOptions, floor
 from bench.run import Options, run
 
 
@@ -22,6 +23,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
     r.add_argument("--idle", type=float, default=60.0, help="idle stretch measured (s, default 60)")
     r.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
+    f = sub.add_parser(
+        "floor", help="the same children created by a plain client: what the cluster alone needs"
+    )
+    f.add_argument("--novas", "-n", type=int, default=10, help="how many namespaces (default 10)")
+    f.add_argument("--out", type=pathlib.Path, help="JSON file (default: bench-floor-<N>.json)")
+    f.add_argument("--workdir", type=pathlib.Path, help="cluster directory (default: a temp dir)")
+    f.add_argument("--timeout", type=float, default=600.0, help="give up waiting after (s)")
+    f.add_argument("--apply", action="store_true", help="server-side apply, as the operator sends them")
     c = sub.add_parser("compare", help="two runs' JSON side by side")
     c.add_argument("a", type=pathlib.Path)
     c.add_argument("b", type=pathlib.Path)
@@ -46,6 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report.details(result))
         print(f"written: {out}; logs and the audit log: {result['run']['workdir']}")
         return 0 if result["converged"] else 1
+    if args.command == "floor":
+        if args.novas < 1:
+            parser.error("--novas must be at least 1")
+        out = args.out or pathlib.Path(f"bench-floor-{args.novas}.json")
+        found = floor(
+            FloorOptions(novas=args.novas, workdir=args.workdir, timeout=args.timeout, apply=args.apply)
+        )
+        out.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+        print(report.floor_table(found))
+        print(f"written: {out}")
+        return 0 if found["finished"] else 1
     if args.command == "compare":
         a, b = json.loads(args.a.read_text()), json.loads(args.b.read_text())
         print(report.compare(a, b, (args.a.stem, args.b.stem)))

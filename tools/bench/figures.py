@@ -274,6 +274,10 @@ def compute(
         "event_to_pass_seconds": {**overall, "by_kind": by_kind},
         "standin_reaction_seconds": standin_reaction(log, tracker),
         "stages": stages(log, tracker, raw["created"], names),
+        "machine": {
+            "busy_fraction_converge": raw.get("machine_busy"),
+            "cpu_seconds_converge": raw.get("cpu_by_process", {}),
+        },
         "operator": {
             "rss_mib_empty": _r(raw["rss_empty"], 1),
             "rss_mib_converged": _r(raw["rss_converged"], 1),

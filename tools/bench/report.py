@@ -28,6 +28,13 @@ def _stage(stage: str) -> Callable[[dict[str, Any]], Any]:
     return get
 
 
+def _rest_cpu(result: dict[str, Any]) -> Any:
+    """CPU seconds of every process but the operator and the API server while converging."""
+    cpu = (result.get("machine") or {}).get("cpu_seconds_converge") or {}
+    rest = [v for k, v in cpu.items() if k not in ("operator", "kube-apiserver")]
+    return round(sum(rest), 1) if rest else None
+
+
 # (label, getter) in print order; a getter returning a number is compared by ``compare``.
 ROWS: list[Row] = [
     ("Novas", _get("novas")),
@@ -54,6 +61,9 @@ ROWS: list[Row] = [
     ("operator RSS, converged (MiB)", _get("operator", "rss_mib_converged")),
     ("operator RSS growth (MiB)", _get("operator", "rss_mib_growth")),
     ("operator CPU to converge (s)", _get("operator", "cpu_seconds_converge")),
+    ("machine busy while converging (of 1)", _get("machine", "busy_fraction_converge")),
+    ("kube-apiserver CPU to converge (s)", _get("machine", "cpu_seconds_converge", "kube-apiserver")),
+    ("rest of the cluster and bench CPU (s)", _rest_cpu),
     ("stage MariaDB objects: began → ended (s)", _stage("mariadb")),
     ("stage db-sync Job (s)", _stage("db-sync")),
     ("stage Deployments (s)", _stage("deployments")),
@@ -116,4 +126,26 @@ def compare(a: dict[str, Any], b: dict[str, Any], names: Sequence[str] = ("a", "
             diff = vb - va
             change = f"{diff:+.3g}" + (f" ({diff / va:+.0%})" if va else "")
         lines.append(f"| {label.strip()} | {_fmt(va)} | {_fmt(vb)} | {change} |")
+    return "\n".join(lines)
+
+
+def floor_table(found: dict[str, Any]) -> str:
+    """``bench floor``'s figures as a Markdown table."""
+    ready = found.get("all_ready") or {}
+    machine = found.get("machine") or {}
+    cpu = machine.get("cpu_seconds") or {}
+    rows = [
+        ("namespaces", found.get("novas")),
+        ("objects per namespace (the operator's children)", found.get("objects_per_namespace")),
+        ("sent as", found.get("verb")),
+        ("creates took (s)", found.get("creates_seconds")),
+        (
+            "all available: first / median / last (s)",
+            f"{_fmt(ready.get('first'))} / {_fmt(ready.get('median'))} / {_fmt(ready.get('last'))}",
+        ),
+        ("machine busy (of 1)", machine.get("busy_fraction")),
+        *((f"{name} CPU (s)", seconds) for name, seconds in sorted(cpu.items())),
+    ]
+    lines = ["| figure | measured |", "| --- | --- |"]
+    lines += [f"| {label} | {_fmt(value)} |" for label, value in rows]
     return "\n".join(lines)

@@ -197,6 +197,10 @@ async def measure(handle: SimHandle, op: Operator, opts: Options, nova: dict[str
 
         created: dict[str, float] = {}
         sem = asyncio.Semaphore(16)
+        window = proc.CpuWindow(
+            {**handle.cluster.processes(), "operator": op.pid, "bench and stand-ins": os.getpid()}
+        )
+        window.start()
 
         async def create(ns: str) -> None:
             async with sem:
@@ -216,6 +220,8 @@ async def measure(handle: SimHandle, op: Operator, opts: Options, nova: dict[str
 
         converged = await tracker.wait(all_ready, opts.timeout)
         t_ready = time.time()
+        raw["cpu_by_process"] = window.stop()
+        raw["machine_busy"] = window.machine_busy
         raw["converged"] = converged
         last = await _quiet(log, QUIET, 120.0)
         t_settled = max(last, t_ready) + 0.001

@@ -266,7 +266,10 @@ class PassContext:
     def fork(self) -> PassContext:
         return replace(
             self,
-            obj=copy_object(self.obj),  # JSON trees: the fast copy (a pass forks seven times)
+            # Of the CR a member may change only its metadata (the resourceVersion and annotations a
+            # claim patch returns, assigned, never changed in place): a copy of that; the rest (spec,
+            # the status as read) is shared read-only. Deep copies of the CR were 11 % of a pass's CPU.
+            obj={**self.obj, "metadata": dict(self.obj.get("metadata") or {})},
             status=copy_object(self.status),
             state=replace(self.state),
             forked=copy_object(self.status),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,12 +33,18 @@ def world(kube: FakeKube) -> tuple[FakeKube, Cache, common.OwnReads]:
     return kube, cache, common.OwnReads(kube, NOVAS, cache)  # type: ignore[arg-type]
 
 
-async def pass_adding_the_finalizer(kube: FakeKube, reads: common.OwnReads) -> Object:
-    """One pass: read the CR, add the finalizer (our own write), record the pass; the CR it read."""
+async def pass_adding_the_finalizer(
+    kube: FakeKube, reads: common.OwnReads, meanwhile: Callable[[Object], None] | None = None
+) -> Object:
+    """One pass: read the CR, add the finalizer (our own write), record the pass; the CR it read.
+
+    ``meanwhile`` gets the CR as stored after the write, before the pass records it (the watch)."""
     obj = await reads.read("ns", "nova")
     assert obj is not None
     seen = obj["metadata"]["resourceVersion"]
     assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
+    if meanwhile is not None:
+        meanwhile(copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")]))
     reads.after_pass(obj, seen)
     return obj
 
@@ -193,15 +200,16 @@ async def test_a_write_the_watch_delivered_before_the_pass_ended_is_not_waited_f
 ) -> None:
     """The echo of our write can reach the cache while the pass is still running: no GET after it."""
     kube, cache, reads = world
-    obj = await reads.read("ns", "nova")
-    assert obj is not None
-    seen = obj["metadata"]["resourceVersion"]
-    assert await common.ensure_finalizer(kube, NOVAS, obj, FINALIZER)  # type: ignore[arg-type]
-    live = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
-    cache.upsert(copy.deepcopy(live))
-    reads.on_update(obj, live)  # the watch: before the pass recorded its write
-    reads.after_pass(obj, seen)
+    delivered: list[Object] = []
+
+    def watch(live: Object) -> None:  # the watch: before the pass recorded its write
+        cache.upsert(copy.deepcopy(live))
+        reads.on_update(live, live)
+        delivered.append(live)
+
+    await pass_adding_the_finalizer(kube, reads, watch)
     assert len(reads) == 0
+    live = delivered[0]
     touched = copy.deepcopy(live)
     touched["metadata"]["resourceVersion"] = "999"  # somebody else's change, later
     cache.upsert(touched)

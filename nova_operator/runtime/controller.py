@@ -81,8 +81,9 @@ class Controller:
         self._hot: HotKeys[Request] = HotKeys(after=s.hot_after, cap=s.hot_delay_cap)
         self._damped: set[Request] = set()  # hot keys already logged
         # What the reconciler records of its own writes (``runtime.echoes``): the watch handlers
-        # leave the writer's key out of those writes' echoes. Empty unless the reconciler records.
-        self.own_writes = OwnWrites()
+        # leave the writer's key out of those writes' echoes; an event that reaches a key during its
+        # own pass is decided when the pass ends (the echo may beat the write's response).
+        self.own_writes = OwnWrites(busy=lambda key: key in self._busy)
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
@@ -165,6 +166,8 @@ class Controller:
                 log.exception("worker failed to settle a key; requeueing it", controller=self.name)
                 self.queue.add_rate_limited(request)
             finally:
+                if self.own_writes.settle(request):  # an event during the pass that was not its echo
+                    self.enqueue(request)
                 del self._busy[request]
                 self.queue.done(request)
 

@@ -4,27 +4,25 @@ Every write a pass sends comes back through the watch a moment later: an Added f
 pass created, a Modified for each it changed, and for an annotation patch of the CR itself a
 Modified the primary's predicates admit. The pass that wrote already knows that state (the write
 returned it), so reconciling the writer again for the echo finds nothing new; with many keys
-waiting, those passes sit in the queue in front of work that is due (measured: a third of a Nova's
-passes during an install). controller-runtime leaves them in; this filter takes them out, and only
-them:
+waiting, those passes sit in the queue in front of work that is due. controller-runtime leaves
+them in; this filter takes them out, and only them:
 
 - ``wrote(obj, writer)`` records the object's UID and the resourceVersion the write returned,
   with the key of the writer (one entry per object: a later write replaces it).
-- ``writer_of(old, new)`` names that writer when an event carries exactly that version: an add,
-  or an update that moved the resourceVersion to it. A resync (the same version handed twice)
-  is never an echo, and neither is any other version: another writer's change, our own write's
-  successor by someone else, a deletion.
-- The handler drops only the writer's key: any other key the event maps to (another CR that
-  names the object) is enqueued as before.
-- ``forget`` on a deletion, so the table holds at most one entry per live object written.
-
-A write whose echo arrives before the pass recorded it (the watch can be faster than the
-response) is simply not filtered: one extra pass, as without this filter.
+- ``admit(key, old, new)`` is asked by a handler for every key an add or update maps to. An event
+  carrying exactly the version ``key`` wrote is left out. While ``key``'s own pass is running
+  (``busy``), the answer is deferred: the event may be the echo of a write whose response the pass
+  has not read yet (the watch can be faster than the response). ``settle(key)`` at the end of the
+  pass says whether any deferred event was something else; then the key is enqueued, exactly as an
+  event during a pass always marked it for one more pass.
+- A resync (the same version handed twice), any other version, any other key the event maps to,
+  and deletions are admitted as before; a deletion also forgets the entry, so the table holds at
+  most one entry per live object written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nova_operator.runtime.request import Request
@@ -37,30 +35,44 @@ def _meta(obj: Object | None) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
+def _identity(obj: Object) -> tuple[str, str]:
+    meta = _meta(obj)
+    return str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+
+
 class OwnWrites:
-    def __init__(self) -> None:
+    def __init__(self, busy: Callable[[Request], bool] = lambda _key: False) -> None:
+        self._busy = busy
         self._written: dict[str, tuple[str, Request]] = {}  # uid -> (resourceVersion, writer)
+        self._deferred: dict[Request, list[tuple[str, str]]] = {}  # key -> (uid, version) seen in its pass
 
     def wrote(self, obj: Object, writer: Request) -> None:
         """``obj`` as a write by ``writer`` returned it (its UID and resourceVersion)."""
-        meta = _meta(obj)
-        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        uid, version = _identity(obj)
         if uid and version:
             self._written[uid] = (version, writer)
 
-    def writer_of(self, old: Object | None, new: Object) -> Request | None:
-        """The key whose own write ``new`` is, for an add (``old`` None) or an update; else None."""
-        meta = _meta(new)
-        version = str(meta.get("resourceVersion") or "")
-        if old is not None and str(_meta(old).get("resourceVersion") or "") == version:
-            return None  # a resync: it exists to reconcile again
-        found = self._written.get(str(meta.get("uid") or ""))
-        if found is None or not version or found[0] != version:
-            return None
-        return found[1]
+    def _by(self, key: Request, uid: str, version: str) -> bool:
+        return bool(uid and version) and self._written.get(uid) == (version, key)
+
+    def admit(self, key: Request, old: Object | None, new: Object) -> bool:
+        """Whether an add (``old`` None) or update mapped to ``key`` should enqueue it now."""
+        uid, version = _identity(new)
+        if old is not None and _identity(old)[1] == version:
+            return True  # a resync: it exists to reconcile again
+        if self._by(key, uid, version):
+            return False  # the echo of key's own write
+        if uid and version and self._busy(key):
+            self._deferred.setdefault(key, []).append((uid, version))
+            return False  # decided when key's pass ends (``settle``)
+        return True
+
+    def settle(self, key: Request) -> bool:
+        """At the end of ``key``'s pass: whether an event deferred during it was not its own write."""
+        return any(not self._by(key, uid, version) for uid, version in self._deferred.pop(key, ()))
 
     def forget(self, obj: Object) -> None:
-        self._written.pop(str(_meta(obj).get("uid") or ""), None)
+        self._written.pop(_identity(obj)[0], None)
 
     def __len__(self) -> int:
         return len(self._written)

@@ -5,7 +5,7 @@ controller owner (an ownerReference with ``controller: true`` of a given group a
 or any function from an object to keys. On an update both the old and the new object
 are mapped, so a key that stops matching still gets one last reconcile.
 With ``echoes`` (``runtime.echoes``), an event that only echoes a controller's own write leaves
-out the key that wrote it.
+out the key that wrote it (during that key's own pass, the decision waits for the pass's end).
 Handlers receive the cache's own objects: they must not change them.
 """
 
@@ -60,27 +60,27 @@ class MappedHandler:
 
     def on_add(self, obj: Object) -> None:
         if all(p.create(obj) for p in self._predicates):
-            self._emit((obj,), self._writer(None, obj))
+            self._emit((obj,), None, obj)
 
     def on_update(self, old: Object, new: Object) -> None:
         if all(p.update(old, new) for p in self._predicates):
-            self._emit((old, new), self._writer(old, new))
+            self._emit((old, new), old, new)
 
     def on_delete(self, obj: Object) -> None:
         if self._echoes is not None:
             self._echoes.forget(obj)
         if all(p.delete(obj) for p in self._predicates):
-            self._emit((obj,), None)
+            self._emit((obj,), None, None)
 
-    def _writer(self, old: Object | None, new: Object) -> Request | None:
-        return None if self._echoes is None else self._echoes.writer_of(old, new)
-
-    def _emit(self, objs: tuple[Object, ...], skip: Request | None) -> None:
-        seen: set[Request] = set() if skip is None else {skip}
+    def _emit(self, objs: tuple[Object, ...], old: Object | None, new: Object | None) -> None:
+        """Enqueue every key ``objs`` map to; ``new`` (None: a deletion) is what echoes are checked on."""
+        seen: set[Request] = set()
         for obj in objs:
             for key in self._map(obj):
-                if key not in seen:
-                    seen.add(key)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if self._echoes is None or new is None or self._echoes.admit(key, old, new):
                     self._enqueue(key)
 
 

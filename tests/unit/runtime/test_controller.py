@@ -12,6 +12,7 @@ import structlog
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.handlers import enqueue_mapped
 from nova_operator.runtime.ratelimit import ItemExponential
 from nova_operator.runtime.request import Request, Result, TerminalError
 from nova_operator.settings import QueueSettings
@@ -240,3 +241,35 @@ async def test_a_reconcile_timeout_names_the_key_and_the_bound() -> None:
         assert await ctl.reconcile_one(KEY) == "error"
     errors = [str(entry.get("error")) for entry in logs if entry.get("log_level") == "error"]
     assert errors == ["reconcile of ns/obj did not finish within 0.01 s"]
+
+
+@pytest.mark.parametrize(("other_change", "passes"), [(False, 1), (True, 2)])
+async def test_the_echo_of_a_passs_own_write_seen_during_that_pass_starts_no_pass(
+    until: Until, other_change: bool, passes: int
+) -> None:
+    """The watch delivers the echo before the pass has the write's response: decided at the pass's end."""
+    seen: list[Request] = []
+    child = {"metadata": {"name": "c", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}}
+    other = {"metadata": {**child["metadata"], "resourceVersion": "8"}}
+
+    class Writer:
+        async def reconcile(self, request: Request) -> Result:
+            seen.append(request)
+            if len(seen) == 1:
+                handler.on_add(child)  # the echo comes first ...
+                if other_change:
+                    handler.on_update(child, other)  # ... and, in one case, somebody else's change
+                await asyncio.sleep(0)
+                ctl.own_writes.wrote(child, request)  # ... then the write's response
+            return Result()
+
+    ctl = Controller("test", Writer(), settings=QueueSettings(workers=1), metrics=Metrics())
+    handler = enqueue_mapped(ctl.enqueue, lambda _obj: [KEY], echoes=ctl.own_writes)
+    ctl.enqueue(KEY)
+    task = asyncio.create_task(ctl.run())
+    await until(lambda: len(seen) >= 1 and not ctl.queue.processing())
+    await asyncio.sleep(0.05)
+    await until(lambda: not ctl.queue.processing() and len(ctl.queue) == 0)
+    ctl.stop()
+    await asyncio.wait_for(task, 1)
+    assert len(seen) == passes

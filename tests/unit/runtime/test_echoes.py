@@ -114,6 +114,40 @@ def test_an_annotation_patch_of_the_primary_is_filtered_only_for_itself() -> Non
     assert keys == [NOVA]
 
 
+def test_during_the_writers_pass_an_event_waits_for_the_pass_to_end() -> None:
+    """The watch can deliver a write's echo before the pass has read the write's response."""
+    busy: set[Request] = set()
+    writes, keys = OwnWrites(busy=busy.__contains__), []
+    h = owner_handler(writes, keys)
+    busy.add(NOVA)
+    h.on_add(child("10"))  # the echo, before the pass recorded its write
+    writes.wrote(child("10"), NOVA)  # the response arrives
+    assert keys == []
+    assert writes.settle(NOVA) is False  # it was the pass's own write: no further pass
+    busy.discard(NOVA)
+    assert writes.settle(NOVA) is False  # settled once
+
+
+def test_an_event_during_the_pass_that_is_not_its_write_asks_for_one_more_pass() -> None:
+    busy: set[Request] = {NOVA}
+    writes, keys = OwnWrites(busy=busy.__contains__), []
+    h = owner_handler(writes, keys)
+    h.on_add(child("10"))  # our write's echo
+    h.on_update(child("10"), child("11"))  # then somebody else's change, during the same pass
+    writes.wrote(child("10"), NOVA)
+    assert keys == []
+    assert writes.settle(NOVA) is True
+
+
+def test_a_deferred_event_for_another_key_is_not_held() -> None:
+    busy: set[Request] = {NOVA}
+    writes, keys = OwnWrites(busy=busy.__contains__), []
+    both = enqueue_mapped(keys.append, lambda o: [NOVA, OTHER], echoes=writes)
+    both.on_add(child("10"))
+    assert keys == [OTHER]  # OTHER is not in a pass: enqueued at once
+    assert writes.settle(NOVA) is True  # nothing recorded: the writer gets its pass
+
+
 def test_without_a_record_a_handler_behaves_as_before() -> None:
     keys: list[Request] = []
     h = enqueue_for_owner(keys.append, group="nova.openstack.c5c3.io", kind="Nova")

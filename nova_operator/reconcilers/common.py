@@ -25,7 +25,8 @@ from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import PRIORITY_CLASSES, ResourceRef
 from nova_operator.readiness import JobState, job_duration_seconds, job_state
-from nova_operator.runtime.cache import Cache, copy_object
+from nova_operator.runtime.cache import Cache, copy_object, object_version
+from nova_operator.runtime.request import Request
 
 Object = dict[str, Any]
 Clock = Callable[[], datetime]
@@ -96,14 +97,14 @@ class OwnReads:
         if key not in self._fresh:
             return obj
         expected = self._fresh[key]
-        if obj is not None and expected is not None and _version(obj) == expected:
+        if obj is not None and expected is not None and object_version(obj) == expected:
             del self._fresh[key]  # the cache has caught up with our write
             return obj
         live = await read_object(self.kube, self.ref, namespace, name)
         if live is None:
             self._fresh.pop(key, None)
         else:
-            self._fresh[key] = _version(live)
+            self._fresh[key] = object_version(live)
         return live
 
     async def run_pass(
@@ -113,7 +114,7 @@ class OwnReads:
         obj = await self.read(namespace, name)
         if obj is None:
             return gone
-        read_version = _version(obj)
+        read_version = object_version(obj)
         failed = True
         try:
             outcome = await body(obj)
@@ -133,12 +134,11 @@ class OwnReads:
             self._fresh.pop(key, None)
         elif failed:
             self._fresh[key] = None
-        elif _version(obj) != read_version:
-            cached = self.cache.get(key[1], key[0])
-            if cached is not None and _version(cached) == _version(obj):
+        elif object_version(obj) != read_version:
+            if self.cache.resource_version(Request(key[0], key[1])) == object_version(obj):
                 self._fresh.pop(key, None)  # the watch delivered our write before the pass ended
             else:
-                self._fresh[key] = _version(obj)
+                self._fresh[key] = object_version(obj)
 
     # -- the CR's informer (register with ``informer.add_handler(reads)``) ------------------
 
@@ -146,7 +146,7 @@ class OwnReads:
         """The cache now holds ``obj``: once it shows the version we wrote, every later one is newer."""
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        if key in self._fresh and self._fresh[key] == _version(obj):
+        if key in self._fresh and self._fresh[key] == object_version(obj):
             del self._fresh[key]
 
     def on_add(self, obj: Object) -> None:
@@ -161,10 +161,6 @@ class OwnReads:
 
     def __len__(self) -> int:
         return len(self._fresh)
-
-
-def _version(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:

@@ -27,7 +27,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import StepInputError
 from nova_operator.renderers.workload import Digests, WorkloadInputs
-from nova_operator.runtime.cache import Cache, copy_object
+from nova_operator.runtime.cache import Cache, copy_object, object_version
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request
 from nova_operator.settings import OpenStackSettings
@@ -245,7 +245,7 @@ class PassContext:
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
         current = await self.live(ref, desired["metadata"]["name"])
         live = await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
-        if current is None or _version(live) != _version(current):
+        if current is None or object_version(live) != object_version(current):
             self.wrote(live)
         return live
 
@@ -300,10 +300,6 @@ class PassContext:
         if theirs.get("resourceVersion") != meta.get("resourceVersion"):
             meta["annotations"] = dict(theirs.get("annotations") or {})
             meta["resourceVersion"] = theirs.get("resourceVersion")
-
-
-def _version(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

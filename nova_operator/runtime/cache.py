@@ -227,6 +227,10 @@ class Cache:
                         del index[value]
 
 
+def object_version(obj: Mapping[str, Any]) -> str:
+    """``metadata.resourceVersion`` of ``obj`` ("" when it has none)."""
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _rv(obj: Object) -> str | None:
-    rv = obj.get("metadata", {}).get("resourceVersion")
-    return None if rv is None else str(rv)
+    return object_version(obj) or None

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nova_operator.runtime.cache import object_version
 from nova_operator.runtime.request import Request
 
 Object = Mapping[str, Any]
@@ -36,8 +37,7 @@ def _meta(obj: Object | None) -> Mapping[str, Any]:
 
 
 def _identity(obj: Object) -> tuple[str, str]:
-    meta = _meta(obj)
-    return str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+    return str(_meta(obj).get("uid") or ""), object_version(obj)
 
 
 class OwnWrites:

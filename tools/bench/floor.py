@@ -32,7 +32,7 @@ from simcluster import SimHandle, launch
 from simcluster.asynckube import ApiError, AsyncKube
 
 from bench import proc
-from bench.run import NAME, NOVAS, Options, _in, namespaces, prepare, start_operator
+from bench.run import NAME, NOVAS, Options, in_namespace, namespaces, prepare, start_operator
 from bench.tracker import Tracker
 
 MANAGED = "app.kubernetes.io%2Fmanaged-by%3Dnova-operator"
@@ -116,7 +116,7 @@ async def _reconcile_template(handle: SimHandle, opts: Options, nova: dict[str, 
     try:
         cp = handle.cluster.control_plane
         async with AsyncKube(cp.server, cp.admin_token, cp.ca_file) as kube:
-            await kube.create(f"{NOVAS}/namespaces/{ns}/novas", _in(nova, ns))
+            await kube.create(f"{NOVAS}/namespaces/{ns}/novas", in_namespace(nova, ns))
             tracker = Tracker(kube, {ns})
             tracker.start()
             try:

@@ -96,7 +96,7 @@ def _docs(keystone_url: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return docs, nova
 
 
-def _in(doc: dict[str, Any], ns: str) -> dict[str, Any]:
+def in_namespace(doc: dict[str, Any], ns: str) -> dict[str, Any]:
     out = copy.deepcopy(doc)
     out["metadata"]["namespace"] = ns
     return out
@@ -116,7 +116,7 @@ def prepare(handle: SimHandle, opts: Options) -> dict[str, Any]:
         kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         handle.create_gateway(ns, "public-gateway")
         for doc in docs:
-            kube.apply(_in(doc, ns), ns, ensure_namespace=False)
+            kube.apply(in_namespace(doc, ns), ns, ensure_namespace=False)
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, namespaces(opts.novas)))
@@ -205,7 +205,7 @@ async def measure(handle: SimHandle, op: Operator, opts: Options, nova: dict[str
         async def create(ns: str) -> None:
             async with sem:
                 created[ns] = time.time()
-                await kube.create(f"{NOVAS}/namespaces/{ns}/novas", _in(nova, ns))
+                await kube.create(f"{NOVAS}/namespaces/{ns}/novas", in_namespace(nova, ns))
 
         t0 = time.time()
         await asyncio.gather(*(create(ns) for ns in names))

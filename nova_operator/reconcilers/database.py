@@ -265,13 +265,12 @@ def _cells_claim(ctx: PassContext, job: Mapping[str, Any]) -> Claim:
 
     async def record(state: JobState, seconds: float) -> None:
         name = job["metadata"]["name"]
-        try:
-            listed = await ctx.kube.list(
-                PODS, ctx.namespace, label_selector=f"batch.kubernetes.io/job-name={name}"
-            )
-            pod = cells.report_pod(list(listed.get("items") or []))
-        except Exception:
-            pod = None
+        # A failed lookup (the API server restarting, a timeout) is no verdict on the report: it ends
+        # the pass, and the next one reads the report again (claimed, status.cells still empty).
+        listed = await ctx.kube.list(
+            PODS, ctx.namespace, label_selector=f"batch.kubernetes.io/job-name={name}"
+        )
+        pod = cells.report_pod(list(listed.get("items") or []))
         found = cells.parse_cells_report(cells.termination_message(pod) if pod is not None else None)
         if not found:
             _UNREADABLE.add(uid)

@@ -7,7 +7,7 @@ from typing import Any
 
 from nova_operator import conditions
 from nova_operator.kube import Kube
-from nova_operator.kube.errors import KubeError, NotFound
+from nova_operator.kube.errors import KubeError, NotFound, Unreachable
 from nova_operator.kube.resources import (
     CONFIGMAPS,
     CRONJOBS,
@@ -16,6 +16,7 @@ from nova_operator.kube.resources import (
     GRANTS,
     JOBS,
     NOVAS,
+    PODS,
     SECRETS,
     USERS,
 )
@@ -406,6 +407,32 @@ async def test_a_claimed_cells_report_that_never_reached_the_status_is_read_agai
         return await admin.get(NOVAS, "nova", ns)
 
     nova = await wait_for(after_a_pass, lambda n: n["status"].get("cells") == published, 10)
+    events = await events_of(admin, ns)
+    assert not [e for e in events if e[1] == "CellsReportUnavailable"]
+
+
+async def test_a_cells_report_lookup_that_fails_is_read_again_not_given_up(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str, monkeypatch: Any
+) -> None:
+    # CI at 737f9bb: the API server was killed while the pass that claimed the db-sync Job listed its
+    # pod; the failed LIST counted as "no readable report", so the Nova went Ready without its cells.
+    ns = namespace
+    real_list = operator.kube.list
+    failed: list[str] = []
+
+    async def list_failing_once(ref: Any, namespace: str | None = None, **kw: Any) -> Any:
+        selector = kw.get("label_selector") or ""
+        if ref is PODS and selector.startswith("batch.kubernetes.io/job-name=") and not failed:
+            failed.append(selector)
+            raise Unreachable("connection refused")
+        return await real_list(ref, namespace, **kw)
+
+    monkeypatch.setattr(operator.kube, "list", list_failing_once)
+    await create_inputs(admin, ns)
+    await admin.create(NOVAS, nova_body(), ns)
+    nova = await ready_at_generation(admin, ns, 1)
+    assert failed == ["batch.kubernetes.io/job-name=nova-db-sync"]
+    assert {c["name"] for c in nova["status"].get("cells") or []} == {"cell0", "cell1"}, nova["status"]
     events = await events_of(admin, ns)
     assert not [e for e in events if e[1] == "CellsReportUnavailable"]
 

@@ -287,22 +287,6 @@ class Claim:
     deferral_reason: str
 
 
-async def record_terminal_job(
-    kube: Kube,
-    ref: ResourceRef,
-    obj: Object,
-    job: Mapping[str, Any] | None,
-    *,
-    suffix: str,
-    record: Record,
-    events: EventSink,
-    deferral_reason: str,
-) -> bool:
-    """Call ``record(state, seconds)`` once per terminal Job UID; True when it did (one ``Claim``)."""
-    claim = Claim(suffix, record, deferral_reason)
-    return (await record_terminal_claims(kube, ref, obj, job, [claim], events))[suffix]
-
-
 async def record_terminal_claims(
     kube: Kube,
     ref: ResourceRef,
@@ -354,6 +338,24 @@ async def record_terminal_claims(
             await outcome
         claimed[c.suffix] = True
     return claimed
+
+
+class ClaimingPass(Protocol):
+    """What ``record_claims`` needs of a pass: its client, its CR, its events and its write record."""
+
+    kube: Kube
+    obj: Object
+    events: EventSink
+
+    def wrote(self, obj: Mapping[str, Any]) -> None: ...
+
+
+async def record_claims(
+    p: ClaimingPass, ref: ResourceRef, job: Mapping[str, Any] | None, *claims: Claim
+) -> dict[str, bool]:
+    """``record_terminal_claims`` for a pass's CR of kind ``ref``; the claim patch is recorded as the
+    pass's own write (``runtime.echoes``), so its watch echo wakes no second pass."""
+    return await record_terminal_claims(p.kube, ref, p.obj, job, claims, p.events, wrote=p.wrote)
 
 
 # -- a named PriorityClass must exist (nova-crd.md §6) ---------------------------------------------

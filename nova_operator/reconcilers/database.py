@@ -37,7 +37,7 @@ from nova_operator.reconcilers.common import (
     job_uid_annotation,
     jobs_priority_field,
     missing_priority_class,
-    record_terminal_claims,
+    record_claims,
 )
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs, mariadb
@@ -250,9 +250,7 @@ def _metric_claim(ctx: PassContext, suffix: str) -> Claim:
 async def record_job_metrics(ctx: PassContext, job: Mapping[str, Any] | None, suffix: str = DB_SYNC) -> None:
     """The metrics once per terminal Job UID (§14.2): the db-sync Job and the three upgrade phase Jobs
     (``suffix`` names which)."""
-    await record_terminal_claims(
-        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, suffix)], ctx.events, wrote=ctx.wrote
-    )
+    await record_claims(ctx, NOVAS, job, _metric_claim(ctx, suffix))
 
 
 _UNREADABLE: set[str] = set()
@@ -294,9 +292,7 @@ async def _record_completed(ctx: PassContext, job: Mapping[str, Any]) -> None:
     """
     uid = str((job.get("metadata") or {}).get("uid") or "")
     cells_claim = _cells_claim(ctx, job)
-    claimed = await record_terminal_claims(
-        ctx.kube, NOVAS, ctx.obj, job, [_metric_claim(ctx, DB_SYNC), cells_claim], ctx.events, wrote=ctx.wrote
-    )
+    claimed = await record_claims(ctx, NOVAS, job, _metric_claim(ctx, DB_SYNC), cells_claim)
     annotations = ctx.obj["metadata"].get("annotations") or {}
     if (
         not claimed[DB_SYNC_CELLS]

@@ -17,7 +17,7 @@ from nova_operator import conditions, intervals, naming
 from nova_operator.kube.resources import CRONJOBS, JOBS, NOVAS
 from nova_operator.naming import Component
 from nova_operator.readiness import JobState, job_state
-from nova_operator.reconcilers.common import jobs_priority_field, missing_priority_class, record_terminal_job
+from nova_operator.reconcilers.common import Claim, jobs_priority_field, missing_priority_class, record_claims
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs
 from nova_operator.runtime.request import Result
@@ -110,14 +110,5 @@ async def run(ctx: PassContext) -> Result:
         ctx.metrics.db_archive_total.labels(ctx.name, ctx.namespace, result).inc()
         ctx.metrics.db_archive_duration.labels(ctx.name, ctx.namespace).observe(seconds)
 
-    await record_terminal_job(
-        ctx.kube,
-        NOVAS,
-        ctx.obj,
-        newest,
-        suffix=SUFFIX,
-        record=record,
-        events=ctx.events,
-        deferral_reason="DBArchiveMetricEmissionDeferred",
-    )
+    await record_claims(ctx, NOVAS, newest, Claim(SUFFIX, record, "DBArchiveMetricEmissionDeferred"))
     return Result()

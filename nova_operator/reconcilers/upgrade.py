@@ -39,7 +39,7 @@ from nova_operator.models.nova import NovaStatus
 from nova_operator.naming import Component
 from nova_operator.readiness import JobState, deployment_rolled_out, first_container_image
 from nova_operator.reconcilers import database
-from nova_operator.reconcilers.common import record_terminal_job
+from nova_operator.reconcilers.common import Claim, record_claims
 from nova_operator.reconcilers.context import PassContext, controller_uid
 from nova_operator.renderers import jobs
 from nova_operator.renderers.workload import image_ref
@@ -215,15 +215,8 @@ async def report_check(ctx: PassContext, job: Mapping[str, Any] | None) -> None:
         event = upgrade.check_report(await read_check_message(ctx, job))
         await ctx.emit(event.type, event.reason, event.message)
 
-    await record_terminal_job(
-        ctx.kube,
-        NOVAS,
-        ctx.obj,
-        job,
-        suffix=upgrade.DB_EXPAND_CHECK,
-        record=record,
-        events=ctx.events,
-        deferral_reason=upgrade.UPGRADE_CHECK_DEFERRED,
+    await record_claims(
+        ctx, NOVAS, job, Claim(upgrade.DB_EXPAND_CHECK, record, upgrade.UPGRADE_CHECK_DEFERRED)
     )
 
 

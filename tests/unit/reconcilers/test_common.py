@@ -65,6 +65,14 @@ def test_a_removed_status_field_is_sent_as_null() -> None:
     assert common.status_patch({"a": 1, "b": 2}, {"a": 1}) == {"b": None}
 
 
+async def _record_once(
+    kube: Any, obj: Any, job: Any, *, suffix: str, record: Any, events: Any, deferral_reason: str
+) -> bool:
+    """One claim of a terminal Job: whether it recorded now."""
+    claim = common.Claim(suffix, record, deferral_reason)
+    return (await common.record_terminal_claims(kube, NOVAS, obj, job, [claim], events))[suffix]
+
+
 async def test_a_terminal_job_is_recorded_once_per_uid(kube: Any, events: Any) -> None:
     obj = _cr(kube)
     seen: list[tuple[JobState, float]] = []
@@ -73,15 +81,15 @@ async def test_a_terminal_job_is_recorded_once_per_uid(kube: Any, events: Any) -
         seen.append((state, seconds))
 
     kw: dict[str, Any] = {"suffix": "db-sync", "record": record, "events": events, "deferral_reason": "D"}
-    assert await common.record_terminal_job(kube, NOVAS, obj, _job("u1"), **kw)
-    assert not await common.record_terminal_job(kube, NOVAS, obj, _job("u1"), **kw)
+    assert await _record_once(kube, obj, _job("u1"), **kw)
+    assert not await _record_once(kube, obj, _job("u1"), **kw)
     assert seen == [(JobState.COMPLETE, 42.0)]
     stored = await kube.get(NOVAS, "n", "ns")
     assert stored["metadata"]["annotations"] == {"cobaltcore.c5c3.io/last-db-sync-job-uid": "u1"}
     assert obj["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     running = {"metadata": {"uid": "u2"}, "status": {}}
-    assert not await common.record_terminal_job(kube, NOVAS, obj, running, **kw)
-    assert await common.record_terminal_job(kube, NOVAS, obj, _job("u2", "Failed"), **kw)
+    assert not await _record_once(kube, obj, running, **kw)
+    assert await _record_once(kube, obj, _job("u2", "Failed"), **kw)
     assert seen[-1][0] is JobState.FAILED
 
 
@@ -89,9 +97,8 @@ async def test_a_stale_resource_version_defers_the_recording(kube: Any, events: 
     obj = _cr(kube)
     kube.put(NOVAS, {**obj, "spec": {"changed": True}})  # someone else wrote: obj is stale now
     seen: list[JobState] = []
-    ok = await common.record_terminal_job(
+    ok = await _record_once(
         kube,
-        NOVAS,
         obj,
         _job("u1"),
         suffix="db-archive",

@@ -21,7 +21,8 @@ from nova_operator.reconcilers.common import job_uid_annotation
 from nova_operator.reconcilers.context import PassContext
 from nova_operator.renderers import jobs
 from nova_operator.runtime.cache import Cache
-from nova_operator.runtime.request import Result
+from nova_operator.runtime.echoes import OwnWrites
+from nova_operator.runtime.request import Request, Result
 
 from .conftest import FakeEvents, FakeKube  # type: ignore[import-not-found]
 
@@ -303,6 +304,22 @@ async def test_the_check_report_is_emitted_once_per_expand_job_uid(
         assert metric(env, "failed") == 1
     else:
         assert env.events.emitted == before
+
+
+async def test_the_expand_claim_patch_is_the_passs_own_write(env: Env) -> None:
+    # The check report's claim patch comes back through the Nova's watch: like every write of the
+    # pass (``common.record_claims``), its echo must not wake this Nova again; others it may.
+    await in_phase(env, "Expanding")
+    await env.run()
+    env.finish("db-expand", message="nova-status upgrade check exit 0")
+    before = copy.deepcopy(env.obj)
+    ctx = env.context()
+    ctx.writes = OwnWrites()
+    await glue.dispatch(ctx, steady)
+    claimed = env.kube.store[(str(NOVAS), NS, "nova")]
+    assert claimed["metadata"]["annotations"][job_uid_annotation("db-expand-check")]
+    assert not ctx.writes.admit(Request(NS, "nova"), before, claimed)
+    assert ctx.writes.admit(Request(NS, "another"), before, claimed)
 
 
 async def test_unavailable_message_says_so(env: Env) -> None:

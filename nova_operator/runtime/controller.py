@@ -32,7 +32,13 @@ from nova_operator.metrics import Metrics, counting_writes
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.echoes import OwnWrites
-from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
+from nova_operator.runtime.handlers import (
+    ForgetWriter,
+    MapFunc,
+    enqueue_for_object,
+    enqueue_for_owner,
+    enqueue_mapped,
+)
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate
 from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
@@ -110,6 +116,7 @@ class Controller:
         """Reconcile every object of ``informer`` (its own key)."""
         self.primary = informer
         informer.add_handler(enqueue_for_object(self.enqueue, *predicates, echoes=self.own_writes))
+        informer.add_handler(ForgetWriter(self.own_writes))  # a deleted key's writes are forgotten
         return self
 
     def watch_owned(

@@ -15,6 +15,19 @@ goes through ``apply(kube, desired, owner=..., cached=...)``, which
 5. otherwise sends one server-side apply as ``FIELD_MANAGER`` with ``force`` (the operator
    owns what it renders), retrying a few times on 409 Conflict (a create race).
 
+Which writes are the caller's own (``own``, for ``runtime.echoes``): a write's watch echo may be
+left out of its writer's wake-ups only when the object as the write returned it holds nothing
+another writer put there since the caller's basis. ``cached`` is that basis, and it may lag the
+server: an apply re-sent from a stale cache can be a no-op on the server, which then answers
+with another writer's version. So the merge patch and the apply of step 3 and 5 carry
+``cached``'s resourceVersion as a precondition; the server either applies on exactly that
+basis (the answer is the caller's own: ``own`` is called with it when its version moved) or
+refuses with 409, and then the write goes out again without the precondition and its answer is
+not the caller's (its echo wakes the caller, which then sees what the other writer did). A
+create (no ``cached``: the object was absent from the cache) has no version to check against:
+its answer is the caller's own only when no manager but the operator's has written any field of
+the object (``managedFields``), i.e. the object holds nothing but what the operator applied.
+
 Children that are created once and never updated (a pool's immutable content-hash
 ConfigMap, a Job, which is replaced when its pod-spec hash changes) cannot keep a removed
 field: a change makes a new object.
@@ -51,12 +64,13 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nova_operator.kube.client import Kube, Object
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
+from nova_operator.runtime.cache import object_version
 
 FIELD_MANAGER = "nova-operator"
 CONFLICT_RETRIES = 3
@@ -143,11 +157,26 @@ def foreign_keys(live: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[st
 
 async def _drop_foreign_keys(
     kube: Kube, ref: ResourceRef, live: Mapping[str, Any], extra: Mapping[str, list[str]]
-) -> Object:
-    """One JSON merge patch nulling ``extra`` (idempotent: no resourceVersion guard needed)."""
+) -> tuple[Object, bool]:
+    """One JSON merge patch nulling ``extra``; returns the answer and whether it had ``live``'s basis.
+
+    Sent with ``live``'s resourceVersion as a precondition; refused (the cache lagged), it goes out
+    again without one (nulling keys is idempotent).
+    """
     meta = live["metadata"]
     patch: Object = {field: dict.fromkeys(keys) for field, keys in extra.items()}
-    return await kube.patch(ref, meta["name"], patch, meta.get("namespace"), field_manager=FIELD_MANAGER)
+    name, namespace = meta["name"], meta.get("namespace")
+    if version := object_version(live):
+        guarded = {**patch, "metadata": {"resourceVersion": version}}
+        with contextlib.suppress(Conflict):
+            return await kube.patch(ref, name, guarded, namespace, field_manager=FIELD_MANAGER), True
+    return await kube.patch(ref, name, patch, namespace, field_manager=FIELD_MANAGER), False
+
+
+def only_operator_wrote(obj: Mapping[str, Any]) -> bool:
+    """Whether every ``managedFields`` entry of ``obj`` is one of the operator's managers."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return all(entry.get("manager") in (FIELD_MANAGER, RETAIN_MANAGER) for entry in entries)
 
 
 def _at(obj: Mapping[str, Any] | None, path: Sequence[str]) -> Any:
@@ -163,7 +192,7 @@ async def _retain(
     cached: Mapping[str, Any],
     body: Mapping[str, Any],
     paths: Sequence[Sequence[str]],
-) -> None:
+) -> Object | None:
     """Hand each of ``paths`` that ``body`` no longer sends to ``RETAIN_MANAGER``, at its live value.
 
     Server-side apply removes a field its last applier stops sending, and a removed
@@ -182,7 +211,7 @@ async def _retain(
             node = node.setdefault(key, {})
         node[path[-1]] = value
     if not kept:
-        return
+        return None
     meta = body["metadata"]
     partial = {
         "apiVersion": body["apiVersion"],
@@ -192,10 +221,12 @@ async def _retain(
     }
     if meta.get("namespace"):
         partial["metadata"]["namespace"] = meta["namespace"]
-    with contextlib.suppress(Conflict):
-        await kube.apply(
+    try:
+        return await kube.apply(
             ref, partial, field_manager=RETAIN_MANAGER, namespace=meta.get("namespace"), force=False
         )
+    except Conflict:
+        return None  # another manager holds the field: nothing changed
 
 
 async def apply(
@@ -207,27 +238,52 @@ async def apply(
     ref: ResourceRef | None = None,
     force: bool = True,
     retain: Sequence[Sequence[str]] = (),
+    own: Callable[[Object], None] | None = None,
 ) -> Object:
     """Make the object match ``desired`` (removed fields included); return the live object.
 
     ``retain``: paths the operator may stop sending without resetting them (see ``_retain``).
+    ``own``: called with each answer that is this call's own write (see the module docstring).
     """
     body = stamped(with_owner(desired, owner) if owner is not None else desired)
     ref = ref or ref_for(body["apiVersion"], body["kind"])
+    basis = object_version(cached) if cached is not None else ""  # "": none to check against
     if cached is not None and (extra := foreign_keys(cached, body)):
-        cached = await _drop_foreign_keys(kube, ref, cached, extra)
+        patched, based = await _drop_foreign_keys(kube, ref, cached, extra)
+        if based and own is not None and object_version(patched) != basis:
+            own(patched)
+        basis = object_version(patched) if based else ""
+        cached = patched
     if cached is not None and carries(cached, body):
         return dict(cached)
     if cached is not None and retain:
-        await _retain(kube, ref, cached, body, retain)
+        handed = await _retain(kube, ref, cached, body, retain)
+        if handed is not None and object_version(handed) != basis:
+            basis = ""  # changed by the hand-over, or the cache lagged: no basis left to check
     namespace = body.get("metadata", {}).get("namespace")
+    if basis:
+        guarded = {**body, "metadata": {**body["metadata"], "resourceVersion": basis}}
+        try:
+            live = await kube.apply(
+                ref, guarded, field_manager=FIELD_MANAGER, namespace=namespace, force=force
+            )
+        except Conflict:
+            pass  # the cache lagged the server: sent again below, and not taken for our own
+        else:
+            if own is not None and object_version(live) != basis:
+                own(live)
+            return live
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
-            return await kube.apply(ref, body, field_manager=FIELD_MANAGER, namespace=namespace, force=force)
+            live = await kube.apply(ref, body, field_manager=FIELD_MANAGER, namespace=namespace, force=force)
         except Conflict:
             if attempt == CONFLICT_RETRIES or not force:
                 raise
             await asyncio.sleep(0.05 * 2**attempt)
+        else:
+            if own is not None and cached is None and only_operator_wrote(live):
+                own(live)  # a create on an absent basis: nothing but ours in it
+            return live
     raise AssertionError("unreachable")
 
 

@@ -37,6 +37,8 @@ The controller-runtime and client-go names (``controller_runtime_*``, ``workqueu
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -58,6 +60,33 @@ _STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _JOB_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600)
 JOB_RESULTS = ("succeeded", "failed")
 _RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class WriteTally:
+    """The write requests (``WRITE_VERBS``) sent inside one ``counting_writes`` scope."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+_TALLY: ContextVar[WriteTally | None] = ContextVar("nova_operator_write_tally", default=None)
+
+
+@contextlib.contextmanager
+def counting_writes() -> Iterator[WriteTally]:
+    """Count the writes sent by this task, and by the tasks it starts, until the scope ends.
+
+    A controller wraps each pass in one, so "this pass wrote" is this pass's, never another
+    worker's, concurrent write (tasks copy the context: the pass's own subtasks count too).
+    """
+    tally = WriteTally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
 
 
 class Metrics:
@@ -266,6 +295,8 @@ class Metrics:
         self.api_requests.labels(verb, resource, code).inc()
         if verb in WRITE_VERBS:
             self.writes_sent += 1
+            if (tally := _TALLY.get()) is not None:
+                tally.count += 1
 
     def api_request_count(self, verbs: frozenset[str] | None = None, resource: str | None = None) -> int:
         """Sum of ``nova_operator_api_requests_total`` over the given verbs (all if None)."""

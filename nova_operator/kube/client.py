@@ -37,6 +37,11 @@ client-go's ``ProxyFromEnvironment`` does, and turns the per-request lookups off
 Every step is bounded: a request (connect, headers and body) by ``timeout``; opening a watch
 (connect and response headers) by ``timeout`` too; its events by the informer's inactivity
 timeout.
+
+Credentials from a kubeconfig ``exec`` plugin (``ExecToken``) are run again, as client-go's exec
+authenticator does, when the token the plugin gave reaches its ``expirationTimestamp`` and when
+the server answers 401 (the token was revoked or rotated early); the refused request is sent once
+more with the new token (a 401 means it was not acted on).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import copy
+import datetime
 import ipaddress
 import json
 import math
@@ -53,7 +59,7 @@ import pathlib
 import random
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 import aiohttp
@@ -61,6 +67,7 @@ import structlog
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
+from kubernetes_asyncio.config.exec_provider import ExecProvider
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 from nova_operator.kube import errors
@@ -109,12 +116,93 @@ async def load_api_client(
         ):
             load_incluster_config(cfg, pathlib.Path(service_account_dir))
         elif (path := kubeconfig or _default_kubeconfig()) is not None or context:
-            await k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+            loader = await k8s_config.load_kube_config(
+                config_file=path, context=context, client_configuration=cfg
+            )
+            if (exec_token := _exec_token(loader, cfg)) is not None:
+                cfg.refresh_api_key_hook = exec_token
         else:
             load_incluster_config(cfg, pathlib.Path(service_account_dir))
     except (ConfigException, OSError, ValueError) as exc:
         raise ConfigError(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)) from exc
     return api_client(cfg)
+
+
+ExecRun = Callable[[], Awaitable[Mapping[str, Any]]]
+EXEC_EXPIRY_SKEW = 10.0  # seconds before its expirationTimestamp a plugin's token is run again
+
+
+class ExecToken:
+    """A kubeconfig ``exec`` plugin's bearer token, kept fresh; the configuration's
+    ``refresh_api_key_hook`` (kubernetes_asyncio awaits it before every request).
+
+    ``run`` runs the plugin and returns the ExecCredential's ``status``. The token is used until
+    ``EXEC_EXPIRY_SKEW`` seconds before its ``expirationTimestamp`` (without one, until the server
+    refuses it: ``invalidate``). Concurrent requests that find it stale share one run.
+    """
+
+    def __init__(
+        self,
+        run: ExecRun,
+        token: str = "",
+        expiry: float | None = None,
+        *,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self._run, self._token, self._expiry, self._now = run, token, expiry, now
+        self._lock = asyncio.Lock()
+        self.runs = 0
+
+    def _fresh(self) -> bool:
+        return bool(self._token) and (self._expiry is None or self._now() < self._expiry - EXEC_EXPIRY_SKEW)
+
+    def invalidate(self, token: str) -> None:
+        """The server refused ``token`` (401): the next request runs the plugin again."""
+        if token == self._token:
+            self._token = ""
+
+    async def current(self) -> str:
+        """``Bearer <token>``, running the plugin first when the token is stale."""
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():
+                    status = await self._run()
+                    self.runs += 1
+                    token = status.get("token")
+                    if not token:
+                        raise ConfigError("exec: the credential plugin returned no token")
+                    self._token = f"Bearer {token}"
+                    self._expiry = _timestamp(status.get("expirationTimestamp"))
+        return self._token
+
+    async def __call__(self, cfg: k8s_client.Configuration) -> None:
+        cfg.api_key["BearerToken"] = await self.current()
+
+
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (None: absent or unreadable)."""
+    if not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _exec_token(loader: Any, cfg: k8s_client.Configuration) -> ExecToken | None:
+    """An ``ExecToken`` for a kubeconfig user whose token came from an ``exec`` plugin (else None)."""
+    user = getattr(loader, "_user", None)  # kubernetes_asyncio resolves the context's user there
+    token = cfg.api_key.get("BearerToken")
+    if not user or "exec" not in user or not token:
+        return None
+    exec_config = user["exec"]
+    expiry = getattr(loader, "exec_plugin_expiry", None)
+
+    async def run() -> Mapping[str, Any]:
+        status: Mapping[str, Any] = await ExecProvider(exec_config).run()
+        return status
+
+    return ExecToken(run, str(token), expiry.timestamp() if expiry is not None else None)
 
 
 def environment_proxy(host: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -542,6 +630,10 @@ class Kube:
                 resp.release()
             err = errors.from_status(resp.status, data)
             err.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            if resp.status == 401 and (token := self._exec_token()) is not None:
+                # refused (revoked, rotated early): the next request, or watch open, runs the plugin
+                token.invalidate(str(api.configuration.api_key.get("BearerToken") or ""))
+                log.info("API server refused the exec plugin's token (401); it will be fetched anew")
             raise err
         return resp
 
@@ -558,12 +650,16 @@ class Kube:
     ) -> Object:
         """One request with its retries on 429 and 5xx (see the module docstring)."""
         attempt = 0
+        reauthenticated = False
         while True:
             try:
                 return await self._call_once(
                     verb, resource, method, path, query=query, body=body, content_type=content_type
                 )
             except errors.KubeError as exc:
+                if exc.status == 401 and not reauthenticated and self._exec_token() is not None:
+                    reauthenticated = True  # ``_send`` dropped the refused token: once more with a new one
+                    continue
                 delay = retry_delay(
                     method,
                     exc.status,
@@ -585,6 +681,10 @@ class Kube:
                 )
                 await self._clock.sleep(delay)
                 attempt += 1
+
+    def _exec_token(self) -> ExecToken | None:
+        hook = getattr(self._api.configuration, "refresh_api_key_hook", None)
+        return hook if isinstance(hook, ExecToken) else None
 
     async def _call_once(
         self,

@@ -27,7 +27,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import StepInputError
 from nova_operator.renderers.workload import Digests, WorkloadInputs
-from nova_operator.runtime.cache import Cache, copy_object, object_version
+from nova_operator.runtime.cache import Cache, copy_object
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request
 from nova_operator.settings import OpenStackSettings
@@ -241,13 +241,17 @@ class PassContext:
         ref: ResourceRef | None = None,
         retain: Sequence[Sequence[str]] = (),
     ) -> Object:
-        """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
+        """Apply ``desired`` owned by the CR; no request when the current object already carries it.
+
+        Only a write whose basis is known is recorded as this pass's own (``apply``'s ``own``): a
+        re-sent apply the server found nothing to do for answers with another writer's version,
+        whose echo must wake this CR.
+        """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
         current = await self.live(ref, desired["metadata"]["name"])
-        live = await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
-        if current is None or object_version(live) != object_version(current):
-            self.wrote(live)
-        return live
+        return await apply.apply(
+            self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain, own=self.wrote
+        )
 
     def wrote(self, obj: Mapping[str, Any]) -> None:
         """``obj`` as this pass's write returned it: its watch echo will not wake this CR again."""

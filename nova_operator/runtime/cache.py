@@ -103,12 +103,12 @@ class Cache:
         """Restrict what counts as listed to ``namespaces`` (a scoped informer's cache)."""
         self._covered = set(namespaces)
 
-    def uncover(self, namespace: str) -> None:
-        """Stop covering ``namespace`` and drop its objects (no longer watched, not deleted)."""
+    def uncover(self, namespace: str) -> _Objects:
+        """Stop covering ``namespace`` and drop its objects (no longer watched, not deleted); returns them."""
         if self._covered is not None:
             self._covered.discard(namespace)
-        for key in [k for k in self._items if k.namespace == namespace]:
-            self.remove(key)
+        dropped = [self.remove(key) for key in [k for k in self._items if k.namespace == namespace]]
+        return [obj for obj in dropped if obj is not None]
 
     # -- reads (copies) ----------------------------------------------------------------------
 

@@ -28,11 +28,17 @@ from collections.abc import Sequence
 
 import structlog
 
-from nova_operator.metrics import Metrics
+from nova_operator.metrics import Metrics, counting_writes
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.echoes import OwnWrites
-from nova_operator.runtime.handlers import MapFunc, enqueue_for_object, enqueue_for_owner, enqueue_mapped
+from nova_operator.runtime.handlers import (
+    ForgetWriter,
+    MapFunc,
+    enqueue_for_object,
+    enqueue_for_owner,
+    enqueue_mapped,
+)
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate
 from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
@@ -110,6 +116,7 @@ class Controller:
         """Reconcile every object of ``informer`` (its own key)."""
         self.primary = informer
         informer.add_handler(enqueue_for_object(self.enqueue, *predicates, echoes=self.own_writes))
+        informer.add_handler(ForgetWriter(self.own_writes))  # a deleted key's writes are forgotten
         return self
 
     def watch_owned(
@@ -180,11 +187,14 @@ class Controller:
         """Reconcile ``request`` once and settle the outcome; returns the result label."""
         rid = uuid.uuid4().hex[:12]
         gauge = self.metrics.active_workers.labels(self.name)
-        with structlog.contextvars.bound_contextvars(
-            controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
+        with (
+            structlog.contextvars.bound_contextvars(
+                controller=self.name, namespace=request.namespace, name=request.name, reconcile_id=rid
+            ),
+            counting_writes() as writes,  # this pass's writes (its task's and subtasks'), no other's
         ):
             gauge.inc()
-            began, writes = self._clock.now(), self.metrics.writes_sent
+            began = self._clock.now()
             started = time.monotonic()
             result: Result | None = None
             error: Exception | None = None
@@ -212,9 +222,7 @@ class Controller:
             finally:
                 gauge.dec()
                 self.metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
-                # Writes during the pass (any worker's: an overlap only errs towards damping).
-                wrote = self.metrics.writes_sent > writes
-                self._hot.reconciled(request, began, wrote=wrote, ended=self._clock.now())
+                self._hot.reconciled(request, began, wrote=writes.count > 0, ended=self._clock.now())
                 if self._damped and self._hot.delay(request, self._clock.now()) <= 0:
                     self._damped.discard(request)
             outcome = self._settle(request, result, error)

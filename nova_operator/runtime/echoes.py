@@ -17,7 +17,9 @@ them in; this filter takes them out, and only them:
   event during a pass always marked it for one more pass.
 - A resync (the same version handed twice), any other version, any other key the event maps to,
   and deletions are admitted as before; a deletion also forgets the entry, so the table holds at
-  most one entry per live object written.
+  most one entry per live object written. So does an object an informer stops watching without a
+  deletion (its namespace is no longer covered, ``runtime.scoped``: its deletion would never be
+  seen), and ``forget_writer`` drops every entry of a writer whose own object is gone.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ class OwnWrites:
 
     def forget(self, obj: Object) -> None:
         self._written.pop(_identity(obj)[0], None)
+
+    def forget_writer(self, writer: Request) -> None:
+        """``writer``'s object is gone: its entries can never matter again (nor what it deferred)."""
+        self._written = {uid: entry for uid, entry in self._written.items() if entry[1] != writer}
+        self._deferred.pop(writer, None)
 
     def __len__(self) -> int:
         return len(self._written)

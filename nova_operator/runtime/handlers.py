@@ -29,6 +29,17 @@ class EventHandler(Protocol):
     def on_delete(self, obj: Object) -> None: ...
 
 
+def forgotten(handler: EventHandler, obj: Object) -> None:
+    """Tell ``handler`` that its informer dropped ``obj`` unseen (no longer watched, not deleted).
+
+    No event: a handler that keeps bookkeeping per object (``on_forget``) drops it, others are
+    not called.
+    """
+    forget = getattr(handler, "on_forget", None)
+    if forget is not None:
+        forget(obj)
+
+
 def object_key(obj: Object) -> Request:
     meta = obj.get("metadata") or {}
     return Request(meta.get("namespace") or "", meta.get("name", ""))
@@ -72,6 +83,11 @@ class MappedHandler:
         if all(p.delete(obj) for p in self._predicates):
             self._emit((obj,), None, None)
 
+    def on_forget(self, obj: Object) -> None:
+        """The informer stopped watching ``obj`` (see ``forgotten``): no key, only the echo entry."""
+        if self._echoes is not None:
+            self._echoes.forget(obj)
+
     def _emit(self, objs: tuple[Object, ...], old: Object | None, new: Object | None) -> None:
         """Enqueue every key ``objs`` map to; ``new`` (None: a deletion) is what echoes are checked on."""
         seen: set[Request] = set()
@@ -82,6 +98,22 @@ class MappedHandler:
                 seen.add(key)
                 if self._echoes is None or new is None or self._echoes.admit(key, old, new):
                     self._enqueue(key)
+
+
+class ForgetWriter:
+    """On a primary object's deletion, forget every write its key made (``OwnWrites.forget_writer``)."""
+
+    def __init__(self, echoes: OwnWrites) -> None:
+        self._echoes = echoes
+
+    def on_add(self, obj: Object) -> None:
+        return None
+
+    def on_update(self, old: Object, new: Object) -> None:
+        return None
+
+    def on_delete(self, obj: Object) -> None:
+        self._echoes.forget_writer(object_key(obj))
 
 
 def enqueue_for_object(

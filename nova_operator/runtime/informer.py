@@ -11,8 +11,9 @@ for all namespaces or a cluster-scoped kind); all of them write the same cache. 
    advances the resourceVersion.
 3. Every step is bounded: opening the watch (connect and response headers) by
    ``open_timeout``, each event by ``inactivity_timeout`` (no event, no bookmark for that
-   long: the stream is dead). A stream that ends normally after a while, or goes silent, is
-   re-opened at once from the last resourceVersion.
+   long: the stream is dead). A stream that ends normally after a while, goes silent, or whose
+   connection breaks after it delivered an event or lasted ``min_watch_duration`` (client-go
+   takes a broken stream for an ended one), is re-opened at once from the last resourceVersion.
 4. Everything else is backed off like client-go's reflector (0.8 s doubling to 30 s, with
    jitter; a ``Retry-After`` from the server is waited out): an error, an open that timed
    out, a watch that ended within ``min_watch_duration`` having delivered nothing (a server
@@ -34,7 +35,8 @@ Before an object is stored it passes the informer's ``transform`` (``runtime.tra
 union of what the informer's users declared they read (``keep``), bookkeeping never kept. A
 transform that fails on an object is logged with the object's kind and key, and the object is
 stored whole (bookkeeping aside): a reader may get more than it declared, never less. Handlers
-receive the stored (transformed) objects.
+receive the stored (transformed) objects; a watched deletion hands them the event's object (the
+object's final state), a deletion a relist found the last cached one.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from nova_operator.kube.errors import Gone, KubeError
+from nova_operator.kube.errors import Gone, KubeError, Unreachable
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.cache import Cache, key_of
@@ -65,6 +67,10 @@ class _Silent(Exception):
 
 class WatchOpenTimeout(Exception):
     """Opening a watch (connect, response headers) took longer than ``open_timeout``."""
+
+
+class _Broken(Exception):
+    """The connection broke under a watch that had delivered events or lasted: re-opened at once."""
 
 
 class ShortWatch(Exception):
@@ -238,6 +244,11 @@ class Informer:
                 self._restarted("closed")
                 backoff = s.backoff_initial
                 continue
+            except _Broken as exc:
+                self._restarted("error")
+                log.info("watch connection broke, re-opening", **where, error=str(exc))
+                backoff = s.backoff_initial  # it had worked: the next failure starts the backoff over
+                continue
             except _Silent:
                 # No event and no bookmark for the inactivity timeout: drop the stream and re-open
                 # at once (the open is bounded; if it fails, the backoff applies).
@@ -351,6 +362,14 @@ class Informer:
                     if not delivered and lasted < s.min_watch_duration:
                         raise ShortWatch(f"{where}: ended after {lasted:.3g} s without an event") from None
                     return
+                except Unreachable as exc:
+                    # The connection broke under an open stream (a reset, a proxy cutting it): like
+                    # client-go, a watch that had delivered events or lasted is re-opened at once
+                    # from the last resourceVersion; one that broke at once is backed off.
+                    lasted = self._clock.now() - opened
+                    if not delivered and lasted < s.min_watch_duration:
+                        raise
+                    raise _Broken(f"{where}: {exc}") from exc
                 except TimeoutError:
                     raise _Silent(f"{where}: no event within {s.inactivity_timeout:g} s") from None
                 delivered += 1
@@ -370,8 +389,10 @@ class Informer:
             old = self.cache.upsert(obj)
             self._deliver(old, obj)
         elif kind == "DELETED":
-            old = self.cache.remove(key_of(obj))
-            self._deliver(old if old is not None else self._stored_form(obj), None)
+            # Handlers get the event's object, the object's final state (client-go's DeleteFunc
+            # does too), not the cached one, which may lag it (the last update before the delete).
+            self.cache.remove(key_of(obj))
+            self._deliver(self._stored_form(obj), None)
         return new_rv
 
     def _deliver(self, old: Object | None, new: Object | None) -> None:

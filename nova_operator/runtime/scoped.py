@@ -20,6 +20,7 @@ from typing import Any
 
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
+from nova_operator.runtime.handlers import forgotten
 from nova_operator.runtime.informer import Informer, ListWatcher
 from nova_operator.settings import WatchSettings
 
@@ -98,7 +99,9 @@ class ScopedInformer(Informer):
             task.cancel()  # suspended at an await: it writes nothing more to the cache
             self._listed.discard(namespace)
             self._rv.pop(namespace, None)
-            self.cache.uncover(namespace)
+            for obj in self.cache.uncover(namespace):  # no delete events: bookkeeping only
+                for handler in self._handlers:
+                    forgotten(handler, obj)
 
     async def _list(self, namespace: str | None) -> str:
         rv = await super()._list(namespace)

@@ -41,7 +41,8 @@ class FakeKube:
         self.patched.append((ref, name, patch, kw.get("field_manager")))
         live = dict(self.live)
         for field, keys in patch.items():
-            live[field] = {k: v for k, v in live[field].items() if k not in keys}
+            if field != "metadata":  # a resourceVersion precondition
+                live[field] = {k: v for k, v in live[field].items() if k not in keys}
         return live
 
     async def delete(self, ref: ResourceRef, name: str, namespace: str | None = None, **_: Any) -> None:
@@ -183,7 +184,8 @@ async def test_a_derived_secret_loses_keys_someone_else_added() -> None:
     live = await apply.apply(kube, secret({"transport_url": "dXJs"}), owner=OWNER, cached=cached)  # type: ignore[arg-type]
     from nova_operator.kube.resources import SECRETS
 
-    assert kube.patched == [(SECRETS, "nova-transport-url", {"data": {"extra": None}}, "nova-operator")]
+    patch = {"data": {"extra": None}, "metadata": {"resourceVersion": "5"}}  # on the cached basis
+    assert kube.patched == [(SECRETS, "nova-transport-url", patch, "nova-operator")]
     assert live["data"] == {"transport_url": "dXJs"}
     assert live["metadata"]["annotations"]["example.org/note"] == "kept"  # only the data map is exclusive
     assert kube.applied == []  # nothing else drifted: no apply after the patch

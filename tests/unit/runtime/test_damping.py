@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from nova_operator.metrics import Metrics
@@ -160,3 +162,61 @@ async def test_requeues_the_reconciler_asks_for_are_not_damped() -> None:
         )
         == 0
     )
+
+
+async def test_a_key_that_writes_nothing_is_not_damped_for_another_keys_concurrent_writes() -> None:
+    # Issue 26 item 13: "this pass wrote" came from a process-wide count, so a quiet key whose
+    # passes overlapped a writing key's was taken for a fighter (29 of 60 events delayed).
+    clock = FakeClock()
+    metrics = Metrics()
+    quiet, loud = Request("ns", "quiet"), Request("ns", "loud")
+
+    class Overlapping:
+        """``loud`` writes while ``quiet``'s pass is in flight (two workers, interleaved)."""
+
+        def __init__(self) -> None:
+            self.quiet_running = asyncio.Event()
+            self.loud_wrote = asyncio.Event()
+
+        async def reconcile(self, request: Request) -> Result:
+            if request == quiet:
+                self.quiet_running.set()
+                await self.loud_wrote.wait()
+            else:
+                await self.quiet_running.wait()
+                metrics.count_request("apply", "deployments.apps", "200")
+                self.loud_wrote.set()
+            return Result()
+
+    ctl = Controller("test", Overlapping(), clock=clock, metrics=metrics, settings=QueueSettings(hot_after=3))
+    for _ in range(10):
+        rec = Overlapping()
+        ctl.reconciler = rec
+        await asyncio.gather(ctl.reconcile_one(quiet), ctl.reconcile_one(loud))
+        clock.advance(0.1)
+    ctl.enqueue(quiet)
+    assert len(ctl.queue) == 1  # at once: its passes wrote nothing
+    ctl.enqueue(loud)
+    assert len(ctl.queue) == 1
+    assert ctl.queue.parked() == 1  # the writer is hot
+
+
+async def test_writes_of_a_passs_subtasks_count_as_the_passs() -> None:
+    clock = FakeClock()
+    metrics = Metrics()
+
+    class Forking:
+        async def reconcile(self, request: Request) -> Result:
+            async def write() -> None:
+                metrics.count_request("apply", "deployments.apps", "200")
+
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(write())
+            return Result()
+
+    ctl = Controller("test", Forking(), clock=clock, metrics=metrics, settings=QueueSettings(hot_after=3))
+    for _ in range(5):
+        await ctl.reconcile_one(KEY)
+        clock.advance(0.1)
+    ctl.enqueue(KEY)
+    assert ctl.queue.parked() == 1

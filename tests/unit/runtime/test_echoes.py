@@ -155,3 +155,30 @@ def test_without_a_record_a_handler_behaves_as_before() -> None:
     h.on_update(child("10"), child("11"))
     h.on_delete(child("11"))
     assert keys == [NOVA, NOVA, NOVA]
+
+
+def test_a_deleted_writers_entries_are_forgotten() -> None:
+    # Issue 26 item 13: entries of objects whose deletion is never seen outlived their writer.
+    from nova_operator.kube.resources import NOVAS
+    from nova_operator.metrics import Metrics
+    from nova_operator.runtime.controller import Controller
+    from nova_operator.runtime.informer import Informer
+
+    class Idle:
+        async def reconcile(self, request: Request) -> Any:
+            return None
+
+    novas = Informer(None, NOVAS)  # type: ignore[arg-type]  # fed by hand, never run
+    ctl = Controller("test", Idle(), metrics=Metrics())
+    ctl.watch_primary(novas)
+    for i in range(200):  # 200 Nova lifecycles, four derived Secrets each
+        nova = {"metadata": {"name": f"nova-{i}", "namespace": "ns", "uid": f"n{i}", "resourceVersion": "1"}}
+        novas._apply("ADDED", nova)
+        for j in range(4):
+            ctl.own_writes.wrote(child("5", uid=f"s{i}-{j}", owner=f"nova-{i}"), Request("ns", f"nova-{i}"))
+        novas._apply("DELETED", nova)
+    assert len(ctl.own_writes) == 0
+    other = Request("ns", "alive")
+    ctl.own_writes.wrote(child("5", uid="kept"), other)
+    novas._apply("DELETED", {"metadata": {"name": "gone", "namespace": "ns", "resourceVersion": "2"}})
+    assert len(ctl.own_writes) == 1  # another key's deletion leaves it alone

@@ -248,3 +248,23 @@ async def test_a_large_list_is_read_in_pages_as_one_snapshot() -> None:
     assert len(informer.cache) == 25
     assert api.list_calls == 1
     assert api.watch_rvs == ["10"]
+
+
+async def test_a_watched_deletion_hands_the_handlers_the_objects_final_state() -> None:
+    # Issue 26 item 13: the DELETED event's object (what the object last was), not the cached one.
+    final = cm("a", "3", v="final")
+    final["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    api = ScriptedAPI(lists=[[cm("a", "1", v="cached")]], watches=[[Event("DELETED", final)]])
+    informer = Informer(api, CONFIGMAPS, settings=FAST)
+    deleted: list[dict[str, Any]] = []
+
+    class Deletions(Rec):
+        def on_delete(self, obj: dict[str, Any]) -> None:
+            deleted.append(obj)
+
+    informer.add_handler(Deletions())
+    await run_until_exhausted(informer, api)
+    assert [(o["metadata"]["resourceVersion"], o["data"]) for o in deleted] == [("3", {"v": "final"})]
+    assert deleted[0]["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
+    assert "managedFields" not in deleted[0]["metadata"]  # the stored form, as every handler gets
+    assert informer.cache.get("a", "ns") is None

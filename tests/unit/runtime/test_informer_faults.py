@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nova_operator.kube.errors import Gone, TooManyRequests
+from nova_operator.kube.errors import Gone, TooManyRequests, Unreachable
 from nova_operator.kube.resources import CONFIGMAPS, ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import FakeClock
@@ -265,3 +265,33 @@ async def test_a_reflector_that_hears_nothing_is_reported_stale(running: Callabl
     outage["on"] = False
     await drive(clock, 70)  # at most one open timeout and one (capped) backoff later
     assert informer.stale(210) == []
+
+
+async def test_a_watch_whose_connection_breaks_after_events_is_reopened_at_once(
+    running: Callable[..., Informer],
+) -> None:
+    # Issue 26 item 13: client-go takes a stream broken under it for an ended one and re-opens at once.
+    clock = FakeClock()
+    broken = Unreachable("watch /api/v1/configmaps: Connection reset by peer")
+    api = API(
+        clock,
+        lambda n: ("ok", [Event("MODIFIED", cm("a", str(11 + n))), broken]) if n < 3 else ("ok", ["hang"]),
+    )
+    metrics = Metrics()
+    running(api, metrics=metrics)
+    await drive(clock, 0.5)
+    assert len(api.watch_times) == 4
+    assert gaps(api.watch_times) == [0.0, 0.0, 0.0]
+    assert restarts(metrics, "error") == 3
+    assert len(api.list_times) == 1  # from the last resourceVersion, no relist
+
+
+async def test_a_watch_whose_connection_breaks_at_once_is_backed_off(
+    running: Callable[..., Informer],
+) -> None:
+    clock = FakeClock()
+    broken = Unreachable("watch /api/v1/configmaps: Connection reset by peer")
+    api = API(clock, lambda n: ("ok", [broken]))
+    running(api)
+    await drive(clock, 60)
+    assert_client_go_backoff(gaps(api.watch_times))

@@ -6,7 +6,10 @@ import asyncio
 from typing import Any
 
 from nova_operator.kube.resources import NOVAS, SECRETS, ResourceRef
+from nova_operator.runtime.echoes import OwnWrites
+from nova_operator.runtime.handlers import enqueue_mapped
 from nova_operator.runtime.informer import Informer
+from nova_operator.runtime.request import Request
 from nova_operator.runtime.scoped import ScopedInformer
 from nova_operator.settings import WatchSettings
 
@@ -95,3 +98,29 @@ def test_two_holders_keep_a_namespace_until_both_release_it() -> None:
     assert secrets.wanted == {"ns"}
     secrets.release("ns", "novacomputes")
     assert secrets.wanted == frozenset()
+
+
+async def test_echo_entries_of_a_namespace_no_longer_watched_are_dropped() -> None:
+    # Issue 26 item 13: the Secrets of a released namespace are dropped without delete events, so
+    # their echo entries were never forgotten (800 entries after 200 Nova lifecycles).
+    def secret(name: str, ns: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": ns, "resourceVersion": "3", "uid": f"{ns}-{name}"}}
+
+    namespaces = [f"tenant-{i}" for i in range(20)]
+    api = PerNamespaceAPI({(str(SECRETS), ns): [secret(f"s{j}", ns) for j in range(4)] for ns in namespaces})
+    secrets = ScopedInformer(api, SECRETS, settings=FAST)
+    echoes = OwnWrites()
+    secrets.add_handler(enqueue_mapped(lambda key: None, lambda o: [], echoes=echoes))
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(secrets.run())
+        for ns in namespaces:
+            for j in range(4):
+                echoes.wrote(secret(f"s{j}", ns), Request(ns, "nova"))
+            secrets.want(ns, "novas")
+        await _until(lambda: len(secrets.cache) == 80)
+        assert len(echoes) == 80
+        for ns in namespaces:
+            secrets.release(ns, "novas")
+        await _until(lambda: len(secrets.cache) == 0)
+        assert len(echoes) == 0
+        task.cancel()

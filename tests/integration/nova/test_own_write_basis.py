@@ -1,0 +1,209 @@
+"""Issue 26 item 12 on the real API server: another writer's change is never taken for a pass's own.
+
+A controller keeps a derived Secret for a Nova through ``PassContext.ensure`` (the Nova steps' write
+path), its Secrets informer behind a switch that takes the watch down. During the outage the pass
+writes the Secret (its cache still shows the version before), a user adds a key, and a second pass
+re-sends the apply from the lagging cache: the server has nothing to do and answers with the
+user's version. When the watch is back (410, relist), the relist's update must wake the Nova,
+whose next pass drops the foreign key. On e59040d the second pass recorded the user's version as
+its own write and the relist woke nobody: the key stayed until the 10 h resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from simcluster import ControlPlane
+
+from nova_operator.kube import Kube
+from nova_operator.kube.errors import Gone
+from nova_operator.kube.resources import NOVAS, SECRETS
+from nova_operator.metrics import Metrics
+from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.context import PassContext
+from nova_operator.runtime import Controller, Informer, Request, Result
+from nova_operator.settings import WatchSettings
+
+from .test_nova_controller import nova_body  # type: ignore[import-not-found]
+
+pytestmark = pytest.mark.integration
+
+Object = dict[str, Any]
+SETTINGS = WatchSettings(backoff_initial=0.05, backoff_max=0.5, inactivity_timeout=60, resync_period=None)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+class Outage:
+    """The operator's list/watch with a switch: while down, no watch event arrives; back up, the
+    held watch answers 410 (the outage outlasted the watch cache) and the informer relists."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.up = asyncio.Event()
+        self.up.set()
+
+    async def list(self, *args: Any, **kw: Any) -> Object:
+        return await self.kube.list(*args, **kw)
+
+    def watch(self, *args: Any, **kw: Any) -> _Gated:
+        return _Gated(self.kube.watch(*args, **kw), self.up)
+
+
+class _Gated:
+    def __init__(self, inner: Any, up: asyncio.Event) -> None:
+        self.inner, self.up = inner, up
+
+    async def __aenter__(self) -> _Gated:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _Gated:
+        return self
+
+    async def __anext__(self) -> Any:
+        event = await anext(self.inner)
+        if not self.up.is_set():  # the outage began: this event never reaches the operator
+            await self.up.wait()
+            raise Gone("too old resource version")
+        return event
+
+
+class Nudge:
+    """Sets ``event`` on every event of an informer."""
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self.event = event
+
+    def on_add(self, obj: Object) -> None:
+        self.event.set()
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self.event.set()
+
+    def on_delete(self, obj: Object) -> None:
+        self.event.set()
+
+
+class DerivedSecret:
+    """For a Nova, a Secret ``<name>-derived`` holding ``password``, written through ``ctx.ensure``."""
+
+    def __init__(self, kube: Kube, novas: Informer, secrets: Informer) -> None:
+        self.kube, self.novas, self.secrets = kube, novas, secrets
+        self.password = "old"
+        self.finished = 0
+        self.progress = asyncio.Event()
+        self.controller: Controller | None = None
+
+    async def reconcile(self, request: Request) -> Result:
+        try:
+            nova = self.novas.cache.get(request.name, request.namespace)
+            if nova is None:
+                return Result()
+            assert self.controller is not None
+            ctx = PassContext(
+                kube=self.kube,
+                obj=nova,
+                nova=Nova.model_validate(nova),
+                status={},
+                now=lambda: datetime.now(UTC),
+                events=None,  # type: ignore[arg-type]  # this controller emits none
+                caches={SECRETS: self.secrets.cache},
+                metrics=self.kube.metrics,
+                writes=self.controller.own_writes,
+            )
+            desired = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{request.name}-derived", "namespace": request.namespace},
+                "type": "Opaque",
+                "data": {"password": b64(self.password)},
+            }
+            await ctx.ensure(desired)
+            return Result()
+        finally:
+            self.finished += 1
+            self.progress.set()
+
+    async def until(self, condition: Callable[[], bool], within: float = 20) -> None:
+        async with asyncio.timeout(within):
+            while not condition():
+                self.progress.clear()
+                await self.progress.wait()
+
+
+@pytest.fixture
+async def operator(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[tuple[DerivedSecret, Outage]]:
+    kube = await Kube.connect(kubeconfig=str(nova_cluster.kubeconfig), context="admin", metrics=Metrics())
+    kube.timeout = 10
+    outage = Outage(kube)
+    novas = Informer(kube, NOVAS, namespaces=(namespace,), settings=SETTINGS)
+    secrets = Informer(outage, SECRETS, namespaces=(namespace,), settings=SETTINGS)
+    for informer in (novas, secrets):
+        informer.keep(None)  # whole objects
+    reconciler = DerivedSecret(kube, novas, secrets)
+    secrets.add_handler(Nudge(reconciler.progress))  # a test waiting on the cache wakes on its events
+    ctl = Controller("derived-secret", reconciler, metrics=kube.metrics)
+    reconciler.controller = ctl
+    ctl.watch_primary(novas)
+    ctl.watch_owned(secrets, owner_group=NOVAS.group, owner_kind="Nova")
+    tasks = [asyncio.create_task(inf.run()) for inf in (novas, secrets)]
+    try:
+        async with asyncio.timeout(20):
+            await asyncio.gather(novas.wait_for_sync(), secrets.wait_for_sync())
+        tasks.append(asyncio.create_task(ctl.run()))
+        yield reconciler, outage
+    finally:
+        ctl.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await kube.close()
+
+
+async def test_a_key_added_during_a_secrets_watch_outage_is_dropped_once_the_watch_is_back(
+    admin: Kube, operator: tuple[DerivedSecret, Outage], namespace: str
+) -> None:
+    reconciler, outage = operator
+    await admin.create(NOVAS, nova_body(), namespace)
+    cached = lambda: reconciler.secrets.cache.get("nova-derived", namespace)  # noqa: E731
+    await reconciler.until(lambda: (cached() or {}).get("data") == {"password": b64("old")})
+    before = cached()
+    assert before is not None
+
+    outage.up.clear()  # the Secrets watch goes down
+    reconciler.password = "new"  # a pass writes the Secret; its cache keeps showing the old one
+    done = reconciler.finished
+    reconciler.controller.enqueue(Request(namespace, "nova"))  # type: ignore[union-attr]
+    await reconciler.until(lambda: reconciler.finished > done)
+    ours = await admin.get(SECRETS, "nova-derived", namespace)
+    assert ours["data"] == {"password": b64("new")}
+
+    # a user adds a key
+    theirs = await admin.patch(
+        SECRETS, "nova-derived", {"data": {"extra": b64("user")}}, namespace, field_manager="kubectl-edit"
+    )
+    # a pass re-sends its apply from the lagging cache: nothing to do, answered with the user's version
+    done = reconciler.finished
+    reconciler.controller.enqueue(Request(namespace, "nova"))  # type: ignore[union-attr]
+    await reconciler.until(lambda: reconciler.finished > done)
+    now = await admin.get(SECRETS, "nova-derived", namespace)
+    assert now["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]  # a no-op
+    assert cached() == before  # the cache still lags
+
+    outage.up.set()  # the watch is back: 410, relist, the user's version reaches the cache
+    await reconciler.until(lambda: (cached() or {}).get("data", {}).get("extra") is not None, within=10)
+    # ... and wakes the Nova, whose pass drops the key nobody but it may put there
+    await reconciler.until(lambda: set((cached() or {}).get("data") or {}) == {"password"}, within=10)
+    final = await admin.get(SECRETS, "nova-derived", namespace)
+    assert final["data"] == {"password": b64("new")}

@@ -132,7 +132,7 @@ async def test_no_request_is_sent_after_a_call_was_cancelled(nova: HostileServer
     # A token about to expire made keystoneauth re-authenticate inside the call (in a thread), and
     # the thread sent the PUT once the slow second token arrived, long after the call had been
     # cancelled (the Lease had moved). A cancelled call must end every request it started.
-    nova.on("POST", TOKENS, HostileServer.token(expires_in=60, later_delay=1.5))
+    nova.on("POST", TOKENS, HostileServer.token(expires_in=60, later_delay=0.8))
     nova.on("PUT", "/v2.1/os-services/u1", HostileServer.slow(1.5, HostileServer.answer(200, {})))
     client = await connect(nova.url, nova.url)
     with pytest.raises(TimeoutError):

@@ -48,8 +48,8 @@ class ProbeError(Exception):
         self.reason = reason
 
 
-Prober = Callable[[str, float], Awaitable[tuple[int, str]]]
-"""GET ``url`` with a timeout; returns (status code, body) or raises ``ProbeError``."""
+Prober = Callable[[str, float], Awaitable[int]]
+"""GET ``url`` within a deadline, following no redirect; returns the status code or raises ``ProbeError``."""
 
 
 @dataclass

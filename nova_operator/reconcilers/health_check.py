@@ -39,16 +39,15 @@ async def http_probe(url: str, limit: float) -> int:
     try:
         reply = await http.request("GET", url, deadline=limit, max_body=0, read_body=False)
     except http.TransportError as exc:
-        reason = _REASONS.get(exc.kind, FAILED)
-        raise ProbeError(reason, f"GET {url}: {exc}") from exc
+        message = f"GET {url}: {exc}"
+        if exc.kind is http.Failure.TIMEOUT:
+            raise ProbeError(TIMEOUT, message) from exc
+        if exc.kind is http.Failure.DNS:
+            raise ProbeError(ENDPOINT_NOT_READY, message) from exc
+        if exc.kind is http.Failure.CONNECT:
+            raise ProbeError(CONNECTION_FAILED, message) from exc
+        raise ProbeError(FAILED, message) from exc
     return reply.status
-
-
-_REASONS: Final = {
-    http.Failure.TIMEOUT: TIMEOUT,
-    http.Failure.DNS: ENDPOINT_NOT_READY,
-    http.Failure.CONNECT: CONNECTION_FAILED,
-}
 
 
 def answered(url: str, code: int) -> str:

@@ -26,6 +26,7 @@ from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
+    DEFAULT_RECONCILE_TIMEOUT,
     KubeSettings,
     LeaderElectionSettings,
     LogSettings,
@@ -218,6 +219,14 @@ def build_parser() -> _Parser:
         "Lease is released; keep it below the pod's terminationGracePeriodSeconds (default: 10)",
     )
     queue.add_argument(
+        "--reconcile-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="a reconcile still running after this long is cancelled, counted as an error and retried "
+        f"with backoff; below the {QueueSettings().stuck_after:g} s after which /healthz calls a worker "
+        f"stuck (default: {DEFAULT_RECONCILE_TIMEOUT:g})",
+    )
+    queue.add_argument(
         "--watch-inactivity-timeout",
         type=_positive_seconds,
         metavar="SECONDS",
@@ -295,6 +304,14 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             _positive_seconds,
             WatchSettings().inactivity_timeout,
         )
+        reconcile_timeout = _reconcile_timeout(
+            _from_env_or(
+                args.reconcile_timeout,
+                "RECONCILE_TIMEOUT",
+                _positive_seconds,
+                DEFAULT_RECONCILE_TIMEOUT,
+            )
+        )
         timing = _lease_timing(args)
         pull_policy = args.default_image_pull_policy or _env_parsed("DEFAULT_IMAGE_PULL_POLICY", _pull_policy)
         if fmt not in ("json", "console"):
@@ -317,7 +334,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             inactivity_timeout=inactivity,
             open_timeout=min(WatchSettings().open_timeout, inactivity),
         ),
-        queue=QueueSettings(workers=workers),
+        queue=QueueSettings(workers=workers, reconcile_timeout=reconcile_timeout),
         leader_election=LeaderElectionSettings(
             enabled=leader_elect,
             namespace=args.leader_election_namespace or _env("LEADER_ELECTION_NAMESPACE") or own_namespace,
@@ -331,6 +348,15 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         shutdown_timeout=drain_timeout,
         default_image_pull_policy=pull_policy,
     )
+
+
+def _reconcile_timeout(seconds: float) -> float:
+    stuck = QueueSettings().stuck_after
+    if seconds >= stuck:
+        raise ValueError(
+            f"--reconcile-timeout {seconds:g}: want less than {stuck:g} s (the stuck-worker check)"
+        )
+    return seconds
 
 
 def _lease_timing(args: argparse.Namespace) -> tuple[float, float, float]:

@@ -5,7 +5,7 @@ UTC) followed by whatever is bound in structlog's contextvars and the call's own
 controller binds controller, namespace, name and reconcile_id around each reconcile, so lines a
 reconciler writes with ``structlog.get_logger()`` carry them without passing anything around.
 
-Records of stdlib ``logging`` (aiohttp, kubernetes_asyncio, keystoneauth1, asyncio), Python
+Records of stdlib ``logging`` (aiohttp, kubernetes_asyncio, asyncio), Python
 ``warnings`` and, inside :func:`process_hooks`, uncaught exceptions go through the
 same processors and renderer: no plain-text line inside the JSON stream, a traceback is the
 record's ``exception`` key. Third-party libraries log at WARNING and above only, whatever the

@@ -401,8 +401,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         c.NOVA_API_READY,
         "False",
         "APIUnhealthy",
-        "The compute API answered with an error status (the message gives the code and the first part of "
-        "the body).",
+        "The compute API answered with a status other than 2xx; a redirect (3xx) counts, it is never "
+        "followed. The message gives the code and its standard phrase, never the answer's body.",
         "`kubectl logs deployment/<nova>`: database, Keystone (`spec.keystoneEndpoint`) or message-bus "
         "errors are the usual causes.",
     ),
@@ -417,7 +417,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         c.NOVA_API_READY,
         "False",
         "HealthCheckTimeout",
-        "The compute API did not answer within 10 s.",
+        "The compute API did not send its status line and headers within 10 s (a server that trickles "
+        "them is cut off at 10 s too).",
         "Check the API pods' load and logs; an operator outside the cluster needs `--nova-api-url`.",
     ),
     _nova(
@@ -709,7 +710,8 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         (c.AGGREGATES_READY, c.SERVICES_READY),
         "False",
         "ComputeAPIError",
-        "A Keystone or Nova API call failed (the message says which); retried every 30 s.",
+        "A Keystone or Nova API call failed (the message says which, with the HTTP code or `timed out`, "
+        "`answer larger than`, never the answer's body; a redirect is an error); retried every 30 s.",
         "Check `spec.keystoneEndpoint`, the service user's password and the Nova's `NovaAPIReady`.",
     ),
     # -- ServicesReady ------------------------------------------------------------------------

@@ -42,6 +42,9 @@ class WatchSettings:
     sync_timeout: float = 120.0  # caches not synced by then: the manager fails
 
 
+DEFAULT_RECONCILE_TIMEOUT = 300.0
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     workers: int = 2
@@ -49,7 +52,10 @@ class QueueSettings:
     backoff_cap: float = 30.0
     bucket_rate: float = 10.0
     bucket_burst: int = 100
-    reconcile_timeout: float | None = None  # None: no per-reconcile timeout
+    # --reconcile-timeout: a pass still running after this long is cancelled, counted as an error
+    # and requeued with backoff (controller-runtime's ReconciliationTimeout). Below ``stuck_after``,
+    # so a pass that hangs frees its worker long before /healthz calls the worker stuck.
+    reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT  # None: no per-reconcile timeout
     stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
     hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
     hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this

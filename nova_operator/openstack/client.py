@@ -3,23 +3,22 @@
 No method enables a service, adds or removes an aggregate host, or starts a migration:
 the API this module offers cannot express any of them.
 
-keystoneauth1 (and requests under it, about 9 MiB of modules) is imported on the first
-connect, not at start-up: an operator that runs no NovaCompute pool never loads it.
+Every request goes through ``openstack.http``: a total deadline per request (the token request
+too), a body cap per call, no redirect followed, no remote text in an error. The calls run on the
+event loop (aiohttp), so cancelling a pass really ends its calls: nothing is sent after.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from http import HTTPStatus
+from typing import Any, Final
 from urllib.parse import quote, urlencode
 
-if TYPE_CHECKING:
-    import requests
-    from keystoneauth1 import session as ks_session
+from nova_operator.openstack import http
 
 DEFAULT_MICROVERSION: Final = "2.53"
 """The first microversion that addresses services by UUID."""
@@ -27,16 +26,24 @@ SERVICES_MICROVERSION: Final = "2.69"
 """A cell that does not answer lists its services with status UNKNOWN instead of leaving them out."""
 HYPERVISORS_MICROVERSION: Final = "2.88"
 REQUEST_TIMEOUT: Final = 10.0
+"""The total deadline of one request (connect, send, headers, body), the token request too."""
 HYPERVISOR_PAGE: Final = 500
 HYPERVISOR_MAX_PAGES: Final = 100
-MAX_BODY: Final = 8 * 1024 * 1024
-ERROR_BODY: Final = 512
+LIST_BODY: Final = 8 * 1024 * 1024
+"""Unpaged lists (services, aggregates): the spec's 8 MiB decoding limit."""
+PAGE_BODY: Final = 2 * 1024 * 1024
+"""One hypervisor page of 500 (about 0.5 KiB each at 2.88) or the first page of servers."""
+WRITE_BODY: Final = 256 * 1024
+"""The answer to a PUT, POST or DELETE (one service or aggregate at most)."""
 AGGREGATE_MARKER: Final = "c5c3.io:nova"
 INT32_MAX: Final = 2**31 - 1
 
 
 class ComputeAPIError(Exception):
-    """A failed Keystone or Nova call: ``<METHOD> <path>: HTTP <code>: <body>`` (status 0: no answer)."""
+    """A failed Keystone or Nova call: ``<METHOD> <path>: HTTP <code> <phrase>`` (status 0: no answer).
+
+    The message is fixed text: never a byte of the answer's body, which the tenant controls.
+    """
 
     def __init__(self, message: str, *, status: int = 0) -> None:
         super().__init__(message)
@@ -90,49 +97,69 @@ def keystone_v3_url(base: str) -> str:
 class ComputeClient:
     """One Keystone token, shared by every call made through this client (one per pass)."""
 
-    def __init__(self, session: ks_session.Session, nova_url: str) -> None:
-        self._session = session
+    def __init__(self, token: str, nova_url: str, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+        self._token = token
         self._nova_url = nova_url.rstrip("/")
+        self._timeout = request_timeout
+
+    def __repr__(self) -> str:  # never the token
+        return f"ComputeClient({self._nova_url!r})"
 
     @classmethod
     async def connect(
         cls, credentials: Credentials, nova_url: str, *, request_timeout: float = REQUEST_TIMEOUT
     ) -> ComputeClient:
-        """Authenticate now (``POST /v3/auth/tokens``), so an auth failure surfaces before any call."""
-        from keystoneauth1 import exceptions as ks_exceptions
-        from keystoneauth1 import session as ks_session
-        from keystoneauth1.identity import v3
+        """Authenticate now (``POST /v3/auth/tokens``), so an auth failure surfaces before any call.
 
-        auth = v3.Password(
-            auth_url=keystone_v3_url(credentials.auth_url),
-            username=credentials.username,
-            password=credentials.password,
-            user_domain_name=credentials.user_domain_name,
-            project_name=credentials.project_name,
-            project_domain_name=credentials.project_domain_name,
-        )
-        session = ks_session.Session(auth=auth, timeout=request_timeout, connect_retries=0)
-        client = cls(session, nova_url)
+        The token is the ``X-Subject-Token`` header of a 201; the body (the catalog) is never read.
+        """
+        what = "POST /v3/auth/tokens"
+        body = {
+            "auth": {
+                "identity": {
+                    "methods": ["password"],
+                    "password": {
+                        "user": {
+                            "name": credentials.username,
+                            "domain": {"name": credentials.user_domain_name},
+                            "password": credentials.password,
+                        }
+                    },
+                },
+                "scope": {
+                    "project": {
+                        "name": credentials.project_name,
+                        "domain": {"name": credentials.project_domain_name},
+                    }
+                },
+            }
+        }
         try:
-            await asyncio.to_thread(session.get_token)
-        except ks_exceptions.HttpError as exc:
-            client.close()
-            raise ComputeAPIError(
-                f"POST /v3/auth/tokens: HTTP {exc.http_status}", status=exc.http_status
-            ) from None
-        except (ks_exceptions.ClientException, KeyError, ValueError) as exc:
-            client.close()
-            raise ComputeAPIError(f"POST /v3/auth/tokens: {type(exc).__name__}: {_first_line(exc)}") from None
-        return client
-
-    def close(self) -> None:
-        self._session.session.close()
+            reply = await http.request(
+                "POST",
+                keystone_v3_url(credentials.auth_url) + "/auth/tokens",
+                headers={"Accept": "application/json", "Content-Type": "application/json"},
+                json_body=body,
+                deadline=request_timeout,
+                max_body=0,
+                read_body=False,
+            )
+        except http.TransportError as exc:
+            raise ComputeAPIError(f"{what}: {exc}") from None
+        if reply.status != 201:
+            raise ComputeAPIError(_status_text(what, reply.status), status=reply.status)
+        token = reply.headers.get("X-Subject-Token", "")
+        if not token:
+            raise ComputeAPIError(f"{what}: HTTP 201 without an X-Subject-Token header", status=201)
+        return cls(token, nova_url, request_timeout=request_timeout)
 
     # -- services ----------------------------------------------------------------------------
 
     async def list_services(self) -> dict[str, ComputeService]:
         """The nova-compute services by host (2.69). A service in status UNKNOWN fails the whole list."""
-        doc = await self._call("GET", "/v2.1/os-services?binary=nova-compute", mv=SERVICES_MICROVERSION)
+        doc = await self._call(
+            "GET", "/v2.1/os-services?binary=nova-compute", mv=SERVICES_MICROVERSION, max_body=LIST_BODY
+        )
         out: dict[str, ComputeService] = {}
         for raw in doc.get("services") or []:
             if raw.get("status") == "UNKNOWN":
@@ -179,7 +206,10 @@ class ComputeClient:
             if marker is not None:
                 query["marker"] = marker
             doc = await self._call(
-                "GET", f"/v2.1/os-hypervisors/detail?{urlencode(query)}", mv=HYPERVISORS_MICROVERSION
+                "GET",
+                f"/v2.1/os-hypervisors/detail?{urlencode(query)}",
+                mv=HYPERVISORS_MICROVERSION,
+                max_body=PAGE_BODY,
             )
             page = doc.get("hypervisors") or []
             if not page:
@@ -193,13 +223,15 @@ class ComputeClient:
 
     async def count_servers(self, host: str) -> int:
         """Servers on ``host`` (first page only: enough to tell zero from non-zero), capped at int32."""
-        doc = await self._call("GET", f"/v2.1/servers?{urlencode({'all_tenants': 1, 'host': host})}")
+        doc = await self._call(
+            "GET", f"/v2.1/servers?{urlencode({'all_tenants': 1, 'host': host})}", max_body=PAGE_BODY
+        )
         return min(len(doc.get("servers") or []), INT32_MAX)
 
     # -- aggregates --------------------------------------------------------------------------
 
     async def list_aggregates(self) -> list[Aggregate]:
-        doc = await self._call("GET", "/v2.1/os-aggregates")
+        doc = await self._call("GET", "/v2.1/os-aggregates", max_body=LIST_BODY)
         return [_aggregate(raw) for raw in doc.get("aggregates") or []]
 
     async def create_aggregate(self, name: str, availability_zone: str) -> Aggregate:
@@ -226,9 +258,15 @@ class ComputeClient:
     # -- plumbing ----------------------------------------------------------------------------
 
     async def _call(
-        self, method: str, path: str, *, body: Mapping[str, Any] | None = None, mv: str = DEFAULT_MICROVERSION
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        mv: str = DEFAULT_MICROVERSION,
+        max_body: int = WRITE_BODY,
     ) -> dict[str, Any]:
-        _, doc = await self._send(method, path, body=body, mv=mv)
+        _, doc = await self._send(method, path, body=body, mv=mv, max_body=max_body)
         return doc
 
     async def _send(
@@ -239,49 +277,37 @@ class ComputeClient:
         body: Mapping[str, Any] | None = None,
         mv: str = DEFAULT_MICROVERSION,
         allow: tuple[int, ...] = (),
+        max_body: int = WRITE_BODY,
     ) -> tuple[int, dict[str, Any]]:
         headers = {
+            "X-Auth-Token": self._token,
             "X-OpenStack-Nova-API-Version": mv,
             "OpenStack-API-Version": f"compute {mv}",
             "Accept": "application/json",
         }
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        shown = path.split("?", 1)[0]
-        from keystoneauth1 import exceptions as ks_exceptions  # loaded by connect already
-
+        shown = f"{method} {path.split('?', 1)[0]}"
         try:
-            resp: requests.Response = await asyncio.to_thread(
-                self._session.request,
-                self._nova_url + path,
+            reply = await http.request(
                 method,
+                self._nova_url + path,
                 headers=headers,
-                json=dict(body) if body is not None else None,
-                raise_exc=False,
-                log=False,
+                json_body=body,
+                deadline=self._timeout,
+                max_body=max_body,
             )
-        except ks_exceptions.HttpError as exc:  # the token request failed (re-auth)
-            raise ComputeAPIError(
-                f"{method} {shown}: HTTP {exc.http_status}", status=exc.http_status
-            ) from None
-        except ks_exceptions.ClientException as exc:
-            raise ComputeAPIError(f"{method} {shown}: {type(exc).__name__}: {_first_line(exc)}") from None
-        if resp.status_code in allow:
-            return resp.status_code, {}
-        if not 200 <= resp.status_code < 300:
-            text = resp.content[:ERROR_BODY].decode("utf-8", errors="replace")
-            raise ComputeAPIError(
-                f"{method} {shown}: HTTP {resp.status_code}: {text}", status=resp.status_code
-            )
-        if len(resp.content) > MAX_BODY:
-            raise ComputeAPIError(f"{method} {shown}: response larger than {MAX_BODY} bytes")
-        if not resp.content:
-            return resp.status_code, {}
+        except http.TransportError as exc:
+            raise ComputeAPIError(f"{shown}: {exc}") from None
+        if reply.status in allow:
+            return reply.status, {}
+        if not 200 <= reply.status < 300:
+            raise ComputeAPIError(_status_text(shown, reply.status), status=reply.status)
+        if not reply.body:
+            return reply.status, {}
         try:
-            doc = json.loads(resp.content)
+            doc = json.loads(reply.body)
         except ValueError:
-            raise ComputeAPIError(f"{method} {shown}: response is not JSON") from None
-        return resp.status_code, doc if isinstance(doc, dict) else {}
+            raise ComputeAPIError(f"{shown}: response is not JSON") from None
+        return reply.status, doc if isinstance(doc, dict) else {}
 
 
 def _aggregate(raw: Mapping[str, Any]) -> Aggregate:
@@ -294,6 +320,12 @@ def _aggregate(raw: Mapping[str, Any]) -> Aggregate:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:ERROR_BODY] if text else ""
+def _status_text(what: str, status: int) -> str:
+    """``<what>: HTTP <code> <standard phrase>``: fixed text only, never the answer's body or reason."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "unexpected status"
+    if 300 <= status < 400:
+        phrase += " (redirects are not followed)"
+    return f"{what}: HTTP {status} {phrase}"

@@ -48,8 +48,8 @@ class ProbeError(Exception):
         self.reason = reason
 
 
-Prober = Callable[[str, float], Awaitable[tuple[int, str]]]
-"""GET ``url`` with a timeout; returns (status code, body) or raises ``ProbeError``."""
+Prober = Callable[[str, float], Awaitable[int]]
+"""GET ``url`` within a deadline, following no redirect; returns the status code or raises ``ProbeError``."""
 
 
 @dataclass
@@ -82,7 +82,7 @@ class NovaOptions:
     # (else the Secrets step reads the named store on every pass and polls every 15 s)
     secret_stores: bool = False
     cluster_secret_stores: bool = False
-    prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
+    prober: Prober | None = None  # None: a bounded GET (health_check.http_probe, openstack.http)
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None
 

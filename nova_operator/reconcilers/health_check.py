@@ -6,18 +6,22 @@ running outside the cluster reaches it where ``--nova-api-url`` says. A
 success is reused for 30 s for the same CR UID and URL while the condition is True, so a
 converged pass sends nothing. The prober is injectable (tests, and clusters the operator
 reaches only through the API server).
+
+The API pods run the tenant's image, so the probe trusts nothing of the answer: it follows no
+redirect (a 3xx is ``APIUnhealthy``), reads no body (only the status line and headers, within the
+10 s deadline), and the condition carries the status code and its standard phrase, never a byte
+of the answer (beyond the spec, which quotes 256 characters of the body).
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
+from http import HTTPStatus
 from typing import Final
 
-import aiohttp
-
 from nova_operator import conditions, intervals
+from nova_operator.openstack import http
 from nova_operator.reconcilers.context import PassContext, ProbeError
 from nova_operator.runtime.request import Result
 
@@ -28,27 +32,33 @@ ENDPOINT_NOT_READY: Final = "EndpointNotReady"
 TIMEOUT: Final = "HealthCheckTimeout"
 CONNECTION_FAILED: Final = "ConnectionFailed"
 FAILED: Final = "HealthCheckFailed"
-_BODY_LIMIT: Final = 256
 
 
-async def http_probe(url: str, limit: float) -> tuple[int, str]:
-    """GET ``url``; transport failures become ``ProbeError`` with their NovaAPIReady reason."""
+async def http_probe(url: str, limit: float) -> int:
+    """GET ``url``; the status code. Transport failures become ``ProbeError`` with their reason."""
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit)) as session,
-            session.get(url) as resp,
-        ):
-            return resp.status, await resp.text(errors="replace")
-    except TimeoutError as exc:
-        raise ProbeError(TIMEOUT, f"GET {url} timed out after {limit:.0f} s") from exc
-    except aiohttp.ClientConnectorError as exc:
-        if isinstance(exc.os_error, socket.gaierror):
-            raise ProbeError(ENDPOINT_NOT_READY, f"GET {url}: the name does not resolve") from exc
-        raise ProbeError(
-            CONNECTION_FAILED, f"GET {url}: {exc.os_error.strerror or 'connection failed'}"
-        ) from exc
-    except (aiohttp.ClientError, OSError) as exc:
-        raise ProbeError(FAILED, f"GET {url}: {type(exc).__name__}") from exc
+        reply = await http.request("GET", url, deadline=limit, max_body=0, read_body=False)
+    except http.TransportError as exc:
+        message = f"GET {url}: {exc}"
+        if exc.kind is http.Failure.TIMEOUT:
+            raise ProbeError(TIMEOUT, message) from exc
+        if exc.kind is http.Failure.DNS:
+            raise ProbeError(ENDPOINT_NOT_READY, message) from exc
+        if exc.kind is http.Failure.CONNECT:
+            raise ProbeError(CONNECTION_FAILED, message) from exc
+        raise ProbeError(FAILED, message) from exc
+    return reply.status
+
+
+def answered(url: str, code: int) -> str:
+    """The condition message of an answer: status code and standard phrase (fixed text only)."""
+    try:
+        phrase = HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "unexpected status"
+    if 300 <= code < 400:
+        phrase += ", a redirect (not followed)"
+    return f"GET {url} answered {code} {phrase}"
 
 
 def probe_url(ctx: PassContext) -> str:
@@ -75,7 +85,7 @@ async def run(ctx: PassContext) -> Result:
         return Result()
     prober = ctx.options.prober or http_probe
     try:
-        code, body = await prober(url, intervals.HEALTH_CHECK_TIMEOUT)
+        code = await prober(url, intervals.HEALTH_CHECK_TIMEOUT)
     except asyncio.CancelledError:
         raise
     except ProbeError as exc:
@@ -84,9 +94,8 @@ async def run(ctx: PassContext) -> Result:
         return Result(requeue_after=intervals.HEALTH_CHECK_RETRY)
     if 200 <= code < 300:
         cache[key] = clock()
-        ctx.set(CONDITION, True, HEALTHY, f"GET {url} answered {code}")
+        ctx.set(CONDITION, True, HEALTHY, answered(url, code))
         return Result()
     cache.pop(key, None)
-    flat = " ".join(body.split())[:_BODY_LIMIT]
-    ctx.set(CONDITION, False, UNHEALTHY, f"GET {url} answered {code}: {flat}")
+    ctx.set(CONDITION, False, UNHEALTHY, answered(url, code))
     return Result(requeue_after=intervals.HEALTH_CHECK_RETRY)

@@ -241,9 +241,24 @@ def test_drain_timeout_and_watch_inactivity_timeout_from_flags_and_environment(
     assert (s.watch.inactivity_timeout, s.watch.open_timeout) == (90.0, 30.0)
 
 
+def test_reconcile_timeout_defaults_to_five_minutes_below_the_stuck_worker_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(cli.ENV_PREFIX + "RECONCILE_TIMEOUT", raising=False)
+    s = cli.parse_settings([])
+    assert s.queue.reconcile_timeout == 300.0
+    assert s.queue.reconcile_timeout < s.queue.stuck_after
+    monkeypatch.setenv("NOVA_OPERATOR_RECONCILE_TIMEOUT", "45")
+    assert cli.parse_settings([]).queue.reconcile_timeout == 45.0
+    assert cli.parse_settings(["--reconcile-timeout", "120.5"]).queue.reconcile_timeout == 120.5
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
+        (["--reconcile-timeout", "0"], {}, "want more than 0"),
+        (["--reconcile-timeout", "600"], {}, "--reconcile-timeout 600: want less than 600 s"),
+        ([], {"NOVA_OPERATOR_RECONCILE_TIMEOUT": "never"}, "NOVA_OPERATOR_RECONCILE_TIMEOUT: invalid number"),
         (["--drain-timeout", "-1"], {}, "invalid number of seconds '-1'"),
         (["--drain-timeout", "soon"], {}, "invalid number of seconds 'soon'"),
         (["--drain-timeout", "nan"], {}, "invalid number of seconds 'nan'"),
@@ -351,6 +366,7 @@ HELP_GROUPS = {
         "--workers",
         "--max-concurrent-reconciles",
         "--drain-timeout",
+        "--reconcile-timeout",
         "--watch-inactivity-timeout",
     ],
     "probes and metrics": ["--metrics-bind-address", "--health-probe-bind-address"],

@@ -19,8 +19,9 @@ def _loaded_at_startup() -> set[str]:
     return set(json.loads(out.stdout))
 
 
-def test_start_up_loads_the_kubernetes_client_but_not_keystoneauth_until_a_pool_calls_nova() -> None:
+def test_start_up_loads_the_kubernetes_client_but_neither_keystoneauth_nor_requests() -> None:
     loaded = _loaded_at_startup()
     assert "kubernetes_asyncio.client" in loaded  # the design's client, imported as it is
-    # keystoneauth1 and requests (about 9 MiB) serve only the NovaCompute steps' compute API calls
+    # The compute API calls go through aiohttp (nova_operator.openstack.http): keystoneauth1 and
+    # requests (about 9 MiB) are not needed at all.
     assert not {m for m in loaded if m.split(".")[0] in {"keystoneauth1", "requests"}}

@@ -180,6 +180,5 @@ class ComputePass:
         return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Forget the pass's token (the client holds no connection: each call opens and closes its own)."""
+        self._client = None

@@ -157,13 +157,15 @@ class Env:
 
     # -- actors --------------------------------------------------------------------------
 
-    async def nova(self, name: str = "nova") -> None:
-        """A Nova with an installed release and a published contract, and its service-user Secret."""
+    async def nova(self, name: str = "nova", *, keystone_url: str | None = None) -> None:
+        """A Nova with an installed release and a published contract, and its service-user Secret
+        (shared by every Nova of the test). Its Keystone is the fake's unless ``keystone_url``."""
         body = yaml.safe_load((ROOT / "config" / "samples" / "nova_minimal.yaml").read_text())
         body["metadata"] = {"name": name, "namespace": self.ns}
-        body["spec"]["keystoneEndpoint"] = self.fake.keystone_url
+        body["spec"]["keystoneEndpoint"] = keystone_url or self.fake.keystone_url
         await self.admin.create(NOVAS, body, self.ns)
-        await self.secret("nova-service-user", {"password": PASSWORD})
+        with contextlib.suppress(errors.Conflict):
+            await self.secret("nova-service-user", {"password": PASSWORD})
         await self.secret(
             f"{name}-compute-config",
             {
@@ -214,14 +216,14 @@ class Env:
     async def relabel(self, short: str, pool: str | None) -> None:
         await self.admin.patch(NODES, self.node_name(short), {"metadata": {"labels": {"pool": pool}}})
 
-    async def pool(self, name: str = "pool", *, selector: str = "a", **spec: Any) -> None:
+    async def pool(self, name: str = "pool", *, selector: str = "a", nova: str = "nova", **spec: Any) -> None:
         await self.admin.create(
             NOVACOMPUTES,
             {
                 "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
                 "kind": "NovaCompute",
                 "metadata": {"name": name, "namespace": self.ns},
-                "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"pool": selector}, **spec},
+                "spec": {"novaRef": {"name": nova}, "nodeSelector": {"pool": selector}, **spec},
             },
             self.ns,
         )

@@ -43,12 +43,8 @@ def creds(fake: FakeOpenStack, password: str = PASSWORD) -> Credentials:
 
 
 @pytest.fixture
-async def client(fake: FakeOpenStack) -> AsyncIterator[ComputeClient]:
-    c = await ComputeClient.connect(creds(fake), fake.nova_url)
-    try:
-        yield c
-    finally:
-        c.close()
+async def client(fake: FakeOpenStack) -> ComputeClient:
+    return await ComputeClient.connect(creds(fake), fake.nova_url)
 
 
 def test_keystone_url_gets_v3_once() -> None:
@@ -167,14 +163,14 @@ async def test_aggregates_create_mark_list_delete(fake: FakeOpenStack, client: C
     assert await client.delete_aggregate(plain.id) is DeleteOutcome.GONE
 
 
-async def test_http_errors_carry_method_path_code_and_a_cut_body(
+async def test_http_errors_carry_method_path_code_and_a_fixed_phrase(
     fake: FakeOpenStack, client: ComputeClient
 ) -> None:
     fake.set_fault("error", api="nova")
     with pytest.raises(ComputeAPIError) as err:
         await client.list_aggregates()
     assert err.value.status == 500
-    assert str(err.value).startswith("GET /v2.1/os-aggregates: HTTP 500: ")
+    assert str(err.value) == "GET /v2.1/os-aggregates: HTTP 500 Internal Server Error"
 
 
 async def test_nova_unreachable_is_status_0(fake: FakeOpenStack, client: ComputeClient) -> None:
@@ -189,12 +185,9 @@ async def test_forbidden_without_admin(fake: FakeOpenStack) -> None:
     c = await ComputeClient.connect(
         Credentials(fake.keystone_url, "member", "pw", "service", "Default", "Default"), fake.nova_url
     )
-    try:
-        with pytest.raises(ComputeAPIError) as err:
-            await c.list_services()
-        assert err.value.status == 403
-    finally:
-        c.close()
+    with pytest.raises(ComputeAPIError) as err:
+        await c.list_services()
+    assert err.value.status == 403
 
 
 async def test_neither_password_nor_token_reaches_a_log_even_at_debug(
@@ -203,11 +196,8 @@ async def test_neither_password_nor_token_reaches_a_log_even_at_debug(
     caplog.set_level(logging.DEBUG)
     fake.add_compute("n1")
     c = await ComputeClient.connect(creds(fake), fake.nova_url)
-    try:
-        await c.list_services()
-        await c.disable_service(fake.service_by_host("n1").uuid, "reason")  # type: ignore[union-attr]
-    finally:
-        c.close()
+    await c.list_services()
+    await c.disable_service(fake.service_by_host("n1").uuid, "reason")  # type: ignore[union-attr]
     tokens = list(fake.tokens)
     assert tokens
     assert PASSWORD not in caplog.text

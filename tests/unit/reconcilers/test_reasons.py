@@ -196,7 +196,7 @@ async def slow_and_broken() -> AsyncIterator[tuple[str, str]]:
 
 
 async def probe_reason(kube: Any, events: Any, url: str, *, limit: float = 0.5) -> tuple[str, str, str]:
-    async def prober(probe_url: str, _: float) -> tuple[int, str]:
+    async def prober(probe_url: str, _: float) -> int:
         return await health_check.http_probe(probe_url, limit)
 
     ctx = make_ctx(kube, events, options=NovaOptions(prober=prober, nova_api_url=lambda name, ns: url))

@@ -243,6 +243,32 @@ async def test_a_reconcile_timeout_names_the_key_and_the_bound() -> None:
     assert errors == ["reconcile of ns/obj did not finish within 0.01 s"]
 
 
+async def test_a_reconcile_past_the_timeout_is_cancelled_counted_and_requeued_with_backoff() -> None:
+    cancelled: list[Request] = []
+
+    class Hanging:
+        async def reconcile(self, request: Request) -> Result:
+            try:
+                await asyncio.Event().wait()  # a pass that would never end
+            except asyncio.CancelledError:
+                cancelled.append(request)
+                raise
+            return Result()
+
+    ctl = Controller("test", Hanging(), metrics=Metrics(), settings=QueueSettings(reconcile_timeout=0.01))
+    assert await ctl.reconcile_one(KEY) == "error"
+    assert await ctl.reconcile_one(KEY) == "error"
+    assert cancelled == [KEY, KEY]
+    assert total(ctl, "error") == 2
+    assert ctl.queue.num_requeues(KEY) == 2  # rate-limited: each retry waits longer
+
+
+def test_reconciles_have_a_timeout_by_default_shorter_than_the_stuck_worker_check() -> None:
+    ctl = Controller("test", object(), metrics=Metrics())  # type: ignore[arg-type]
+    assert ctl.reconcile_timeout == 300.0
+    assert ctl.reconcile_timeout < QueueSettings().stuck_after
+
+
 @pytest.mark.parametrize(("other_change", "passes"), [(False, 1), (True, 2)])
 async def test_the_echo_of_a_passs_own_write_seen_during_that_pass_starts_no_pass(
     until: Until, other_change: bool, passes: int

@@ -1,0 +1,195 @@
+"""The compute client against endpoints a tenant controls (issue 26, items 1 and 3).
+
+Each server is a small aiohttp server on 127.0.0.1 (``simcluster.hostile``): a huge answer, an
+answer that trickles one byte every 0.5 s, a redirect to a server that records whether it was
+hit, an error body with a marker. The outer ``asyncio.timeout(GUARD)`` only keeps a failing
+test from hanging: the client's own deadline is a tenth of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tracemalloc
+from collections.abc import AsyncIterator
+
+import pytest
+from simcluster.hostile import HeaderTrickle, HostileServer
+
+from nova_operator.openstack import ComputeAPIError, ComputeClient, Credentials
+
+DEADLINE = 1.0
+GUARD = 10 * DEADLINE
+PASSWORD = "pw-never-sent-elsewhere"
+TOKENS = "/v3/auth/tokens"
+MARKER = "MARKER-7f3a-remote-body"
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+async def nova() -> AsyncIterator[HostileServer]:
+    server = await HostileServer().start()
+    server.on("POST", TOKENS, HostileServer.token())  # the same server plays Keystone by default
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def elsewhere() -> AsyncIterator[HostileServer]:
+    """Where a redirect points: it must never be hit."""
+    server = await HostileServer().start()
+    server.on("POST", TOKENS, HostileServer.token())
+    server.on("GET", "/v2.1/os-aggregates", HostileServer.answer(200, {"aggregates": []}))
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def creds(keystone: str) -> Credentials:
+    return Credentials(keystone, "nova", PASSWORD, "service", "Default", "Default")
+
+
+async def connect(keystone: str, nova_url: str) -> ComputeClient:
+    async with asyncio.timeout(GUARD):
+        return await ComputeClient.connect(creds(keystone), nova_url, request_timeout=DEADLINE)
+
+
+# -- item 1: bounded bodies -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_length", [False, True], ids=["chunked", "content-length"])
+async def test_a_huge_answer_is_an_error_and_is_not_read_into_memory(
+    nova: HostileServer, content_length: bool
+) -> None:
+    nova.on("GET", "/v2.1/os-services", nova.huge(64 * MiB, content_length=content_length))
+    client = await connect(nova.url, nova.url)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ComputeAPIError, match="larger than 8388608 bytes") as err:
+            async with asyncio.timeout(GUARD):
+                await client.list_services()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert err.value.status == 0
+    assert peak < 16 * MiB  # the 8 MiB cap and a chunk, not the 64 MiB answer
+    (stream,) = nova.streams
+    async with asyncio.timeout(GUARD):
+        await stream.ended.wait()
+    assert not stream.finished  # the connection was dropped, the rest never read
+
+
+async def test_a_page_of_hypervisors_is_capped_lower_than_the_unpaged_lists(nova: HostileServer) -> None:
+    nova.on("GET", "/v2.1/os-hypervisors/detail", nova.huge(3 * MiB))
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(ComputeAPIError, match="larger than 2097152 bytes"):
+        async with asyncio.timeout(GUARD):
+            await client.mapped_hosts()
+
+
+# -- item 1: a total deadline -----------------------------------------------------------------
+
+
+async def test_a_keystone_that_trickles_its_headers_is_cut_off_at_the_deadline(nova: HostileServer) -> None:
+    keystone = await HeaderTrickle().start()
+    try:
+        with pytest.raises(ComputeAPIError, match="timed out after 1 s") as err:
+            await connect(keystone.url, nova.url)
+        assert err.value.status == 0
+        assert str(err.value).startswith("POST /v3/auth/tokens: ")
+    finally:
+        await keystone.stop()
+
+
+async def test_a_keystone_that_trickles_its_body_costs_nothing(
+    nova: HostileServer, elsewhere: HostileServer
+) -> None:
+    # The token is a header of the 201; the body (the catalog) is never read.
+    keystone = elsewhere
+    keystone.on("POST", TOKENS, keystone.trickle(status=201, headers={"X-Subject-Token": "tok-1"}))
+    nova.on("GET", "/v2.1/os-aggregates", HostileServer.answer(200, {"aggregates": []}))
+    client = await connect(keystone.url, nova.url)
+    async with asyncio.timeout(GUARD):
+        assert await client.list_aggregates() == []
+    assert nova.requests("GET")[0].headers["X-Auth-Token"] == "tok-1"
+
+
+async def test_a_nova_that_trickles_its_body_is_cut_off_at_the_deadline(nova: HostileServer) -> None:
+    nova.on("GET", "/v2.1/os-aggregates", nova.trickle())
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(ComputeAPIError, match="timed out after 1 s") as err:
+        async with asyncio.timeout(GUARD):
+            await client.list_aggregates()
+    assert str(err.value).startswith("GET /v2.1/os-aggregates: ")
+    (stream,) = nova.streams
+    async with asyncio.timeout(GUARD):
+        await stream.ended.wait()  # the connection is closed, not left trickling
+
+
+async def test_no_request_is_sent_after_a_call_was_cancelled(nova: HostileServer) -> None:
+    # A token about to expire made keystoneauth re-authenticate inside the call (in a thread), and
+    # the thread sent the PUT once the slow second token arrived, long after the call had been
+    # cancelled (the Lease had moved). A cancelled call must end every request it started.
+    nova.on("POST", TOKENS, HostileServer.token(expires_in=60, later_delay=0.8))
+    nova.on("PUT", "/v2.1/os-services/u1", HostileServer.slow(1.5, HostileServer.answer(200, {})))
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.5):
+            await client.disable_service("u1", "c5c3.io: leaving NovaCompute ns/pool")
+    nova.mark()
+    await asyncio.sleep(2.5)  # longer than any request the cancelled call could still be making
+    assert [h for h in nova.hits if h.late] == []
+
+
+# -- item 3: no redirect followed -------------------------------------------------------------
+
+
+async def test_nova_redirects_are_not_followed(nova: HostileServer, elsewhere: HostileServer) -> None:
+    nova.on("GET", "/v2.1/os-aggregates", HostileServer.redirect(elsewhere.url + "/v2.1/os-aggregates"))
+    nova.on(
+        "PUT", "/v2.1/os-services/u1", HostileServer.redirect(elsewhere.url + "/v2.1/os-services/u1", 308)
+    )
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(ComputeAPIError) as err:
+        await client.list_aggregates()
+    assert err.value.status == 307
+    assert (
+        str(err.value) == "GET /v2.1/os-aggregates: HTTP 307 Temporary Redirect (redirects are not followed)"
+    )
+    with pytest.raises(ComputeAPIError) as err:
+        await client.disable_service("u1", "reason")
+    assert err.value.status == 308
+    assert elsewhere.hits == []
+
+
+async def test_keystone_redirects_are_not_followed(nova: HostileServer, elsewhere: HostileServer) -> None:
+    nova.on("POST", TOKENS, HostileServer.redirect(elsewhere.url + TOKENS))
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(nova.url, nova.url)
+    assert err.value.status == 307
+    assert elsewhere.hits == []  # the password went nowhere else
+
+
+# -- item 3: no remote body in an error or a condition ----------------------------------------
+
+
+async def test_an_error_body_never_reaches_the_error(nova: HostileServer) -> None:
+    nova.on("GET", "/v2.1/os-services", HostileServer.answer(500, text=MARKER))
+    nova.on("DELETE", "/v2.1/os-services/u1", HostileServer.answer(418, text=MARKER))
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(ComputeAPIError) as err:
+        await client.list_services()
+    assert str(err.value) == "GET /v2.1/os-services: HTTP 500 Internal Server Error"
+    with pytest.raises(ComputeAPIError) as err:
+        await client.delete_service("u1")
+    assert MARKER not in str(err.value)
+    assert err.value.status == 418
+
+
+async def test_a_keystone_error_body_never_reaches_the_error(nova: HostileServer) -> None:
+    nova.on("POST", TOKENS, HostileServer.answer(401, text=MARKER))
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(nova.url, nova.url)
+    assert str(err.value) == "POST /v3/auth/tokens: HTTP 401 Unauthorized"

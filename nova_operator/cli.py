@@ -3,8 +3,9 @@
 Every flag has an environment variable: ``--metrics-bind-address`` is
 ``NOVA_OPERATOR_METRICS_BIND_ADDRESS``; ``--namespace`` takes a comma-separated list
 there. A flag wins over its variable. Errors end the process with one line on stderr:
-exit 2 for bad flags, 1 for an unusable kubeconfig, an unreachable API server or a
-failure while running.
+exit 2 for bad flags, 1 for an unusable kubeconfig or a failure while running. An API server
+that does not answer at start-up is retried with backoff (``manager.wait_reachable``), never an
+exit: a restart cannot bring it back.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def build_parser() -> _Parser:
         type=_positive_seconds,
         metavar="SECONDS",
         help="a watch that delivers no event and no bookmark for this long is dead and re-opened; "
-        "opening one may take at most this long (and 30 s); /healthz reports a reflector quiet for "
+        "opening one may take at most this long (and 30 s); /readyz reports a reflector quiet for "
         "3 times this long (default: 70)",
     )
     probes = p.add_argument_group("probes and metrics")

@@ -39,8 +39,13 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "0.0.0.0", int(port))
 
 
-def health_routes(ready: Callable[[], bool], problems: Callable[[], list[str]] = list) -> dict[str, Route]:
-    """``/healthz`` from ``problems()`` (none: healthy), ``/readyz`` from ``ready()``."""
+def health_routes(
+    ready: Callable[[], bool],
+    problems: Callable[[], list[str]] = list,
+    not_ready: Callable[[], list[str]] | None = None,
+) -> dict[str, Route]:
+    """``/healthz`` from ``problems()`` (none: healthy); ``/readyz`` from ``not_ready()`` (none:
+    ready) when given, else from ``ready()``."""
 
     def healthz() -> Response:
         found = problems()
@@ -49,7 +54,12 @@ def health_routes(ready: Callable[[], bool], problems: Callable[[], list[str]] =
         return 200, TEXT, b"ok\n"
 
     def readyz() -> Response:
-        return (200, TEXT, b"ok\n") if ready() else (503, TEXT, b"caches not synced\n")
+        if not_ready is None:
+            return (200, TEXT, b"ok\n") if ready() else (503, TEXT, b"caches not synced\n")
+        found = not_ready()
+        if found:
+            return 503, TEXT, ("not ready:\n" + "".join(f"- {p}\n" for p in found)).encode()
+        return 200, TEXT, b"ok\n"
 
     return {"/healthz": healthz, "/readyz": readyz}
 

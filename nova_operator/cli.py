@@ -25,6 +25,7 @@ from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
+from nova_operator.rlimits import raise_open_files_limit
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
     KubeSettings,
@@ -383,6 +384,7 @@ def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) ->
     from nova_operator.manager import run
 
     factories = list(controllers) if controllers is not None else registry.factories(settings)
+    files_before, files = raise_open_files_limit()
     structlog.get_logger("nova_operator.cli").info(
         "starting",
         version=__version__,
@@ -391,6 +393,8 @@ def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) ->
         workers=settings.queue.workers,
         metrics=settings.servers.metrics_bind_address,
         health=settings.servers.health_probe_bind_address,
+        open_files_limit=files,
+        **({"open_files_limit_raised_from": files_before} if files != files_before else {}),
     )
     try:
         asyncio.run(run(settings, factories))

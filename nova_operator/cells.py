@@ -12,18 +12,25 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from nova_operator.models.nova import CELL_NAME_MAX, MAX_CELLS
+
 _LINE: Final = re.compile(r"^([A-Za-z0-9_-]+)=([0-9a-f-]{36})$")
 
 
 def parse_cells_report(message: str | None) -> list[dict[str, str]]:
-    """``[{"name", "uuid"}, ...]`` in the order of the report; empty when no line is valid."""
+    """``[{"name", "uuid"}, ...]`` in the order of the report; empty when no line is valid.
+
+    Bounded by what ``status.cells`` accepts: a name longer than the CRD allows is no valid line,
+    and only the first ``MAX_CELLS`` (cell0 first) are kept: the API server refuses a longer list,
+    and with it the whole status write, on every pass.
+    """
     if not message:
         return []
     return [
         {"name": m.group(1), "uuid": m.group(2)}
         for line in message.splitlines()
-        if (m := _LINE.match(line.strip("\r"))) is not None
-    ]
+        if (m := _LINE.match(line.strip("\r"))) is not None and len(m.group(1)) <= CELL_NAME_MAX
+    ][:MAX_CELLS]
 
 
 def termination_message(pod: Mapping[str, Any]) -> str | None:

@@ -3,8 +3,9 @@
 Every flag has an environment variable: ``--metrics-bind-address`` is
 ``NOVA_OPERATOR_METRICS_BIND_ADDRESS``; ``--namespace`` takes a comma-separated list
 there. A flag wins over its variable. Errors end the process with one line on stderr:
-exit 2 for bad flags, 1 for an unusable kubeconfig, an unreachable API server or a
-failure while running.
+exit 2 for bad flags, 1 for an unusable kubeconfig or a failure while running. An API server
+that does not answer at start-up is retried with backoff (``manager.wait_reachable``), never an
+exit: a restart cannot bring it back.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
+from nova_operator.rlimits import raise_open_files_limit
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
     DEFAULT_RECONCILE_TIMEOUT,
@@ -231,7 +233,7 @@ def build_parser() -> _Parser:
         type=_positive_seconds,
         metavar="SECONDS",
         help="a watch that delivers no event and no bookmark for this long is dead and re-opened; "
-        "opening one may take at most this long (and 30 s); /healthz reports a reflector quiet for "
+        "opening one may take at most this long (and 30 s); /readyz reports a reflector quiet for "
         "3 times this long (default: 70)",
     )
     probes = p.add_argument_group("probes and metrics")
@@ -408,6 +410,7 @@ def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) ->
     from nova_operator.manager import run
 
     factories = list(controllers) if controllers is not None else registry.factories(settings)
+    files_before, files = raise_open_files_limit()
     structlog.get_logger("nova_operator.cli").info(
         "starting",
         version=__version__,
@@ -416,6 +419,8 @@ def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) ->
         workers=settings.queue.workers,
         metrics=settings.servers.metrics_bind_address,
         health=settings.servers.health_probe_bind_address,
+        open_files_limit=files,
+        **({"open_files_limit_raised_from": files_before} if files != files_before else {}),
     )
     try:
         asyncio.run(run(settings, factories))

@@ -1,9 +1,10 @@
 """Status conditions in the metav1.Condition shape, kept as plain dicts.
 
-Upsert semantics follow ``meta.SetStatusCondition``: ``lastTransitionTime`` changes only
-when the status flips, so a pass that re-asserts what is already true leaves the
-condition byte-identical and the status write is skipped (reconciler.md §8.3, §8.4).
-The caller passes the clock (``now``) so the functions stay pure.
+Messages are cut to the CRD's bound (``bounded_message``). Upsert semantics follow
+``meta.SetStatusCondition``: ``lastTransitionTime`` changes only when the status flips, so a
+pass that re-asserts what is already true leaves the condition byte-identical and the status
+write is skipped (reconciler.md §8.3, §8.4). The caller passes the clock (``now``) so the
+functions stay pure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableSequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
+
+from nova_operator.models.meta import CONDITION_MESSAGE_MAX
 
 Condition = dict[str, Any]
 Status = Literal["True", "False", "Unknown"]
@@ -94,6 +97,18 @@ def is_true(conditions: Iterable[Mapping[str, Any]], cond_type: str) -> bool:
     return c is not None and c.get("status") == "True"
 
 
+def bounded_message(message: str, limit: int = CONDITION_MESSAGE_MAX) -> str:
+    """``message`` cut to the CRD's ``maxLength`` (characters) with a marker saying so.
+
+    A longer message makes the API server refuse the whole status write, pass after pass, and
+    ``Ready`` stays stale. Deterministic: the same message always yields the same text.
+    """
+    if len(message) <= limit:
+        return message
+    marker = f" ... [truncated: {len(message)} characters in all]"
+    return message[: limit - len(marker)] + marker
+
+
 def set_condition(
     conditions: MutableSequence[Condition],
     cond_type: str,
@@ -115,7 +130,7 @@ def set_condition(
         existing["lastTransitionTime"] = rfc3339(now)
     existing["status"] = value
     existing["reason"] = reason
-    existing["message"] = message
+    existing["message"] = bounded_message(message)
     existing["observedGeneration"] = generation
     return existing
 

@@ -1,11 +1,16 @@
-"""/healthz, /readyz and /metrics: a minimal HTTP/1.1 server on asyncio streams.
+"""/healthz, /readyz and /metrics, served by aiohttp's low-level web server.
 
 ``/healthz`` answers 200 while the process works, 503 with one line per reason when its
-liveness check names problems (a reflector that has heard nothing from the API server for
-several watch timeouts, a worker stuck far past any reconcile's bound) or when the event loop
-does not answer within a second. ``/readyz`` answers 200 once the manager's readiness check
-passes (every informer cache synced), 503 before. The metrics endpoint serves the manager's
-own registry. One request per connection, GET only.
+liveness check names problems (a worker stuck far past any reconcile's bound) or when the event
+loop does not answer within a second. ``/readyz`` answers 200 once the manager's readiness check
+passes, 503 with its reasons before (and while a reflector hears nothing from the API server).
+The metrics endpoint serves the manager's own registry. GET and HEAD only.
+
+Bounded for a hostile network neighbour: at most ``max_connections`` connections at once (one
+more is closed as soon as it is accepted, so a flood of idle connections cannot exhaust the
+process's file descriptors), and a connection that has not sent a whole request within
+``idle_timeout`` seconds (a fresh one, or one kept alive after a response) is closed; request
+lines and headers are capped by aiohttp (8 KiB a line, 128 headers).
 
 The probe server can run on a thread of its own (``HttpServer(..., check_loop=loop)``): its
 routes are then evaluated on ``loop`` (where the state they read lives) and a loop that does
@@ -17,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 Response = tuple[int, str, bytes]  # status, content type, body
 Route = Callable[[], Response]
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 TEXT = "text/plain; charset=utf-8"
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -39,8 +46,13 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "0.0.0.0", int(port))
 
 
-def health_routes(ready: Callable[[], bool], problems: Callable[[], list[str]] = list) -> dict[str, Route]:
-    """``/healthz`` from ``problems()`` (none: healthy), ``/readyz`` from ``ready()``."""
+def health_routes(
+    ready: Callable[[], bool],
+    problems: Callable[[], list[str]] = list,
+    not_ready: Callable[[], list[str]] | None = None,
+) -> dict[str, Route]:
+    """``/healthz`` from ``problems()`` (none: healthy); ``/readyz`` from ``not_ready()`` (none:
+    ready) when given, else from ``ready()``."""
 
     def healthz() -> Response:
         found = problems()
@@ -49,13 +61,41 @@ def health_routes(ready: Callable[[], bool], problems: Callable[[], list[str]] =
         return 200, TEXT, b"ok\n"
 
     def readyz() -> Response:
-        return (200, TEXT, b"ok\n") if ready() else (503, TEXT, b"caches not synced\n")
+        if not_ready is None:
+            return (200, TEXT, b"ok\n") if ready() else (503, TEXT, b"caches not synced\n")
+        found = not_ready()
+        if found:
+            return 503, TEXT, ("not ready:\n" + "".join(f"- {p}\n" for p in found)).encode()
+        return 200, TEXT, b"ok\n"
 
     return {"/healthz": healthz, "/readyz": readyz}
 
 
 def metrics_routes(render: Callable[[], bytes]) -> dict[str, Route]:
     return {"/metrics": lambda: (200, PROMETHEUS, render())}
+
+
+MAX_CONNECTIONS = 64
+"""Connections one server holds at once (Prometheus and the kubelet need a handful)."""
+IDLE_TIMEOUT = 15.0
+"""Seconds a connection may stay open without a whole request (Prometheus reconnects per scrape)."""
+
+
+class _CappedServer(web.Server):
+    """aiohttp's low-level server, closing a connection accepted beyond ``max_connections``."""
+
+    def __init__(
+        self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], cap: int, **kw: Any
+    ):
+        super().__init__(handler, **kw)
+        self.cap = cap
+        self.refused = 0
+
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        if len(self.connections) > self.cap:
+            self.refused += 1
+            transport.abort()  # frees the descriptor now; connection_lost forgets the handler
 
 
 class HttpServer:
@@ -67,14 +107,29 @@ class HttpServer:
         *,
         check_loop: asyncio.AbstractEventLoop | None = None,
         loop_timeout: float = 1.0,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.host, self.port = host, port
         self._routes = dict(routes)
         self._server: asyncio.Server | None = None
+        self._web: _CappedServer | None = None
         self._check_loop = check_loop  # set: serve from a thread, evaluate routes on this loop
         self._loop_timeout = loop_timeout
+        self._max_connections = max_connections
+        self._idle_timeout = idle_timeout
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def connections(self) -> int:
+        """Connections open now."""
+        return len(self._web.connections) if self._web is not None else 0
+
+    @property
+    def refused(self) -> int:
+        """Connections closed at once because ``max_connections`` were open."""
+        return self._web.refused if self._web is not None else 0
 
     async def start(self) -> None:
         if self._check_loop is None:
@@ -86,7 +141,17 @@ class HttpServer:
         await asyncio.wrap_future(bound)  # a taken port raises here
 
     async def _start_here(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        self._web = _CappedServer(
+            self._handle,
+            self._max_connections,
+            keepalive_timeout=self._idle_timeout,
+            access_log=None,
+            handler_cancellation=True,
+        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._web, self.host, self.port, backlog=self._max_connections
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     def _thread_main(self, bound: concurrent.futures.Future[None]) -> None:
@@ -118,6 +183,8 @@ class HttpServer:
     async def _stop_here(self) -> None:
         if self._server is not None:
             self._server.close()
+            if self._web is not None:
+                await self._web.shutdown(1.0)
             await self._server.wait_closed()
             self._server = None
 
@@ -154,30 +221,12 @@ class HttpServer:
         except RuntimeError:  # the probed loop is closed: the process is stopping
             return 503, TEXT, b"unhealthy:\n- event loop stopped\n"
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(10):
-                request_line = await reader.readline()
-                while (await reader.readline()).strip():
-                    pass
-            parts = request_line.decode("latin-1").split()
-            method, path = (parts[0], parts[1].split("?")[0]) if len(parts) >= 2 else ("", "")
-            route = self._routes.get(path)
-            if method not in ("GET", "HEAD"):
-                status, ctype, body = 405, TEXT, b"method not allowed\n"
-            elif route is None:
-                status, ctype, body = 404, TEXT, b"not found\n"
-            else:
-                status, ctype, body = await self._answer(route)
-            head = (
-                f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(head.encode() + (body if method != "HEAD" else b""))
-            await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        route = self._routes.get(request.path)
+        if request.method not in ("GET", "HEAD"):
+            status, ctype, body = 405, TEXT, b"method not allowed\n"
+        elif route is None:
+            status, ctype, body = 404, TEXT, b"not found\n"
+        else:
+            status, ctype, body = await self._answer(route)
+        return web.Response(status=status, body=body, headers={"Content-Type": ctype})

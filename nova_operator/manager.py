@@ -6,6 +6,10 @@
     -> wait until every cache has synced (ready)
     -> controllers (N workers each)
 
+Before the informers start, ``run(setup=...)`` runs the caller's set-up (``run()`` below: wait until
+the API server answers, retrying with backoff, then build the controllers) with the servers already
+up: ``/healthz`` answers 200 and ``/readyz`` 503 meanwhile, and SIGTERM ends the wait at once.
+
 Stopping (``stop()``, SIGTERM or SIGINT): at once the controllers' queues shut down (no
 worker takes another key) and a replica still waiting for the Lease stops trying; in-flight
 reconciles get ``shutdown_timeout`` seconds (``--drain-timeout``, 10 s: well inside the
@@ -15,10 +19,12 @@ informers and servers are cancelled. A lost Lease stops the controllers and ``ru
 ``LeaderElectionLost`` (the process should exit and restart). A controller whose workers end
 without being asked to (a bug) makes ``run()`` raise ``ControllerStopped``: never a silent exit.
 
-Liveness (``/healthz``, see ``health_problems``): 503 with the reason when a reflector has heard
-nothing from the API server for ``STALE_WATCH_TIMEOUTS`` inactivity timeouts, when a worker has
-held one key for longer than ``queue.stuck_after``, or when the event loop does not answer the
-probe (served from a thread of its own) within a second.
+Liveness (``/healthz``, see ``health_problems``) fails only for what a restart can fix: 503 with
+the reason when a worker has held one key for longer than ``queue.stuck_after``, or when the event
+loop does not answer the probe (served from a thread of its own) within a second. A reflector that
+has heard nothing from the API server for ``STALE_WATCH_TIMEOUTS`` inactivity timeouts is named by
+readiness (``/readyz``, see ``readiness_problems``), not liveness: during an API server outage every
+reflector is quiet, and restarting every replica would only delay the recovery.
 
 Controllers are registered from outside the runtime as factories, ``Manager -> Controller``:
 a factory asks the manager for shared informers (``manager.informer(ref, ...)``) and
@@ -165,23 +171,33 @@ class Manager:
         return [*self._informers.values(), *self._scoped.values()]
 
     def ready(self) -> bool:
-        return all(inf.has_synced for inf in self.informers)
+        """Set up (the API server answered, the controllers are built) and every cache synced."""
+        return self._running and all(inf.has_synced for inf in self.informers)
 
-    def health_problems(self) -> list[str]:
-        """Why this process is not live (empty: it is); one line each, for ``/healthz``."""
-        watch, queue = self.settings.watch, self.settings.queue
-        stale_after = STALE_WATCH_TIMEOUTS * watch.inactivity_timeout
-        problems = [
+    def readiness_problems(self) -> list[str]:
+        """Why this process is not ready (empty: it is); one line each, for ``/readyz``."""
+        if not self._running:
+            return ["starting: waiting for the API server"]
+        if not self.ready():
+            return ["caches not synced"]
+        stale_after = STALE_WATCH_TIMEOUTS * self.settings.watch.inactivity_timeout
+        return [
             f"watch stale: {where} heard nothing from the API server for over {stale_after:g} s"
             for inf in self._informers.values()
             for where in inf.stale(stale_after)
         ]
-        problems += [
+
+    def health_problems(self) -> list[str]:
+        """Why this process is not live (empty: it is); one line each, for ``/healthz``.
+
+        Only what a restart can fix: a stale reflector (the API server unreachable) is not here.
+        """
+        queue = self.settings.queue
+        return [
             f"worker stuck: {key} reconciling for over {queue.stuck_after:g} s"
             for ctl in self.controllers
             for key in ctl.stuck(queue.stuck_after)
         ]
-        return problems
 
     @property
     def leading(self) -> bool:
@@ -193,18 +209,28 @@ class Manager:
         """Ask for a graceful stop (idempotent; safe from a signal handler)."""
         self._stop.set()
 
-    async def run(self, *, handle_signals: bool = False) -> None:
-        """Run until ``stop()`` (or a signal); raises if a component fails or the lease is lost."""
-        self._running = True
+    async def run(
+        self, *, handle_signals: bool = False, setup: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Run until ``stop()`` (or a signal); raises if a component fails or the lease is lost.
+
+        ``setup``: awaited once the servers are up and before the informers start (it may register
+        informers and controllers); a ``stop()`` meanwhile cancels it and ``run()`` returns.
+        """
         loop = asyncio.get_running_loop()
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             async with asyncio.TaskGroup() as tg:
-                background = [tg.create_task(inf.run(), name=f"informer {inf.ref}") for inf in self.informers]
-                background += [tg.create_task(srv.serve(), name="http") for srv in await self._servers()]
+                background = [tg.create_task(srv.serve(), name="http") for srv in await self._servers()]
                 try:
+                    if setup is not None and not await self._until_stopped(_as_coroutine(setup)):
+                        return
+                    self._running = True
+                    background += [
+                        tg.create_task(inf.run(), name=f"informer {inf.ref}") for inf in self.informers
+                    ]
                     await self._main()
                 finally:
                     for task in background:
@@ -230,7 +256,7 @@ class Manager:
         if (addr := parse_address(s.health_probe_bind_address)) is not None:
             self.health_server = HttpServer(
                 *addr,
-                health_routes(self.ready, self.health_problems),
+                health_routes(self.ready, self.health_problems, self.readiness_problems),
                 check_loop=asyncio.get_running_loop(),
             )
             servers.append(self.health_server)
@@ -344,6 +370,10 @@ class Manager:
             log.warning("reconciles still running after the drain timeout; cancelling", keys=keys)
 
 
+async def _as_coroutine(setup: Callable[[], Awaitable[None]]) -> None:
+    await setup()
+
+
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
@@ -364,6 +394,39 @@ async def check_reachable(kube: Kube, within: float = 10.0) -> None:
         raise Unreachable(f"{kube.host}: {exc}") from exc
 
 
+RETRY_INITIAL, RETRY_MAX = 0.5, 30.0
+"""Start-up: the first retry of an unreachable API server after this long, doubling to the maximum."""
+
+
+async def wait_reachable(
+    kube: Kube, *, initial: float = RETRY_INITIAL, maximum: float = RETRY_MAX, within: float = 10.0
+) -> None:
+    """Until the API server answers GET /version: each failure logged, retried with backoff.
+
+    A restart cannot bring an API server back, so start-up waits for it rather than exiting
+    (which would put the pod in CrashLoopBackOff and delay the recovery by up to 5 minutes).
+    Cancellation (SIGTERM, through the manager's ``stop()``) ends the wait at once.
+    """
+    delay, attempt = initial, 0
+    while True:
+        attempt += 1
+        try:
+            await check_reachable(kube, within)
+        except Unreachable as exc:
+            log.warning(
+                "cannot reach the Kubernetes API server; retrying",
+                error=str(exc),
+                attempt=attempt,
+                retry_in=round(delay, 2),
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, maximum)
+            continue
+        if attempt > 1:
+            log.info("the Kubernetes API server answers", attempts=attempt)
+        return
+
+
 async def run(
     settings: Settings,
     controllers: Sequence[ControllerFactory | AsyncControllerFactory] = (),
@@ -371,7 +434,7 @@ async def run(
     kube: Kube | None = None,
     handle_signals: bool = True,
 ) -> None:
-    """Connect, check the API server answers, build the controllers, run the manager."""
+    """Connect, start the servers, wait until the API server answers, build the controllers, run."""
     own = kube is None
     if kube is None:
         kube = await Kube.connect(
@@ -381,12 +444,16 @@ async def run(
         )
         kube.timeout = settings.kube.request_timeout
     try:
-        await check_reachable(kube)
         manager = Manager(kube, settings)
-        for factory in controllers:
-            built = factory(manager)
-            manager.add_controller(await built if inspect.isawaitable(built) else built)
-        await manager.run(handle_signals=handle_signals)
+        connected = kube
+
+        async def setup() -> None:
+            await wait_reachable(connected)
+            for factory in controllers:
+                built = factory(manager)
+                manager.add_controller(await built if inspect.isawaitable(built) else built)
+
+        await manager.run(handle_signals=handle_signals, setup=setup)
     finally:
         if own:
             await kube.close()

@@ -13,9 +13,11 @@ __all__ = [
     "cell0_schema",
     "common_labels",
     "config_base",
+    "config_base_label",
     "config_map_name",
     "db_archive_name",
     "deployment_name",
+    "label_value",
     "labels",
     "selector_labels",
 ]
@@ -77,6 +79,29 @@ def api_endpoint(name: str, namespace: str, gateway_hostname: str | None) -> str
 
 def config_base(name: str) -> str:
     return f"{name}-config"
+
+
+LABEL_VALUE_MAX = 63
+"""Kubernetes' bound on a label value (and its shape: alphanumeric at both ends)."""
+_LABEL_HASH = 10
+
+
+def label_value(value: str) -> str:
+    """``value`` when it fits a label value, else its first characters and a digest of the whole.
+
+    Deterministic (the same value always maps to the same label, so selectors written with it
+    keep matching) and at most 63 characters: ``<first 52>-<10 hex of sha256(value)>``. Values
+    of 63 characters or fewer are kept as they are.
+    """
+    if len(value) <= LABEL_VALUE_MAX:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:_LABEL_HASH]
+    return f"{value[: LABEL_VALUE_MAX - _LABEL_HASH - 1]}-{digest}"
+
+
+def config_base_label(name: str) -> str:
+    """The ``config-base`` label value of ``name``'s ConfigMaps: ``{name}-config``, fitted to 63."""
+    return label_value(config_base(name))
 
 
 def config_map_name(name: str, content_hash: str) -> str:

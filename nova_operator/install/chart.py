@@ -137,7 +137,8 @@ COMMENTS = {
     "novaApiUrl": "The compute API of a Nova, with {name} and {namespace}; empty: its in-cluster Service.",
     "extraArgs": "More operator flags, e.g. --workers=4.",
     "terminationGracePeriodSeconds": "Longer than the operator's drain of in-flight reconciles.",
-    "metrics": "The Service in front of /metrics (port 8080).",
+    "metrics": "The Service in front of /metrics (port 8080; the operator listens on the pod's IP only,\n"
+    "not on loopback: use the Service or the pod IP, not kubectl port-forward).",
     "serviceMonitor": "A prometheus-operator ServiceMonitor for the metrics Service.",
     "prometheusRule": "A prometheus-operator PrometheusRule with the operator's alerts.",
     "grafanaDashboard": "The Grafana dashboard in a ConfigMap for Grafana's dashboard sidecar, which loads\n"

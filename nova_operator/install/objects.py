@@ -27,8 +27,10 @@ TERMINATION_GRACE_SECONDS = 60
 REPLICAS = 2
 RESOURCES: Obj = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
 # Every flag but --leader-elect/--no-leader-elect (first, a value in the chart) and the chart's extras.
+# /metrics listens on the pod's IP only (the kubelet expands $(POD_IP) from the downward API), not on
+# every address of the pod's network namespace (loopback, extra interfaces, the node's with hostNetwork).
 BASE_ARGS = [
-    f"--metrics-bind-address=:{METRICS_PORT}",
+    f"--metrics-bind-address=$(POD_IP):{METRICS_PORT}",
     f"--health-probe-bind-address=:{HEALTH_PORT}",
     "--log-level=info",
 ]
@@ -124,7 +126,10 @@ def _container(t: Target) -> Obj:
         else f"{IMAGE_REPOSITORY}:{VERSION}",
         "imagePullPolicy": scalar(".Values.image.pullPolicy") if t.helm else "IfNotPresent",
         "args": block(f'include "nova-operator.args" {t.ctx}') if t.helm else ["--leader-elect", *BASE_ARGS],
-        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "env": [
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
         "ports": [
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
             {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},

@@ -46,6 +46,10 @@ class ObjectMeta(CRDModel):
     owner_references: list[OwnerReference] | None = None
 
 
+CONDITION_MESSAGE_MAX = 32768
+"""metav1.Condition's bound on ``message`` (characters); the operator truncates to it (``conditions``)."""
+
+
 class Condition(CRDModel):
     """metav1.Condition, with the same schema the upstream CRDs embed."""
 
@@ -59,7 +63,7 @@ class Condition(CRDModel):
     """When the status last changed."""
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)]
     """Machine-readable CamelCase reason of the last transition."""
-    message: Annotated[str, Field(max_length=32768)]
+    message: Annotated[str, Field(max_length=CONDITION_MESSAGE_MAX)]
     """Human-readable details of the last transition."""
 
 

@@ -600,8 +600,14 @@ class NovaSpec(CRDModel):
     """
 
 
+MAX_CELLS = 8
+"""``status.cells`` holds at most this many cells (cell0 and seven more)."""
+CELL_NAME_MAX = 255
+"""A cell name in ``status.cells`` (nova's column is 255 characters)."""
+
+
 class CellStatus(CRDModel):
-    name: Annotated[str, Field(max_length=255)]
+    name: Annotated[str, Field(max_length=CELL_NAME_MAX)]
     """Cell name (cell0, cell1)."""
     uuid: Annotated[str, Field(max_length=36)]
     """Cell UUID as nova-manage reports it."""
@@ -620,7 +626,7 @@ class NovaStatus(CRDModel):
     """The release an upgrade is moving to; empty when no upgrade runs."""
     upgrade_phase: Literal["Expanding", "Migrating", "RollingUpdate", "Contracting"] | None = None
     """Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs; empty otherwise."""
-    cells: Annotated[list[CellStatus], Field(max_length=8)] | None = None
+    cells: Annotated[list[CellStatus], Field(max_length=MAX_CELLS)] | None = None
     """The mapped cells, cell0 first."""
     compute_config_secret_ref: NameRef | None = None
     """The compute contract Secret {name}-compute-config that NovaCompute pools mount."""

@@ -103,7 +103,7 @@ def _created(obj: dict[str, Any]) -> tuple[str, str]:
 
 async def _prune(ctx: PassContext, current: str) -> None:
     """Keep the current ConfigMap and the 3 newest historical ones this CR owns; delete the rest."""
-    labels = {naming.CONFIG_BASE_LABEL: naming.config_base(ctx.name)}
+    labels = {naming.CONFIG_BASE_LABEL: naming.config_base_label(ctx.name)}
     historical = sorted(
         (cm for cm in ctx.owned(CONFIGMAPS, labels) if cm["metadata"]["name"] != current),
         key=_created,

@@ -43,6 +43,7 @@ __all__ = [
     "REQUIRED_CONTRACT_KEYS",
     "PoolInputs",
     "config_base",
+    "config_base_label",
     "config_map",
     "config_map_name",
     "contract_hash",
@@ -172,6 +173,12 @@ def config_base(name: str) -> str:
     return f"{name}-config"
 
 
+def config_base_label(name: str) -> str:
+    """The ``config-base`` label of the pool's ConfigMaps: ``{name}-config`` fitted to a label value
+    (a NovaCompute name of 57 to 63 characters makes it longer than 63: a digest replaces the tail)."""
+    return naming.label_value(config_base(name))
+
+
 def config_map_name(name: str, data: Mapping[str, str]) -> str:
     return f"{config_base(name)}-{config_hash(data)}"
 
@@ -227,7 +234,7 @@ def config_map(pool: NovaCompute, text: str) -> Manifest:
         "metadata": {
             "name": config_map_name(name, data),
             "namespace": pool.metadata.namespace,
-            "labels": {**labels(name), CONFIG_BASE_LABEL: config_base(name)},
+            "labels": {**labels(name), CONFIG_BASE_LABEL: config_base_label(name)},
         },
         "data": data,
         "immutable": True,

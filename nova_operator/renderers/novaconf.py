@@ -476,7 +476,10 @@ def config_map(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
         "metadata": {
             "name": naming.config_map_name(name, digests.config_hash(data)),
             "namespace": nova.metadata.namespace or "default",
-            "labels": {**naming.common_labels(name), naming.CONFIG_BASE_LABEL: naming.config_base(name)},
+            "labels": {
+                **naming.common_labels(name),
+                naming.CONFIG_BASE_LABEL: naming.config_base_label(name),
+            },
         },
         "immutable": True,
         "data": dict(sorted(data.items())),

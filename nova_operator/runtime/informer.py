@@ -26,7 +26,7 @@ in flight at once): 19 kinds x 20 namespaces starting together would otherwise b
 
 Each reflector records when it last heard from the server (a list, an opened watch, an
 event or a bookmark); ``stale()`` names the ones that have been quiet for longer than a
-given time (``/healthz`` turns 503 on them).
+given time (``/readyz`` turns 503 on them: an API server outage, which a restart cannot fix).
 
 Handlers run synchronously on the loop and only enqueue; an exception in one is logged
 and does not stop the informer.

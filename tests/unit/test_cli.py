@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -175,9 +180,10 @@ def test_a_missing_kubeconfig_exits_1_with_one_line(fmt: str, capsys: pytest.Cap
     )
 
 
-def test_an_unreachable_api_server_exits_1_with_one_line(
-    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_unreachable_api_server_is_retried_and_sigterm_ends_the_wait(tmp_path: pathlib.Path) -> None:
+    """Start-up does not exit when the API server does not answer (a restart cannot bring it back,
+    and exiting puts the pod in CrashLoopBackOff): each failure is logged and retried with backoff;
+    /healthz stays 200 meanwhile; SIGTERM ends the process at once, exit 0 (issue 26 item 11)."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -186,10 +192,38 @@ def test_an_unreachable_api_server_exits_1_with_one_line(
         "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n"
         "current-context: c\n"
     )
-    assert cli.main([f"--kubeconfig={kubeconfig}", "--log-level=error", "--metrics-bind-address=0"]) == 1
-    message = one_error_line(capsys.readouterr().err, "json")
-    assert message.startswith("cannot reach the Kubernetes API server: ")
-    assert "127.0.0.1:1" in message
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [f"--kubeconfig={kubeconfig}", "--log-format=json", "--metrics-bind-address=0"]
+    args.append(f"--health-probe-bind-address=127.0.0.1:{port}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nova_operator", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        failures: list[dict[str, Any]] = []
+        for line in proc.stderr:
+            record = json.loads(line)
+            if record["msg"] == "cannot reach the Kubernetes API server; retrying":
+                failures.append(record)
+            if len(failures) == 3:
+                break
+        assert proc.poll() is None  # still waiting, not exited
+        assert [r["attempt"] for r in failures] == [1, 2, 3]
+        assert [r["retry_in"] for r in failures] == [0.5, 1.0, 2.0]
+        assert all(r["level"] == "warning" and "127.0.0.1:1" in r["error"] for r in failures)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert resp.status == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_an_unexpected_failure_is_logged_with_its_traceback_and_exits_1(

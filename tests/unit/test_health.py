@@ -13,7 +13,7 @@ from nova_operator.metrics import Metrics
 
 async def get(port: int, path: str, method: str = "GET") -> tuple[int, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     await writer.drain()
     raw = await reader.read()
     writer.close()
@@ -115,3 +115,50 @@ async def test_a_taken_port_fails_the_threaded_start() -> None:
             await second.start()
     finally:
         await first.stop()
+
+
+async def test_head_answers_the_status_without_a_body() -> None:
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True))
+    await server.start()
+    try:
+        assert await get(server.port, "/healthz", "HEAD") == (200, "")
+    finally:
+        await server.stop()
+
+
+async def test_idle_and_half_sent_connections_are_closed_after_the_idle_timeout() -> None:
+    """A connection that sends nothing, or only part of a request, is closed (issue 26 item 9)."""
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True), idle_timeout=0.3)
+    await server.start()
+    try:
+        idle = await asyncio.open_connection("127.0.0.1", server.port)
+        partial = await asyncio.open_connection("127.0.0.1", server.port)
+        partial[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        await partial[1].drain()
+        for reader, writer in (idle, partial):
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+            writer.close()
+        assert server.connections == 0
+    finally:
+        await server.stop()
+
+
+async def test_connections_beyond_the_cap_are_closed_at_once_and_probes_answer_after() -> None:
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True), max_connections=5, idle_timeout=0.5)
+    await server.start()
+    held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(8)]
+    try:
+        refused = 0
+        for reader, _ in held[5:]:
+            refused += await asyncio.wait_for(reader.read(), 2) == b""
+        assert refused == 3
+        assert server.refused == 3
+        assert server.connections <= 5
+        # The idle ones time out; the server answers again.
+        for reader, _ in held[:5]:
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert await get(server.port, "/healthz") == (200, "ok\n")
+    finally:
+        for _, writer in held:
+            writer.close()
+        await server.stop()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-from nova_operator import manifests
+import yaml
+
+from nova_operator import cli, manifests
+from nova_operator.health import parse_address
 from nova_operator.install.chart import values_schema
 from nova_operator.install.rbac import operator_rules
 from nova_operator.kube.resources import LEASES
@@ -50,3 +53,19 @@ def test_the_lease_is_granted_only_in_the_operator_namespace() -> None:
     rules = operator_rules()
     assert {r for rule in rules.leader_election for r in rule["resources"]} == {LEASES.plural}
     assert LEASES.plural not in {r for rule in rules.cluster_wide for r in rule["resources"]}
+
+
+def test_metrics_listen_on_the_pod_ip_only(repo_root: pathlib.Path) -> None:
+    """Issue 26 item 9: /metrics is bound to the pod's IP (the kubelet expands $(POD_IP) from the
+    downward API), not to every address of the pod; the probes stay where the kubelet reaches them."""
+    docs = list(yaml.safe_load_all((repo_root / "config" / "manager" / "manager.yaml").read_text()))
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert "--metrics-bind-address=$(POD_IP):8080" in container["args"]
+    expanded = [a.replace("$(POD_IP)", "10.244.1.7") for a in container["args"]]
+    settings = cli.parse_settings(expanded)
+    assert parse_address(settings.servers.metrics_bind_address) == ("10.244.1.7", 8080)
+    helpers = (repo_root / "charts" / "nova-operator" / "templates" / "_helpers.tpl").read_text()
+    assert "- --metrics-bind-address=$(POD_IP):8080\n" in helpers

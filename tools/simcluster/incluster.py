@@ -118,6 +118,7 @@ def pod_process(
         "metadata.namespace": namespace,
         "metadata.name": pod_name,
         "spec.serviceAccountName": service_account,
+        "status.podIP": "127.0.0.1",
     }
     ports = {int(p["containerPort"]): free_port() for p in container.get("ports") or []}
     argv = list(container.get("command") or IMAGE_ENTRYPOINT)

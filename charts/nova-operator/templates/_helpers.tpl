@@ -47,7 +47,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- else }}
 - --no-leader-elect
 {{- end }}
-- --metrics-bind-address=:8080
+- --metrics-bind-address=$(POD_IP):8080
 - --health-probe-bind-address=:8081
 - --log-level={{ .Values.logLevel }}
 {{- range .Values.watchNamespaces }}

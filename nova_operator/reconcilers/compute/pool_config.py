@@ -195,7 +195,7 @@ async def _prune(p: ComputePass, current: str) -> None:
     namespace is not cached. A cache that lags is harmless: the current one is kept by name, one
     deleted already is a NotFound, one not seen yet is pruned on a later pass.
     """
-    base = compute_pool.config_base(p.name)
+    base = compute_pool.config_base_label(p.name)
     items = p.listed(CONFIGMAPS, p.namespace, {CONFIG_BASE_LABEL: base})
     if items is None:
         listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")

@@ -72,10 +72,12 @@ def check_container(dep: Obj, *, namespace_flags: list[str]) -> Obj:
     assert cli.parse_settings(args).leader_election.enabled  # flags the operator accepts
     assert [a for a in args if a.startswith("--namespace=")] == namespace_flags
     assert c["env"] == [
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert f"--metrics-bind-address=:{ports['metrics']}" in args
+    # /metrics on the pod's IP only (issue 26 item 9), expanded by the kubelet from the env above
+    assert f"--metrics-bind-address=$(POD_IP):{ports['metrics']}" in args
     assert f"--health-probe-bind-address=:{ports['health']}" in args
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}

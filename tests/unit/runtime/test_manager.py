@@ -7,12 +7,16 @@ import dataclasses
 import os
 import signal
 import time
+import urllib.error
+import urllib.request
 from typing import Any, cast
 
 import pytest
 import structlog
 
+from nova_operator import manager as manager_module
 from nova_operator.kube import Kube
+from nova_operator.kube.errors import Unreachable as KubeUnreachable
 from nova_operator.kube.resources import CONFIGMAPS
 from nova_operator.manager import ControllerStopped, Manager
 from nova_operator.metrics import Metrics
@@ -113,7 +117,7 @@ async def test_a_controller_factory_registers_through_the_manager() -> None:
     ctl = factory(manager)
     manager.add_controller(ctl)  # what manager.run(settings, controllers=[factory]) does
     assert [c.name for c in manager.controllers] == ["c"]
-    assert manager.ready()  # no informers: nothing to wait for
+    assert not manager.ready()  # not before run() has done its set-up (no informers to wait for after)
 
 
 async def test_a_controller_that_ends_on_its_own_fails_the_manager_loudly() -> None:
@@ -139,21 +143,37 @@ async def test_health_problems_name_a_stuck_worker() -> None:
     await asyncio.wait_for(task, 2)
 
 
-async def test_health_problems_name_a_stale_reflector() -> None:
-    class Hanging:
+async def test_a_stale_reflector_is_named_by_readiness_not_by_liveness() -> None:
+    """A reflector that hears nothing (the API server is down) is not fixed by a restart: liveness
+    stays OK (issue 26 item 11), readiness names it."""
+
+    class Quiet:
+        """Lists once, then every watch hangs: nothing is heard after the list."""
+
         async def list(self, *a: Any, **kw: Any) -> dict[str, Any]:
+            return {"metadata": {"resourceVersion": "1"}, "items": []}
+
+        def watch(self, *a: Any, **kw: Any) -> Any:
+            return self
+
+        async def __aenter__(self) -> Any:
             await asyncio.Event().wait()
-            return {}
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
 
     kube = NoKube()
     s = dataclasses.replace(settings(), watch=WatchSettings(inactivity_timeout=0.02, namespaces=("n1", "n2")))
     manager = Manager(cast(Kube, kube), s)
     inf = manager.informer(CONFIGMAPS)
-    inf._lw = cast(Any, Hanging())
+    inf._lw = cast(Any, Quiet())
+    manager._running = True  # what run() sets once its set-up is done
     task = asyncio.create_task(inf.run())
+    await asyncio.wait_for(inf.wait_for_sync(), 1)
     await asyncio.sleep(0.1)
     try:
-        assert manager.health_problems() == [
+        assert manager.health_problems() == []
+        assert manager.readiness_problems() == [
             "watch stale: configmaps in n1 heard nothing from the API server for over 0.06 s",
             "watch stale: configmaps in n2 heard nothing from the API server for over 0.06 s",
         ]
@@ -162,5 +182,93 @@ async def test_health_problems_name_a_stale_reflector() -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+class Unreachable:
+    """A ``Kube`` whose API server does not answer ``failures`` times, then does."""
+
+    host = "https://api.test:6443"
+
+    def __init__(self, failures: int) -> None:
+        self.metrics = Metrics()
+        self.failures = failures
+        self.calls = 0
+        self.called_twice = asyncio.Event()
+
+    async def version(self) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls >= 2:
+            self.called_twice.set()
+        if self.calls <= self.failures:
+            raise KubeUnreachable(f"{self.host}: connection refused")
+        return {"gitVersion": "v1.37.2"}
+
+
+async def test_start_up_retries_an_unreachable_api_server_with_backoff_and_logs_each_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(manager_module.asyncio, "sleep", sleep)
+    kube = Unreachable(failures=8)
+    with structlog.testing.capture_logs() as logs:
+        await manager_module.wait_reachable(cast(Kube, kube))
+    assert kube.calls == 9
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    failures = [e for e in logs if e["event"] == "cannot reach the Kubernetes API server; retrying"]
+    assert [e["attempt"] for e in failures] == list(range(1, 9))
+    assert all(e["log_level"] == "warning" and "connection refused" in e["error"] for e in failures)
+
+
+async def test_start_up_serves_probes_while_waiting_and_a_stop_ends_the_wait_at_once() -> None:
+    """While the API server does not answer: /healthz 200 (a restart would not help), /readyz 503;
+    ``stop()`` (SIGTERM) ends the process without waiting for the API server."""
+    kube = Unreachable(failures=10**9)
+    s = dataclasses.replace(
+        settings(), servers=ServerSettings(metrics_bind_address="0", health_probe_bind_address="127.0.0.1:0")
+    )
+    manager = Manager(cast(Kube, kube), s)
+    task = asyncio.create_task(manager.run(setup=lambda: manager_module.wait_reachable(cast(Kube, kube))))
+    await asyncio.wait_for(kube.called_twice.wait(), 5)
+    assert not task.done()
+    assert manager.health_server is not None
+    port = manager.health_server.port
+    assert await asyncio.to_thread(http_get, port, "/healthz") == (200, "ok\n")
+    assert await asyncio.to_thread(http_get, port, "/readyz") == (
+        503,
+        "not ready:\n- starting: waiting for the API server\n",
+    )
+    manager.stop()
+    await asyncio.wait_for(task, 2)
+
+
+async def test_start_up_goes_on_once_the_api_server_answers() -> None:
+    kube = Unreachable(failures=2)
+    built: list[str] = []
+
+    def factory(manager: Manager) -> Any:
+        built.append("controller")
+        ctl = manager.controller("c", Blocking(0))
+        asyncio.get_running_loop().call_later(0.05, manager.stop)
+        return ctl
+
+    await asyncio.wait_for(
+        manager_module.run(settings(), [factory], kube=cast(Kube, kube), handle_signals=False), 10
+    )
+    assert kube.calls == 3
+    assert built == ["controller"]
+
+
 def test_the_default_drain_timeout_is_well_inside_the_default_grace_period() -> None:
     assert Settings().shutdown_timeout == 10.0
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()

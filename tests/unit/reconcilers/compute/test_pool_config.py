@@ -158,7 +158,7 @@ async def test_old_pool_config_maps_are_pruned_from_the_cache_without_a_list() -
     p.listed = listed
     await pool_config._prune(p, "current")
     assert kube.lists == 0  # read from the informer: a converged pass lists nothing
-    assert asked == [("configmaps", "ns", {CONFIG_BASE_LABEL: compute_pool.config_base(p.name)})]
+    assert asked == [("configmaps", "ns", {CONFIG_BASE_LABEL: compute_pool.config_base_label(p.name)})]
     assert sorted(kube.deleted) == [("configmaps", "old-1"), ("configmaps", "old-2")]  # the 3 newest stay
 
 

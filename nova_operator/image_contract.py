@@ -126,7 +126,9 @@ PYTHON_PACKAGES: Final = (
     PythonPackage("uWSGI", "uWSGI==2.0.31", "the API and metadata server; options rendered for uWSGI 2.0"),
     PythonPackage("PyMySQL", "PyMySQL", "the `mysql+pymysql://` database URLs (nova does not require it)"),
     PythonPackage("pymemcache", "pymemcache", "oslo.cache's `dogpile.cache.pymemcache` backend"),
-    PythonPackage("python-memcached", "python-memcached", "keystonemiddleware's token cache (memcache_servers)"),
+    PythonPackage(
+        "python-memcached", "python-memcached", "keystonemiddleware's token cache (memcache_servers)"
+    ),
 )
 
 

@@ -2,7 +2,8 @@
 
 ``make manifests`` writes them, ``make verify-manifests`` fails when one is stale (or missing),
 like the manifests: the CRD reference (``crd_reference``), the troubleshooting page
-(``troubleshooting``, from the reason table) and the image contract (``image_contract_page``). ``docs/monitoring.md`` has its own command
+(``troubleshooting``, from the reason table) and the image contract
+(``image_contract_page``). ``docs/monitoring.md`` has its own command
 (``nova_operator.install.reference``).
 """
 

@@ -9,12 +9,17 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _requirement(package: ic.PythonPackage) -> str:
+    return f"`{package.requirement}`" if package.requirement else "the release's own"
+
+
 def render() -> str:
     lines = [
         "# The image contract",
         "",
-        "<!-- generated from nova_operator/image_contract.py by nova_operator/install/image_contract_page.py;",
-        "     edit the module, then `python -m nova_operator.install.docs write docs` -->",
+        "<!-- generated from nova_operator/image_contract.py by",
+        "     nova_operator/install/image_contract_page.py; edit the module, then",
+        "     `python -m nova_operator.install.docs write docs` -->",
         "",
         "What the pods the operator renders expect of the nova image (`spec.image`; the pools' image",
         "too). An image that lacks one of these runs pods that crash, never turn Ready or fail their",
@@ -50,10 +55,7 @@ def render() -> str:
         "",
         "| package | pip requirement | why |",
         "| --- | --- | --- |",
-        *(
-            f"| `{p.name}` | {f'`{p.requirement}`' if p.requirement else 'the release’s own'} | {_cell(p.why)} |"
-            for p in ic.PYTHON_PACKAGES
-        ),
+        *(f"| `{p.name}` | {_requirement(p)} | {_cell(p.why)} |" for p in ic.PYTHON_PACKAGES),
         "",
         "## `nova-amqp-ready`",
         "",

@@ -125,8 +125,9 @@ def has_system_id():
         s.close()
 def reason(err):
     if isinstance(err, PermissionError):
-        return ("permission denied on %s for uid %d gid %d: the node must let this user connect to "
-                "its OVSDB socket (docs/operations.md, node prerequisites)" % (path, os.getuid(), os.getgid()))
+        return ("permission denied on %s for uid %d gid %d: the node must let this user connect "
+                "to its OVSDB socket (docs/operations.md, node prerequisites)"
+                % (path, os.getuid(), os.getgid()))
     if isinstance(err, FileNotFoundError):
         return "%s does not exist (no Open vSwitch on this node yet)" % path
     if isinstance(err, ConnectionRefusedError):

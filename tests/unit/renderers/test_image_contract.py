@@ -12,8 +12,8 @@ from typing import Any
 
 from nova_operator import image_contract
 from nova_operator.install import docs, image_contract_page
-from nova_operator.models.novacompute import NovaCompute
 from nova_operator.models.nova import Nova
+from nova_operator.models.novacompute import NovaCompute
 from nova_operator.renderers import compute_pool as cp
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,8 +1,9 @@
 """The generated pages of ``docs/``: ``python -m nova_operator.install.docs write|verify docs``.
 
 ``make manifests`` writes them, ``make verify-manifests`` fails when one is stale (or missing),
-like the manifests: the CRD reference (``crd_reference``) and the troubleshooting page
-(``troubleshooting``, from the reason table). ``docs/monitoring.md`` has its own command
+like the manifests: the CRD reference (``crd_reference``), the troubleshooting page
+(``troubleshooting``, from the reason table) and the image contract
+(``image_contract_page``). ``docs/monitoring.md`` has its own command
 (``nova_operator.install.reference``).
 """
 
@@ -12,12 +13,16 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from nova_operator.install import crd_reference, troubleshooting
+from nova_operator.install import crd_reference, image_contract_page, troubleshooting
 
 
 def pages() -> dict[str, str]:
     """Relative path under docs/ -> content."""
-    return {**crd_reference.pages(), "troubleshooting.md": troubleshooting.render()}
+    return {
+        **crd_reference.pages(),
+        "troubleshooting.md": troubleshooting.render(),
+        "image-contract.md": image_contract_page.render(),
+    }
 
 
 def stale(docs: pathlib.Path) -> list[str]:

@@ -534,8 +534,8 @@ class UWSGISpec(CRDModel):
     terminationGracePeriodSeconds - preStopSleepSeconds. Unset: no limit.
     """
     http_keep_alive_timeout: Annotated[Int32, Field(ge=1)] | None = None
-    """Seconds an idle kept-alive connection stays open (--http-keepalive-timeout); only with httpKeepAlive
-    true.
+    """Seconds an idle kept-alive connection stays open, rendered as --http-keepalive=N (uWSGI 2.0 has no
+    --http-keepalive-timeout; 1 leaves uWSGI's own idle timeout); only with httpKeepAlive true.
     """
 
 

@@ -75,6 +75,13 @@ NOVA_REJECTED_EXTRA_CONFIG_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("DEFAULT", "web", "operator-computed", "it is the noVNC client directory the operator mounts"),
     (
+        "DEFAULT",
+        "host",
+        "each pod's hostname (the pod name)",
+        "nova names its service rows by host: one shared host collapses the replicas of each role into "
+        "one service row",
+    ),
+    (
         "database",
         "connection",
         "spec.database",

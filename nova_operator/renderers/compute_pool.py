@@ -124,13 +124,24 @@ def has_system_id():
                 return False
     finally:
         s.close()
+def reason(err):
+    if isinstance(err, PermissionError):
+        return ("permission denied on %s for uid %d gid %d: the node must let this user connect "
+                "to its OVSDB socket (docs/operations.md, node prerequisites)"
+                % (path, os.getuid(), os.getgid()))
+    if isinstance(err, FileNotFoundError):
+        return "%s does not exist (no Open vSwitch on this node yet)" % path
+    if isinstance(err, ConnectionRefusedError):
+        return "nothing answers on %s (ovsdb-server not running)" % path
+    return "%s: %s" % (type(err).__name__, err)
 while True:
     try:
         if has_system_id():
             sys.exit(0)
-    except Exception:
-        pass
-    print("waiting for the OVN chassis (external_ids:system-id)", flush=True)
+        why = "no Open_vSwitch row has external_ids:system-id yet"
+    except Exception as err:
+        why = reason(err)
+    print("waiting for the OVN chassis (external_ids:system-id): " + why, flush=True)
     time.sleep(2)
 """
 

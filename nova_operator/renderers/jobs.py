@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nova_operator import digests, naming
+from nova_operator import digests, image_contract, naming
 from nova_operator.models.nova import Nova
 from nova_operator.renderers.env import render
 from nova_operator.renderers.novaconf import CONFIG_DIR
@@ -177,17 +177,17 @@ def _job(nova: Nova, suffix: str, command: list[str], config_map: str) -> Manife
 
 def db_sync_job(nova: Nova, config_map: str) -> Manifest:
     """``{name}-db-sync``: both schema migrations and the cell mapping (steady state)."""
-    return _job(nova, "db-sync", ["/bin/sh", "-eu", "-c", db_sync_script(nova)], config_map)
+    return _job(nova, "db-sync", [image_contract.SHELL, "-eu", "-c", db_sync_script(nova)], config_map)
 
 
 def phase_job(nova: Nova, phase: Phase, config_map: str) -> Manifest:
     """``{name}-db-expand`` / ``{name}-db-migrate`` / ``{name}-db-contract`` of a release upgrade."""
     if phase == "db-expand":
-        command = ["/bin/sh", "-eu", "-c", expand_script()]
+        command = [image_contract.SHELL, "-eu", "-c", expand_script()]
     elif phase == "db-migrate":
         command = ["nova-manage", "--config-dir", CONFIG_DIR, "cell_v2", "list_cells"]
     else:
-        command = ["/bin/sh", "-eu", "-c", contract_script()]
+        command = [image_contract.SHELL, "-eu", "-c", contract_script()]
     return _job(nova, phase, command, config_map)
 
 
@@ -228,7 +228,7 @@ def db_archive_cronjob(nova: Nova, config_map: str) -> Manifest:
     template = _pod_template(
         nova,
         container_name="db-archive",
-        command=["/bin/sh", "-eu", "-c", archive_script()],
+        command=[image_contract.SHELL, "-eu", "-c", archive_script()],
         config_map=config_map,
         labels=labels,
         restart_policy="OnFailure",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from nova_operator import digests, naming
+from nova_operator import digests, image_contract, naming
 from nova_operator.catalog import oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.renderers.env import render
@@ -59,7 +59,7 @@ CONFIG_DIR = "/etc/nova/nova.conf.d"
 LOGGING_INI_PATH = f"{CONFIG_DIR}/logging.ini"
 COMPUTE_CONFIG_DIR = "/etc/nova/compute-config"
 RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
-NOVNC_WEB = "/usr/share/novnc"
+NOVNC_WEB = image_contract.NOVNC_WEB
 NOVNC_PORT = 6080
 PLACEHOLDER_CONNECTION = "mysql+pymysql://placeholder"
 

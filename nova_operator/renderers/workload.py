@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nova_operator import naming
+from nova_operator import image_contract, naming
 from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
@@ -40,12 +40,12 @@ __all__ = [
 
 Manifest = dict[str, Any]
 
-OPENSTACK_UID = 42424
-OPENSTACK_GID = 42424
+OPENSTACK_UID = image_contract.UID
+OPENSTACK_GID = image_contract.GID
 STATE_PATH = "/var/lib/nova"
 RABBIT_CA_DIR = "/etc/rabbitmq-ca"
 DB_TLS_DIR = {"api": "/etc/nova-db-tls/api", "cell": "/etc/nova-db-tls/cell"}
-API_PASTE = "/var/lib/openstack/etc/nova/api-paste.ini"
+API_PASTE = image_contract.API_PASTE
 DEFAULT_GRACE = 30
 DEFAULT_PRE_STOP = 5
 MiB = 1024 * 1024
@@ -408,11 +408,15 @@ def _uwsgi_command(nova: Nova, component: Component) -> list[str]:
         str(uwsgi.threads),
     ]
     if uwsgi.http_keep_alive:
-        command.append("--http-keepalive")
+        # uWSGI 2.0 has no --http-keepalive-timeout: the idle timeout is the optional argument of
+        # --http-keepalive itself, which getopt only takes in the attached `=N` form.
+        timeout = uwsgi.http_keep_alive_timeout
+        command.append("--http-keepalive" if timeout is None else f"--http-keepalive={timeout}")
     if uwsgi.harakiri is not None:
         command += ["--harakiri", str(uwsgi.harakiri)]
-    if uwsgi.http_keep_alive_timeout is not None:
-        command += ["--http-keepalive-timeout", str(uwsgi.http_keep_alive_timeout)]
+    # each worker loads nova itself (as upstream's and devstack's uWSGI configs do): nothing the
+    # app opens at import (oslo.messaging transports, DB pools) is shared by forked workers
+    command.append("--lazy-apps")
     return command
 
 
@@ -496,7 +500,7 @@ def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: 
             f"/etc/nova/{component}.conf.d",
         ]
         container["readinessProbe"] = {
-            "exec": {"command": ["nova-amqp-ready"]},
+            "exec": {"command": [image_contract.NOVA_AMQP_READY]},
             "periodSeconds": 5,
             "timeoutSeconds": 5,
             "failureThreshold": 1,

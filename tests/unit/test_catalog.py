@@ -147,3 +147,13 @@ def test_the_owned_key_guards_normalise_like_oslo() -> None:
         ("Keystone_Authtoken", "password"),
     ]
     assert [(r.section, r.key) for r in novaconf.rejected_keys(extra)]
+
+
+@pytest.mark.parametrize("release", ["2025.2", "2026.1"])
+def test_a_catalog_describes_the_oslo_libraries_its_release_ships(release: str) -> None:
+    """Issue 23: each catalog comes from a venv pinned to its own release's upper-constraints.
+
+    oslo.policy < 6 (2025.2: 4.6.0, 2026.1: 5.0.0) still has ``[oslo_policy] enforce_scope``; a catalog
+    generated with 2026.2's oslo.policy 6 lacks it and refused a key those releases accept.
+    """
+    assert catalog.unknown_options(release, {"oslo_policy": {"enforce_scope": "true"}}) == []

@@ -11,10 +11,17 @@
 # a minute per release on 2 cores; warm: returns at once. Used by the catalog generator
 # (tools/catalogs/generate.py) and by the oslo-config-validator test of the renderers.
 #
-# tools/catalogs/constraints-<release>.txt pins every package of the venv (the pip freeze of
-# the venv the committed catalog was generated from), so a cold venv on a fresh machine holds
-# the same oslo libraries and reproduces the committed catalog. `generate.py --freeze`
-# rewrites them from the current venvs; without one, the newest compatible versions install.
+# Besides nova, each venv holds the Python packages the image contract names
+# (nova_operator/image_contract.py: uWSGI, PyMySQL, pymemcache, python-memcached), so the
+# tests can run the real uWSGI with the rendered command lines and a nova image can be built
+# from the same venv.
+#
+# tools/catalogs/constraints-<release>.txt pins every package of the venv: the versions of that
+# release's own upper-constraints (openstack/requirements, stable/<release>), kept to the
+# packages the venv holds, so a cold venv on a fresh machine holds the oslo libraries that
+# release ships and reproduces the committed catalog. `generate.py --freeze` rewrites them from
+# the current venvs; without one, the newest compatible versions install. A venv is rebuilt
+# when its nova version, its constraints file or the image's package list changes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
@@ -29,6 +36,10 @@ opt_data() {
   mv "$1/nova-opt-data.yaml.tmp" "$1/nova-opt-data.yaml"
 }
 
+# The image contract's Python packages (standard-library script: no installed operator needed).
+mapfile -t image_packages < <("$python" "$here/../../nova_operator/image_contract.py" pip-requirements)
+((${#image_packages[@]})) || { echo "no pip requirements from nova_operator/image_contract.py" >&2; exit 1; }
+
 want=("$@")
 exec 9>"$cache/.lock"
 flock 9
@@ -42,7 +53,7 @@ while read -r release version; do
   fi
   dir="$cache/$release"
   constraints="$here/constraints-$release.txt"
-  marker="nova==$version"
+  marker="nova==$version ${image_packages[*]}"
   pin=()
   if [[ -f "$constraints" ]]; then
     marker="$marker $(sha256sum "$constraints" | cut -c1-16)"
@@ -62,14 +73,17 @@ while read -r release version; do
   "$python" -m venv "$tmp"
   "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.
-  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "${pin[@]}" "nova[osprofiler]==$version"
+  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "${pin[@]}" "nova[osprofiler]==$version" \
+    "${image_packages[@]}"
   sdist="$(mktemp -d)"
   "$tmp/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
     -d "$sdist" "nova==$version"
   tar -xzf "$sdist"/nova-"$version".tar.gz -C "$sdist" "nova-$version/etc/nova/nova-config-generator.conf"
   cp "$sdist/nova-$version/etc/nova/nova-config-generator.conf" "$tmp/nova-config-generator.conf"
   rm -rf "$sdist"
-  "$tmp/bin/python" -c "import nova, oslo_config" # fail here, not in a test, when the install is broken
+  # fail here, not in a test, when the install is broken
+  "$tmp/bin/python" -c "import nova, oslo_config, pymysql, pymemcache, memcache"
+  "$tmp/bin/uwsgi" --version >/dev/null
   echo "$marker" >"$tmp/.installed"
   # venvs hard-code their path: rebuild scripts by moving only after success and fixing shebangs.
   rm -rf "$dir"

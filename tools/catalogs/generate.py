@@ -83,11 +83,14 @@ def freeze(release: str) -> None:
         text=True,
     ).stdout
     lines = sorted(line for line in frozen.splitlines() if line and not line.startswith("#"))
-    header = (
+    path = HERE / f"constraints-{release}.txt"
+    # the header says where the pins come from (a release's upper-constraints): keep it
+    old = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    header = [line for line in old if line.startswith("#")] or [
         f"# pip freeze of the {release} nova venv the committed catalog was generated from "
         "(generate.py --freeze)"
-    )
-    (HERE / f"constraints-{release}.txt").write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    ]
+    path.write_text("\n".join([*header, *lines]) + "\n", encoding="utf-8")
     print(f"wrote tools/catalogs/constraints-{release}.txt ({len(lines)} pins)", file=sys.stderr)
 
 

@@ -38,15 +38,20 @@ def main(argv: list[str]) -> int:
     log = logging.getLogger("oslo_config.validator")
     log.setLevel(logging.INFO)
     log.propagate = False
+    # the oslo.config of 2025.2 and 2026.1 (10.0.0, 10.3.0) logs through the root logger, not its own
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
     results: dict[str, dict[str, Any]] = {}
     for path in files:
         handler = _Collect()
         log.addHandler(handler)
+        root.addHandler(handler)
         conf = cfg.ConfigOpts()
         validator._register_cli_opts(conf)
         conf(["--opt-data", opt_data_path, "--input-file", path, "--fatal-warnings"], default_config_files=[])
         rc = validator._validate(conf)
         log.removeHandler(handler)
+        root.removeHandler(handler)
         results[path] = {"rc": rc, "log": handler.lines}
     json.dump(results, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

@@ -849,3 +849,28 @@ def _parses_without_loss(plural: str, stored: Obj) -> None:
     """What the server admits, the models (and so the reconciler) read back unchanged."""
     model = MODELS[plural].model_validate(stored)
     assert model.model_dump(by_alias=True, exclude_none=True) == stored
+
+
+@pytest.mark.parametrize(
+    ("plural", "why"),
+    [
+        (NOVAS, "one shared host collapses the replicas of each role into one service row"),
+        (NOVACOMPUTES, "the service host must equal the node name"),
+    ],
+)
+async def test_the_api_server_refuses_a_shared_host_in_extra_config(
+    objects: Objects, plural: str, why: str
+) -> None:
+    """Issue 23: nova names each scheduler/conductor/API row by its pod's hostname; a [DEFAULT] host
+    in extraConfig would merge every replica into one row. The server says so, on the key."""
+    bad = BASES[plural]()
+    bad["spec"]["extraConfig"] = {"DEFAULT": {"host": "nova", "debug": "true"}}
+    with pytest.raises(ApiException) as err:
+        await objects.create(plural, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert "spec.extraConfig.[DEFAULT][host]: Forbidden: host is managed via " in text, text
+    assert why in text, text
+    good = BASES[plural]()
+    good["spec"]["extraConfig"] = {"DEFAULT": {"debug": "true"}}
+    await objects.create(plural, good)

@@ -315,3 +315,17 @@ def test_a_field_docstring_is_its_description_in_one_paragraph() -> None:
     assert properties["plain"]["description"] == "One line."
     assert properties["wrapped"]["description"] == "A docstring that runs over two lines."
     assert "description" not in properties["bare"]
+
+
+@pytest.mark.parametrize("plural", ["novas", "novacomputes"])
+def test_extra_config_default_host_is_refused_by_a_cel_rule(plural: str) -> None:
+    """[DEFAULT] host would give every replica one service host: the CRD refuses it, saying why."""
+    extra = _version(plural)["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["extraConfig"]
+    rules = [r for r in extra["x-kubernetes-validations"] if r.get("fieldPath") == "['DEFAULT']['host']"]
+    assert len(rules) == 1, extra["x-kubernetes-validations"]
+    (rule,) = rules
+    assert rule["rule"] == "!('DEFAULT' in self) || !('host' in self['DEFAULT'])"
+    assert rule["reason"] == "FieldValueForbidden"
+    assert rule["message"].startswith("host is managed via ")
+    if plural == "novas":
+        assert "one shared host collapses the replicas of each role into one service row" in rule["message"]

@@ -229,6 +229,12 @@ def test_a_rejected_key_in_extra_config_is_refused_not_rendered(section: str, ke
         novaconf.nova_conf(inputs)
 
 
+def test_a_shared_host_in_extra_config_is_refused_not_rendered() -> None:
+    """Each pod's hostname is its service host: one [DEFAULT] host would merge the replicas' rows."""
+    with pytest.raises(novaconf.ConfigError, match=r"host is managed via .* one service row"):
+        novaconf.nova_conf(_base(extra_config={"DEFAULT": {"host": "nova"}}))
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"DEFAULT": {"k": "a\nb"}}, {"DEFAULT": {"k\r": "v"}}, {"bad\nsection": {"k": "v"}}],

@@ -86,19 +86,26 @@ def test_bus_roles_start_with_two_config_dirs_and_the_amqp_probe(load_sample: Lo
         "--config-dir",
         "/etc/nova/scheduler.conf.d",
     ]
-    assert container["readinessProbe"]["exec"] == {"command": ["nova-amqp-ready"]}
+    # by the absolute path the image contract names (not a PATH lookup)
+    assert container["readinessProbe"]["exec"] == {"command": ["/var/lib/openstack/bin/nova-amqp-ready"]}
     assert "livenessProbe" not in container
 
 
 def test_uwsgi_flags(load_sample: Load) -> None:
     full = _container(workload.deployment(load_sample("full"), Component.API, INPUTS))["command"]
     assert full[full.index("--module") + 1] == "nova.wsgi.osapi_compute:application"
-    assert "--http-keepalive" in full
+    # uWSGI 2.0 takes the keep-alive timeout as --http-keepalive's own argument, in the `=N` form
+    assert "--http-keepalive=5" in full
+    assert not any(flag.startswith("--http-keepalive-timeout") for flag in full)
+    assert full.count("--http-keepalive") == 0
     assert full[full.index("--harakiri") + 1] == "30"
-    assert full[full.index("--http-keepalive-timeout") + 1] == "5"
+    assert "--lazy-apps" in full
     assert "--pyargv" not in full
     metadata = _container(workload.deployment(load_sample("full"), Component.METADATA, INPUTS))["command"]
-    assert "--http-keepalive" not in metadata
+    assert not any(flag.startswith("--http-keepalive") for flag in metadata)
+    assert "--lazy-apps" in metadata
+    minimal = _container(workload.deployment(load_sample("minimal"), Component.API, INPUTS))["command"]
+    assert "--http-keepalive" in minimal  # on by default, with uWSGI's own idle timeout
 
 
 def test_digest_annotations_are_stamped_only_when_known(load_sample: Load) -> None:

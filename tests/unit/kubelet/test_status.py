@@ -82,3 +82,12 @@ def test_render_reports_ips_and_containers() -> None:
     assert status["hostIP"] == "10.0.0.1"
     assert status["startTime"] == "t0"
     assert status["containerStatuses"][0]["ready"] is True
+
+
+def test_a_failed_init_container_leaves_the_pod_uninitialized() -> None:
+    by_type = {
+        c["type"]: c for c in conditions("Failed", [exited(7, "i")], [Record("c", "img")], True, [], "t")
+    }
+    assert by_type["Initialized"]["status"] == "False"
+    assert by_type["Initialized"]["message"] == "containers with incomplete status: [i]"
+    assert by_type["Ready"]["reason"] == "PodFailed"

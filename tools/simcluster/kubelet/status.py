@@ -120,18 +120,17 @@ def conditions(
     done = pod_phase in ("Succeeded", "Failed")
     pending_init = [r.name for r in init if r.exit_code != 0]
     unready = [r.name for r in main if not r.ready]
+    initialized = cond(
+        "Initialized",
+        not pending_init,
+        "ContainersNotInitialized",
+        f"containers with incomplete status: [{' '.join(pending_init)}]",
+    )
     if done:
-        initialized = cond("Initialized", True)
         reason = "PodCompleted" if pod_phase == "Succeeded" else "PodFailed"
         containers_ready = cond("ContainersReady", False, reason)
         ready = cond("Ready", False, reason)
     else:
-        initialized = cond(
-            "Initialized",
-            not pending_init,
-            "ContainersNotInitialized",
-            f"containers with incomplete status: [{' '.join(pending_init)}]",
-        )
         message = f"containers with unready status: [{' '.join(unready)}]"
         containers_ready = cond("ContainersReady", not unready, "ContainersNotReady", message)
         ready = cond("Ready", not unready, "ContainersNotReady", message)

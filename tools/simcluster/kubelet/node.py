@@ -36,7 +36,7 @@ log = logging.getLogger("simcluster.kubelet")
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION = 40
 LEASE_RENEW = 10.0
-STATUS_REPORT = 60.0
+STATUS_REPORT = 300.0  # the kubelet reports an unchanged node status every 5 min (the Lease is the heartbeat)
 STANDIN_LABEL = "sim.nova.openstack.c5c3.io/kubelet"  # value "standin" on every node of the stand-in
 VERSION = "v1.37.2-simkubelet"
 

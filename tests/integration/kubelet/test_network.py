@@ -168,3 +168,35 @@ async def test_stopping_the_stand_in_removes_namespaces_veths_bridge_and_rules(
     after_netns = net_namespaces()
     assert after_netns <= before_netns
     assert str(tmp_path / "kubelet") not in host_mounts()
+
+
+async def test_a_service_created_later_reaches_the_hosts_file_of_running_pods(
+    kube: AsyncKube, netkubelet: Kubelet, namespace: str
+) -> None:
+    node = netkubelet.nodes[0]
+    uids = {}
+    for name, host_network in (("pod-net", False), ("host-net", True)):
+        spec = {
+            "hostNetwork": host_network,
+            "containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "3600"]}],
+        }
+        uids[name] = (await create_pod(kube, namespace, node, name, spec))["metadata"]["uid"]
+        await wait_pod(kube, namespace, name, lambda p: condition(p, "Ready") == "True")
+    svc = await kube.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "metadata": {"name": "late"},
+            "spec": {"ports": [{"port": 80}]},
+        },
+    )
+    names = f"late.{namespace}.svc.cluster.local late.{namespace}.svc late.{namespace} late"
+    want = f"{svc['spec']['clusterIP']}\t{names}"
+    for name, uid in uids.items():
+        proc = netkubelet.workers[uid].procs["c"]
+        hosts = ""
+        for _ in range(50):
+            _, hosts = await proc.exec(["cat", "/etc/hosts"], 5)
+            if want in hosts.splitlines():
+                break
+            await asyncio.sleep(0.1)
+        assert want in hosts.splitlines(), (name, hosts)

@@ -140,7 +140,6 @@ class PodSandbox:
     ):
         self.network, self.pod, self.ip, self.holder, self.veth = network, pod, ip, holder, veth
         self.netns: str | None = f"/proc/{holder.pid}/ns/net"
-        self.hosts_path: pathlib.Path | None = None
 
     async def close(self) -> None:
         self.network.release(self)
@@ -166,6 +165,7 @@ class PodNetwork:
         self.services = Store("Service", "/api/v1/services")
         self.slices = Store("EndpointSlice", "/apis/discovery.k8s.io/v1/endpointslices")
         self.sandboxes: dict[str, PodSandbox] = {}
+        self._hosts: dict[str, tuple[JSON, str, pathlib.Path]] = {}  # pod uid -> pod, its IP, its hosts file
         self._used: set[str] = set()
         self._next = 2
         self._dirty = asyncio.Event()
@@ -233,8 +233,8 @@ class PodNetwork:
         services, slices = list(self.services.list()), list(self.slices.list())
         text = ruleset(self.table, self.bridge, str(self.net), services, slices)
         await asyncio.to_thread(self._apply, text)
-        for sandbox in list(self.sandboxes.values()):
-            self._write_hosts(sandbox, services, slices)
+        for pod, ip, path in list(self._hosts.values()):
+            self._write_hosts(pod, ip, path, services, slices)
 
     # -- pods ------------------------------------------------------------------------------
 
@@ -297,16 +297,20 @@ class PodNetwork:
     def hosts(self, pod: JSON, ip: str) -> str:
         return hosts_file(pod, ip, self.services.list(), self.slices.list())
 
-    def attach_hosts(self, pod: JSON, path: pathlib.Path) -> None:
-        sandbox = self.sandboxes.get(pod["metadata"]["uid"])
-        if sandbox is not None:
-            sandbox.hosts_path = path
+    def attach_hosts(self, pod: JSON, ip: str, path: pathlib.Path) -> None:
+        """Keep ``path`` (the pod's /etc/hosts, host network or not) current as Services change."""
+        self._hosts[pod["metadata"]["uid"]] = (pod, ip, path)
 
-    def _write_hosts(self, sandbox: PodSandbox, services: list[JSON], slices: list[JSON]) -> None:
-        if sandbox.hosts_path is None or not sandbox.hosts_path.exists():
-            return
-        text = hosts_file(sandbox.pod, sandbox.ip, services, slices)
-        if sandbox.hosts_path.read_text() != text:
-            with sandbox.hosts_path.open("r+") as fh:  # in place: containers bind the file's inode
-                fh.write(text)
-                fh.truncate()
+    def detach_hosts(self, uid: str) -> None:
+        self._hosts.pop(uid, None)
+
+    @staticmethod
+    def _write_hosts(
+        pod: JSON, ip: str, path: pathlib.Path, services: list[JSON], slices: list[JSON]
+    ) -> None:
+        text = hosts_file(pod, ip, services, slices)
+        with contextlib.suppress(FileNotFoundError):
+            if path.read_text() != text:
+                with path.open("r+") as fh:  # in place: containers bind the file's inode
+                    fh.write(text)
+                    fh.truncate()

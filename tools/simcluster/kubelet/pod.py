@@ -443,6 +443,8 @@ class PodWorker:
             with contextlib.suppress(Exception):
                 await proc.kill()
         self.procs.clear()
+        if self.ctx.network is not None:
+            self.ctx.network.detach_hosts(self.uid)
         if self.sandbox is not None:
             with contextlib.suppress(Exception):
                 await self.sandbox.close()
@@ -650,7 +652,7 @@ class PodWorker:
             (etc / name).write_text(text)
             (etc / name).chmod(0o644)
         if network is not None:
-            network.attach_hosts(self.pod, etc / "hosts")
+            network.attach_hosts(self.pod, ip, etc / "hosts")
 
     def _resolv(self) -> str:
         ns: str = self.namespace

@@ -17,6 +17,9 @@ exec 9>"$cache/.lock"
 flock 9
 
 common=(uWSGI==2.0.31 PyMySQL python-memcached pymemcache)
+# uWSGI embeds the interpreter it finds on PATH (python3-config): keep any other Python (pyenv's, in
+# root's home, which uid 42424 cannot read) off PATH while building, so it links Debian's libpython.
+build_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 declare -A packages=(
   [keystone]="keystone==29.1.0 python-openstackclient==9.0.1"
   [placement]="openstack-placement==15.0.0 oslo.policy<6"
@@ -24,14 +27,15 @@ declare -A packages=(
 )
 for svc in keystone placement glance; do
   dir="$cache/$svc"
-  want="${packages[$svc]} ${common[*]}"
+  want="${packages[$svc]} ${common[*]} (debian libpython)"
   if [[ -f "$dir/.ready" && "$(cat "$dir/.ready")" == "$want" ]]; then
     continue
   fi
   rm -rf "$dir"
   "$python" -m venv "$dir"
   # shellcheck disable=SC2086
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check $want >&2
+  PATH="$dir/bin:$build_path" "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+    ${packages[$svc]} ${common[*]} >&2
   echo "$want" > "$dir/.ready"
 done
 chmod -R a+rX "$cache"

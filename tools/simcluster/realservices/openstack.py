@@ -18,6 +18,7 @@ import asyncio
 import json
 import pathlib
 import secrets
+import shutil
 import socket
 import threading
 import time
@@ -324,7 +325,11 @@ class OpenStackServices:
             "[api]\nauth_strategy = keystone\n" + self._authtoken("placement")
         )
         env = {"OS_PLACEMENT_CONFIG_DIR": str(etc)}
-        run([str(venv / "bin" / "placement-manage"), "db", "sync"], env=env, timeout=300)
+        run(
+            [str(venv / "bin" / "placement-manage"), "--config-dir", str(etc), "db", "sync"],
+            env=env,
+            timeout=300,
+        )
         self._serve(
             "placement",
             _uwsgi(venv, self.address, self.placement_port, "placement.wsgi.api:application"),
@@ -336,10 +341,12 @@ class OpenStackServices:
         venv, etc = self.venvs / "glance", self.workdir / "glance"
         images = etc / "images"
         images.mkdir(parents=True, exist_ok=True)
+        # the paste pipeline ships in the venv's etc/, not in the package; glance looks beside its config
+        shutil.copy(venv / "etc" / "glance" / "glance-api-paste.ini", etc / "glance-api-paste.ini")
         (etc / "glance-api.conf").write_text(
             "[DEFAULT]\nuse_stderr = true\nenabled_backends = file:file\n"
             f"[database]\nconnection = {self._database('glance')}\n"
-            "[paste_deploy]\nflavor = keystone\n"
+            f"[paste_deploy]\nflavor = keystone\nconfig_file = {etc / 'glance-api-paste.ini'}\n"
             "[glance_store]\ndefault_backend = file\n"
             f"[file]\nfilesystem_store_datadir = {images}\n"
             "[os_glance_staging_store]\n"

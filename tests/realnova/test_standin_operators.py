@@ -25,6 +25,10 @@ from simcluster.standins import MARIADB, RABBIT, StandIns
 pytestmark = pytest.mark.integration
 
 
+def kind(k: str) -> dict[str, str]:
+    return {"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": k}
+
+
 def b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
@@ -70,14 +74,22 @@ async def test_database_user_and_grant_become_the_servers_and_go_with_their_obje
     schema, user = f"rt_{uuid.uuid4().hex[:6]}", f"rtu{uuid.uuid4().hex[:6]}"
     base = f"{MARIADB}/namespaces/{ns}"
     ref = {"mariaDbRef": {"name": "mariadb"}}
-    await kube.create(f"{base}/mariadbs", {"metadata": {"name": "mariadb"}, "spec": {"replicas": 1}})
+    await kube.create(
+        f"{base}/mariadbs", {**kind("MariaDB"), "metadata": {"name": "mariadb"}, "spec": {"replicas": 1}}
+    )
     await kube.create(
         f"/api/v1/namespaces/{ns}/secrets",
-        {"metadata": {"name": "db-password"}, "data": {"password": b64("first'pa$s")}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-password"},
+            "data": {"password": b64("first'pa$s")},
+        },
     )
     await kube.create(
         f"{base}/databases",
         {
+            **kind("Database"),
             "metadata": {"name": "db"},
             "spec": {**ref, "name": schema, "characterSet": "utf8", "collate": "utf8_general_ci"},
         },
@@ -85,6 +97,7 @@ async def test_database_user_and_grant_become_the_servers_and_go_with_their_obje
     await kube.create(
         f"{base}/users",
         {
+            **kind("User"),
             "metadata": {"name": user},
             "spec": {
                 **ref,
@@ -98,6 +111,7 @@ async def test_database_user_and_grant_become_the_servers_and_go_with_their_obje
     await kube.create(
         f"{base}/grants",
         {
+            **kind("Grant"),
             "metadata": {"name": "grant"},
             "spec": {
                 **ref,
@@ -138,7 +152,13 @@ async def test_rabbitmq_cluster_default_user_is_a_real_broker_user(
 ) -> None:
     kube, ns = standins
     await kube.create(
-        f"{RABBIT}/namespaces/{ns}/rabbitmqclusters", {"metadata": {"name": "rabbitmq"}, "spec": {}}
+        f"{RABBIT}/namespaces/{ns}/rabbitmqclusters",
+        {
+            "apiVersion": "rabbitmq.com/v1beta1",
+            "kind": "RabbitmqCluster",
+            "metadata": {"name": "rabbitmq"},
+            "spec": {},
+        },
     )
 
     async def secret() -> dict[str, str] | None:
@@ -154,7 +174,12 @@ async def test_rabbitmq_cluster_default_user_is_a_real_broker_user(
     assert data is not None
     mq = backends.rabbitmq
     await eventually(lambda: mq.authenticates(data["username"], data["password"]))
-    rmq = await kube.get(f"{RABBIT}/namespaces/{ns}/rabbitmqclusters/rabbitmq")
+    rmq = None
+    for _ in range(60):  # the status follows once the broker has the user
+        rmq = await kube.get(f"{RABBIT}/namespaces/{ns}/rabbitmqclusters/rabbitmq")
+        if rmq is not None and "status" in rmq:
+            break
+        await asyncio.sleep(0.5)
     assert rmq is not None
     assert rmq["status"]["defaultUser"]["secretReference"]["name"] == "rabbitmq-default-user"
 

@@ -33,9 +33,9 @@ import contextlib
 import logging
 import secrets
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from simcluster.asynckube import JSON, ApiError, AsyncKube, sleep_or
 from simcluster.fakeopenstack import FakeOpenStack
@@ -141,6 +141,33 @@ def _random(n: int, alphabet: str = string.ascii_letters + string.digits) -> str
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
+class Backend(Protocol):
+    """The servers behind the MariaDB and RabbitMQ objects, when they are real (the real-Nova tier).
+
+    Blocking calls: the stand-ins run them in a thread. Without a backend the stand-ins only write
+    status, as before. Names are the server's own: every MariaDB object maps to one server here, so
+    two Novas that name the same schema or user share it (the real tier gives each its own names).
+    """
+
+    def create_database(self, name: str, *, charset: str, collation: str) -> None: ...
+    def drop_database(self, name: str) -> None: ...
+    def ensure_user(self, name: str, password: str, *, max_connections: int, host: str) -> None: ...
+    def drop_user(self, name: str, host: str) -> None: ...
+    def grant(
+        self,
+        privileges: Sequence[str],
+        database: str,
+        table: str,
+        user: str,
+        *,
+        host: str,
+        grant_option: bool,
+    ) -> None: ...
+    def revoke_all(self, database: str, table: str, user: str, *, host: str) -> None: ...
+    def ensure_broker_user(self, name: str, password: str) -> None: ...
+    def delete_broker_user(self, name: str) -> None: ...
+
+
 Key = tuple[str, str, str]  # kind (plural), namespace, name
 RESYNC_SECONDS = 30.0  # every key is looked at again this often, whatever the watches said
 WORKERS = 16  # concurrent writes: a burst of 100 Novas' 800 MariaDB objects clears in seconds
@@ -156,9 +183,12 @@ class StandIns:
     looked at again every 30 s. The compute agent keeps its own loop (pod events or a 2 s tick).
     """
 
-    def __init__(self, kube: AsyncKube, openstack: FakeOpenStack | None = None) -> None:
+    def __init__(
+        self, kube: AsyncKube, openstack: FakeOpenStack | None = None, backend: Backend | None = None
+    ) -> None:
         self.kube = kube
         self.openstack = openstack
+        self.backend = backend
         self.kick = asyncio.Event()  # the compute agent's wake-up
         self.passes = 0  # compute agent passes
         self.handled = 0  # keys reconciled
@@ -317,6 +347,17 @@ class StandIns:
         await self._write_status(MARIADB, "mariadbs", m, status)
 
     async def _mariadb_child(self, plural: str, obj: JSON) -> None:
+        meta = obj["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and self.backend
+            and FINALIZERS[plural] in meta.get("finalizers", [])
+        ):
+            try:
+                await asyncio.to_thread(self._drop_on_server, plural, obj)
+            except Exception as exc:  # keep the finalizer: the next pass tries again
+                log.warning("dropping %s %s failed: %s", plural, meta["name"], exc)
+                return
         if await self._finalize(MARIADB, plural, obj):
             return
         ref = obj.get("spec", {}).get("mariaDbRef", {})
@@ -327,9 +368,68 @@ class StandIns:
             return
         if plural == "grants" and not self._grant_user_ready(obj):
             return
+        if self.backend is not None:
+            try:
+                await asyncio.to_thread(self._apply_on_server, plural, obj)
+            except Exception as exc:
+                msg = str(exc)
+                if plural == "users":  # never echo a statement that may carry the password
+                    msg = "creating the user failed"
+                await self._write_status(
+                    MARIADB, plural, obj, {"conditions": [condition("Ready", False, "Failed", msg[:500])]}
+                )
+                return
         await self._write_status(
             MARIADB, plural, obj, {"conditions": [condition("Ready", True, "Created", "Created")]}
         )
+
+    def _apply_on_server(self, plural: str, obj: JSON) -> None:
+        """What the mariadb-operator's controllers run on the server (blocking: in a thread)."""
+        assert self.backend is not None
+        spec, name = obj.get("spec", {}), obj["metadata"]["name"]
+        if plural == "databases":
+            self.backend.create_database(
+                spec.get("name") or name,
+                charset=spec.get("characterSet") or "utf8",
+                collation=spec.get("collate") or "utf8_general_ci",
+            )
+        elif plural == "users":
+            self.backend.ensure_user(
+                spec.get("name") or name,
+                self._password(obj),
+                max_connections=int(spec.get("maxUserConnections") or 0),
+                host=spec.get("host") or "%",
+            )
+        elif plural == "grants":
+            self.backend.grant(
+                spec.get("privileges") or [],
+                spec.get("database") or "*",
+                spec.get("table") or "*",
+                spec["username"],
+                host=spec.get("host") or "%",
+                grant_option=bool(spec.get("grantOption")),
+            )
+
+    def _drop_on_server(self, plural: str, obj: JSON) -> None:
+        assert self.backend is not None
+        spec, name = obj.get("spec", {}), obj["metadata"]["name"]
+        if plural == "databases":
+            self.backend.drop_database(spec.get("name") or name)
+        elif plural == "users":
+            self.backend.drop_user(spec.get("name") or name, spec.get("host") or "%")
+        elif plural == "grants":
+            self.backend.revoke_all(
+                spec.get("database") or "*",
+                spec.get("table") or "*",
+                spec["username"],
+                host=spec.get("host") or "%",
+            )
+
+    def _password(self, user: JSON) -> str:
+        ref = user.get("spec", {}).get("passwordSecretKeyRef") or {}
+        secret = self.store("secrets").get(user["metadata"]["namespace"], ref.get("name", "")) or {}
+        raw = (secret.get("data") or {}).get(ref.get("key", ""), "")
+        return base64.b64decode(raw).decode() if raw else ""
 
     async def _finalize(self, base: str, plural: str, obj: JSON) -> bool:
         """Add the real controller's finalizer; on deletion remove it. True when the object is going away."""
@@ -369,12 +469,25 @@ class StandIns:
 
     async def _rabbitmq(self, rmq: JSON) -> None:
         meta = rmq["metadata"]
-        if await self._finalize(RABBIT, "rabbitmqclusters", rmq):
-            return
         ns, name = meta["namespace"], meta["name"]
         secret_name = f"{name}-default-user"
+        going = meta.get("deletionTimestamp") and FINALIZERS["rabbitmqclusters"] in meta.get("finalizers", [])
+        if going and self.backend is not None:
+            user = self._secret_value(ns, secret_name, "username")
+            if user:
+                await asyncio.to_thread(self.backend.delete_broker_user, user)
+        if await self._finalize(RABBIT, "rabbitmqclusters", rmq):
+            return
         if self.store("secrets").get(ns, secret_name) is None:
             await self._create_default_user(rmq, secret_name)
+            if self.backend is not None:
+                return  # the Secret's watch event brings its user to the broker, then the status
+        if self.backend is not None:
+            user = self._secret_value(ns, secret_name, "username")
+            password = self._secret_value(ns, secret_name, "password")
+            if not (user and password):
+                return
+            await asyncio.to_thread(self.backend.ensure_broker_user, user, password)
         status = {
             "observedGeneration": meta.get("generation", 1),
             "conditions": [
@@ -394,6 +507,10 @@ class StandIns:
             },
         }
         await self._write_status(RABBIT, "rabbitmqclusters", rmq, status)
+
+    def _secret_value(self, ns: str, name: str, key: str) -> str:
+        raw = ((self.store("secrets").get(ns, name) or {}).get("data") or {}).get(key, "")
+        return base64.b64decode(raw).decode() if raw else ""
 
     async def _create_default_user(self, rmq: JSON, secret_name: str) -> None:
         meta, spec = rmq["metadata"], rmq.get("spec", {})

@@ -1,0 +1,111 @@
+"""Keystone, Placement and Glance from PyPI, on the real MariaDB and memcached, and the network stand-in."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from simcluster.realservices.backends import RealBackends
+from simcluster.realservices.openstack import OpenStackServices, ServiceUser
+
+
+@pytest.fixture(scope="module")
+def openstack(
+    backends: RealBackends, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OpenStackServices]:
+    mc = backends.memcached
+    services = OpenStackServices(
+        pathlib.Path(tmp_path_factory.mktemp("openstack")), backends.mariadb, f"{mc.address}:{mc.port}"
+    ).start(service_users=("nova",))
+    try:
+        yield services
+    finally:
+        services.stop()
+
+
+def token_for(os_: OpenStackServices, user: str, password: str) -> tuple[str, dict[str, Any]]:
+    body = {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {"user": {"name": user, "domain": {"name": "Default"}, "password": password}},
+            },
+            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}},
+        }
+    }
+    req = urllib.request.Request(
+        f"{os_.keystone_url}/auth/tokens", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return str(resp.headers["X-Subject-Token"]), json.loads(resp.read())["token"]
+
+
+def call(
+    url: str, token: str, method: str = "GET", data: bytes | None = None, ctype: str = "application/json"
+) -> Any:
+    req = urllib.request.Request(url, data, {"X-Auth-Token": token, "Content-Type": ctype}, method=method)
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        text = resp.read()
+        return json.loads(text) if text else None
+
+
+def test_service_user_token_carries_the_catalog(openstack: OpenStackServices) -> None:
+    nova = openstack.users["nova"]
+    _, token = token_for(openstack, nova.name, nova.password)
+    types = {entry["type"]: entry for entry in token["catalog"]}
+    assert {"identity", "placement", "image", "network"} <= set(types)
+    assert {e["url"] for e in types["placement"]["endpoints"]} == {openstack.placement_url}
+    assert {r["name"] for r in token["roles"]} >= {"admin", "service"}
+
+
+def test_a_rotated_password_is_the_only_one_keystone_accepts(openstack: OpenStackServices) -> None:
+    old = openstack.users["nova"]
+    openstack.ensure_user(ServiceUser("nova", "rotated-password"))
+    try:
+        token_for(openstack, "nova", "rotated-password")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            token_for(openstack, "nova", old.password)
+        assert refused.value.code == 401
+    finally:
+        openstack.ensure_user(old)
+
+
+def test_placement_answers_with_a_token_only(openstack: OpenStackServices) -> None:
+    with pytest.raises(urllib.error.HTTPError) as anonymous:
+        call(f"{openstack.placement_url}/resource_providers", "")
+    assert anonymous.value.code == 401
+    token, _ = token_for(openstack, "placement", openstack.users["placement"].password)
+    assert call(f"{openstack.placement_url}/resource_providers", token) == {"resource_providers": []}
+
+
+def test_glance_stores_an_uploaded_image(openstack: OpenStackServices) -> None:
+    token, _ = token_for(openstack, "glance", openstack.users["glance"].password)
+    image = call(
+        f"{openstack.glance_url}/v2/images",
+        token,
+        "POST",
+        json.dumps({"name": "tiny", "disk_format": "raw", "container_format": "bare"}).encode(),
+    )
+    call(
+        f"{openstack.glance_url}/v2/images/{image['id']}/file",
+        token,
+        "PUT",
+        b"\0" * 65536,
+        "application/octet-stream",
+    )
+    shown = call(f"{openstack.glance_url}/v2/images/{image['id']}", token)
+    assert shown["status"] == "active"
+    assert shown["size"] == 65536
+
+
+def test_the_network_endpoint_lists_nothing_and_sets_no_quota(openstack: OpenStackServices) -> None:
+    assert openstack.network is not None
+    base = openstack.network.url
+    assert call(f"{base}/v2.0/security-groups?tenant_id=x", "") == {"security_groups": []}
+    assert call(f"{base}/v2.0/ports", "") == {"ports": []}
+    assert call(f"{base}/v2.0/quotas/p1", "")["quota"]["port"] == -1

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Debian packages of the real-Nova tier: the backing servers (MariaDB, RabbitMQ, memcached), the
+# noVNC web files a nova image carries, nftables and Open vSwitch's ovsdb-server for the nodes.
+# Idempotent: returns at once when every package is installed. No service is started (no systemd
+# here); tools/simcluster/realservices starts each as a plain process.
+set -euo pipefail
+PACKAGES=(mariadb-server mariadb-client rabbitmq-server memcached novnc nftables openvswitch-switch iproute2)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

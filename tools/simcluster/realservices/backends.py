@@ -1,0 +1,87 @@
+"""The real servers behind the MariaDB and RabbitmqCluster objects: one of each, started together.
+
+``RealBackends`` is the stand-in operators' ``Backend`` (``simcluster.standins``): a Database,
+User or Grant becomes the statement the mariadb-operator runs, a RabbitmqCluster's default user a
+real broker user. ``address`` is where pods reach the servers (the host's side of the pod bridge
+in the real tier; loopback for the tests of this package).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from simcluster.controlplane import free_port
+from simcluster.realservices.mariadb import MariaDBServer
+from simcluster.realservices.memcached import MemcachedServer
+from simcluster.realservices.rabbitmq import RabbitMQServer
+
+
+@dataclass
+class RealBackends:
+    workdir: pathlib.Path
+    address: str = "127.0.0.1"
+    mariadb: MariaDBServer = field(init=False)
+    rabbitmq: RabbitMQServer = field(init=False)
+    memcached: MemcachedServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.mariadb = MariaDBServer(self.workdir / "mariadb", address=self.address, port=free_port())
+        self.rabbitmq = RabbitMQServer(
+            self.workdir / "rabbitmq",
+            address=self.address,
+            port=free_port(),
+            dist_port=free_port(),
+            epmd_port=free_port(),
+        )
+        self.memcached = MemcachedServer(self.workdir / "memcached", address=self.address, port=free_port())
+
+    def start(self) -> RealBackends:
+        try:
+            self.mariadb.start()
+            self.memcached.start()
+            self.rabbitmq.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in (self.rabbitmq, self.memcached, self.mariadb):
+            server.stop()
+
+    # -- standins.Backend ------------------------------------------------------------------
+
+    def create_database(self, name: str, *, charset: str, collation: str) -> None:
+        self.mariadb.create_database(name, charset=charset, collation=collation)
+
+    def drop_database(self, name: str) -> None:
+        self.mariadb.drop_database(name)
+
+    def ensure_user(self, name: str, password: str, *, max_connections: int, host: str) -> None:
+        self.mariadb.ensure_user(name, password, max_connections=max_connections, host=host)
+
+    def drop_user(self, name: str, host: str) -> None:
+        self.mariadb.drop_user(name, host)
+
+    def grant(
+        self,
+        privileges: Sequence[str],
+        database: str,
+        table: str,
+        user: str,
+        *,
+        host: str,
+        grant_option: bool,
+    ) -> None:
+        self.mariadb.grant(privileges, database, table, user, host=host, grant_option=grant_option)
+
+    def revoke_all(self, database: str, table: str, user: str, *, host: str) -> None:
+        self.mariadb.revoke_all(database, table, user, host=host)
+
+    def ensure_broker_user(self, name: str, password: str) -> None:
+        self.rabbitmq.ensure_user(name, password)
+
+    def delete_broker_user(self, name: str) -> None:
+        self.rabbitmq.delete_user(name)

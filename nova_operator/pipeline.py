@@ -160,21 +160,27 @@ async def run_sequence(
     observer: StepObserver,
     *,
     at_once: Callable[[Ctx, str], bool] | None = None,
+    carried: list[Result] | None = None,
 ) -> Result:
     """Run ``steps`` in order; the first non-zero result or error ends the sequence.
 
     A run of consecutive steps with the same non-empty ``batch`` runs at once when
     ``at_once(ctx, batch)`` is true at its start (the context must be ``Speculative``).
+
+    A refusal of a step marked ``on_refusal="continue"`` that asks to be looked at again
+    (``StepInputError.requeue_after``) does not end the sequence: its requeue goes into
+    ``carried`` when the caller passes a list (to merge after what it runs next), else into
+    the result of a sequence that ran to its end.
     """
     i = 0
-    carried: list[Result] = []
+    own = carried if carried is not None else []
     while i < len(steps):
         step = steps[i]
         end = i + 1
         while step.batch and end < len(steps) and steps[end].batch == step.batch:
             end += 1
         if end - i > 1 and at_once is not None and isinstance(ctx, Speculative) and at_once(ctx, step.batch):
-            stopped = await _speculate(steps[i:end], ctx, observer, carried)
+            stopped = await _speculate(steps[i:end], ctx, observer, own)
             if stopped is not None:
                 return stopped
             i = end
@@ -182,9 +188,9 @@ async def run_sequence(
         result, refused = await _outcome(step, ctx, observer)
         if _stops(step, result, refused):
             return result
-        _carried(step, result, refused, carried)
+        _carried(step, result, refused, own)
         i += 1
-    return shortest(carried)
+    return Result() if carried is not None else shortest(own)
 
 
 async def _speculate(

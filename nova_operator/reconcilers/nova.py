@@ -56,7 +56,7 @@ from nova_operator.kube.resources import (
 from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
-from nova_operator.pipeline import run_group, run_sequence
+from nova_operator.pipeline import run_group, run_sequence, shortest
 from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
@@ -220,9 +220,12 @@ class NovaReconciler:
                 writes=self.writes,
             )
             try:
-                result = await run_sequence(steps, ctx, self.observer, at_once=workloads_at_once)
+                polls: list[Result] = []  # refusals the sequence went on past (ChildOwnedByAnother)
+                result = await run_sequence(
+                    steps, ctx, self.observer, at_once=workloads_at_once, carried=polls
+                )
                 if result.requeue_after is None:
-                    result = await run_group(group, ctx, self.observer)
+                    result = shortest([await run_group(group, ctx, self.observer), *polls])
             except Exception as exc:
                 error = exc
         try:

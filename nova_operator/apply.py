@@ -15,6 +15,10 @@ goes through ``apply(kube, desired, owner=..., cached=...)``, which
 5. otherwise sends one server-side apply as ``FIELD_MANAGER`` with ``force`` (the operator
    owns what it renders), retrying a few times on 409 Conflict (a create race).
 
+``force`` and the owner reference take over whatever object carries the name, so the callers
+first ask ``nova_operator.ownership`` whether an existing object is the owner's (issue 26):
+``PassContext.ensure`` and the pool's DaemonSet refuse with ``ChildOwnedByAnother`` otherwise.
+
 Children that are created once and never updated (a pool's immutable content-hash
 ConfigMap, a Job, which is replaced when its pod-spec hash changes) cannot keep a removed
 field: a change makes a new object.

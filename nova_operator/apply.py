@@ -28,6 +28,10 @@ create (no ``cached``: the object was absent from the cache) has no version to c
 its answer is the caller's own only when no manager but the operator's has written any field of
 the object (``managedFields``), i.e. the object holds nothing but what the operator applied.
 
+``force`` and the owner reference take over whatever object carries the name, so the callers
+first ask ``nova_operator.ownership`` whether an existing object is the owner's (issue 26):
+``PassContext.ensure`` and the pool's DaemonSet refuse with ``ChildOwnedByAnother`` otherwise.
+
 Children that are created once and never updated (a pool's immutable content-hash
 ConfigMap, a Job, which is replaced when its pod-spec hash changes) cannot keep a removed
 field: a change makes a new object.

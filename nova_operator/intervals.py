@@ -29,6 +29,10 @@ DATABASE_WAIT: Final = 30.0
 """MariaDB gates, Database/User/Grant waits, WaitingForConfig, ImageReleaseMismatch, db-sync running,
 the finalizer's database cleanup: the MariaDB child objects are polled, not watched."""
 
+CHILD_OWNED_POLL: Final = 60.0
+"""A child's name held by another owner (``ChildOwnedByAnother``): the holder's changes do not wake this CR
+(they are mapped to the holder), so the step looks again at this interval."""
+
 UPGRADE_WAIT: Final = 30.0
 """Expand, migrate and contract Jobs in progress."""
 

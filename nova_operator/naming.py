@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Final
 
 __all__ = [
+    "CHILD_SUFFIXES",
     "CONFIG_BASE_LABEL",
     "Component",
     "api_endpoint",
@@ -118,6 +121,38 @@ def db_archive_name(name: str) -> str:
     if len(name) <= 41:
         return f"{name}-db-archive"
     return f"{_short(name, 32)}-db-archive"
+
+
+CELL0_PLACEHOLDER: Final = "-<database>-cell0"
+CONFIG_HASH_PLACEHOLDER: Final = "-config-<hash>"
+CHILD_SUFFIXES: Final[Mapping[str, tuple[str, ...]]] = {
+    "Deployment": ("", "-metadata", "-scheduler", "-conductor", "-novncproxy"),
+    "Service": ("", "-metadata", "-novncproxy"),
+    "PodDisruptionBudget": ("",),
+    "HorizontalPodAutoscaler": ("",),
+    "NetworkPolicy": ("", "-novncproxy"),
+    "HTTPRoute": ("", "-metadata", "-console"),
+    "ConfigMap": (CONFIG_HASH_PLACEHOLDER,),
+    "Secret": (
+        "-api-db-connection",
+        "-db-connection",
+        "-transport-url",
+        "-compute-config",
+        "-remote-compute-config",
+        "-oslo-credentials",
+        "-digest-key",
+    ),
+    "Job": ("-db-sync", "-db-expand", "-db-migrate", "-db-contract", "-discover-hosts"),
+    "CronJob": ("-db-archive",),
+    "Database": ("-api", "", CELL0_PLACEHOLDER),
+    "User": ("-api", ""),
+    "Grant": ("-api", "", CELL0_PLACEHOLDER),
+}
+"""Every child of a Nova ``{name}`` by kind, as ``{name}<suffix>`` (spec nova-crd §13 and the additions
+``-oslo-credentials``, ``-digest-key``; ``-discover-hosts`` is the pools' Job, owned by the Nova).
+Two Novas share a child name when one suffix of a kind ends in another: the Nova name refusals of
+``models.nova.REFUSED_NAME_SUFFIXES`` cover every such pair but the cell0 one, which the ownership
+check catches (``nova_operator.ownership``)."""
 
 
 def cell0_schema(database: str) -> str:

@@ -58,9 +58,14 @@ GroupCtx = TypeVar("GroupCtx", bound=Forkable)
 
 class StepInputError(Exception):
     """An input the step cannot use (say, a Secret value that is not text): reported like a
-    refused child, on the step's condition with ``reason``; the message must name no value."""
+    refused child, on the step's condition with ``reason``; the message must name no value.
+
+    ``requeue_after``: when set, the CR is looked at again after that long (what would fix the
+    input wakes nothing), and a step marked ``on_refusal="continue"`` still lets the rest run.
+    """
 
     reason = "InvalidInput"
+    requeue_after: float | None = None
 
 
 @runtime_checkable
@@ -134,11 +139,19 @@ async def _outcome(step: Step[Ctx], ctx: Ctx, observer: StepObserver) -> tuple[R
         if not isinstance(ctx, Refusable):
             raise
         ctx.refused(step.condition, exc.reason, str(exc))
-        return Result(), True
+        return Result(requeue_after=exc.requeue_after), True
 
 
 def _stops(step: Step[Ctx], result: Result, refused: bool) -> bool:
-    return (refused and step.on_refusal == "stop") or result.requeue_after is not None
+    if refused:
+        return step.on_refusal == "stop"
+    return result.requeue_after is not None
+
+
+def _carried(step: Step[Ctx], result: Result, refused: bool, carried: list[Result]) -> None:
+    """A refusal the sequence goes on past keeps its requeue for the sequence's result."""
+    if refused and not _stops(step, result, refused) and result.requeue_after is not None:
+        carried.append(result)
 
 
 async def run_sequence(
@@ -147,20 +160,27 @@ async def run_sequence(
     observer: StepObserver,
     *,
     at_once: Callable[[Ctx, str], bool] | None = None,
+    carried: list[Result] | None = None,
 ) -> Result:
     """Run ``steps`` in order; the first non-zero result or error ends the sequence.
 
     A run of consecutive steps with the same non-empty ``batch`` runs at once when
     ``at_once(ctx, batch)`` is true at its start (the context must be ``Speculative``).
+
+    A refusal of a step marked ``on_refusal="continue"`` that asks to be looked at again
+    (``StepInputError.requeue_after``) does not end the sequence: its requeue goes into
+    ``carried`` when the caller passes a list (to merge after what it runs next), else into
+    the result of a sequence that ran to its end.
     """
     i = 0
+    own = carried if carried is not None else []
     while i < len(steps):
         step = steps[i]
         end = i + 1
         while step.batch and end < len(steps) and steps[end].batch == step.batch:
             end += 1
         if end - i > 1 and at_once is not None and isinstance(ctx, Speculative) and at_once(ctx, step.batch):
-            stopped = await _speculate(steps[i:end], ctx, observer)
+            stopped = await _speculate(steps[i:end], ctx, observer, own)
             if stopped is not None:
                 return stopped
             i = end
@@ -168,11 +188,14 @@ async def run_sequence(
         result, refused = await _outcome(step, ctx, observer)
         if _stops(step, result, refused):
             return result
+        _carried(step, result, refused, own)
         i += 1
-    return Result()
+    return Result() if carried is not None else shortest(own)
 
 
-async def _speculate(steps: Sequence[Step[Any]], ctx: Speculative, observer: StepObserver) -> Result | None:
+async def _speculate(
+    steps: Sequence[Step[Any]], ctx: Speculative, observer: StepObserver, carried: list[Result]
+) -> Result | None:
     """Run ``steps`` at once on forks, commit them in order; the result that stops, or None to go on."""
     forks = [ctx.fork() for _ in steps]
     outcomes = await asyncio.gather(
@@ -185,6 +208,7 @@ async def _speculate(steps: Sequence[Step[Any]], ctx: Speculative, observer: Ste
         result, refused = outcome
         if _stops(step, result, refused):
             return result
+        _carried(step, result, refused, carried)
     return None
 
 

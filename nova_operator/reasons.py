@@ -508,6 +508,19 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         ANY_NOVA_STEP,
         "False",
+        "ChildOwnedByAnother",
+        "An object with the name of one of the step's children exists and is not this Nova's: another "
+        "Nova controls it (two Novas whose derived names meet, e.g. the cell0 Database "
+        "`<name>-<database>-cell0` of Nova `x` with database `a_nova` and Nova `x-a` with database `nova`), "
+        "another controller does, or it has no owner and not this Nova's labels (a Service `web` someone "
+        "created before Nova `web`). The operator neither changes, adopts nor deletes it (also not when the "
+        "Nova is deleted) and looks again every 60 s. The message names the object and who controls it.",
+        "Delete the object if it is stale; otherwise recreate the Nova under a name whose children do not "
+        'meet it (see "Names two CRs can share" at the end of this page).',
+    ),
+    _nova(
+        ANY_NOVA_STEP,
+        "False",
         "SecretNotText",
         "A referenced Secret's key holds bytes that are not UTF-8 text (the message names the Secret and "
         "key).",
@@ -668,6 +681,15 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "DaemonSetError",
         "Applying, reading or deleting the DaemonSet failed; retried with backoff.",
         "Read the message; a refused DaemonSet names the field.",
+    ),
+    _pool(
+        c.DAEMONSET_READY,
+        "False",
+        "ChildOwnedByAnother",
+        "A DaemonSet named `<pool>-nova-compute` exists and is not this pool's (another owner controls it, "
+        "or it has no owner and not the pool's labels). The operator neither changes nor deletes it and "
+        "looks again every 60 s. The message names the DaemonSet and its owner.",
+        "Delete the other DaemonSet if it is stale, or recreate the pool under another name.",
     ),
     # -- VPAReady -----------------------------------------------------------------------------
     _pool(

@@ -39,6 +39,32 @@ NOT_SET = (
 """Spec reasons (reconciler.md §8.1, novacompute-crd.md §17) no code path sets; the test checks it."""
 
 
+_NAMES = """\
+## Names two CRs can share
+
+Child names come from the CR's name (`{name}`, `{name}-metadata`, `{name}-compute-config`,
+`{name}-{database}-cell0`, ...), so two Novas of one namespace, or a Nova and an object someone else
+made, can want the same name. The operator never takes such an object over: it writes, adopts and
+deletes (also from the finalizer) only what its controller owner reference says is the CR's, or an
+orphan with the CR's `app.kubernetes.io/name`, `instance` and `managed-by` labels. Anything else is
+left as it is and reported as `ChildOwnedByAnother` on the step's condition, naming the object and
+its owner; the step looks again every 60 s, so deleting a stale object is enough.
+
+What the API server refuses up front (on create; an existing Nova keeps its name): a Nova name
+ending in `-api`, `-metadata`, `-scheduler`, `-conductor`, `-novncproxy`, `-console` (another Nova's
+Deployments, Services, routes and MariaDB objects), `-cell0` (the cell block's Database/User/Grant
+`{name}` against another Nova's cell0 objects) or `-remote` (its `{name}-compute-config` is the
+remote contract `{x}-remote-compute-config` of Nova `x`; an addition beyond the specification).
+
+What only the ownership check catches: the cell0 Database and Grant `{name}-{database}-cell0`, with
+`_` turned into `-`, of Nova `x` with `spec.database.database: a_nova` and of Nova `x-a` with
+`nova` are both `x-a-nova-cell0`. A rule would have to see both Novas (or forbid `_` in schema
+names or `-` in Nova names), so the Nova that comes second reports `ChildOwnedByAnother` on
+`DatabaseReady`, and deleting it leaves the first Nova's objects alone. Recreate it under another
+name (or with another schema name) to resolve it.
+"""
+
+
 def _anchor(kind: str, reason: str) -> str:
     return f"{kind.lower()}-{reason.lower()}"
 
@@ -73,4 +99,5 @@ def render() -> str:
                 f"- **Do:** {r.action}",
                 "",
             ]
+    out.append(_NAMES)
     return "\n".join(out)

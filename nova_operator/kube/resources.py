@@ -129,7 +129,7 @@ class Access:
 
 _CR_SUBRESOURCES = (("status", ("patch",)), ("finalizers", ("update",)))
 _OWNED = ("get", "list", "watch", "create", "patch", "delete")  # applied (SSA), watched, pruned
-_APPLIED = ("list", "watch", "create", "patch")
+_APPLIED = ("get", "list", "watch", "create", "patch")  # get: a child the cache lacks is read first
 
 # Exactly the union of what the code declares it sends (``RBAC_NEEDS`` of the Nova and
 # NovaCompute controllers and of leader election); tests/unit/test_rbac_least_privilege.py

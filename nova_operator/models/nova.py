@@ -145,6 +145,10 @@ NovaExtraConfig = Annotated[
 _ON_CREATE = "oldSelf.hasValue()"
 _CHILD_SUFFIXES = ("-api", "-metadata", "-scheduler", "-conductor", "-novncproxy", "-console")
 _SUFFIX_LIST = "[" + ", ".join(f"'{s}'" for s in _CHILD_SUFFIXES) + "]"
+REMOTE_SUFFIX: Final = "-remote"  # {name}-remote-compute-config ends in another Nova's -compute-config
+CELL0_SUFFIX: Final = "-cell0"
+REFUSED_NAME_SUFFIXES: Final = (*_CHILD_SUFFIXES, CELL0_SUFFIX, REMOTE_SUFFIX)
+"""Every suffix a Nova name may not end in (on create): each makes the name one of another Nova's."""
 
 
 # The pod selector of each block's Deployment, by the component label (see the renderers).
@@ -669,12 +673,21 @@ class Nova(CRDModel):
             ),
         ),
         Rule(
-            f"{_ON_CREATE} || !self.metadata.name.endsWith('-cell0')",
+            f"{_ON_CREATE} || !self.metadata.name.endsWith('{CELL0_SUFFIX}')",
             field_path=".metadata.name",
             optional_old_self=True,
             message='name must not end in "-cell0": the cell0 Database and Grant are named '
             "<name>-<database>-cell0, so a Nova with this name could share them with another Nova "
             "in this namespace",
+        ),
+        Rule(  # beyond the spec's list (issue 26): the one other suffix that makes a name another Nova's
+            f"{_ON_CREATE} || !self.metadata.name.endsWith('{REMOTE_SUFFIX}')",
+            field_path=".metadata.name",
+            optional_old_self=True,
+            message=f'name must not end in "{REMOTE_SUFFIX}": the compute contract Secret '
+            f"<name>-compute-config of a Nova named <x>{REMOTE_SUFFIX} is the remote compute contract "
+            f"<x>{REMOTE_SUFFIX}-compute-config of a Nova named <x> in this namespace, so the two would "
+            "share and delete each other's Secret",
         ),
         *(_spread_selector_rule(block, component) for block, component in _COMPONENTS),
         _spread_selector_rule("consoleProxy", "novncproxy"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from nova_operator import apply, conditions
+from nova_operator import apply, conditions, naming, ownership
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
@@ -227,6 +227,28 @@ class PassContext:
         except NotFound:
             return None
 
+    async def current(self, ref: ResourceRef, name: str) -> Object | None:
+        """The object of ``name`` whoever holds it: the cache, or one GET when the cache has none.
+
+        The children's caches keep only objects labelled managed-by nova-operator, so an object
+        someone else made under a child's name is not in them; the GET happens only for a child
+        the cache does not hold (its first write, or a cache lagging behind it), never in a
+        converged pass.
+        """
+        found = await self.live(ref, name)
+        cache = self.caches.get(ref)
+        if found is not None or cache is None or not cache.covers(self.namespace):
+            return found  # found, or ``live`` already asked the API server
+        try:
+            return await self.kube.get(ref, name, self.namespace)
+        except NotFound:
+            return None
+
+    @property
+    def marks(self) -> dict[str, str]:
+        """The labels every child of this Nova carries: an orphan carrying them all is the Nova's."""
+        return naming.common_labels(self.name)
+
     def owned(self, ref: ResourceRef, labels: Mapping[str, str] | None = None) -> list[Object]:
         """Cached objects of ``ref`` in the CR's namespace controlled by this CR."""
         cache = self.caches[ref]
@@ -245,10 +267,13 @@ class PassContext:
 
         Only a write whose basis is known is recorded as this pass's own (``apply``'s ``own``): a
         re-sent apply the server found nothing to do for answers with another writer's version,
-        whose echo must wake this CR.
+        whose echo must wake this CR. An object of that name that is not this CR's
+        (``ownership.holder``) is neither changed nor adopted: ``ChildOwnedByAnother`` is raised (the
+        pipeline reports it on the step's condition).
         """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
-        current = await self.live(ref, desired["metadata"]["name"])
+        current = await self.current(ref, desired["metadata"]["name"])
+        ownership.refuse_unless_ours(current, self.obj, self.marks, kind=str(desired["kind"]))
         return await apply.apply(
             self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain, own=self.wrote
         )

@@ -27,7 +27,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from nova_operator import cells, conditions, intervals, releases
+from nova_operator import cells, conditions, intervals, ownership, releases
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.pipeline import all_in_order
@@ -189,16 +189,15 @@ async def run_job(
         with contextlib.suppress(Conflict):  # an old Job of that name is still terminating
             await ctx.ensure(desired, ref=JOBS)
         return None, None
-    owner = controller_uid(observed)
-    if owner is None:  # adopt a Job of that name that nobody controls
+    # another owner's Job, or an uncontrolled one not labelled as this Nova's: left alone, reported
+    ownership.refuse_unless_ours(observed, ctx.obj, ctx.marks, kind="Job")
+    if controller_uid(observed) is None:  # adopt this Nova's orphan (reconciler.md §5.4 step 3)
         await ctx.kube.patch(
             JOBS,
             name,
             {"metadata": {"ownerReferences": [_owner_ref(ctx)]}},
             ctx.namespace,
         )
-    elif owner != ctx.uid:
-        raise RuntimeError(f"Job {ctx.namespace}/{name} is controlled by another owner")
     state = job_state(observed)
     if state is JobState.RUNNING:
         return None, observed

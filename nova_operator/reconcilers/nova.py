@@ -23,7 +23,7 @@ from typing import Any, Final
 import structlog
 from pydantic import ValidationError
 
-from nova_operator import conditions, intervals, naming, readiness
+from nova_operator import conditions, intervals, naming, ownership, readiness
 from nova_operator.apply import delete_if_present
 from nova_operator.events import EventRecorder
 from nova_operator.kube.client import Kube
@@ -56,7 +56,7 @@ from nova_operator.kube.resources import (
 from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
-from nova_operator.pipeline import run_group, run_sequence
+from nova_operator.pipeline import run_group, run_sequence, shortest
 from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
@@ -112,14 +112,15 @@ def _child_events(ref: ResourceRef) -> tuple[Predicate, ...]:
 CHILD_SELECTOR: Final = f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
 
 _WATCH = ("list", "watch")
-_APPLY = ("create", "patch")  # server-side apply may create
+# server-side apply may create; a child the label-filtered cache lacks is read first (ownership)
+_APPLY = ("get", "create", "patch")
 RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(NOVAS): ("get", *_WATCH, "patch"),
     f"{NOVAS}/status": ("patch",),
     # blockOwnerDeletion on the children's owner references needs this where the
     # OwnerReferencesPermissionEnforcement admission plugin is on.
     f"{NOVAS}/finalizers": ("update",),
-    str(SECRETS): ("get", *_WATCH, *_APPLY, "delete"),
+    str(SECRETS): (*_WATCH, *_APPLY, "delete"),
     str(CONFIGMAPS): (*_WATCH, *_APPLY, "delete"),
     str(DEPLOYMENTS): (*_WATCH, *_APPLY, "delete"),
     str(SERVICES): (*_WATCH, *_APPLY, "delete"),
@@ -129,9 +130,9 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(HPAS): (*_WATCH, *_APPLY, "delete"),
     str(NETWORK_POLICIES): (*_WATCH, *_APPLY, "delete"),
     str(HTTPROUTES): (*_WATCH, *_APPLY, "delete"),
-    str(DATABASES): ("get", *_WATCH, *_APPLY, "delete"),
-    str(USERS): ("get", *_WATCH, *_APPLY, "delete"),
-    str(GRANTS): ("get", *_WATCH, *_APPLY, "delete"),
+    str(DATABASES): (*_WATCH, *_APPLY, "delete"),
+    str(USERS): (*_WATCH, *_APPLY, "delete"),
+    str(GRANTS): (*_WATCH, *_APPLY, "delete"),
     str(MARIADBS): ("get", *_WATCH),
     # watched in a cluster-wide install (no GET on a pass); a --namespace install GETs the named one
     str(RABBITMQ_CLUSTERS): ("get", *_WATCH),
@@ -219,9 +220,12 @@ class NovaReconciler:
                 writes=self.writes,
             )
             try:
-                result = await run_sequence(steps, ctx, self.observer, at_once=workloads_at_once)
+                polls: list[Result] = []  # refusals the sequence went on past (ChildOwnedByAnother)
+                result = await run_sequence(
+                    steps, ctx, self.observer, at_once=workloads_at_once, carried=polls
+                )
                 if result.requeue_after is None:
-                    result = await run_group(group, ctx, self.observer)
+                    result = shortest([await run_group(group, ctx, self.observer), *polls])
             except Exception as exc:
                 error = exc
         try:
@@ -289,16 +293,20 @@ class NovaReconciler:
             return Result()
         meta = obj["metadata"]
         namespace = meta.get("namespace") or ""
-        targets = self._mariadb_objects(obj)
         live = False
-        for ref, name in targets:  # observe both blocks before deleting either
+        mine: list[tuple[ResourceRef, str, str]] = []
+        marks = naming.common_labels(meta["name"])
+        for ref, name in self._mariadb_objects(obj):  # observe both blocks before deleting either
             try:
                 found = await self.kube.get(ref, name, namespace)
             except NotFound:
                 continue
+            if ownership.holder(found, str(meta.get("uid") or ""), marks) is not None:
+                continue  # another Nova's object under a colliding name (issue 26): never deleted
+            mine.append((ref, name, str(found["metadata"].get("uid") or "")))
             live = live or not found["metadata"].get("deletionTimestamp")
-        for ref, name in targets:
-            await delete_if_present(self.kube, ref, name, namespace)
+        for ref, name, uid in mine:  # the uid precondition: the object judged, not a successor
+            await delete_if_present(self.kube, ref, name, namespace, uid=uid or None)
         if live:
             await self.events.emit(
                 obj,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from secrets import token_hex
 from typing import Final
 
-from nova_operator import conditions, intervals
+from nova_operator import conditions, intervals, ownership
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
@@ -74,7 +74,9 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
 async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
     name = f"{ctx.name}-digest-key"
-    key = secret_value(await ctx.live(SECRETS, name), "key")
+    current = await ctx.current(SECRETS, name)
+    ownership.refuse_unless_ours(current, ctx.obj, ctx.marks, kind="Secret")  # never key with a stranger's
+    key = secret_value(current, "key")
     if not key:
         key = token_hex(32)
         await ctx.ensure(derived.digest_key_secret(ctx.nova, key))

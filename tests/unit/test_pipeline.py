@@ -126,6 +126,33 @@ async def test_a_refused_child_is_the_steps_condition_and_the_sequence_goes_on_o
     assert stopped.ran == ["secrets"]  # an input step stops what depends on it
 
 
+def _held(name: str) -> Step[RefusableCtx]:
+    from nova_operator.ownership import ChildOwnedByAnother
+
+    async def run(ctx: RefusableCtx) -> Result:
+        ctx.ran.append(name)
+        raise ChildOwnedByAnother(f"Service ns/{name} exists and is not this Nova's")
+
+    return Step(name, f"{name}Ready", run, on_refusal="continue" if name.startswith("c") else "stop")
+
+
+async def test_a_child_held_by_another_owner_is_reported_and_looked_at_again() -> None:
+    """Issue 26: nothing wakes the CR when the holder lets go, so the refusal carries a requeue."""
+    ctx = RefusableCtx()
+    ok: Step[RefusableCtx] = Step("after", "AfterReady", lambda c: _ran(c, "after"))
+    assert await run_sequence([_held("child"), ok], ctx, Recorder()) == Result(requeue_after=60.0)
+    assert ctx.ran == ["child", "after"]  # a continue step: the rest still runs
+    reported = "False/ChildOwnedByAnother/Service ns/child exists and is not this Nova's"
+    assert ctx.conditions["childReady"] == reported
+    stopped = RefusableCtx()
+    assert await run_sequence([_held("secrets"), ok], stopped, Recorder()) == Result(requeue_after=60.0)
+    assert stopped.ran == ["secrets"]
+    batch = RefusableCtx()
+    held = Step("child", "childReady", _held("child").run, on_refusal="continue", batch="b")
+    later = Step("after", "AfterReady", lambda c: _ran(c, "after"), batch="b")
+    assert await run_sequence([held, later], batch, Recorder(), at_once=always) == Result(requeue_after=60.0)
+
+
 async def test_other_api_errors_still_raise() -> None:
     with pytest.raises(Exception, match="invalid"):
         await run_sequence([_refusing("child", 500)], RefusableCtx(), Recorder())

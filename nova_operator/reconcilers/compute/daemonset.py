@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, conditions
+from nova_operator import apply, conditions, ownership
 from nova_operator.kube import errors
 from nova_operator.kube.resources import DAEMONSETS
+from nova_operator.ownership import CHILD_OWNED_BY_ANOTHER
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
@@ -36,6 +37,23 @@ def _owned(obj: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
+def _marks(p: ComputePass) -> dict[str, str]:
+    """The labels of every DaemonSet a pool renders (an orphan carrying them is the pool's)."""
+    labels = compute_pool.labels(p.name)
+    return {k: v for k, v in labels.items() if k != compute_pool.COMPONENT_LABEL}
+
+
+async def _current(p: ComputePass, name: str) -> dict[str, Any] | None:
+    """The DaemonSet of ``name`` whoever holds it: the cache keeps only managed ones, so one GET on a miss."""
+    cached = p.cached(DAEMONSETS, p.namespace, name)
+    if cached is not None:
+        return cached
+    try:
+        return await p.kube.get(DAEMONSETS, name, p.namespace)
+    except errors.NotFound:
+        return None
+
+
 async def reconcile_daemonset(p: ComputePass) -> Result:
     plan = p.plan
     inputs = compute_pool.PoolInputs(
@@ -54,7 +72,12 @@ async def reconcile_daemonset(p: ComputePass) -> Result:
         if desired is None:
             await _remove(p, name)
             return Result()
-        cached = p.cached(DAEMONSETS, p.namespace, name)
+        cached = await _current(p, name)
+        try:  # a DaemonSet of that name the pool does not hold is neither taken over nor changed
+            ownership.refuse_unless_ours(cached, p.cr, _marks(p), kind="DaemonSet")
+        except ownership.ChildOwnedByAnother as exc:
+            p.set(COND, False, CHILD_OWNED_BY_ANOTHER, str(exc))
+            return Result(requeue_after=exc.requeue_after)
         live = await apply.apply(p.kube, desired, owner=p.cr, cached=cached, ref=DAEMONSETS)
     except errors.KubeError as exc:
         p.set(COND, False, "DaemonSetError", f"DaemonSet {p.namespace}/{name}: {exc}")

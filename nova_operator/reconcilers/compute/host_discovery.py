@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from nova_operator import apply, readiness
+from nova_operator import apply, naming, ownership, readiness
 from nova_operator.kube import errors
 from nova_operator.kube.resources import DEPLOYMENTS, JOBS
 from nova_operator.models.nova import Nova
@@ -64,6 +64,9 @@ async def discover(p: ComputePass, hosts: list[str]) -> str:
             job = None
         if job is None:
             return await _start(p, nova, name, hosts)
+        nova_uid = str(((p.nova or {}).get("metadata") or {}).get("uid") or "")
+        if (who := ownership.holder(job, nova_uid, naming.common_labels(nova_name))) is not None:
+            return f"a Job {name} that is not the Nova's is in the way ({who}); it is left alone"
         state = readiness.job_state(job)
         if state is readiness.JobState.RUNNING:
             return f"discovery Job {name} is running"

@@ -300,6 +300,13 @@ def _nova_cases() -> Iterator[Case]:
         put("metadata.name", "nova-cell0"),
         put("metadata.name", "nova-cell"),
     )
+    yield Case(  # issue 26: Nova x-remote's x-remote-compute-config is Nova x's remote contract
+        n,
+        "",
+        m("", 'name must not end in "-remote"'),
+        put("metadata.name", "x-remote"),
+        put("metadata.name", "x-remotes"),
+    )
 
     # --- spec: the two database blocks, the remote compute, autoscaling
     yield Case(

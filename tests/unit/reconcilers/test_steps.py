@@ -272,7 +272,8 @@ async def test_the_secret_store_gate_runs_only_when_a_store_is_named(kube: Any, 
     ctx = make_ctx(kube, events, *ALL_SECRETS, secretStoreRef=store)
     assert (await secrets.run(ctx)).requeue_after is None
     calls = len(kube.calls)
-    key = secret("nova-digest-key", key="k" * 64)  # as the first passes created it
+    key = secret("nova-digest-key", key="k" * 64)  # as the first passes created it: owned by the Nova
+    key["metadata"]["ownerReferences"] = [{"kind": "Nova", "name": "nova", "uid": UID, "controller": True}]
     ctx = make_ctx(kube, events, *ALL_SECRETS, key)  # no store named: not even read
     await secrets.run(ctx)
     assert len(kube.calls) == calls

@@ -164,6 +164,25 @@ async def test_a_refused_daemonset_is_daemonset_error_and_raises() -> None:
     assert "is invalid" in message
 
 
+async def test_a_daemonset_of_another_owner_is_child_owned_by_another_and_left_alone() -> None:
+    """Issue 26: the pool's DaemonSet name held by someone else is neither applied over nor adopted."""
+    theirs = {"metadata": {"name": "pool-nova-compute", "namespace": "ns", "labels": {"app": "mine"}}}
+    kube = FailingKube(objects={("daemonsets", "pool-nova-compute"): theirs})
+    p = daemonset_pass(kube)
+    assert (await reconcile_daemonset(p)).requeue_after == 60.0
+    status, why, message = reason(p, conditions.DAEMONSET_READY)
+    assert (status, why) == ("False", "ChildOwnedByAnother")
+    assert message.startswith("DaemonSet ns/pool-nova-compute exists and is not this NovaCompute's")
+    assert kube.applied == []
+    # the pool's own orphan (its labels, no controller) is adopted
+    labels = compute_pool.labels("pool")
+    orphan = {"metadata": {"name": "pool-nova-compute", "namespace": "ns", "labels": labels}}
+    kube = FailingKube(objects={("daemonsets", "pool-nova-compute"): orphan})
+    p = daemonset_pass(kube)
+    await reconcile_daemonset(p)
+    assert [b["metadata"]["ownerReferences"][0]["uid"] for b in kube.applied] == ["u1"]
+
+
 # -- ServicesReady -----------------------------------------------------------------------------------
 
 

@@ -74,7 +74,15 @@ def _job(condition: str | None, at: str = "2026-11-29T09:59:50Z") -> dict[str, o
         if condition
         else []
     )
-    return {"metadata": {"name": "nova-discover-hosts"}, "status": {"conditions": conds}}
+    owner = [{"kind": "Nova", "name": "nova", "uid": "nova-uid", "controller": True}]  # the Nova's Job
+    meta = {"name": "nova-discover-hosts", "ownerReferences": owner}
+    return {"metadata": meta, "status": {"conditions": conds}}
+
+
+def _strangers_job() -> dict[str, object]:
+    job = _job("Complete", "2026-11-29T09:59:00Z")
+    job["metadata"] = {"name": "nova-discover-hosts", "labels": {"app": "someone-else"}}
+    return job
 
 
 @pytest.mark.parametrize(
@@ -95,6 +103,13 @@ def _job(condition: str | None, at: str = "2026-11-29T09:59:50Z") -> dict[str, o
             "discovery Job nova-discover-hosts failed; a new one starts on the next pass",
             True,
             ["HostDiscoveryFailed"],
+        ),
+        (  # issue 26: a Job of that name the Nova does not hold is never deleted
+            _strangers_job(),
+            "a Job nova-discover-hosts that is not the Nova's is in the way (it has no controller owner "
+            "reference and does not carry this CR's instance labels); it is left alone",
+            False,
+            [],
         ),
     ],
 )

@@ -1,0 +1,80 @@
+"""Whose a child is: the one test before the operator writes or deletes an object by name (issue 26).
+
+Child names are derived from the CR's name (the spec fixes them), so an object of that name may
+already exist and belong to someone else: another Nova whose names run into this one's (Nova
+``x`` with database ``a_nova`` and Nova ``x-a`` with database ``nova`` both name the cell0
+Database ``x-a-nova-cell0``), another controller, or a person (a Service ``web`` beside a Nova
+``web``). Server-side apply with ``force`` would take such an object over and the owner
+reference added would let the garbage collector delete it with the CR, so nothing is written
+or deleted unless ``holder`` says the object is the CR's:
+
+- its controller owner reference names the CR's UID, or
+- it has no controller owner reference at all and its labels say it is the CR's (the instance,
+  name and managed-by labels of the CR's children): an orphan the CR left behind, e.g. after a
+  ``kubectl delete --cascade=orphan`` and a re-create, which is adopted.
+
+Anything else is reported on the step's condition (reason ``ChildOwnedByAnother``, the message
+names the object and who holds it) and polled: the holder's changes do not wake this CR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nova_operator import intervals
+from nova_operator.pipeline import StepInputError
+
+__all__ = ["CHILD_OWNED_BY_ANOTHER", "ChildOwnedByAnother", "holder", "refuse_unless_ours"]
+
+CHILD_OWNED_BY_ANOTHER: Final = "ChildOwnedByAnother"
+
+
+class ChildOwnedByAnother(StepInputError):
+    """An object with a child's name exists and is not this CR's: nothing was written or deleted."""
+
+    reason = CHILD_OWNED_BY_ANOTHER
+    requeue_after = intervals.CHILD_OWNED_POLL
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def holder(obj: Mapping[str, Any], owner_uid: str, marks: Mapping[str, str]) -> str | None:
+    """None when ``obj`` is the owner's to write; else who holds it, in words (for a message).
+
+    ``marks``: the labels every child of the owner carries (an orphan with all of them is the owner's).
+    """
+    ref = _controller(obj)
+    if ref is not None:
+        if ref.get("uid") == owner_uid:
+            return None
+        kind, name, uid = ref.get("kind", "?"), ref.get("name", "?"), ref.get("uid", "?")
+        return f"it is controlled by {kind} {name} (uid {uid})"
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if marks and all(labels.get(k) == v for k, v in marks.items()):
+        return None
+    return "it has no controller owner reference and does not carry this CR's instance labels"
+
+
+def refuse_unless_ours(
+    obj: Mapping[str, Any] | None, owner: Mapping[str, Any], marks: Mapping[str, str], *, kind: str
+) -> None:
+    """Raise ``ChildOwnedByAnother`` when ``obj`` (a ``kind``) exists and is not ``owner``'s (``holder``)."""
+    if obj is None:
+        return
+    meta = obj.get("metadata") or {}
+    who = holder(obj, str((owner.get("metadata") or {}).get("uid") or ""), marks)
+    if who is None:
+        return
+    where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    owner_meta = owner.get("metadata") or {}
+    raise ChildOwnedByAnother(
+        f"{kind} {where} exists and is not this {owner.get('kind', 'CR')}'s: {who}. The operator neither "
+        f"changes nor deletes it; delete or rename it if it is stale, or give {owner.get('kind', 'CR')} "
+        f"{owner_meta.get('name', '')} a name whose children do not collide with it"
+    )

@@ -1,0 +1,182 @@
+"""Issue 26 item 4: a child of another owner is neither written nor deleted, and the step says why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nova_operator import naming, ownership
+from nova_operator.kube.resources import SECRETS, SERVICES
+from nova_operator.reconcilers.context import NovaOptions, PassContext
+from nova_operator.runtime.cache import Cache
+
+from .conftest import FakeEvents, FakeKube
+from .test_steps import NS, UID, make_ctx
+
+MARKS = naming.common_labels("nova")
+
+
+def _obj(name: str, *, owner_uid: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "labels": labels or {}}
+    if owner_uid is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Nova", "name": "other", "uid": owner_uid, "controller": True}
+        ]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {"ports": [{"port": 80}]}}
+
+
+def test_a_child_controlled_by_this_cr_is_its_own() -> None:
+    assert ownership.holder(_obj("nova", owner_uid=UID), UID, MARKS) is None
+
+
+def test_a_child_controlled_by_another_cr_is_held_by_that_cr() -> None:
+    who = ownership.holder(_obj("nova", owner_uid="x-uid", labels=MARKS), UID, MARKS)
+    assert who is not None
+    assert "Nova other (uid x-uid)" in who
+
+
+def test_an_orphan_with_this_crs_labels_is_adopted_one_without_is_not() -> None:
+    assert ownership.holder(_obj("nova", labels=MARKS), UID, MARKS) is None
+    assert ownership.holder(_obj("nova", labels={**MARKS, naming.INSTANCE_LABEL: "nova-a"}), UID, MARKS)
+    assert ownership.holder(_obj("web"), UID, MARKS) is not None
+
+
+def test_a_non_controller_reference_does_not_make_an_object_ours() -> None:
+    obj = _obj("nova")
+    obj["metadata"]["ownerReferences"] = [{"kind": "Nova", "name": "nova", "uid": UID, "controller": False}]
+    assert ownership.holder(obj, UID, MARKS) is not None
+
+
+def test_the_refusal_names_the_object_and_its_holder() -> None:
+    owner = {"kind": "Nova", "metadata": {"name": "x-a", "uid": UID}}
+    with pytest.raises(ownership.ChildOwnedByAnother) as caught:
+        ownership.refuse_unless_ours(_obj("x-a-nova-cell0", owner_uid="x-uid"), owner, MARKS, kind="Database")
+    message = str(caught.value)
+    assert message.startswith(f"Database {NS}/x-a-nova-cell0 exists and is not this Nova's")
+    assert "controlled by Nova other (uid x-uid)" in message
+    assert caught.value.reason == "ChildOwnedByAnother"
+    assert caught.value.requeue_after is not None
+
+
+def _ctx(kube: FakeKube, *cached: dict[str, Any]) -> PassContext:
+    ctx = make_ctx(kube, FakeEvents(), options=NovaOptions())
+    services = Cache(str(SERVICES))
+    for obj in cached:
+        services.upsert(obj)
+    ctx.caches = {**ctx.caches, SERVICES: services}
+    return ctx
+
+
+def _service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NS, "labels": dict(MARKS)},
+        "spec": {"ports": [{"port": 8774}]},
+    }
+
+
+async def test_ensure_writes_nothing_over_an_object_the_cache_does_not_hold() -> None:
+    """The children's caches hold only managed-by objects: a user's Service is found by GET, not taken."""
+    kube = FakeKube()
+    theirs = kube.put(SERVICES, _obj("nova"))
+    ctx = _ctx(kube)
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await ctx.ensure(_service("nova"), ref=SERVICES)
+    assert kube.writes() == []
+    assert kube.store[(str(SERVICES), NS, "nova")] == theirs
+
+
+async def test_ensure_writes_nothing_over_another_novas_cached_child() -> None:
+    kube = FakeKube()
+    theirs = _obj("nova", owner_uid="x-uid", labels=MARKS)
+    ctx = _ctx(kube, theirs)
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await ctx.ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == []  # judged from the cache: no read, no write
+
+
+async def test_ensure_adopts_its_own_orphan_and_creates_what_is_absent() -> None:
+    kube = FakeKube()
+    kube.put(SERVICES, _obj("nova", labels=MARKS))
+    ctx = _ctx(kube)
+    live = await ctx.ensure(_service("nova"), ref=SERVICES)
+    assert [r["uid"] for r in live["metadata"]["ownerReferences"]] == [UID]
+    created = await ctx.ensure(_service("nova-metadata"), ref=SERVICES)
+    assert created["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert ("get", str(SERVICES), "nova-metadata") in kube.calls  # absent from the cache: asked once
+
+
+async def test_a_converged_child_costs_no_request() -> None:
+    kube = FakeKube()
+    ctx = _ctx(kube)
+    live = await ctx.ensure(_service("nova"), ref=SERVICES)
+    kube.calls.clear()
+    ctx = _ctx(kube, live)
+    await ctx.ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == []
+
+
+async def test_the_digest_key_of_a_stranger_is_never_used() -> None:
+    from nova_operator.reconcilers import secrets
+
+    kube = FakeKube()
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "nova-digest-key", "namespace": NS},
+        "data": {"key": "a25vd24ta2V5"},
+    }
+    ctx = make_ctx(kube, FakeEvents(), stranger)
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await secrets.digest_key(ctx)
+    assert kube.writes() == []
+    assert ctx.caches[SECRETS].get("nova-digest-key", NS) is not None
+
+
+async def test_the_finalizer_deletes_only_the_mariadb_objects_it_holds() -> None:
+    """Nova x-a (database nova) is deleted: Nova x's cell0 Database and Grant x-a-nova-cell0 stay."""
+    from nova_operator.kube.resources import DATABASES, GRANTS, NOVAS, USERS
+    from nova_operator.reconcilers.nova import FINALIZER, NovaReconciler
+
+    kube = FakeKube()
+    x_a = {
+        "apiVersion": NOVAS.api_version,
+        "kind": "Nova",
+        "metadata": {
+            "name": "x-a",
+            "namespace": NS,
+            "uid": "x-a-uid",
+            "resourceVersion": "1",
+            "finalizers": [FINALIZER],
+            "deletionTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "spec": {
+            "apiDatabase": {"clusterRef": {"name": "db"}, "database": "nova_api"},
+            "database": {"clusterRef": {"name": "db"}, "database": "nova"},
+        },
+    }
+    kube.put(NOVAS, x_a)
+    mine = {"x-a-uid": naming.common_labels("x-a")}
+    for ref, name, uid in (
+        (DATABASES, "x-a", "x-a-uid"),
+        (USERS, "x-a", "x-a-uid"),
+        (DATABASES, "x-a-nova-cell0", "x-uid"),
+        (GRANTS, "x-a-nova-cell0", "x-uid"),
+    ):
+        obj = _obj(name, owner_uid=uid, labels=mine.get(uid, naming.common_labels("x")))
+        kube.put(ref, {**obj, "kind": ref.kind, "apiVersion": ref.api_version})
+    events = FakeEvents()
+    reconciler = NovaReconciler(kube, {}, events=events)  # type: ignore[arg-type]
+    await reconciler.finalize(kube.store[(str(NOVAS), NS, "x-a")])
+    deleted = [(r, n) for verb, r, n in kube.calls if verb == "delete"]
+    assert deleted == [(str(DATABASES), "x-a"), (str(USERS), "x-a")]
+    for ref in (DATABASES, GRANTS):
+        assert (str(ref), NS, "x-a-nova-cell0") in kube.store
+    # the pass after: nothing of its own left, the finalizer goes; x's objects are still there
+    kube.calls.clear()
+    await reconciler.finalize(kube.store[(str(NOVAS), NS, "x-a")])
+    assert [c for c in kube.calls if c[0] == "delete"] == []
+    assert kube.store[(str(NOVAS), NS, "x-a")]["metadata"]["finalizers"] == []
+    assert (str(DATABASES), NS, "x-a-nova-cell0") in kube.store

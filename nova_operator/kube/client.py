@@ -53,7 +53,7 @@ import pathlib
 import random
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 import aiohttp
@@ -64,6 +64,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 from nova_operator.kube import errors
+from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import Clock, LoopClock
@@ -368,8 +369,13 @@ class Kube:
         resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
-        """A List: ``metadata.resourceVersion``, ``items`` and, with ``limit``, ``metadata.continue``."""
+        """A List: ``metadata.resourceVersion``, ``items`` and, with ``limit``, ``metadata.continue``.
+
+        With ``each``, the body is decoded item by item as it arrives (``kube.liststream``) and
+        ``items`` holds what ``each`` returned for each: one item at a time is held whole.
+        """
         query: _Query = []
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -379,7 +385,7 @@ class Kube:
             query.append(("limit", str(limit)))
         if continue_token:
             query.append(("continue", continue_token))
-        return await self._call("list", str(ref), "GET", ref.path(namespace), query=query)
+        return await self._call("list", str(ref), "GET", ref.path(namespace), query=query, each=each)
 
     def watch(
         self,
@@ -555,13 +561,14 @@ class Kube:
         query: _Query | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str = _JSON,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
         """One request with its retries on 429 and 5xx (see the module docstring)."""
         attempt = 0
         while True:
             try:
                 return await self._call_once(
-                    verb, resource, method, path, query=query, body=body, content_type=content_type
+                    verb, resource, method, path, query=query, body=body, content_type=content_type, each=each
                 )
             except errors.KubeError as exc:
                 delay = retry_delay(
@@ -596,12 +603,15 @@ class Kube:
         query: _Query | None,
         body: Mapping[str, Any] | None,
         content_type: str,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
         resp = await self._send(
             verb, resource, method, path, query=query, body=body, content_type=content_type
         )
         try:
             async with self._clock.timeout(self.timeout):
+                if each is not None:
+                    return await decode_list(resp.content.iter_any(), each)
                 data = await resp.read()
         except TimeoutError as exc:
             raise errors.Unreachable(

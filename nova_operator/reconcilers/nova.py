@@ -535,7 +535,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         # The data of the Secrets a Nova reads only; the others as references (``secret_reads``).
         secrets = manager.scoped_informer(SECRETS, keep=ALL, when=reads(novas, clusters))
         secrets.follow(informers[NOVAS])
-        informers[NOVAS].add_handler(Narrower(secrets))
+        informers[NOVAS].add_handler(Narrower(secrets, clusters))
         informers[SECRETS] = secrets
         for ref in store_kinds(opts):  # the user's own stores: no label filter
             informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))

@@ -95,12 +95,18 @@ def default_user(cluster: Mapping[str, Any]) -> list[str]:
     return [f"{namespace}/{ref['name']}"]
 
 
-def read_keys(nova: Mapping[str, Any]) -> set[Request]:
-    """The Secrets a Nova names or derives (the rabbit default user aside), as cache keys."""
+def read_keys(nova: Mapping[str, Any], clusters: Cache | None = None) -> set[Request]:
+    """The Secrets a Nova names or derives, and the default user of the cluster it names (when the
+    clusters are cached), as cache keys."""
     meta = nova.get("metadata") or {}
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     keys = {Request(*ref.split("/", 1)) for ref in secret_refs(nova)}
-    return keys | {Request(namespace, f"{name}{suffix}") for suffix in DERIVED_SUFFIXES}
+    keys |= {Request(namespace, f"{name}{suffix}") for suffix in DERIVED_SUFFIXES}
+    for ref in messaging_cluster(nova):
+        cluster = clusters.get(ref.split("/", 1)[1], namespace) if clusters is not None else None
+        if cluster is not None:
+            keys |= {Request(*user.split("/", 1)) for user in default_user(cluster)}
+    return keys
 
 
 def reads(novas: Cache, clusters: Cache | None) -> Callable[[Object], bool]:
@@ -127,17 +133,17 @@ class Narrower:
     """A Nova handler: the Secrets a Nova stopped reading (a reference edited away, the Nova gone)
     are narrowed in the Secrets cache at once (``Informer.reconsider``)."""
 
-    def __init__(self, secrets: Informer) -> None:
-        self._secrets = secrets
+    def __init__(self, secrets: Informer, clusters: Cache | None = None) -> None:
+        self._secrets, self._clusters = secrets, clusters
 
     def on_add(self, obj: Object) -> None:
         return None
 
     def on_update(self, old: Object, new: Object) -> None:
-        self._reconsider(read_keys(old) - read_keys(new))
+        self._reconsider(read_keys(old, self._clusters) - read_keys(new, self._clusters))
 
     def on_delete(self, obj: Object) -> None:
-        self._reconsider(read_keys(obj))
+        self._reconsider(read_keys(obj, self._clusters))
 
     def _reconsider(self, keys: Iterable[Request]) -> None:
         self._secrets.reconsider(sorted(keys))

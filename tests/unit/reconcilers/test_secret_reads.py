@@ -253,3 +253,22 @@ def test_a_pool_reads_its_novas_service_user_and_contract_only() -> None:
     assert admits(secret("nova-compute-config"))  # the contract (or its mirror), by name
     assert not admits(secret("api-db"))  # the Nova reads it, not a pool
     assert not admits(secret("other-compute-config"))
+
+
+def test_a_nova_that_leaves_its_cluster_has_the_default_user_narrowed() -> None:
+    on_cluster = nova_obj()
+    on_cluster["spec"]["messaging"] = {"clusterRef": {"name": "bus"}}
+    clusters = clusters_cache(rabbit("bus", "bus-default-user"))
+    novas = Informer(ListOnce([on_cluster]), NOVAS)
+    novas.cache.add_index(SECRET_INDEX, secret_refs)
+    novas.cache.add_index(CLUSTER_INDEX, messaging_cluster)
+    secrets = Informer(ListOnce([]), SECRETS)
+    secrets.keep(ALL, when=reads(novas.cache, clusters))
+    novas.add_handler(Narrower(secrets, clusters))
+    novas._apply("ADDED", copy.deepcopy(on_cluster))
+    secrets._apply("ADDED", secret("bus-default-user"))
+    assert not secrets.cache.withheld(Request(NS, "bus-default-user"))
+    edited = copy.deepcopy(on_cluster)
+    edited["spec"]["messaging"] = {"secretRef": {"name": "bus"}}
+    novas._apply("MODIFIED", edited)
+    assert secrets.cache.withheld(Request(NS, "bus-default-user"))

@@ -82,6 +82,8 @@ RETRY_INITIAL = 0.25
 RETRY_CAP = 8.0
 log = structlog.get_logger("nova_operator.kube")
 TLS_READ_BUFFER = 16 * 1024
+LIST_CHUNK = 64 * 1024
+"""The most a streamed List read takes from the response at a time (``Kube.list`` with ``each``)."""
 
 
 class ConfigError(Exception):
@@ -611,7 +613,7 @@ class Kube:
         try:
             async with self._clock.timeout(self.timeout):
                 if each is not None:
-                    return await decode_list(resp.content.iter_any(), each)
+                    return await decode_list(resp.content.iter_chunked(LIST_CHUNK), each)
                 data = await resp.read()
         except TimeoutError as exc:
             raise errors.Unreachable(

@@ -7,9 +7,10 @@ as soon as it is complete; what ``each`` returns (a narrowed object, say) is wha
 So at most one item is held whole (its text and its objects), plus what ``each`` keeps.
 
 Each value is decoded with ``json.JSONDecoder.raw_decode`` from a text buffer. A value that is
-not complete yet fails to decode; the buffer then grows to at least twice what was tried before
-the next attempt, so a large item costs a bounded number of attempts (decoding time stays linear
-in its size). A value that still fails once the body has ended is invalid JSON: ``ValueError``.
+not complete yet fails to decode; the buffer then grows by at least a quarter of what was tried
+before the next attempt, so a large item costs a bounded number of attempts (decoding time stays
+linear in its size, about five times one decode) and the buffer holds at most a quarter more than
+the item and one chunk. A value that still fails once the body has ended is invalid JSON: ``ValueError``.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class _Reader:
                 except json.JSONDecodeError:
                     if self.ended:
                         raise
-                    tried = max(2 * available, 1)
+                    tried = available + max(available // 4, 1)
                 else:
                     # a number may go on in the next chunk: accept a value once what follows it is seen
                     if end < len(self.buf) or self.ended:

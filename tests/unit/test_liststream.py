@@ -104,7 +104,8 @@ class StreamedResponse:
         self.content = self
         self._chunks = Chunks(body, 8192)
 
-    def iter_any(self) -> AsyncIterator[bytes]:
+    def iter_chunked(self, size: int) -> AsyncIterator[bytes]:
+        assert size <= 64 * 1024  # a streamed List is read in bounded pieces
         return aiter(self._chunks)
 
     async def read(self) -> bytes:

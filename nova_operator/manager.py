@@ -52,7 +52,7 @@ from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.reconciler import Reconciler
 from nova_operator.runtime.scoped import ScopedInformer
-from nova_operator.runtime.transform import ALL, Fields
+from nova_operator.runtime.transform import ALL, Admits, Fields
 from nova_operator.settings import Settings
 
 log = structlog.get_logger("nova_operator.manager")
@@ -128,9 +128,15 @@ class Manager:
         return self._informers[key]
 
     def scoped_informer(
-        self, ref: ResourceRef, *, label_selector: str | None = None, keep: Fields | None = ALL
+        self,
+        ref: ResourceRef,
+        *,
+        label_selector: str | None = None,
+        keep: Fields | None = ALL,
+        when: Admits | None = None,
     ) -> ScopedInformer:
-        """The shared informer for ``ref`` over only the namespaces it is told to cover (``keep``: as above).
+        """The shared informer for ``ref`` over only the namespaces it is told to cover (``keep``: as above;
+        with ``when``, kept of the objects ``when`` admits only, see ``runtime.transform``).
 
         With ``watch.namespaces`` set, those namespaces are covered for good; either way the
         informer never lists or watches ``ref`` across all namespaces.
@@ -149,7 +155,7 @@ class Manager:
             for namespace in self.settings.watch.namespaces:
                 scoped.want(namespace, "settings")
             self._scoped[key] = scoped
-        self._scoped[key].keep(keep)
+        self._scoped[key].keep(keep, when)
         return self._scoped[key]
 
     def controller(self, name: str, reconciler: Reconciler) -> Controller:

@@ -71,6 +71,7 @@ from kubernetes_asyncio.config.exec_provider import ExecProvider
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 from nova_operator.kube import errors
+from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.clock import Clock, LoopClock
@@ -88,6 +89,8 @@ RETRY_INITIAL = 0.25
 RETRY_CAP = 8.0
 log = structlog.get_logger("nova_operator.kube")
 TLS_READ_BUFFER = 16 * 1024
+LIST_CHUNK = 64 * 1024
+"""The most a streamed List read takes from the response at a time (``Kube.list`` with ``each``)."""
 
 
 class ConfigError(Exception):
@@ -456,8 +459,13 @@ class Kube:
         resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
-        """A List: ``metadata.resourceVersion``, ``items`` and, with ``limit``, ``metadata.continue``."""
+        """A List: ``metadata.resourceVersion``, ``items`` and, with ``limit``, ``metadata.continue``.
+
+        With ``each``, the body is decoded item by item as it arrives (``kube.liststream``) and
+        ``items`` holds what ``each`` returned for each: one item at a time is held whole.
+        """
         query: _Query = []
         if label_selector:
             query.append(("labelSelector", label_selector))
@@ -467,7 +475,7 @@ class Kube:
             query.append(("limit", str(limit)))
         if continue_token:
             query.append(("continue", continue_token))
-        return await self._call("list", str(ref), "GET", ref.path(namespace), query=query)
+        return await self._call("list", str(ref), "GET", ref.path(namespace), query=query, each=each)
 
     def watch(
         self,
@@ -647,6 +655,7 @@ class Kube:
         query: _Query | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str = _JSON,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
         """One request with its retries on 429 and 5xx (see the module docstring)."""
         attempt = 0
@@ -654,7 +663,7 @@ class Kube:
         while True:
             try:
                 return await self._call_once(
-                    verb, resource, method, path, query=query, body=body, content_type=content_type
+                    verb, resource, method, path, query=query, body=body, content_type=content_type, each=each
                 )
             except errors.KubeError as exc:
                 if exc.status == 401 and not reauthenticated and self._exec_token() is not None:
@@ -696,12 +705,15 @@ class Kube:
         query: _Query | None,
         body: Mapping[str, Any] | None,
         content_type: str,
+        each: Callable[[Object], Object] | None = None,
     ) -> Object:
         resp = await self._send(
             verb, resource, method, path, query=query, body=body, content_type=content_type
         )
         try:
             async with self._clock.timeout(self.timeout):
+                if each is not None:
+                    return await decode_list(resp.content.iter_chunked(LIST_CHUNK), each)
                 data = await resp.read()
         except TimeoutError as exc:
             raise errors.Unreachable(

@@ -217,15 +217,23 @@ class PassContext:
         return cache.get(name, namespace if namespace is not None else self.namespace)
 
     async def live(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
-        """From the informer cache when it covers the namespace, else one GET (None when absent)."""
+        """From the informer cache when it answers for the object, else one GET (None when absent).
+
+        The cache does not answer for a namespace it has not listed yet, nor for an object it holds
+        withheld (a Secret no Nova read when it arrived, ``secret_reads``): that one is read here
+        and handed to the cache (``Cache.fill``), so the next pass reads it from there.
+        """
         ns = namespace if namespace is not None else self.namespace
         cache = self.caches.get(ref)
-        if cache is not None and cache.covers(ns):
+        if cache is not None and cache.answers(name, ns):
             return cache.get(name, ns)
         try:
-            return await self.kube.get(ref, name, ns)
+            obj = await self.kube.get(ref, name, ns)
         except NotFound:
             return None
+        if cache is not None:
+            cache.fill(obj)
+        return obj
 
     async def current(self, ref: ResourceRef, name: str) -> Object | None:
         """The object of ``name`` whoever holds it: the cache, or one GET when the cache has none.

@@ -60,19 +60,29 @@ from nova_operator.pipeline import run_group, run_sequence, shortest
 from nova_operator.reconcilers import cache_fields, common, spec_rules
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
+from nova_operator.reconcilers.secret_reads import (
+    CLUSTER_INDEX,
+    DEFAULT_USER_INDEX,
+    SECRET_INDEX,
+    Narrower,
+    default_user,
+    messaging_cluster,
+    reads,
+    secret_refs,
+)
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate, ignore_status_only, status_view_changed
 from nova_operator.runtime.request import Request, Result
+from nova_operator.runtime.transform import ALL
 
 log = structlog.get_logger("nova_operator.nova")
 
 CONTROLLER_NAME: Final = "nova"
 EVENT_COMPONENT: Final = "nova-controller"
 FINALIZER: Final = "nova.openstack.c5c3.io/finalizer"
-SECRET_INDEX: Final = "nova.spec.secretRefs.name"
 INVALID_SPEC: Final = "InvalidSpec"
 
 OWNED: Final[tuple[ResourceRef, ...]] = (
@@ -327,31 +337,6 @@ class NovaReconciler:
 # -- watches (§10.1) ---------------------------------------------------------------------------
 
 
-def secret_refs(nova: Mapping[str, Any]) -> list[str]:
-    """The Secret-name index values of a Nova: ``<namespace>/<name>`` of every Secret its spec names."""
-    spec = nova.get("spec") or {}
-    namespace = (nova.get("metadata") or {}).get("namespace") or ""
-    names: list[str] = []
-
-    def add(ref: Any) -> None:
-        if isinstance(ref, Mapping) and ref.get("name"):
-            names.append(str(ref["name"]))
-
-    for block in (spec.get("apiDatabase") or {}, spec.get("database") or {}):
-        add(block.get("secretRef"))
-        tls = block.get("tls") or {}
-        if tls.get("mode") not in (None, "disabled"):
-            add(tls.get("caBundleSecretRef"))
-            add(tls.get("clientCertSecretRef"))
-    add((spec.get("serviceUser") or {}).get("secretRef"))
-    add((spec.get("metadata") or {}).get("sharedSecretRef"))
-    messaging = spec.get("messaging") or {}
-    add(messaging.get("secretRef"))
-    add((messaging.get("tls") or {}).get("caBundleSecretRef"))
-    add((spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
-    return sorted({f"{namespace}/{n}" for n in names})
-
-
 def _secret_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
     def mapper(secret: dict[str, Any]) -> list[Request]:
         meta = secret.get("metadata") or {}
@@ -548,12 +533,18 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             )
             for ref in watched
         }
-        secrets = manager.scoped_informer(SECRETS)
-        secrets.follow(informers[NOVAS])
-        informers[SECRETS] = secrets
         novas = informers[NOVAS].cache
-        if SECRET_INDEX not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
-            novas.add_index(SECRET_INDEX, secret_refs)
+        for index, func in ((SECRET_INDEX, secret_refs), (CLUSTER_INDEX, messaging_cluster)):
+            if index not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
+                novas.add_index(index, func)
+        clusters = informers[RABBITMQ_CLUSTERS].cache if RABBITMQ_CLUSTERS in informers else None
+        if clusters is not None and DEFAULT_USER_INDEX not in clusters._index_funcs:
+            clusters.add_index(DEFAULT_USER_INDEX, default_user)
+        # The data of the Secrets a Nova reads only; the others as references (``secret_reads``).
+        secrets = manager.scoped_informer(SECRETS, keep=ALL, when=reads(novas, clusters))
+        secrets.follow(informers[NOVAS])
+        informers[NOVAS].add_handler(Narrower(secrets, clusters))
+        informers[SECRETS] = secrets
         for ref in store_kinds(opts):  # the user's own stores: no label filter
             informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))
         reconciler = NovaReconciler(

@@ -12,6 +12,13 @@ about 160 µs against 280 µs). The compact JSON is deflated at zlib's fastest l
 its size over a Nova's children (about 40 µs to store a Deployment, 10 µs more per read). The
 resourceVersion is kept beside the bytes (``replace`` compares it without decoding).
 
+An entry may be *withheld*: the informer's transform kept only a reference of it (name,
+namespace, version, owners: ``runtime.transform``, a conditional declaration that did not admit
+it). Such an entry answers "it exists, at this version" but not "this is its content":
+``answers(name, namespace)`` is False for it, and a reader that needs the content reads it from
+the API server and may hand it back with ``fill`` (kept whole from then on, until an event of the
+object or ``hold`` narrows it again).
+
 Indexes: by owner UID (every ``ownerReferences`` entry), by label ``key=value``, and any
 number of named custom indexes (a function from object to index values).
 """
@@ -20,10 +27,11 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from nova_operator.runtime.request import Request
+from nova_operator.runtime.transform import drop_bookkeeping
 
 Object = dict[str, Any]
 IndexFunc = Callable[[Object], Iterable[str]]
@@ -60,6 +68,7 @@ def strip(obj: Object) -> Object:
 class _Entry(NamedTuple):
     rv: str | None
     data: bytes
+    whole: bool = True  # False: withheld (a reference only, see the module docstring)
 
 
 def encode(obj: Object) -> bytes:
@@ -109,6 +118,19 @@ class Cache:
             self._covered.discard(namespace)
         dropped = [self.remove(key) for key in [k for k in self._items if k.namespace == namespace]]
         return [obj for obj in dropped if obj is not None]
+
+    def answers(self, name: str, namespace: str = "") -> bool:
+        """Whether a read of ``namespace/name`` is answered here: the namespace is covered and the
+        object is absent or held whole (not withheld)."""
+        if not self.covers(namespace):
+            return False
+        entry = self._items.get(Request(namespace, name))
+        return entry is None or entry.whole
+
+    def withheld(self, key: Request) -> bool:
+        """Whether the entry of ``key`` is a reference only (False when absent or whole)."""
+        entry = self._items.get(key)
+        return entry is not None and not entry.whole
 
     # -- reads (copies) ----------------------------------------------------------------------
 
@@ -171,14 +193,34 @@ class Cache:
         entry = self._items.get(key)
         return None if entry is None else entry.rv
 
-    def upsert(self, obj: Object) -> Object | None:
-        """Store ``obj`` (stripped; the cache keeps its bytes, not ``obj``); returns the previous object."""
+    def upsert(self, obj: Object, *, whole: bool = True) -> Object | None:
+        """Store ``obj`` (stripped; the cache keeps its bytes, not ``obj``); returns the previous object.
+
+        ``whole=False``: ``obj`` is a reference only (withheld, see the module docstring).
+        """
         key = key_of(strip(obj))
         old = self.remove(key)
-        self._items[key] = _Entry(_rv(obj), encode(obj))
+        self._items[key] = _Entry(_rv(obj), encode(obj), whole)
         for name in self._index_funcs:
             self._index(name, key, obj)
         return old
+
+    def hold(self, obj: Object, *, whole: bool) -> bool:
+        """Store ``obj`` in place of the entry of its key at the same resourceVersion: the object did
+        not change, only how much of it is held (more, or less). No change is reported; False (and
+        nothing stored) when there is no such entry or it is at another version."""
+        key = key_of(obj)
+        entry = self._items.get(key)
+        if entry is None or entry.rv is None or entry.rv != _rv(obj):
+            return False
+        self.upsert(obj, whole=whole)
+        return True
+
+    def fill(self, obj: Object) -> bool:
+        """``obj``, read whole from the API server, in place of its withheld entry (same version
+        only: a newer version comes with its watch event). Whether it was stored."""
+        key = key_of(obj)
+        return self.withheld(key) and self.hold(drop_bookkeeping(copy_object(obj)), whole=True)
 
     def remove(self, key: Request) -> Object | None:
         entry = self._items.pop(key, None)
@@ -188,21 +230,28 @@ class Cache:
         self._unindex(key, old)
         return old
 
-    def replace(self, objs: Iterable[Object], namespace: str | None = None) -> _Changes:
+    def replace(
+        self, objs: Iterable[Object], namespace: str | None = None, withheld: Container[Request] = ()
+    ) -> _Changes:
         """Make the store (or one namespace of it) equal to ``objs``; return the (old, new) changes.
 
-        Unchanged objects (same resourceVersion) are not reported. Deletions come as
-        ``(old, None)``, additions as ``(None, new)``.
+        Unchanged objects (same resourceVersion) are not reported (an unchanged object now held
+        whole or withheld where it was not is stored so, silently). Deletions come as
+        ``(old, None)``, additions as ``(None, new)``. ``withheld``: the keys of ``objs`` that
+        are references only.
         """
         changes: _Changes = []
         seen: set[Request] = set()
         for obj in objs:
             key = key_of(obj)
             seen.add(key)
+            whole = key not in withheld
             entry = self._items.get(key)
             if entry is not None and entry.rv == _rv(obj):
+                if entry.whole != whole:
+                    self.upsert(obj, whole=whole)
                 continue
-            changes.append((self.upsert(obj), obj))
+            changes.append((self.upsert(obj, whole=whole), obj))
         for key in [
             k for k in self._items if k not in seen and (namespace is None or k.namespace == namespace)
         ]:

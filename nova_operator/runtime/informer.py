@@ -36,14 +36,21 @@ union of what the informer's users declared they read (``keep``), bookkeeping ne
 transform that fails on an object is logged with the object's kind and key, and the object is
 stored whole (bookkeeping aside): a reader may get more than it declared, never less. Handlers
 receive the stored (transformed) objects; a watched deletion hands them the event's object (the
-object's final state), a deletion a relist found the last cached one.
+object's final state), a deletion a relist found the last cached one. A user may declare what it
+keeps of some objects only (``keep(fields, when=predicate)``): the others are stored withheld (a
+reference: name, version, owners), and ``reconsider`` narrows the entries a predicate no longer
+admits.
+
+A LIST is read page by page (``list_page_size``, ``limit``/``continue`` as client-go's reflector
+does), and each item passes the transform as it is decoded (``ListWatcher.list``'s ``each``): a
+namespace of large objects the users do not keep is never held whole at once, only one item of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -54,7 +61,8 @@ from nova_operator.metrics import Metrics
 from nova_operator.runtime.cache import Cache, key_of
 from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.handlers import EventHandler
-from nova_operator.runtime.transform import Fields, Transform, drop_bookkeeping
+from nova_operator.runtime.request import Request
+from nova_operator.runtime.transform import Admits, Fields, Transform, drop_bookkeeping
 from nova_operator.settings import WatchSettings
 
 Object = dict[str, Any]
@@ -101,7 +109,12 @@ class ListWatcher(Protocol):
         resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
-    ) -> Object: ...
+        each: Callable[[Object], Object] | None = None,
+    ) -> Object:
+        """A List page. With ``each``, its ``items`` are what ``each`` returned for each item, called
+        as the item is decoded (a lister that cannot do that may ignore ``each``: the informer then
+        applies it to what the page holds)."""
+        ...
 
     def watch(
         self,
@@ -159,20 +172,37 @@ class Informer:
         self.transform = Transform()
         self._started = False
 
-    def keep(self, fields: Fields | None) -> None:
-        """One user's declaration of what it reads of each object (``ALL``: everything); see ``transform``.
+    def keep(self, fields: Fields | None, when: Admits | None = None) -> None:
+        """One user's declaration of what it reads of each object (``ALL``: everything), or, with
+        ``when``, of the objects ``when`` admits (asked as each object arrives); see ``transform``.
 
         Before ``run`` only (objects stored earlier would lack what a later declaration adds); once
         running, a declaration that keeps nothing new is accepted.
         """
         if self._started and not self.transform.covers(fields):
             raise RuntimeError(f"informer {self.ref}: what is kept must be declared before it runs")
-        self.transform.keep(fields)
+        self.transform.keep(fields, when)
 
-    def _stored_form(self, obj: Object) -> Object:
-        """``obj`` as the cache keeps it: transformed, or whole when the transform fails on it."""
+    def reconsider(self, keys: Iterable[Request]) -> None:
+        """Ask the predicates again about the cached objects of ``keys``: one held whole that no
+        declaration admits any more is narrowed to its reference (no event: the object did not
+        change). One withheld that is admitted now stays so until its next event or a reader's
+        ``Cache.fill``: its content is not here to restore."""
+        for key in keys:
+            if key not in self.cache or self.cache.withheld(key):
+                continue
+            obj = self.cache.peek(key)
+            if obj is None:
+                continue
+            stored, whole = self._stored_form(obj)
+            if not whole:
+                self.cache.hold(stored, whole=False)
+
+    def _stored_form(self, obj: Object) -> tuple[Object, bool]:
+        """``obj`` as the cache keeps it, and whether it is whole (False: withheld); kept whole
+        when the transform fails on it."""
         try:
-            return self.transform(obj)
+            return self.transform.apply(obj)
         except Exception:
             meta = obj.get("metadata")
             meta = meta if isinstance(meta, dict) else {}
@@ -182,7 +212,7 @@ class Informer:
                 namespace=meta.get("namespace"),
                 name=meta.get("name"),
             )
-            return drop_bookkeeping(obj)
+            return drop_bookkeeping(obj), True
 
     def add_handler(self, handler: EventHandler) -> None:
         """Register ``handler``; objects already cached are delivered to it as adds."""
@@ -292,8 +322,25 @@ class Informer:
         self._contacts[namespace] = self._contacts.get(namespace, 0) + 1
 
     async def _list(self, namespace: str | None) -> str:
-        """LIST in pages of ``list_page_size`` (one consistent snapshot); returns its resourceVersion."""
+        """LIST in pages of ``list_page_size`` (one consistent snapshot); returns its resourceVersion.
+
+        Each item is stored-formed as it is decoded: what is held across the pages is what the
+        cache will keep, never the whole list.
+        """
         items: list[Object] = []
+        withheld: set[Request] = set()
+        formed: set[int] = set()  # ids of the objects ``each`` returned (a lister may not call it)
+        kind, api_version = self.ref.kind, self.ref.api_version
+
+        def each(obj: Object) -> Object:
+            obj.setdefault("kind", kind)  # list items carry no kind/apiVersion; objects from a watch do
+            obj.setdefault("apiVersion", api_version)
+            stored, whole = self._stored_form(obj)
+            if not whole:
+                withheld.add(key_of(stored))
+            formed.add(id(stored))
+            return stored
+
         token: str | None = None
         rv = ""
         while True:
@@ -303,20 +350,17 @@ class Informer:
                 label_selector=self.label_selector,
                 limit=self._settings.list_page_size,
                 continue_token=token,
+                each=each,
             )
-            items.extend(doc.get("items") or [])
+            items.extend(obj if id(obj) in formed else each(obj) for obj in doc.get("items") or [])
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion", ""))
             token = meta.get("continue") or None
+            del doc
             if token is None:
                 break
-        kind, api_version = self.ref.kind, self.ref.api_version
-        for obj in items:  # list items carry no kind/apiVersion; objects from a watch do
-            obj.setdefault("kind", kind)
-            obj.setdefault("apiVersion", api_version)
-        items = [self._stored_form(obj) for obj in items]
         self._hear(namespace)
-        changes = self.cache.replace(items, namespace)
+        changes = self.cache.replace(items, namespace, withheld)
         if self._metrics is not None:
             self._metrics.informer_relists.labels(str(self.ref)).inc()
         for old, new in changes:
@@ -385,14 +429,14 @@ class Informer:
         if self._metrics is not None:
             self._metrics.informer_events.labels(str(self.ref), kind).inc()
         if kind in ("ADDED", "MODIFIED"):
-            obj = self._stored_form(obj)
-            old = self.cache.upsert(obj)
+            obj, whole = self._stored_form(obj)
+            old = self.cache.upsert(obj, whole=whole)
             self._deliver(old, obj)
         elif kind == "DELETED":
             # Handlers get the event's object, the object's final state (client-go's DeleteFunc
             # does too), not the cached one, which may lag it (the last update before the delete).
             self.cache.remove(key_of(obj))
-            self._deliver(self._stored_form(obj), None)
+            self._deliver(self._stored_form(obj)[0], None)
         return new_rv
 
     def _deliver(self, old: Object | None, new: Object | None) -> None:

@@ -12,14 +12,26 @@ declares what it reads (``Transform.keep``); the informer keeps the union, and o
 declares nothing (``keep(ALL)``: the default of ``Manager.informer``) keeps every object whole.
 So a controller can only narrow what it stores for itself, never what another one reads.
 
+A declaration may hold for some objects only (``keep(fields, when=predicate)``, client-go has no
+such thing: its informers keep every object whole): ``fields`` are kept of the objects the
+predicate admits, asked when the object arrives. An object that no declaration covers is stored
+as a reference (``REFERENCE``: name, namespace, uid, resourceVersion, owners) and marked as
+*withheld*: its cache entry says so and a reader that needs its content reads it from the API
+server (``Cache.answers``, ``Cache.fill``). This is how a Secret informer keeps the data of the
+Secrets its users read and not the data of every Secret of a namespace: what it holds is bounded
+by what the users name, not by what the namespace stores. A predicate that fails is taken as
+"admitted" (the object is kept whole rather than lost to a reader).
+
 Only the shape the tree expects is pruned: a value that is not a mapping where the tree has a
 subtree (a malformed object) is kept as it is, so nothing a reader could look at is lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
+
+import structlog
 
 Object = dict[str, Any]
 Fields: TypeAlias = "Mapping[str, Fields | None]"
@@ -29,6 +41,22 @@ ALL: None = None
 IDENTITY: Fields = {"apiVersion": ALL, "kind": ALL, "metadata": ALL}
 """Kept of every object, whatever a tree says."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+REFERENCE: Fields = {
+    "apiVersion": ALL,
+    "kind": ALL,
+    "metadata": {
+        "name": ALL,
+        "namespace": ALL,
+        "uid": ALL,
+        "resourceVersion": ALL,
+        "ownerReferences": ALL,
+        "deletionTimestamp": ALL,
+    },
+}
+"""What is kept of an object no conditional declaration admits: enough to name it, to compare its
+version and to map it to its owners (no labels, annotations or content a tenant could grow)."""
+Admits: TypeAlias = Callable[[Object], bool]
+log = structlog.get_logger("nova_operator.informer")
 
 
 def drop_bookkeeping(obj: Object) -> Object:
@@ -70,31 +98,74 @@ class Transform:
     """
 
     def __init__(self) -> None:
+        self._always: Fields | None = ALL  # the union of the unconditional declarations
+        self._declared = False  # any unconditional declaration
+        self._when: list[tuple[Fields | None, Admits]] = []  # the conditional ones
         self._kept: Fields | None = ALL
-        self._declared = False
 
     @property
     def kept(self) -> Fields | None:
-        """The union of the declared trees (``ALL``: whole objects)."""
+        """The union of the declared trees, conditional ones included (``ALL``: whole objects)."""
         return self._kept
 
-    def keep(self, fields: Fields | None) -> None:
-        """One user's declaration: keep ``fields`` of every object (``ALL``: the whole object).
+    @property
+    def _base(self) -> Fields | None:
+        """What every object keeps, whatever the predicates say."""
+        return self._always if self._declared else REFERENCE
+
+    def keep(self, fields: Fields | None, when: Admits | None = None) -> None:
+        """One user's declaration: keep ``fields`` of every object (``ALL``: the whole object), or,
+        with ``when``, of the objects ``when`` admits.
 
         ``apiVersion``, ``kind`` and the whole ``metadata`` are always kept (the cache's keys, its
-        indexes, resourceVersions, owner references and labels live there).
+        indexes, resourceVersions, owner references and labels live there), except on a withheld
+        object (see the module docstring).
         """
         fields = union(fields, IDENTITY)
-        self._kept = fields if not self._declared else union(self._kept, fields)
-        self._declared = True
+        if when is not None:
+            self._when.append((fields, when))
+        else:
+            self._always = fields if not self._declared else union(self._always, fields)
+            self._declared = True
+        kept = self._base
+        for conditional, _ in self._when:
+            kept = union(kept, conditional)
+        self._kept = kept
 
     def covers(self, fields: Fields | None) -> bool:
-        """Whether ``keep(fields)`` would keep nothing that is not kept already."""
-        return self._declared and union(self._kept, union(fields, IDENTITY)) == self._kept
+        """Whether ``keep(fields)`` would keep nothing that is not kept already, for every object."""
+        return self._declared and union(self._always, union(fields, IDENTITY)) == self._always
+
+    def admitted(self, obj: Object) -> Fields | None:
+        """The tree kept of ``obj``: the unconditional union and every declaration that admits it."""
+        kept = self._base
+        for fields, when in self._when:
+            if kept is ALL:
+                break
+            try:
+                admitted = when(obj)
+            except Exception:
+                meta = obj.get("metadata")
+                meta = meta if isinstance(meta, dict) else {}
+                log.exception(
+                    "cache predicate failed, object kept",
+                    namespace=meta.get("namespace"),
+                    name=meta.get("name"),
+                )
+                admitted = True
+            if admitted:
+                kept = union(kept, fields)
+        return kept
+
+    def apply(self, obj: Object) -> tuple[Object, bool]:
+        """``obj`` as stored, and whether it is whole (False: withheld, a reader must not trust it)."""
+        drop_bookkeeping(obj)
+        kept = self.admitted(obj) if self._when else self._always
+        whole = not self._when or kept == self._kept
+        if kept is None:
+            return obj, whole
+        pruned: Object = prune(obj, kept)
+        return pruned, whole
 
     def __call__(self, obj: Object) -> Object:
-        drop_bookkeeping(obj)
-        if self._kept is None:
-            return obj
-        kept: Object = prune(obj, self._kept)
-        return kept
+        return self.apply(obj)[0]

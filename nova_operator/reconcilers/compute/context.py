@@ -52,7 +52,15 @@ Listing = Callable[[ResourceRef, str, Mapping[str, str]], list[Object] | None]
 """(kind, namespace, labels) -> the cached objects carrying every label, or None (not cached: list)."""
 
 
+Fill = Callable[[ResourceRef, Object], None]
+"""(kind, object read with a GET) -> hand it to the informer cache (a withheld entry is filled)."""
+
+
 def no_cache(ref: ResourceRef, namespace: str, name: str) -> Object | None:
+    return None
+
+
+def no_fill(ref: ResourceRef, obj: Object) -> None:
     return None
 
 
@@ -101,6 +109,7 @@ class ComputePass:
     pools: PoolLister
     cached: Lookup = no_cache
     listed: Listing = no_listing
+    fill: Fill = no_fill
     now: datetime = field(default_factory=utcnow)
 
     # handed forward (per pass)
@@ -160,9 +169,14 @@ class ComputePass:
         return conditions.find(self.conditions, cond_type)
 
     async def read(self, ref: ResourceRef, name: str) -> Object:
-        """The object from the informer cache, or a GET on a miss (raises NotFound when it is gone)."""
+        """The object from the informer cache, or a GET on a miss (raises NotFound when it is gone);
+        what the GET read is handed to the cache (``fill``: a withheld Secret is kept whole from then on)."""
         cached = self.cached(ref, self.namespace, name)
-        return cached if cached is not None else await self.kube.get(ref, name, self.namespace)
+        if cached is not None:
+            return cached
+        obj = await self.kube.get(ref, name, self.namespace)
+        self.fill(ref, obj)
+        return obj
 
     async def emit(self, type_: EventType, reason: str, message: str) -> None:
         await self.events.emit(self.cr, type_, reason, message)

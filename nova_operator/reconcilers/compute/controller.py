@@ -35,11 +35,14 @@ from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.predicates import Predicate, ignore_status_only
 from nova_operator.runtime.request import Request
+from nova_operator.runtime.transform import ALL
 
 NAME = "novacompute"
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=novacompute-operator"
 CONTRACT_SELECTOR = "app.kubernetes.io/component=compute-config"
 CONTRACT_SUFFIX = "-compute-config"
+COMPUTE_READS_INDEX = "nova.compute-reads.secrets"
+"""Novas by ``<namespace>/<name>`` of the Secrets their pools read (``_compute_reads``)."""
 
 RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(NOVACOMPUTES): ("get", "list", "watch", "patch"),  # read, informer, finalizer
@@ -71,6 +74,35 @@ def _index_key(namespace: str, nova: str) -> str:
 def _by_nova_ref(obj: Object) -> list[str]:
     nova = nova_ref(obj)
     return [_index_key(obj["metadata"].get("namespace") or "", nova)] if nova else []
+
+
+def _compute_reads(nova: Object) -> list[str]:
+    """The ``COMPUTE_READS_INDEX`` values of a Nova: the Secrets a pool of it reads (``novaref``:
+    the service user; ``pool_config``: the contract ``status.computeConfigSecretRef`` names)."""
+    namespace = nova["metadata"].get("namespace") or ""
+    user = ((nova.get("spec") or {}).get("serviceUser") or {}).get("secretRef") or {}
+    contract = (nova.get("status") or {}).get("computeConfigSecretRef") or {}
+    names = {str(ref["name"]) for ref in (user, contract) if isinstance(ref, Mapping) and ref.get("name")}
+    return sorted(f"{namespace}/{name}" for name in names)
+
+
+def pool_reads(pools: Cache, novas: Cache) -> Callable[[Object], bool]:
+    """Whether a pool reads a Secret: the Secrets cache keeps the data of these (and of what the
+    Nova controller reads), the others as references (``reconcilers.secret_reads``)."""
+
+    def admits(secret: Object) -> bool:
+        meta = secret.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        if name.endswith(CONTRACT_SUFFIX) and pools.keys_by_index(
+            NOVA_REF_INDEX, _index_key(namespace, name[: -len(CONTRACT_SUFFIX)])
+        ):
+            return True
+        return any(
+            pools.keys_by_index(NOVA_REF_INDEX, _index_key(namespace, nova.name))
+            for nova in novas.keys_by_index(COMPUTE_READS_INDEX, f"{namespace}/{name}")
+        )
+
+    return admits
 
 
 def pool_lister(cache: Cache) -> Callable[[str, str], list[Object]]:
@@ -124,9 +156,12 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     daemonsets = manager.informer(DAEMONSETS, label_selector=MANAGED_BY_SELECTOR)
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     novas = manager.informer(NOVAS)
+    if COMPUTE_READS_INDEX not in novas.cache._index_funcs:
+        novas.cache.add_index(COMPUTE_READS_INDEX, _compute_reads)
     # Secrets only in the namespaces that hold a Nova or a NovaCompute (shared with the Nova
-    # controller); a namespace not listed yet falls back to a GET.
-    contracts = manager.scoped_informer(SECRETS)
+    # controller), the data of those a pool reads only; a namespace not listed yet, or a Secret
+    # held without its data, is read with a GET (and handed to the cache: ``fill``).
+    contracts = manager.scoped_informer(SECRETS, keep=ALL, when=pool_reads(pools.cache, novas.cache))
     contracts.follow(pools)
     caches: dict[ResourceRef, Cache] = {
         DAEMONSETS: daemonsets.cache,
@@ -137,7 +172,12 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
 
     def cached(ref: ResourceRef, namespace: str, name: str) -> Object | None:
         cache = caches.get(ref)
-        return cache.get(name, namespace) if cache is not None and cache.covers(namespace) else None
+        return cache.get(name, namespace) if cache is not None and cache.answers(name, namespace) else None
+
+    def fill(ref: ResourceRef, obj: Object) -> None:
+        cache = caches.get(ref)
+        if cache is not None:
+            cache.fill(obj)
 
     def listed(ref: ResourceRef, namespace: str, labels: Mapping[str, str]) -> list[Object] | None:
         cache = caches.get(ref)
@@ -151,6 +191,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         observer=StepMetrics(manager.metrics),
         cached=cached,
         listed=listed,
+        fill=fill,
         settings=settings,
         own=pools.cache,
     )

@@ -27,11 +27,13 @@ from nova_operator.reconcilers.compute.context import (
     ComputePass,
     ComputeSettings,
     Events,
+    Fill,
     Listing,
     Lookup,
     Object,
     PoolLister,
     no_cache,
+    no_fill,
     no_listing,
 )
 from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, TEARDOWN_STEPS
@@ -59,6 +61,7 @@ class NovaComputeReconciler:
         observer: StepObserver,
         cached: Lookup | None = None,
         listed: Listing | None = None,
+        fill: Fill | None = None,
         settings: ComputeSettings | None = None,
         own: Cache | None = None,
     ) -> None:
@@ -68,6 +71,7 @@ class NovaComputeReconciler:
         self.observer = observer
         self.cached = cached
         self.listed = listed
+        self.fill = fill
         self.settings = settings if settings is not None else ComputeSettings()
         # the NovaCompute itself from the informer cache (``own``); see ``common.OwnReads``
         self.reads = common.OwnReads(kube, NOVACOMPUTES, own)
@@ -133,6 +137,7 @@ class NovaComputeReconciler:
             now=self.settings.clock(),
             cached=self.cached or no_cache,
             listed=self.listed or no_listing,
+            fill=self.fill or no_fill,
         )
 
     async def _run(self, p: ComputePass, steps: Sequence[Step[ComputePass]]) -> Result:

@@ -143,7 +143,7 @@ async def test_secrets_are_cached_only_where_a_nova_lives(
         seen = {p.split("/")[4] for _, p in secret_paths}
         assert other not in seen
         assert seen <= with_nova, seen - with_nova
-        cache = operator.manager.scoped_informer(SECRETS).cache
+        cache = operator.controller.reconciler.caches[SECRETS]  # type: ignore[attr-defined]
         assert cache.covers(namespace)
         assert not cache.covers(other)
         assert {k.namespace for k in cache.list_keys()} == {namespace}  # only here may it list

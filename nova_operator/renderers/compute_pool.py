@@ -20,7 +20,8 @@ from nova_operator.models.common import ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
-from nova_operator.renderers.novaconf import CONFIG_DIR, serialize
+from nova_operator.renderers import oslo
+from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     config_volume,
@@ -187,8 +188,9 @@ def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) 
 
 
 def pool_conf_sections(pool: NovaCompute) -> Sections:
+    """The operator's keys (typed fields in oslo.config's literal form), then ``extraConfig`` over them."""
     libvirt = pool.spec.libvirt
-    sections: Sections = {
+    typed: Sections = {
         "DEFAULT": {"compute_driver": "libvirt.LibvirtDriver", "state_path": "/var/lib/nova"},
         "libvirt": {
             "virt_type": libvirt.virt_type or "kvm",
@@ -198,15 +200,20 @@ def pool_conf_sections(pool: NovaCompute) -> Sections:
         },
         "os_vif_ovs": {"ovsdb_connection": "unix:/run/openvswitch/db.sock"},
         "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
-        # Never a wildcard: the pod is on the host network and consoles have no password.
-        "vnc": {"server_listen": "$my_ip"},
     }
     if libvirt.cpu_mode:
-        sections["libvirt"]["cpu_mode"] = libvirt.cpu_mode
+        typed["libvirt"]["cpu_mode"] = libvirt.cpu_mode
         if libvirt.cpu_mode == "custom" and libvirt.cpu_models:
-            sections["libvirt"]["cpu_models"] = ",".join(libvirt.cpu_models)
+            typed["libvirt"]["cpu_models"] = ",".join(libvirt.cpu_models)
     if libvirt.images_type:
-        sections["libvirt"]["images_type"] = libvirt.images_type
+        typed["libvirt"]["images_type"] = libvirt.images_type
+    try:
+        sections = oslo.literal_sections(typed, what=CONFIG_FILE)
+    except oslo.NotRepresentable as exc:
+        raise ConfigError(str(exc)) from None
+    # Never a wildcard: the pod is on the host network and consoles have no password. Meant
+    # as oslo.config text: nova substitutes its own [DEFAULT] my_ip.
+    sections["vnc"] = {"server_listen": "$my_ip"}
     for section, options in (pool.spec.extra_config or {}).items():
         sections.setdefault(section, {}).update(options)  # user values win, key by key
     return sections

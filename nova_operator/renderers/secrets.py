@@ -25,6 +25,7 @@ from nova_operator import naming
 from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
+from nova_operator.renderers import oslo
 from nova_operator.renderers.workload import DB_TLS_DIR, plain
 
 __all__ = [
@@ -69,11 +70,10 @@ def oslo_value(value: str) -> str:
     oslo.config first turns ``\\$`` into ``$$`` and then expands ``$name``; no string makes
     it yield a backslash followed by a dollar, so such a value is refused.
     """
-    if "\\$" in value:
-        raise CredentialNotRepresentable(
-            "contains a backslash directly followed by '$', which oslo.config cannot pass to nova literally"
-        )
-    return value.replace("$", "$$")
+    try:
+        return oslo.literal(value)
+    except oslo.NotRepresentable as exc:
+        raise CredentialNotRepresentable(str(exc)) from None
 
 
 def oslo_url(url: str) -> str:

@@ -639,6 +639,15 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
     _pool(
         c.CONFIG_READY,
         "False",
+        "WaitingForDigestKey",
+        "The Nova's `{name}-digest-key` Secret (key `key`) is not in the pool's namespace: the "
+        "pool's `compute-config-hash` annotation is keyed with it. Requeue 15 s.",
+        "The Nova's Secrets step creates it (look at its `SecretsReady`); next to a hand-made copy "
+        "of the contract, copy it too.",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
         "ConfigError",
         "The config could not be read, rendered or written, a `spec.extraConfig` option was refused, or the "
         "spec breaks a rule only the model checks (Warning event `InvalidSpec`). A running pool keeps its "

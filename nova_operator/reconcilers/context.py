@@ -240,11 +240,20 @@ class PassContext:
         *,
         ref: ResourceRef | None = None,
         retain: Sequence[Sequence[str]] = (),
+        digest_key: bytes | None = None,
     ) -> Object:
-        """Apply ``desired`` owned by the CR; no request when the current object already carries it."""
+        """Apply ``desired`` owned by the CR; no request when the current object already carries it.
+
+        A Secret's applied digest is keyed with the Nova's digest key (``state.digest_key``, which
+        the Secrets step reads first; ``digest_key`` for the key's own Secret).
+        """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
+        if desired["kind"] == "Secret" and digest_key is None:
+            digest_key = self.state.digest_key or None
         current = await self.live(ref, desired["metadata"]["name"])
-        live = await apply.apply(self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain)
+        live = await apply.apply(
+            self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain, digest_key=digest_key
+        )
         if current is None or object_version(live) != object_version(current):
             self.wrote(live)
         return live

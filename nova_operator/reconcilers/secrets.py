@@ -10,7 +10,7 @@ from __future__ import annotations
 from secrets import token_hex
 from typing import Final
 
-from nova_operator import conditions, intervals
+from nova_operator import conditions, intervals, naming
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
@@ -73,11 +73,11 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
 
 async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
-    name = f"{ctx.name}-digest-key"
+    name = naming.digest_key_secret(ctx.name)
     key = secret_value(await ctx.live(SECRETS, name), "key")
     if not key:
         key = token_hex(32)
-        await ctx.ensure(derived.digest_key_secret(ctx.nova, key))
+        await ctx.ensure(derived.digest_key_secret(ctx.nova, key), digest_key=key.encode("utf-8"))
     return key.encode("utf-8")
 
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from nova_operator import naming
 from nova_operator.catalog import oslo_name
-from nova_operator.digests import config_hash
+from nova_operator.digests import config_hash, keyed_digest
 from nova_operator.models.common import ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
@@ -241,13 +241,15 @@ def config_map(pool: NovaCompute, text: str) -> Manifest:
     }
 
 
-def contract_hash(data: Mapping[str, bytes | str]) -> str:
-    """Full SHA-256 hex over the contract Secret's decoded data: keys sorted, ``key=value\\n`` each."""
-    digest = hashlib.sha256()
-    for key in sorted(data):
-        value = data[key]
-        digest.update(key.encode() + b"=" + (value.encode() if isinstance(value, str) else value) + b"\n")
-    return digest.hexdigest()
+def contract_hash(data: Mapping[str, bytes | str], key: bytes) -> str:
+    """HMAC-SHA-256 hex, keyed with the Nova's ``{name}-digest-key``, over the contract Secret's
+    decoded data: keys sorted, ``key=value\n`` each (spec novacompute-crd §8 step 7 names a plain
+    SHA-256: keyed here, so the pod annotation changes on a rotation but cannot be used to test
+    guesses of the credentials it covers)."""
+    preimage = b"".join(
+        k.encode() + b"=" + (v.encode() if isinstance(v, str) else v) + b"\n" for k, v in sorted(data.items())
+    )
+    return keyed_digest(preimage, key)
 
 
 # --------------------------------------------------------------------------- image, resources

@@ -224,7 +224,7 @@ def transport_url_secret(nova: Nova, url: str) -> dict[str, Any]:
 def digest_key_secret(nova: Nova, key: str) -> dict[str, Any]:
     """``{name}-digest-key``: the HMAC key of the credential digests in pod-template annotations
     (key ``key``; generated once by the Secrets step, never rotated by the operator)."""
-    return _secret(nova, f"{_name(nova)}-digest-key", {"key": key})
+    return _secret(nova, naming.digest_key_secret(_name(nova)), {"key": key})
 
 
 def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) -> dict[str, Any]:

@@ -113,6 +113,7 @@ class ComputePass:
     plan: Plan | None = None
     config_map: str = ""
     contract_hash: str = ""
+    digest_key: bytes = field(default=b"", repr=False)  # the Nova's {name}-digest-key
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
     _client: ComputeClient | None = None

@@ -17,7 +17,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, catalog, conditions, releases
+from nova_operator import apply, catalog, conditions, naming, releases
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -28,6 +28,7 @@ from nova_operator.runtime.request import Result
 
 COND = conditions.CONFIG_READY
 HEALTH = conditions.EXTRA_CONFIG_HEALTHY
+WAITING_FOR_DIGEST_KEY = "WaitingForDigestKey"
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -94,6 +95,21 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
             f"the compute contract Secret {ns}/{secret_name} lacks {', '.join(missing)}",
         )
         return Result(requeue_after=p.settings.intervals.wait)
+    key_name = naming.digest_key_secret(p.nova_name)
+    try:
+        digest_key = _decoded(await p.read(SECRETS, key_name)).get("key") or b""
+    except errors.NotFound:
+        digest_key = b""
+    if not digest_key:
+        p.set(
+            COND,
+            False,
+            WAITING_FOR_DIGEST_KEY,
+            f"the Nova's digest key Secret {ns}/{key_name} (key key) does not exist yet; the Nova "
+            "creates it, and the pool's compute-config-hash annotation is keyed with it",
+        )
+        return Result(requeue_after=p.settings.intervals.wait)
+    p.digest_key = digest_key
     try:
         desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
     except ConfigError as exc:
@@ -109,7 +125,7 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         p.set(COND, False, "ConfigError", str(exc))
         raise
     p.config_map = name
-    p.contract_hash = compute_pool.contract_hash(data)
+    p.contract_hash = compute_pool.contract_hash(data, digest_key)
     p.set(COND, True, "ConfigRendered", f"{compute_pool.CONFIG_FILE} is rendered into ConfigMap {name}")
     base = releases.base(_release(p))
     if new_config and base is not None:  # admission warnings without a webhook: once per new config
@@ -165,7 +181,7 @@ async def _keep_last_good(p: ComputePass, message: str, data: Mapping[str, bytes
     if last_good is None:
         return Result(requeue_after=p.settings.intervals.wait)
     p.config_map = last_good
-    p.contract_hash = compute_pool.contract_hash(data)
+    p.contract_hash = compute_pool.contract_hash(data, p.digest_key)
     return Result()
 
 

@@ -177,6 +177,22 @@ NOVA: Final[tuple[Reason, ...]] = (
         "Change that password (in the Secret and wherever it is used) to one without a backslash before a "
         "`$`.",
     ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "WaitingForSecretConfig",
+        "The Secret of `spec.secretConfig.secretRef` does not exist or has no key. Requeue 15 s.",
+        "Create it with one key per option, named `section.option` (for example `vault.root_token_id`).",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "SecretConfigInvalid",
+        "A key of the `spec.secretConfig.secretRef` Secret is not `section.option`, names no option of "
+        "the release's catalog, names one the operator sets from the spec, or its value holds a "
+        "backslash before a `$`. The message names the keys, never a value. Requeue 15 s.",
+        "Rename or remove those keys (the operator's own options are set through their spec fields).",
+    ),
     # -- ComputeConfigReady -------------------------------------------------------------------
     _nova(
         c.COMPUTE_CONFIG_READY,
@@ -644,6 +660,22 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "pool's `compute-config-hash` annotation is keyed with it. Requeue 15 s.",
         "The Nova's Secrets step creates it (look at its `SecretsReady`); next to a hand-made copy "
         "of the contract, copy it too.",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "WaitingForSecretConfig",
+        "The Secret of the pool's `spec.secretConfig.secretRef` does not exist or has no key. Requeue 15 s.",
+        "Create it with one key per option, named `section.option` (for example `libvirt.rbd_secret_uuid`).",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "SecretConfigInvalid",
+        "A key of the pool's `spec.secretConfig.secretRef` Secret is not `section.option`, names no option "
+        "of the Nova's release catalog, names one the operator or the compute contract sets, or its value "
+        "holds a backslash before a `$`. The message names the keys, never a value. Requeue 15 s.",
+        "Rename or remove those keys.",
     ),
     _pool(
         c.CONFIG_READY,

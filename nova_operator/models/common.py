@@ -120,6 +120,23 @@ class TransportURLSecretRef(SecretRefSpec):
     """Data key holding the rabbit:// transport URL. Default: transport_url."""
 
 
+class SecretConfigRef(CRDModel):
+    name: SubdomainName
+    """Name of the Secret, in the same namespace as this object."""
+
+
+class SecretConfigSpec(CRDModel):
+    """Options nova marks secret (passwords, keys, URLs with credentials), kept out of every ConfigMap."""
+
+    secret_ref: SecretConfigRef
+    """A Secret whose data keys are section.option (for example database.slave_connection or
+    vault.root_token_id) and whose values are the option values, as written (never expanded by
+    oslo.config). Each key must be an option of the release's catalog and not one the operator sets;
+    the values reach the pods as OS_<SECTION>__<OPTION> environment variables from a derived Secret,
+    and a change rolls them.
+    """
+
+
 class LocalObjectReference(CRDModel):
     """core/v1 LocalObjectReference: an atomic map whose ``name`` defaults to ``""``.
 

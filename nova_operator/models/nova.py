@@ -51,6 +51,7 @@ from nova_operator.models.common import (
     NameRef,
     NetworkPolicySpec,
     PasswordSecretRef,
+    SecretConfigSpec,
     SecretStoreRefSpec,
     SharedSecretRef,
     SingleLine,
@@ -592,8 +593,10 @@ class NovaSpec(CRDModel):
     """Log format (text or json), root level and per-logger levels."""
     extra_config: NovaExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over the operator's nova.conf. Keys the operator sets
-    from other fields are refused.
+    from other fields are refused, and so are options nova marks secret: set those in secretConfig.
     """
+    secret_config: SecretConfigSpec | None = None
+    """Options nova marks secret, from a Secret (never rendered into a ConfigMap)."""
     secret_store_ref: SecretStoreRefSpec | None = None
     """The External Secrets store the SecretsReady condition checks. Default: the ClusterSecretStore
     openbao-cluster-store.

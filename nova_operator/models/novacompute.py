@@ -20,6 +20,7 @@ from nova_operator.models.common import (
     IntOrString,
     NonEmptyLabelMap,
     ResourceRequirements,
+    SecretConfigSpec,
     SubdomainName,
     Tolerations,
     check_label_map,
@@ -190,8 +191,10 @@ class NovaComputeSpec(CRDModel):
     """
     extra_config: NovaComputeExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are
-    refused.
+    refused, and so are options nova marks secret: set those in secretConfig.
     """
+    secret_config: SecretConfigSpec | None = None
+    """Options nova marks secret, from a Secret (never rendered into a ConfigMap)."""
 
     _labels = field_validator("node_selector")(check_label_map)
 

@@ -107,6 +107,8 @@ class PassState:
     broker_port: int | None = None
     config_map: str = ""
     config_keys: tuple[str, ...] = ()
+    secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
+    secret_config_digest: str = ""
 
     def workload_inputs(self) -> WorkloadInputs:
         digests = Digests(
@@ -115,9 +117,13 @@ class PassState:
             authtoken=self.authtoken_digest,
             transport_url=self.transport_digest,
             metadata_secret=self.metadata_digest,
+            secret_config=self.secret_config_digest,
         )
         return WorkloadInputs(
-            config_map=self.config_map, digests=digests, broker_port=self.broker_port or 5672
+            config_map=self.config_map,
+            digests=digests,
+            broker_port=self.broker_port or 5672,
+            secret_config_keys=self.secret_config_keys,
         )
 
 

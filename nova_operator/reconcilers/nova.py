@@ -341,6 +341,7 @@ def secret_refs(nova: Mapping[str, Any]) -> list[str]:
     add(messaging.get("secretRef"))
     add((messaging.get("tls") or {}).get("caBundleSecretRef"))
     add((spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
+    add((spec.get("secretConfig") or {}).get("secretRef"))
     return sorted({f"{namespace}/{n}" for n in names})
 
 

@@ -8,6 +8,7 @@ term (the selector, minus Conflict nodes) ORed with one hold term per Draining n
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from nova_operator.renderers.workload import (
     memory_figure,
     plain,
     restricted_container_security_context,
+    secret_config_env,
 )
 from nova_operator.renderers.workload import resolve_resources as resolve_job_resources
 
@@ -42,6 +44,7 @@ __all__ = [
     "OWNED_KEYS",
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
+    "SECRET_CONFIG_HASH_ANNOTATION",
     "PoolInputs",
     "config_base",
     "config_map",
@@ -59,6 +62,8 @@ __all__ = [
     "pool_conf_sections",
     "pull_policy",
     "resolve_resources",
+    "secret_config_name",
+    "secret_config_secret",
     "selector_labels",
 ]
 
@@ -68,6 +73,7 @@ Sections = dict[str, dict[str, str]]
 CONFIG_FILE: Final = "compute-pool.conf"
 DEFAULT_REPOSITORY: Final = "ghcr.io/c5c3/nova-compute"
 COMPUTE_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/compute-config-hash"
+SECRET_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/secret-config-hash"
 REQUIRED_CONTRACT_KEYS: Final = ("nova-compute.conf", "transport_url", "password")
 CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
 POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
@@ -147,6 +153,9 @@ class PoolInputs:
     keep_pods: frozenset[str] = field(default_factory=frozenset)  # Draining nodes: hold terms
     deleting: bool = False
     pull_policy: str = "Always"
+    secret_config_secret: str = ""  # secret_config_name(cr) while spec.secretConfig is set
+    secret_config_keys: tuple[str, ...] = ()  # its section.option keys
+    secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
 
 
 # --------------------------------------------------------------------------- names, labels
@@ -167,6 +176,29 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def daemonset_name(name: str) -> str:
     return f"{name}-nova-compute"
+
+
+def secret_config_name(name: str) -> str:
+    """The pool's derived ``spec.secretConfig`` Secret (``OS_<SECTION>__<OPTION>`` of its pods)."""
+    return f"{daemonset_name(name)}-secret-config"
+
+
+def secret_config_secret(pool: NovaCompute, data: Mapping[str, str]) -> Manifest:
+    """``secret_config_name``: keys ``section.option``, values in oslo.config form (the caller's)."""
+    name = pool.metadata.name or ""
+    return plain(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": secret_config_name(name),
+                "namespace": pool.metadata.namespace,
+                "labels": labels(name),
+            },
+            "data": {k: base64.b64encode(v.encode("utf-8")).decode("ascii") for k, v in sorted(data.items())},
+        }
+    )
 
 
 def config_base(name: str) -> str:
@@ -239,6 +271,13 @@ def config_map(pool: NovaCompute, text: str) -> Manifest:
         "data": data,
         "immutable": True,
     }
+
+
+def _pod_annotations(inputs: PoolInputs) -> dict[str, str]:
+    annotations = {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash}
+    if inputs.secret_config_hash:
+        annotations[SECRET_CONFIG_HASH_ANNOTATION] = inputs.secret_config_hash
+    return annotations
 
 
 def contract_hash(data: Mapping[str, bytes | str], key: bytes) -> str:
@@ -395,6 +434,7 @@ def _containers(inputs: PoolInputs, resources: Manifest) -> tuple[list[Manifest]
             _secret_env(f"OS_{section.upper()}__PASSWORD", secret, "password")
             for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
         ),
+        *secret_config_env(inputs.secret_config_secret, inputs.secret_config_keys),
     ]
     compute = {
         "name": "nova-compute",
@@ -470,7 +510,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
             "template": {
                 "metadata": {
                     "labels": labels(name),
-                    "annotations": {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash},
+                    "annotations": _pod_annotations(inputs),
                 },
                 "spec": pod_spec,
             },

@@ -43,6 +43,8 @@ __all__ = [
     "oslo_credentials_secret",
     "oslo_url",
     "oslo_value",
+    "secret_config_data",
+    "secret_config_secret",
     "shown_scheme",
     "transport_url_secret",
 ]
@@ -233,6 +235,26 @@ def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) 
     plane's ``OS_*__PASSWORD`` and ``OS_NEUTRON__METADATA_PROXY_SHARED_SECRET`` read."""
     data = {"password": oslo_value(password), "metadata_proxy_shared_secret": oslo_value(metadata_secret)}
     return _secret(nova, f"{_name(nova)}-oslo-credentials", data)
+
+
+def secret_config_data(values: Mapping[tuple[str, str], str]) -> dict[str, str]:
+    """``spec.secretConfig`` as published: key ``section.option``, value in oslo.config form.
+
+    Raises ``CredentialNotRepresentable`` naming the key (never the value) for a value with a
+    backslash before a ``$``.
+    """
+    data: dict[str, str] = {}
+    for (section, option), value in sorted(values.items()):
+        try:
+            data[f"{section}.{option}"] = oslo_value(value)
+        except CredentialNotRepresentable as exc:
+            raise CredentialNotRepresentable(f"key {section}.{option} {exc}") from None
+    return data
+
+
+def secret_config_secret(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
+    """``{name}-secret-config``: ``secret_config_data``, what the pods' ``OS_<SECTION>__<OPTION>`` read."""
+    return _secret(nova, naming.secret_config_secret(_name(nova)), data)
 
 
 def compute_config_secret(

@@ -114,6 +114,9 @@ class ComputePass:
     config_map: str = ""
     contract_hash: str = ""
     digest_key: bytes = field(default=b"", repr=False)  # the Nova's {name}-digest-key
+    secret_config_secret: str = ""  # the pool's derived spec.secretConfig Secret, while set
+    secret_config_keys: tuple[str, ...] = ()
+    secret_config_hash: str = ""
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
     _client: ComputeClient | None = None

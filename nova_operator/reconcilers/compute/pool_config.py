@@ -17,12 +17,13 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, catalog, conditions, naming, releases
+from nova_operator import apply, catalog, conditions, naming, releases, secret_config
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.reconcilers.compute.context import ComputePass, Object
 from nova_operator.renderers import compute_pool
+from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError
 from nova_operator.runtime.request import Result
 
@@ -63,9 +64,12 @@ def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]]
         return []
     try:
         unknown = catalog.unknown_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
+        secret = catalog.secret_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
     except catalog.NoCatalogError:
         return [catalog.no_catalog_refusal(base, extra_config)]  # fail closed (issue 13): nothing is checked
-    return [catalog.format_unknown(base, s, k) for s, k in unknown]
+    return [catalog.format_unknown(base, s, k) for s, k in unknown] + [
+        catalog.format_secret(s, k) for s, k in secret
+    ]
 
 
 async def reconcile_pool_config(p: ComputePass) -> Result:
@@ -110,6 +114,8 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         )
         return Result(requeue_after=p.settings.intervals.wait)
     p.digest_key = digest_key
+    if (unpublished := await _publish_secret_config(p)) is not None:
+        return _wait(p, *unpublished)
     try:
         desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
     except ConfigError as exc:
@@ -132,6 +138,61 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         for warning in catalog.admission_warnings(base, p.pool.spec.extra_config):
             await p.emit("Warning", "ExtraConfigWarning", warning)
     return Result()
+
+
+def _wait(p: ComputePass, reason: str, message: str) -> Result:
+    p.set(COND, False, reason, message)
+    return Result(requeue_after=p.settings.intervals.wait)
+
+
+async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
+    """Apply (or withdraw) the pool's ``spec.secretConfig`` Secret; ``(reason, message)`` to wait.
+
+    As the Nova's (``reconcilers.secret_config``): keys ``section.option`` checked against the
+    Nova's release catalog, values in oslo.config form, a keyed digest of them on the pod template.
+    """
+    spec = p.pool.spec.secret_config
+    name = compute_pool.secret_config_name(p.name)
+    if spec is None:
+        live = p.cached(SECRETS, p.namespace, name)
+        if live is not None and owned_by(live, p.cr["metadata"]["uid"]):
+            await apply.delete_if_present(p.kube, SECRETS, name, p.namespace)
+        return None
+    ref = spec.secret_ref.name
+    field = f"spec.secretConfig.secretRef: Secret {p.namespace}/{ref}"
+    try:
+        source = await p.read(SECRETS, ref)
+    except errors.NotFound:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} not found"
+    keys = sorted({*(source.get("data") or {}), *(source.get("stringData") or {})})
+    if not keys:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} has no key (each key is section.option)"
+    pairs, problems = catalog.secret_config_problems(
+        releases.base(_release(p)), keys, owned=compute_pool.OWNED_KEYS | secret_config.COMPUTE_MANAGED
+    )
+    if problems:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: " + "; ".join(problems)
+    decoded = _decoded(source)
+    try:
+        values = {pair: decoded.get(key, b"").decode("utf-8") for key, pair in pairs.items()}
+        data = derived.secret_config_data(values)
+    except UnicodeDecodeError:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: a value is not valid UTF-8 text"
+    except derived.CredentialNotRepresentable as exc:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: {exc}"
+    desired = compute_pool.secret_config_secret(p.pool, data)
+    await apply.apply(
+        p.kube,
+        desired,
+        owner=p.cr,
+        cached=p.cached(SECRETS, p.namespace, name),
+        ref=SECRETS,
+        digest_key=p.digest_key,
+    )
+    p.secret_config_secret = name
+    p.secret_config_keys = tuple(sorted(data))
+    p.secret_config_hash = secret_config.values_digest(data, p.digest_key)
+    return None
 
 
 def _release(p: ComputePass) -> str:

@@ -20,9 +20,10 @@ import pytest
 
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.renderers import compute_pool, novaconf
+from nova_operator.renderers import compute_pool, novaconf, secrets
 
 PROBE = Path(__file__).parent / "fixtures" / "oslo_file_probe.py"
+ENV_PROBE = Path(__file__).parent / "fixtures" / "oslo_probe.py"
 
 TYPED = {
     "username": "${libvirt.rbd_secret_uuid}",
@@ -161,3 +162,21 @@ def test_every_typed_value_arrives_literally_in_every_release(
             else:
                 assert values["vnc.server_listen"] == "192.0.2.1", where
                 assert values["libvirt.rbd_secret_uuid"] == "pool-owner-value", where
+
+
+# issue 26 item 6: a spec.secretConfig value as published ({name}-secret-config), read from the environment
+def test_a_published_value_reaches_nova_literally_in_every_release(venvs: dict[str, Path]) -> None:
+    value = "s.${DEFAULT.host}$x"
+    data = secrets.secret_config_data({("vault", "root_token_id"): value})
+    env = {"OS_VAULT__ROOT_TOKEN_ID": data["vault.root_token_id"]}
+    for release, venv in sorted(venvs.items()):
+        run = subprocess.run(
+            [str(venv / "bin" / "python"), "-W", "ignore", str(ENV_PROBE)],
+            input=json.dumps([{"env": env}]),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
+        [seen] = json.loads(run.stdout)
+        assert seen.get("values") == {"vault.root_token_id": value}, release

@@ -180,6 +180,16 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SECRETS_READY,
         "False",
+        "SecretRefNotLabelled",
+        "The operator runs with `--secret-ref-label` and a Secret the spec names (the message names the "
+        "field and the Secret) does not carry that label, so the operator does not use it. Requeue 15 s; "
+        "labelling the Secret wakes the Nova at once.",
+        "Label the Secret (`kubectl label secret <name> <key>=<value>`) if this Nova may use it, or name "
+        'another one. See docs/install.md, "What a CR author can make the operator read".',
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
         "WaitingForSecretConfig",
         "The Secret of `spec.secretConfig.secretRef` does not exist or has no key. Requeue 15 s.",
         "Create it with one key per option, named `section.option` (for example `vault.root_token_id`).",
@@ -660,6 +670,16 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "pool's `compute-config-hash` annotation is keyed with it. Requeue 15 s.",
         "The Nova's Secrets step creates it (look at its `SecretsReady`); next to a hand-made copy "
         "of the contract, copy it too.",
+    ),
+    _pool(
+        (c.NOVA_REF_READY, c.CONFIG_READY),
+        "False",
+        "SecretRefNotLabelled",
+        "The operator runs with `--secret-ref-label` and a Secret the pool would read (its Nova's "
+        "`spec.serviceUser.secretRef`, on NovaReady; its own `spec.secretConfig.secretRef`, on ConfigReady) "
+        "does not carry that label. Requeue 15 s.",
+        'Label the Secret if the pool may use it. See docs/install.md, "What a CR author can make the '
+        'operator read".',
     ),
     _pool(
         c.CONFIG_READY,

@@ -30,6 +30,7 @@ from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache, copy_object, object_version
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request
+from nova_operator.secret_refs import SecretRefPolicy
 from nova_operator.settings import OpenStackSettings
 
 Object = dict[str, Any]
@@ -83,6 +84,7 @@ class NovaOptions:
     secret_stores: bool = False
     cluster_secret_stores: bool = False
     prober: Prober | None = None  # None: a plain aiohttp GET (health_check.http_probe)
+    secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None
 

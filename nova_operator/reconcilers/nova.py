@@ -321,28 +321,8 @@ class NovaReconciler:
 
 def secret_refs(nova: Mapping[str, Any]) -> list[str]:
     """The Secret-name index values of a Nova: ``<namespace>/<name>`` of every Secret its spec names."""
-    spec = nova.get("spec") or {}
     namespace = (nova.get("metadata") or {}).get("namespace") or ""
-    names: list[str] = []
-
-    def add(ref: Any) -> None:
-        if isinstance(ref, Mapping) and ref.get("name"):
-            names.append(str(ref["name"]))
-
-    for block in (spec.get("apiDatabase") or {}, spec.get("database") or {}):
-        add(block.get("secretRef"))
-        tls = block.get("tls") or {}
-        if tls.get("mode") not in (None, "disabled"):
-            add(tls.get("caBundleSecretRef"))
-            add(tls.get("clientCertSecretRef"))
-    add((spec.get("serviceUser") or {}).get("secretRef"))
-    add((spec.get("metadata") or {}).get("sharedSecretRef"))
-    messaging = spec.get("messaging") or {}
-    add(messaging.get("secretRef"))
-    add((messaging.get("tls") or {}).get("caBundleSecretRef"))
-    add((spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
-    add((spec.get("secretConfig") or {}).get("secretRef"))
-    return sorted({f"{namespace}/{n}" for n in names})
+    return sorted({f"{namespace}/{name}" for _field, name in common.secret_ref_fields(nova)})
 
 
 def _secret_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:

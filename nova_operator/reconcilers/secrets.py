@@ -15,11 +15,13 @@ from nova_operator import catalog, conditions, intervals, naming, releases, secr
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
+from nova_operator.reconcilers import common
 from nova_operator.reconcilers.context import PassContext, secret_value
 from nova_operator.renderers import novaconf
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.secrets import CredentialNotRepresentable, oslo_value
 from nova_operator.runtime.request import Result
+from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
 CONDITION: Final = conditions.SECRETS_READY
 
@@ -73,6 +75,19 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
     return None
 
 
+async def _label_gate(ctx: PassContext) -> tuple[str, str] | None:
+    """With ``--secret-ref-label``: (reason, message) for the first Secret the spec names that lacks
+    the label (``nova_operator.secret_refs``); checked before any step reads or mounts one."""
+    policy = ctx.options.secret_refs
+    if policy is None:
+        return None
+    for field, name in common.secret_ref_fields(ctx.obj):
+        secret = await ctx.live(SECRETS, name)
+        if secret is not None and not policy.permits(secret):
+            return SECRET_REF_NOT_LABELLED, policy.refusal(field, ctx.namespace, name)
+    return None
+
+
 async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
     name = naming.digest_key_secret(ctx.name)
@@ -119,6 +134,8 @@ async def run(ctx: PassContext) -> Result:
     spec = ctx.nova.spec
     if (blocked := await _store_gate(ctx)) is not None:
         return wait(ctx, *blocked)
+    if (unlabelled := await _label_gate(ctx)) is not None:
+        return wait(ctx, *unlabelled)
     gates = [
         (
             spec.api_database.secret_ref.name,

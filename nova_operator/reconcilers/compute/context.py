@@ -20,6 +20,7 @@ from nova_operator.models.novacompute import NovaCompute
 from nova_operator.nodeplan import Plan
 from nova_operator.openstack import ComputeClient, Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.secret_refs import SecretRefPolicy
 
 Object = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
@@ -85,6 +86,7 @@ class ComputeSettings:
     default_pull_policy: str | None = None  # the operator-wide --default-image-pull-policy
     clock: Callable[[], datetime] = utcnow
     config_map_history: int = 3
+    secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     intervals: ComputeIntervals = field(default_factory=ComputeIntervals)
 
 

@@ -26,6 +26,7 @@ from nova_operator.renderers import compute_pool
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError
 from nova_operator.runtime.request import Result
+from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
 COND = conditions.CONFIG_READY
 HEALTH = conditions.EXTRA_CONFIG_HEALTHY
@@ -164,6 +165,9 @@ async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
         source = await p.read(SECRETS, ref)
     except errors.NotFound:
         return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} not found"
+    policy = p.settings.secret_refs
+    if policy is not None and not policy.permits(source):
+        return SECRET_REF_NOT_LABELLED, policy.refusal("spec.secretConfig.secretRef", p.namespace, ref)
     keys = sorted({*(source.get("data") or {}), *(source.get("stringData") or {})})
     if not keys:
         return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} has no key (each key is section.option)"

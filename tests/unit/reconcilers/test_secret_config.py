@@ -229,3 +229,21 @@ async def test_a_pool_refuses_a_key_the_contract_sets() -> None:
     assert c["reason"] == "SecretConfigInvalid"
     assert "key DEFAULT.transport_url: the operator sets [DEFAULT] transport_url" in c["message"]
     assert "rabbit://x" not in c["message"]
+
+
+async def test_with_secret_ref_label_a_pool_uses_only_a_labelled_secret_config() -> None:
+    """Issue 26 item 5: --secret-ref-label also covers the pool's own secretConfig Secret."""
+    from dataclasses import replace
+
+    from nova_operator.secret_refs import SecretRefPolicy
+
+    p = _pool({"libvirt.rbd_secret_uuid": "u"})
+    p.settings = replace(p.settings, secret_refs=SecretRefPolicy("usable"))
+    assert (await reconcile_pool_config(p)).requeue_after == 15.0
+    c = p.condition(conditions.CONFIG_READY)
+    assert c is not None
+    assert c["reason"] == "SecretRefNotLabelled"
+    assert c["message"].startswith(
+        "spec.secretConfig.secretRef: Secret ns/pool-secrets does not carry the label"
+    )
+    assert ("secrets", compute_pool.secret_config_name(p.name)) not in p.kube.objects

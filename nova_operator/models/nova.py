@@ -59,6 +59,7 @@ from nova_operator.models.common import (
     UWSGISpec,
     extra_config_shape_rules,
     rejected_key_rule,
+    secret_options_rule,
 )
 from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
 
@@ -132,6 +133,7 @@ NovaExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
+    secret_options_rule((s, k) for s, k, _, _ in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
 # Name rules hold on CREATE only, as upstream's webhook had them: an update (a finalizer

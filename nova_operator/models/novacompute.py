@@ -26,6 +26,7 @@ from nova_operator.models.common import (
     check_label_map,
     extra_config_shape_rules,
     rejected_key_rule,
+    secret_options_rule,
 )
 from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
 
@@ -73,6 +74,7 @@ NovaComputeExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
+    secret_options_rule((s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
 

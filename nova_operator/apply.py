@@ -6,7 +6,10 @@ goes through ``apply(kube, desired, owner=..., cached=...)``, which
 
 1. sets a controller owner reference to ``owner`` (when given, and in the same namespace),
 2. stamps ``APPLIED_DIGEST`` into ``metadata.annotations``: the SHA-256 of the desired
-   object as it is sent (owner reference included, the annotation itself excluded),
+   object as it is sent (owner reference included, the annotation itself excluded); keyed
+   (HMAC-SHA-256 with the Nova's ``{name}-digest-key``, ``digest_key``) for a Secret, whose
+   data is credentials: a plain hash of a derived Secret let anyone who reads annotations
+   test password guesses offline,
 3. for a kind whose content the operator owns wholesale (``EXCLUSIVE``: a Secret's
    ``data``), removes keys the live object carries beyond the desired ones with one JSON
    merge patch (whoever added them), so a derived Secret holds exactly its keys,
@@ -71,6 +74,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from nova_operator.digests import keyed_digest
 from nova_operator.kube.client import Kube, Object
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
@@ -127,8 +131,8 @@ def carries(live: Any, desired: Any) -> bool:
     return bool(live == desired)
 
 
-def digest(body: Mapping[str, Any]) -> str:
-    """SHA-256 (hex) of ``body`` as canonical JSON, ``APPLIED_DIGEST`` left out."""
+def digest(body: Mapping[str, Any], key: bytes | None = None) -> str:
+    """SHA-256 (hex) of ``body`` as canonical JSON, ``APPLIED_DIGEST`` left out; HMAC with ``key``."""
     meta = dict(body.get("metadata") or {})
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != APPLIED_DIGEST}
     if annotations:
@@ -136,14 +140,16 @@ def digest(body: Mapping[str, Any]) -> str:
     else:
         meta.pop("annotations", None)
     canonical = json.dumps({**body, "metadata": meta}, sort_keys=True, separators=(",", ":"))
+    if key is not None:
+        return keyed_digest(canonical, key)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def stamped(body: Mapping[str, Any]) -> Object:
-    """A copy of ``body`` whose annotations record its digest."""
+def stamped(body: Mapping[str, Any], key: bytes | None = None) -> Object:
+    """A copy of ``body`` whose annotations record its digest (keyed with ``key`` when given)."""
     out: Object = dict(body)
     meta = dict(out.get("metadata") or {})
-    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_DIGEST: digest(body)}
+    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_DIGEST: digest(body, key)}
     out["metadata"] = meta
     return out
 
@@ -243,13 +249,17 @@ async def apply(
     force: bool = True,
     retain: Sequence[Sequence[str]] = (),
     own: Callable[[Object], None] | None = None,
+    digest_key: bytes | None = None,
 ) -> Object:
     """Make the object match ``desired`` (removed fields included); return the live object.
 
     ``retain``: paths the operator may stop sending without resetting them (see ``_retain``).
     ``own``: called with each answer that is this call's own write (see the module docstring).
+    ``digest_key``: key the ``APPLIED_DIGEST`` (required for a Secret that carries data).
     """
-    body = stamped(with_owner(desired, owner) if owner is not None else desired)
+    if desired.get("kind") == "Secret" and desired.get("data") and not digest_key:
+        raise ValueError("a Secret's applied digest must be keyed (digest_key)")
+    body = stamped(with_owner(desired, owner) if owner is not None else desired, digest_key)
     ref = ref or ref_for(body["apiVersion"], body["kind"])
     basis = object_version(cached) if cached is not None else ""  # "": none to check against
     if cached is not None and (extra := foreign_keys(cached, body)):

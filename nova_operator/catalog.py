@@ -31,11 +31,14 @@ __all__ = [
     "admission_warnings",
     "deprecated_options",
     "format_deprecated",
+    "format_secret",
     "format_unknown",
     "load_catalog",
     "no_catalog_refusal",
     "no_catalog_warning",
     "oslo_name",
+    "secret_config_problems",
+    "secret_options",
     "supported_releases",
     "unknown_option_messages",
     "unknown_options",
@@ -65,6 +68,7 @@ class OptionInfo:
     type: str
     deprecated_names: tuple[str, ...]
     deprecated_for_removal: bool
+    secret: bool = False  # oslo.config's Opt(secret=True): a password, a key, a URL with credentials
 
 
 class DeprecatedOption(NamedTuple):
@@ -86,6 +90,18 @@ class Catalog:
 
     def knows(self, section: str, key: str) -> bool:
         return key in self.sections.get(section, {}) or f"{section}/{key}" in self.aliases
+
+    def option(self, section: str, key: str) -> OptionInfo | None:
+        """The option ``[section] key`` names, directly or by a deprecated name (None: unknown)."""
+        info = self.sections.get(section, {}).get(key)
+        if info is None and (alias := self.aliases.get(f"{section}/{key}")) is not None:
+            target_section, _, target_key = alias.partition("/")
+            info = self.sections.get(target_section, {}).get(target_key)
+        return info
+
+    def is_secret(self, section: str, key: str) -> bool:
+        info = self.option(section, key)
+        return info is not None and info.secret
 
 
 def supported_releases() -> tuple[str, ...]:
@@ -119,6 +135,7 @@ def load_catalog(release: str) -> Catalog:
                 type=info["type"],
                 deprecated_names=tuple(info["deprecated_names"]),
                 deprecated_for_removal=bool(info["deprecated_for_removal"]),
+                secret=bool(info.get("secret", False)),
             )
             for old in info["deprecated_names"]:
                 aliases.setdefault(old, f"{section}/{key}")
@@ -145,6 +162,70 @@ def unknown_options(
     )
 
 
+def secret_options(
+    release: str,
+    extra_config: Mapping[str, Mapping[str, str]],
+    *,
+    exempt: Collection[tuple[str, str]] = (),
+) -> list[tuple[str, str]]:
+    """Every ``(section, key)`` of ``extra_config`` naming an option nova marks secret, sorted.
+
+    Read as oslo.config reads the line (``oslo_name``), deprecated names included. Raises
+    :class:`NoCatalogError` when no catalog is shipped for ``release``.
+    """
+    catalog = load_catalog(release)
+    return sorted(
+        (section, key)
+        for section, options in extra_config.items()
+        for key in options
+        if oslo_name(section, key) not in exempt and catalog.is_secret(*oslo_name(section, key))
+    )
+
+
+def secret_config_problems(
+    release: str | None, keys: Collection[str], *, owned: Collection[tuple[str, str]]
+) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """The ``section.option`` keys of a ``secretConfig`` Secret: ``({key: (section, option)}, problems)``.
+
+    A key names one option of the release's catalog (deprecated names included), as oslo.config
+    reads it, and never one the operator sets (``owned``). Without a release catalog nothing can
+    be checked and every key is a problem. Messages name keys, never values.
+    """
+    problems: list[str] = []
+    pairs: dict[str, tuple[str, str]] = {}
+    try:
+        catalog = load_catalog(release) if release else None
+    except NoCatalogError:
+        catalog = None
+    if catalog is None:
+        shipped = ", ".join(supported_releases())
+        return {}, [
+            f"release {release or '(none)'} ships no option catalog (catalogs: {shipped}), "
+            "so no key can be checked"
+        ]
+    seen: dict[tuple[str, str], str] = {}
+    for key in sorted(keys):
+        raw_section, dot, raw_option = key.partition(".")
+        section, option = oslo_name(raw_section, raw_option)
+        if not dot or not section or not option or option != raw_option:
+            problems.append(f"key {key} is not section.option")
+        elif (section, option) in owned:
+            problems.append(f"key {key}: the operator sets [{section}] {option} from the spec")
+        elif not catalog.knows(section, option):
+            problems.append(f"key {key}: no such option in the nova {catalog.release} option catalog")
+        else:
+            # the environment names only an option's current name: a deprecated one is resolved
+            alias = catalog.aliases.get(f"{section}/{option}")
+            if option not in catalog.sections.get(section, {}) and alias is not None:
+                section, _, option = alias.partition("/")
+            if (section, option) in seen:
+                problems.append(f"keys {seen[(section, option)]} and {key} name the same option")
+            else:
+                seen[(section, option)] = key
+                pairs[key] = (section, option)
+    return pairs, problems
+
+
 def deprecated_options(release: str, extra_config: Mapping[str, Mapping[str, str]]) -> list[DeprecatedOption]:
     """Known keys of ``extra_config`` that are deprecated names or deprecated for removal, sorted."""
     catalog = load_catalog(release)
@@ -165,6 +246,15 @@ def format_unknown(release: str, section: str, key: str) -> str:
     catalog = load_catalog(release)
     what = "option" if catalog.has_section(section) else "section"
     return f"spec.extraConfig[{section}][{key}]: no such {what} in the nova {release} option catalog"
+
+
+def format_secret(section: str, key: str) -> str:
+    """The refusal of an extraConfig pair naming an option nova marks secret, and the way to set it."""
+    name = ".".join(oslo_name(section, key))
+    return (
+        f"spec.extraConfig[{section}][{key}]: nova marks this option secret, and extraConfig is rendered "
+        f"into a ConfigMap; put it under key {name} of the Secret named by spec.secretConfig.secretRef"
+    )
 
 
 def unknown_option_messages(release: str, extra_config: Mapping[str, Mapping[str, str]]) -> list[str]:

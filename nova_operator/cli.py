@@ -26,6 +26,7 @@ from nova_operator.kube.errors import KubeError
 from nova_operator.leaderelection import LeaderElectionLost
 from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
 from nova_operator.rlimits import raise_open_files_limit
+from nova_operator.secret_refs import parse_policy
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
     DEFAULT_RECONCILE_TIMEOUT,
@@ -261,6 +262,13 @@ def build_parser() -> _Parser:
         help="imagePullPolicy of the compute pods (DaemonSet, host discovery Job) whose image names "
         "none (default: Always for a tag, IfNotPresent for a digest)",
     )
+    refs = p.add_argument_group("what a CR may make the operator read")
+    refs.add_argument(
+        "--secret-ref-label",
+        metavar="KEY[=VALUE]",
+        help="use a Secret a Nova or NovaCompute names only while it carries this label (with this value); "
+        "a CR naming another gets SecretRefNotLabelled (default: any Secret of the CR's namespace)",
+    )
     defaults.add_argument(
         "--nova-api-url",
         help="the compute API of a Nova, with {name} and {namespace} placeholders "
@@ -316,6 +324,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         )
         timing = _lease_timing(args)
         pull_policy = args.default_image_pull_policy or _env_parsed("DEFAULT_IMAGE_PULL_POLICY", _pull_policy)
+        secret_refs = parse_policy(
+            args.secret_ref_label if args.secret_ref_label is not None else _env("SECRET_REF_LABEL") or ""
+        )
         if fmt not in ("json", "console"):
             raise ValueError(f"{ENV_PREFIX}LOG_FORMAT={fmt!r}: want json or console")
         if level not in log.LEVELS:
@@ -349,6 +360,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         openstack=OpenStackSettings(nova_api_url=nova_api_url),
         shutdown_timeout=drain_timeout,
         default_image_pull_policy=pull_policy,
+        secret_refs=secret_refs,
     )
 
 

@@ -24,6 +24,7 @@ def with_settings(options: NovaOptions, settings: Settings) -> NovaOptions:
         options,
         nova_api_url=settings.openstack.nova_api_url_for,
         namespaced=bool(settings.watch.namespaces),
+        secret_refs=settings.secret_refs,
     )
 
 
@@ -47,4 +48,5 @@ def compute_settings(settings: Settings) -> ComputeSettings:
     return ComputeSettings(
         nova_api_url=settings.openstack.nova_api_url_for,
         default_pull_policy=settings.default_image_pull_policy,
+        secret_refs=settings.secret_refs,
     )

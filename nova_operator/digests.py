@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["config_hash", "credential_digest", "pod_spec_hash", "sha256_hex"]
+__all__ = ["config_hash", "credential_digest", "keyed_digest", "pod_spec_hash", "sha256_hex"]
 
 
 def sha256_hex(value: str | bytes) -> str:
@@ -29,6 +29,16 @@ def config_hash(data: Mapping[str, str]) -> str:
     return digest.hexdigest()[:8]
 
 
+def keyed_digest(value: str | bytes, key: bytes) -> str:
+    """HMAC-SHA-256 hex of ``value`` with a Nova's ``{name}-digest-key``: what an annotation over
+    content that holds credentials records (it changes with the content, but reading it gives
+    no way to test guesses of the content offline)."""
+    if not key:
+        raise ValueError("a keyed digest needs the digest key")
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def credential_digest(value: str | None, key: bytes) -> str:
     """HMAC-SHA-256 hex of a credential for a pod-template annotation; empty for an absent value.
 
@@ -38,7 +48,7 @@ def credential_digest(value: str | None, key: bytes) -> str:
     """
     if not key:
         raise ValueError("a credential digest needs the digest key")
-    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest() if value else ""
+    return keyed_digest(value, key) if value else ""
 
 
 def pod_spec_hash(pod_template: Mapping[str, Any]) -> str:

@@ -46,6 +46,16 @@ class Component(StrEnum):
     DB_ARCHIVE = "db-archive"
 
 
+def digest_key_secret(name: str) -> str:
+    """The Nova's HMAC key of the digests in annotations (Secret key ``key``); the pools read it too."""
+    return f"{name}-digest-key"
+
+
+def secret_config_secret(name: str) -> str:
+    """The derived Secret of a Nova's ``spec.secretConfig`` (keys ``section.option``, oslo.config form)."""
+    return f"{name}-secret-config"
+
+
 def common_labels(name: str) -> dict[str, str]:
     """name + instance + managed-by: what every child carries (and what the NetworkPolicy selects)."""
     return {NAME_LABEL: "nova", INSTANCE_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}

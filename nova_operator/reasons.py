@@ -177,6 +177,32 @@ NOVA: Final[tuple[Reason, ...]] = (
         "Change that password (in the Secret and wherever it is used) to one without a backslash before a "
         "`$`.",
     ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "SecretRefNotLabelled",
+        "The operator runs with `--secret-ref-label` and a Secret the spec names (the message names the "
+        "field and the Secret) does not carry that label, so the operator does not use it. Requeue 15 s; "
+        "labelling the Secret wakes the Nova at once.",
+        "Label the Secret (`kubectl label secret <name> <key>=<value>`) if this Nova may use it, or name "
+        'another one. See docs/install.md, "What a CR author can make the operator read".',
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "WaitingForSecretConfig",
+        "The Secret of `spec.secretConfig.secretRef` does not exist or has no key. Requeue 15 s.",
+        "Create it with one key per option, named `section.option` (for example `vault.root_token_id`).",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "SecretConfigInvalid",
+        "A key of the `spec.secretConfig.secretRef` Secret is not `section.option`, names no option of "
+        "the release's catalog, names one the operator sets from the spec, or its value holds a "
+        "backslash before a `$`. The message names the keys, never a value. Requeue 15 s.",
+        "Rename or remove those keys (the operator's own options are set through their spec fields).",
+    ),
     # -- ComputeConfigReady -------------------------------------------------------------------
     _nova(
         c.COMPUTE_CONFIG_READY,
@@ -649,6 +675,41 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "ComputeConfigIncomplete",
         "The compute contract Secret lacks keys (the message lists them).",
         "Let the Nova rewrite it (look at its `ComputeConfigReady`), or fix the hand-made copy.",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "WaitingForDigestKey",
+        "The Nova's `{name}-digest-key` Secret (key `key`) is not in the pool's namespace: the "
+        "pool's `compute-config-hash` annotation is keyed with it. Requeue 15 s.",
+        "The Nova's Secrets step creates it (look at its `SecretsReady`); next to a hand-made copy "
+        "of the contract, copy it too.",
+    ),
+    _pool(
+        (c.NOVA_REF_READY, c.CONFIG_READY),
+        "False",
+        "SecretRefNotLabelled",
+        "The operator runs with `--secret-ref-label` and a Secret the pool would read (its Nova's "
+        "`spec.serviceUser.secretRef`, on NovaReady; its own `spec.secretConfig.secretRef`, on ConfigReady) "
+        "does not carry that label. Requeue 15 s.",
+        'Label the Secret if the pool may use it. See docs/install.md, "What a CR author can make the '
+        'operator read".',
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "WaitingForSecretConfig",
+        "The Secret of the pool's `spec.secretConfig.secretRef` does not exist or has no key. Requeue 15 s.",
+        "Create it with one key per option, named `section.option` (for example `libvirt.rbd_secret_uuid`).",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "SecretConfigInvalid",
+        "A key of the pool's `spec.secretConfig.secretRef` Secret is not `section.option`, names no option "
+        "of the Nova's release catalog, names one the operator or the compute contract sets, or its value "
+        "holds a backslash before a `$`. The message names the keys, never a value. Requeue 15 s.",
+        "Rename or remove those keys.",
     ),
     _pool(
         c.CONFIG_READY,

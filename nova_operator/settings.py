@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+from nova_operator.secret_refs import SecretRefPolicy
+
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the kubelet mounts a pod's ServiceAccount token, CA bundle and namespace."""
 
@@ -117,3 +119,5 @@ class Settings:
     # --default-image-pull-policy: imagePullPolicy of compute pods whose image names none
     # (novacompute spec §9.7); None: Always for a tag, IfNotPresent for a digest.
     default_image_pull_policy: str | None = None
+    # --secret-ref-label: a Secret a CR names is used only while it carries this label (None: any)
+    secret_refs: SecretRefPolicy | None = None

@@ -100,6 +100,7 @@ VALUES: dict[str, Any] = {
     "leaderElection": {"enabled": True},
     "logLevel": "info",
     "novaApiUrl": "",
+    "secretRefLabel": "",
     "extraArgs": [],
     "podAnnotations": {},
     "podLabels": {},
@@ -135,6 +136,8 @@ COMMENTS = {
     "watchNamespaces": "Namespaces the operator watches (--namespace); empty: all namespaces.",
     "logLevel": "debug, info, warning or error.",
     "novaApiUrl": "The compute API of a Nova, with {name} and {namespace}; empty: its in-cluster Service.",
+    "secretRefLabel": "KEY or KEY=VALUE (--secret-ref-label): use a Secret a Nova or NovaCompute names\n"
+    "only while it carries this label; empty: any Secret of the CR's namespace.",
     "extraArgs": "More operator flags, e.g. --workers=4.",
     "terminationGracePeriodSeconds": "Longer than the operator's drain of in-flight reconciles.",
     "metrics": "The Service in front of /metrics (port 8080; the operator listens on the pod's IP only,\n"
@@ -169,6 +172,12 @@ _SCHEMA_OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "logLevel": {"enum": sorted(LEVELS)},
     "novaApiUrl": {"type": "string", "pattern": "^(https?://.+)?$"},
+    "secretRefLabel": {
+        "type": "string",
+        "maxLength": 317,
+        "pattern": "^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(=([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)?)?$",
+    },
     "extraArgs": {"type": "array", "items": {"type": "string", "pattern": "^--"}},
     "podAnnotations": _LABEL_MAP,
     "podLabels": _LABEL_MAP,
@@ -285,6 +294,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- with .Values.novaApiUrl }}
 - --nova-api-url={{ . }}
+{{- end }}
+{{- with .Values.secretRefLabel }}
+- --secret-ref-label={{ . }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}

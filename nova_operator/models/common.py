@@ -8,10 +8,12 @@ estimated cost stays within the API server's budget; they are generous on purpos
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from nova_operator import catalog
 from nova_operator.models._schema import CRDModel, K8sType, Rule, Schema, SchemaFrom
 from nova_operator.models.meta import Int32, Int64
 
@@ -118,6 +120,23 @@ class SharedSecretRef(SecretRefSpec):
 class TransportURLSecretRef(SecretRefSpec):
     key: DataKey | None = "transport_url"
     """Data key holding the rabbit:// transport URL. Default: transport_url."""
+
+
+class SecretConfigRef(CRDModel):
+    name: SubdomainName
+    """Name of the Secret, in the same namespace as this object."""
+
+
+class SecretConfigSpec(CRDModel):
+    """Options nova marks secret (passwords, keys, URLs with credentials), kept out of every ConfigMap."""
+
+    secret_ref: SecretConfigRef
+    """A Secret whose data keys are section.option (for example database.slave_connection or
+    vault.root_token_id) and whose values are the option values, as written (never expanded by
+    oslo.config). Each key must be an option of the release's catalog and not one the operator sets;
+    the values reach the pods as OS_<SECTION>__<OPTION> environment variables from a derived Secret,
+    and a change rolls them.
+    """
 
 
 class LocalObjectReference(CRDModel):
@@ -730,6 +749,32 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
             "extraConfig key must not contain ':' or '=' nor start or end with a blank: oslo.config would "
             "read another key",
         ),
+    )
+
+
+def secret_options_rule(rejected: Iterable[tuple[str, str]]) -> Rule:
+    """No option any shipped catalog marks secret (but ``rejected``, refused by their own rules).
+
+    The Config steps refuse them again against the release's own catalog, deprecated names
+    included; the API server refuses the exact names at once.
+    """
+    pairs = sorted(
+        {
+            (section, key)
+            for release in catalog.supported_releases()
+            for section, options in catalog.load_catalog(release).sections.items()
+            for key, info in options.items()
+            if info.secret
+        }
+        - set(rejected)
+    )
+    # one map lookup per pair (as the rejected-key rules): no string building, so a constant cost
+    rule = " && ".join(f"!('{s}' in self && '{k}' in self['{s}'])" for s, k in pairs)
+    return Rule(
+        rule,
+        "extraConfig must not set an option nova marks secret: it is rendered into a ConfigMap; put it under "
+        "key section.option of the Secret named by spec.secretConfig.secretRef",
+        reason="FieldValueForbidden",
     )
 
 

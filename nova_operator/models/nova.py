@@ -51,6 +51,7 @@ from nova_operator.models.common import (
     NameRef,
     NetworkPolicySpec,
     PasswordSecretRef,
+    SecretConfigSpec,
     SecretStoreRefSpec,
     SharedSecretRef,
     SingleLine,
@@ -58,6 +59,7 @@ from nova_operator.models.common import (
     UWSGISpec,
     extra_config_shape_rules,
     rejected_key_rule,
+    secret_options_rule,
 )
 from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
 
@@ -138,6 +140,7 @@ NovaExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
+    secret_options_rule((s, k) for s, k, _, _ in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
 # Name rules hold on CREATE only, as upstream's webhook had them: an update (a finalizer
@@ -603,8 +606,10 @@ class NovaSpec(CRDModel):
     """Log format (text or json), root level and per-logger levels."""
     extra_config: NovaExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over the operator's nova.conf. Keys the operator sets
-    from other fields are refused.
+    from other fields are refused, and so are options nova marks secret: set those in secretConfig.
     """
+    secret_config: SecretConfigSpec | None = None
+    """Options nova marks secret, from a Secret (never rendered into a ConfigMap)."""
     secret_store_ref: SecretStoreRefSpec | None = None
     """The External Secrets store the SecretsReady condition checks. Default: the ClusterSecretStore
     openbao-cluster-store.

@@ -20,11 +20,13 @@ from nova_operator.models.common import (
     IntOrString,
     NonEmptyLabelMap,
     ResourceRequirements,
+    SecretConfigSpec,
     SubdomainName,
     Tolerations,
     check_label_map,
     extra_config_shape_rules,
     rejected_key_rule,
+    secret_options_rule,
 )
 from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
 
@@ -72,6 +74,7 @@ NovaComputeExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
+    secret_options_rule((s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
 
@@ -190,8 +193,10 @@ class NovaComputeSpec(CRDModel):
     """
     extra_config: NovaComputeExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are
-    refused.
+    refused, and so are options nova marks secret: set those in secretConfig.
     """
+    secret_config: SecretConfigSpec | None = None
+    """Options nova marks secret, from a Secret (never rendered into a ConfigMap)."""
 
     _labels = field_validator("node_selector")(check_label_map)
 

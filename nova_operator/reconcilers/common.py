@@ -33,6 +33,35 @@ Clock = Callable[[], datetime]
 _R = TypeVar("_R")
 
 
+def secret_ref_fields(nova: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, name)`` of every Secret a Nova's spec names, sorted (the Secrets it may make us read).
+
+    The same list drives the Secrets watch's index and the ``--secret-ref-label`` gate.
+    """
+    spec = nova.get("spec") or {}
+    found: list[tuple[str, str]] = []
+
+    def add(field: str, ref: Any) -> None:
+        if isinstance(ref, Mapping) and ref.get("name"):
+            found.append((f"spec.{field}", str(ref["name"])))
+
+    for block_name in ("apiDatabase", "database"):
+        block = spec.get(block_name) or {}
+        add(f"{block_name}.secretRef", block.get("secretRef"))
+        tls = block.get("tls") or {}
+        if tls.get("mode") not in (None, "disabled"):
+            add(f"{block_name}.tls.caBundleSecretRef", tls.get("caBundleSecretRef"))
+            add(f"{block_name}.tls.clientCertSecretRef", tls.get("clientCertSecretRef"))
+    add("serviceUser.secretRef", (spec.get("serviceUser") or {}).get("secretRef"))
+    add("metadata.sharedSecretRef", (spec.get("metadata") or {}).get("sharedSecretRef"))
+    messaging = spec.get("messaging") or {}
+    add("messaging.secretRef", messaging.get("secretRef"))
+    add("messaging.tls.caBundleSecretRef", (messaging.get("tls") or {}).get("caBundleSecretRef"))
+    add("remoteCompute.transportURLSecretRef", (spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
+    add("secretConfig.secretRef", (spec.get("secretConfig") or {}).get("secretRef"))
+    return sorted(set(found))
+
+
 class EventSink(Protocol):
     """What the pass helpers need of ``nova_operator.events.EventRecorder``."""
 

@@ -4,7 +4,8 @@ Renders nova.conf and the four role overlays into the immutable, content-address
 ``{name}-config-<hash>`` ConfigMap and prunes older ones to the 3 newest historical.
 
 A config that cannot be rendered (a newline in a value, a key the option catalog of the
-release does not know, a rejected key) is not written: ``SecretsReady=False`` reason
+release does not know, an option nova marks secret (its way in is ``spec.secretConfig``), a
+rejected key) is not written: ``SecretsReady=False`` reason
 ``ConfigError`` with a Warning event of the same reason, and the step hands forward the
 ConfigMap the live API Deployment mounts, so running pods keep their last-good config (on a
 first install there is none and the Database step waits with ``WaitingForConfig``).
@@ -66,9 +67,12 @@ def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> lis
     exempt = [(s, k) for s, keys in novaconf.OWNED_KEYS.items() for k in keys]
     try:
         unknown = catalog.unknown_options(release, extra, exempt=exempt)
+        secret = catalog.secret_options(release, extra, exempt=novaconf.OWNED_PAIRS)
     except catalog.NoCatalogError:
         return [catalog.no_catalog_refusal(release, extra)]  # fail closed (issue 13): nothing is checked
-    return [catalog.format_unknown(release, s, k) for s, k in unknown]
+    return [catalog.format_unknown(release, s, k) for s, k in unknown] + [
+        catalog.format_secret(s, k) for s, k in secret
+    ]
 
 
 async def _last_good(ctx: PassContext) -> None:

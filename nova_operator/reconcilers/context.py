@@ -30,6 +30,7 @@ from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache, copy_object
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request
+from nova_operator.secret_refs import SecretRefPolicy
 from nova_operator.settings import OpenStackSettings
 
 Object = dict[str, Any]
@@ -83,6 +84,7 @@ class NovaOptions:
     secret_stores: bool = False
     cluster_secret_stores: bool = False
     prober: Prober | None = None  # None: a bounded GET (health_check.http_probe, openstack.http)
+    secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None
 
@@ -107,6 +109,8 @@ class PassState:
     broker_port: int | None = None
     config_map: str = ""
     config_keys: tuple[str, ...] = ()
+    secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
+    secret_config_digest: str = ""
 
     def workload_inputs(self) -> WorkloadInputs:
         digests = Digests(
@@ -115,9 +119,13 @@ class PassState:
             authtoken=self.authtoken_digest,
             transport_url=self.transport_digest,
             metadata_secret=self.metadata_digest,
+            secret_config=self.secret_config_digest,
         )
         return WorkloadInputs(
-            config_map=self.config_map, digests=digests, broker_port=self.broker_port or 5672
+            config_map=self.config_map,
+            digests=digests,
+            broker_port=self.broker_port or 5672,
+            secret_config_keys=self.secret_config_keys,
         )
 
 
@@ -270,6 +278,7 @@ class PassContext:
         *,
         ref: ResourceRef | None = None,
         retain: Sequence[Sequence[str]] = (),
+        digest_key: bytes | None = None,
     ) -> Object:
         """Apply ``desired`` owned by the CR; no request when the current object already carries it.
 
@@ -277,13 +286,24 @@ class PassContext:
         re-sent apply the server found nothing to do for answers with another writer's version,
         whose echo must wake this CR. An object of that name that is not this CR's
         (``ownership.holder``) is neither changed nor adopted: ``ChildOwnedByAnother`` is raised (the
-        pipeline reports it on the step's condition).
+        pipeline reports it on the step's condition). A Secret's applied digest is keyed with the
+        Nova's digest key (``state.digest_key``, which the Secrets step reads first; ``digest_key``
+        for the key's own Secret).
         """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
+        if desired["kind"] == "Secret" and digest_key is None:
+            digest_key = self.state.digest_key or None
         current = await self.current(ref, desired["metadata"]["name"])
         ownership.refuse_unless_ours(current, self.obj, self.marks, kind=str(desired["kind"]))
         return await apply.apply(
-            self.kube, desired, owner=self.obj, cached=current, ref=ref, retain=retain, own=self.wrote
+            self.kube,
+            desired,
+            owner=self.obj,
+            cached=current,
+            ref=ref,
+            retain=retain,
+            own=self.wrote,
+            digest_key=digest_key,
         )
 
     def wrote(self, obj: Mapping[str, Any]) -> None:

@@ -7,8 +7,8 @@ names. The informer keeps the content of a Secret only when ``reads`` admits it
 version, owners), so the memory the cache takes is bounded by the Secrets the Novas name, not by
 what the namespace stores. A Secret is read, and admitted, when it is
 
-- named by a Nova's spec (``secret_refs``: the database, service-user, metadata, messaging and
-  remote-compute references, the TLS bundles);
+- named by a Nova's spec (``secret_refs``: the database, service-user, metadata, messaging,
+  remote-compute and secretConfig references, the TLS bundles);
 - one of a Nova's derived Secrets (``DERIVED_SUFFIXES``: ``{name}-transport-url`` ...), which
   the steps compare with what they would apply;
 - the default-user Secret a RabbitmqCluster publishes, when a Nova's ``spec.messaging.clusterRef``
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from nova_operator.reconcilers.common import secret_ref_fields
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.request import Request
@@ -45,33 +46,16 @@ DERIVED_SUFFIXES: Final[tuple[str, ...]] = (
     "-oslo-credentials",
     "-compute-config",
     "-remote-compute-config",
+    "-secret-config",
 )
 """The Secrets a Nova derives are ``{name}{suffix}`` (``renderers.secrets``)."""
 
 
 def secret_refs(nova: Mapping[str, Any]) -> list[str]:
-    """The Secret-name index values of a Nova: ``<namespace>/<name>`` of every Secret its spec names."""
-    spec = nova.get("spec") or {}
+    """The Secret-name index values of a Nova: ``<namespace>/<name>`` of every Secret its spec names
+    (``common.secret_ref_fields``, the list the ``--secret-ref-label`` gate checks too)."""
     namespace = (nova.get("metadata") or {}).get("namespace") or ""
-    names: list[str] = []
-
-    def add(ref: Any) -> None:
-        if isinstance(ref, Mapping) and ref.get("name"):
-            names.append(str(ref["name"]))
-
-    for block in (spec.get("apiDatabase") or {}, spec.get("database") or {}):
-        add(block.get("secretRef"))
-        tls = block.get("tls") or {}
-        if tls.get("mode") not in (None, "disabled"):
-            add(tls.get("caBundleSecretRef"))
-            add(tls.get("clientCertSecretRef"))
-    add((spec.get("serviceUser") or {}).get("secretRef"))
-    add((spec.get("metadata") or {}).get("sharedSecretRef"))
-    messaging = spec.get("messaging") or {}
-    add(messaging.get("secretRef"))
-    add((messaging.get("tls") or {}).get("caBundleSecretRef"))
-    add((spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
-    return sorted({f"{namespace}/{n}" for n in names})
+    return sorted({f"{namespace}/{name}" for _field, name in secret_ref_fields(nova)})
 
 
 def messaging_cluster(nova: Mapping[str, Any]) -> list[str]:

@@ -3,6 +3,7 @@
 Each gate is a wait (``SecretsReady=False`` with its reason, requeue 15 s, every value left
 empty). Messages name the Secret, the key and the spec field, never a value. The store gate
 runs only when ``spec.secretStoreRef`` is set (a cluster without External Secrets must work).
+The last gate is ``spec.secretConfig`` (``publish_secret_config``), which publishes ``{name}-secret-config``.
 """
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ from __future__ import annotations
 from secrets import token_hex
 from typing import Final
 
-from nova_operator import conditions, intervals, ownership
+from nova_operator import catalog, conditions, intervals, naming, ownership, releases, secret_config
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
+from nova_operator.reconcilers import common
 from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.renderers import novaconf
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.secrets import CredentialNotRepresentable, oslo_value
 from nova_operator.runtime.request import Result
+from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
 CONDITION: Final = conditions.SECRETS_READY
 
@@ -71,22 +75,69 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
     return None
 
 
+async def _label_gate(ctx: PassContext) -> tuple[str, str] | None:
+    """With ``--secret-ref-label``: (reason, message) for the first Secret the spec names that lacks
+    the label (``nova_operator.secret_refs``); checked before any step reads or mounts one."""
+    policy = ctx.options.secret_refs
+    if policy is None:
+        return None
+    for field, name in common.secret_ref_fields(ctx.obj):
+        secret = await ctx.live(SECRETS, name)
+        if secret is not None and not policy.permits(secret):
+            return SECRET_REF_NOT_LABELLED, policy.refusal(field, ctx.namespace, name)
+    return None
+
+
 async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
-    name = f"{ctx.name}-digest-key"
+    name = naming.digest_key_secret(ctx.name)
     current = await ctx.current(SECRETS, name)
     ownership.refuse_unless_ours(current, ctx.obj, ctx.marks, kind="Secret")  # never key with a stranger's
     key = secret_value(current, "key")
     if not key:
         key = token_hex(32)
-        await ctx.ensure(derived.digest_key_secret(ctx.nova, key))
+        await ctx.ensure(derived.digest_key_secret(ctx.nova, key), digest_key=key.encode("utf-8"))
     return key.encode("utf-8")
+
+
+async def publish_secret_config(ctx: PassContext) -> tuple[str, str] | None:
+    """Publish (or withdraw) ``{name}-secret-config`` (``nova_operator.secret_config``); ``(reason,
+    message)`` when the pass must wait."""
+    spec = ctx.nova.spec.secret_config
+    name = naming.secret_config_secret(ctx.name)
+    if spec is None:
+        await ctx.remove(SECRETS, name)
+        ctx.state.secret_config_keys, ctx.state.secret_config_digest = (), ""
+        return None
+    ref = spec.secret_ref.name
+    field = f"spec.secretConfig.secretRef: Secret {ctx.namespace}/{ref}"
+    source = await ctx.live(SECRETS, ref)
+    if source is None:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} not found"
+    keys = sorted({*(source.get("data") or {}), *(source.get("stringData") or {})})
+    if not keys:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} has no key (each key is section.option)"
+    release = releases.base(ctx.nova.spec.open_stack_release)
+    pairs, problems = catalog.secret_config_problems(release, keys, owned=novaconf.OWNED_PAIRS)
+    if problems:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: " + "; ".join(problems)
+    values = {pair: secret_value(source, key) or "" for key, pair in pairs.items()}
+    try:
+        data = derived.secret_config_data(values)
+    except CredentialNotRepresentable as exc:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: {exc}"
+    await ctx.ensure(derived.secret_config_secret(ctx.nova, data))
+    ctx.state.secret_config_keys = tuple(sorted(data))
+    ctx.state.secret_config_digest = secret_config.values_digest(data, ctx.state.digest_key)
+    return None
 
 
 async def run(ctx: PassContext) -> Result:
     spec = ctx.nova.spec
     if (blocked := await _store_gate(ctx)) is not None:
         return wait(ctx, *blocked)
+    if (unlabelled := await _label_gate(ctx)) is not None:
+        return wait(ctx, *unlabelled)
     gates = [
         (
             spec.api_database.secret_ref.name,
@@ -147,9 +198,11 @@ async def run(ctx: PassContext) -> Result:
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
+    ctx.state.digest_key = await digest_key(ctx)
+    if (unpublished := await publish_secret_config(ctx)) is not None:
+        return wait(ctx, *unpublished)
     ctx.state.service_user_password = password
     ctx.state.metadata_secret = metadata_secret
-    ctx.state.digest_key = await digest_key(ctx)
     ctx.state.authtoken_digest = credential_digest(password, ctx.state.digest_key)
     ctx.state.metadata_digest = credential_digest(metadata_secret, ctx.state.digest_key)
     ctx.set(CONDITION, True, SECRETS_AVAILABLE, "All referenced Secrets are available")

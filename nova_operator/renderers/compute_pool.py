@@ -8,6 +8,7 @@ term (the selector, minus Conflict nodes) ORed with one hold term per Draining n
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,12 +16,13 @@ from typing import Any, Final
 
 from nova_operator import naming
 from nova_operator.catalog import oslo_name
-from nova_operator.digests import config_hash
+from nova_operator.digests import config_hash, keyed_digest
 from nova_operator.models.common import ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
-from nova_operator.renderers.novaconf import CONFIG_DIR, serialize
+from nova_operator.renderers import oslo
+from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     config_volume,
@@ -30,6 +32,7 @@ from nova_operator.renderers.workload import (
     memory_figure,
     plain,
     restricted_container_security_context,
+    secret_config_env,
 )
 from nova_operator.renderers.workload import resolve_resources as resolve_job_resources
 
@@ -41,6 +44,7 @@ __all__ = [
     "OWNED_KEYS",
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
+    "SECRET_CONFIG_HASH_ANNOTATION",
     "PoolInputs",
     "config_base",
     "config_base_label",
@@ -59,6 +63,8 @@ __all__ = [
     "pool_conf_sections",
     "pull_policy",
     "resolve_resources",
+    "secret_config_name",
+    "secret_config_secret",
     "selector_labels",
 ]
 
@@ -68,6 +74,7 @@ Sections = dict[str, dict[str, str]]
 CONFIG_FILE: Final = "compute-pool.conf"
 DEFAULT_REPOSITORY: Final = "ghcr.io/c5c3/nova-compute"
 COMPUTE_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/compute-config-hash"
+SECRET_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/secret-config-hash"
 REQUIRED_CONTRACT_KEYS: Final = ("nova-compute.conf", "transport_url", "password")
 CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
 POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
@@ -158,6 +165,9 @@ class PoolInputs:
     keep_pods: frozenset[str] = field(default_factory=frozenset)  # Draining nodes: hold terms
     deleting: bool = False
     pull_policy: str = "Always"
+    secret_config_secret: str = ""  # secret_config_name(cr) while spec.secretConfig is set
+    secret_config_keys: tuple[str, ...] = ()  # its section.option keys
+    secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
 
 
 # --------------------------------------------------------------------------- names, labels
@@ -178,6 +188,29 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def daemonset_name(name: str) -> str:
     return f"{name}-nova-compute"
+
+
+def secret_config_name(name: str) -> str:
+    """The pool's derived ``spec.secretConfig`` Secret (``OS_<SECTION>__<OPTION>`` of its pods)."""
+    return f"{daemonset_name(name)}-secret-config"
+
+
+def secret_config_secret(pool: NovaCompute, data: Mapping[str, str]) -> Manifest:
+    """``secret_config_name``: keys ``section.option``, values in oslo.config form (the caller's)."""
+    name = pool.metadata.name or ""
+    return plain(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": secret_config_name(name),
+                "namespace": pool.metadata.namespace,
+                "labels": labels(name),
+            },
+            "data": {k: base64.b64encode(v.encode("utf-8")).decode("ascii") for k, v in sorted(data.items())},
+        }
+    )
 
 
 def config_base(name: str) -> str:
@@ -205,8 +238,9 @@ def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) 
 
 
 def pool_conf_sections(pool: NovaCompute) -> Sections:
+    """The operator's keys (typed fields in oslo.config's literal form), then ``extraConfig`` over them."""
     libvirt = pool.spec.libvirt
-    sections: Sections = {
+    typed: Sections = {
         "DEFAULT": {"compute_driver": "libvirt.LibvirtDriver", "state_path": "/var/lib/nova"},
         "libvirt": {
             "virt_type": libvirt.virt_type or "kvm",
@@ -216,15 +250,20 @@ def pool_conf_sections(pool: NovaCompute) -> Sections:
         },
         "os_vif_ovs": {"ovsdb_connection": "unix:/run/openvswitch/db.sock"},
         "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
-        # Never a wildcard: the pod is on the host network and consoles have no password.
-        "vnc": {"server_listen": "$my_ip"},
     }
     if libvirt.cpu_mode:
-        sections["libvirt"]["cpu_mode"] = libvirt.cpu_mode
+        typed["libvirt"]["cpu_mode"] = libvirt.cpu_mode
         if libvirt.cpu_mode == "custom" and libvirt.cpu_models:
-            sections["libvirt"]["cpu_models"] = ",".join(libvirt.cpu_models)
+            typed["libvirt"]["cpu_models"] = ",".join(libvirt.cpu_models)
     if libvirt.images_type:
-        sections["libvirt"]["images_type"] = libvirt.images_type
+        typed["libvirt"]["images_type"] = libvirt.images_type
+    try:
+        sections = oslo.literal_sections(typed, what=CONFIG_FILE)
+    except oslo.NotRepresentable as exc:
+        raise ConfigError(str(exc)) from None
+    # Never a wildcard: the pod is on the host network and consoles have no password. Meant
+    # as oslo.config text: nova substitutes its own [DEFAULT] my_ip.
+    sections["vnc"] = {"server_listen": "$my_ip"}
     for section, options in (pool.spec.extra_config or {}).items():
         sections.setdefault(section, {}).update(options)  # user values win, key by key
     return sections
@@ -252,13 +291,22 @@ def config_map(pool: NovaCompute, text: str) -> Manifest:
     }
 
 
-def contract_hash(data: Mapping[str, bytes | str]) -> str:
-    """Full SHA-256 hex over the contract Secret's decoded data: keys sorted, ``key=value\\n`` each."""
-    digest = hashlib.sha256()
-    for key in sorted(data):
-        value = data[key]
-        digest.update(key.encode() + b"=" + (value.encode() if isinstance(value, str) else value) + b"\n")
-    return digest.hexdigest()
+def _pod_annotations(inputs: PoolInputs) -> dict[str, str]:
+    annotations = {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash}
+    if inputs.secret_config_hash:
+        annotations[SECRET_CONFIG_HASH_ANNOTATION] = inputs.secret_config_hash
+    return annotations
+
+
+def contract_hash(data: Mapping[str, bytes | str], key: bytes) -> str:
+    """HMAC-SHA-256 hex, keyed with the Nova's ``{name}-digest-key``, over the contract Secret's
+    decoded data: keys sorted, ``key=value\n`` each (spec novacompute-crd §8 step 7 names a plain
+    SHA-256: keyed here, so the pod annotation changes on a rotation but cannot be used to test
+    guesses of the credentials it covers)."""
+    preimage = b"".join(
+        k.encode() + b"=" + (v.encode() if isinstance(v, str) else v) + b"\n" for k, v in sorted(data.items())
+    )
+    return keyed_digest(preimage, key)
 
 
 # --------------------------------------------------------------------------- image, resources
@@ -404,6 +452,7 @@ def _containers(inputs: PoolInputs, resources: Manifest) -> tuple[list[Manifest]
             _secret_env(f"OS_{section.upper()}__PASSWORD", secret, "password")
             for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
         ),
+        *secret_config_env(inputs.secret_config_secret, inputs.secret_config_keys),
     ]
     compute = {
         "name": "nova-compute",
@@ -479,7 +528,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
             "template": {
                 "metadata": {
                     "labels": labels(name),
-                    "annotations": {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash},
+                    "annotations": _pod_annotations(inputs),
                 },
                 "spec": pod_spec,
             },

@@ -5,7 +5,10 @@ Everything here is a pure function of :class:`ConfInputs` (built from a ``Nova``
 nova-crd §8.2): sections sorted by byte order (``DEFAULT`` first), keys sorted by byte
 order, ``key = value`` lines, one blank line between sections, a single trailing newline,
 no comments.  ``spec.extraConfig`` is merged over the operator defaults in ``nova.conf``
-only, never into the overlays or the compute fragments.
+only, never into the overlays or the compute fragments.  Every value the operator renders
+(constants and the CR's typed fields: user and project names, region, endpoints, cache
+servers) is in oslo.config's literal form (``$`` doubled, ``renderers.oslo``), so nova reads
+it as written; ``extraConfig`` values are oslo.config text and are merged as they are.
 
 No password, DSN, transport URL or shared secret is ever rendered: they reach the pods as
 ``OS_<SECTION>__<KEY>`` environment overrides from Secrets (see ``workload.py``), which is
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from nova_operator import digests, image_contract, naming
 from nova_operator.catalog import oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
+from nova_operator.renderers import oslo
 from nova_operator.renderers.env import render
 
 if TYPE_CHECKING:
@@ -223,6 +227,18 @@ def serialize(sections: Mapping[str, Mapping[str, str]], *, what: str = "nova.co
 # --------------------------------------------------------------------------- sections
 
 
+def _literal(sections: Mapping[str, Mapping[str, str]], what: str) -> Sections:
+    """The operator's sections in oslo.config's literal form (``$`` doubled, see ``oslo``).
+
+    Every value here is a constant or comes from a typed field of the CR (a user name, a
+    region, an endpoint): nova must read it as written, never expand ``$name`` in it.
+    """
+    try:
+        return oslo.literal_sections(sections, what=what)
+    except oslo.NotRepresentable as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _bool(value: bool) -> str:
     return "true" if value else "false"
 
@@ -351,6 +367,7 @@ def nova_conf_sections(inputs: ConfInputs) -> Sections:
             "build_failure_weight_multiplier": "0",
             "shuffle_best_same_weighed_hosts": "true",
         }
+    sections = _literal(sections, "nova.conf")
     if rejected := rejected_keys(inputs.extra_config):
         raise ConfigError("; ".join(f"spec.extraConfig[{r.section}][{r.key}]: {r.message}" for r in rejected))
     for section, options in inputs.extra_config.items():
@@ -364,13 +381,14 @@ def nova_conf(inputs: ConfInputs) -> str:
 
 def compute_fragment_sections(inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None) -> Sections:
     """The ``nova-compute.conf`` fragment of the compute contract (spec nova-crd §11)."""
-    return {
+    sections: Sections = {
         "DEFAULT": {"use_stderr": "true", "debug": _bool(inputs.debug)},
         **_client_sections(inputs, remote=remote),
         "oslo_messaging_rabbit": _rabbit(inputs, f"{COMPUTE_CONFIG_DIR}/ca.crt"),
         "oslo_messaging_notifications": {"driver": "noop"},
         "upgrade_levels": {"compute": "auto"},
     }
+    return _literal(sections, "remote nova-compute.conf" if remote else "nova-compute.conf")
 
 
 def render_compute_fragment(inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None) -> str:

@@ -25,6 +25,7 @@ from nova_operator import naming
 from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
+from nova_operator.renderers import oslo
 from nova_operator.renderers.workload import DB_TLS_DIR, plain
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "oslo_credentials_secret",
     "oslo_url",
     "oslo_value",
+    "secret_config_data",
+    "secret_config_secret",
     "shown_scheme",
     "transport_url_secret",
 ]
@@ -69,11 +72,10 @@ def oslo_value(value: str) -> str:
     oslo.config first turns ``\\$`` into ``$$`` and then expands ``$name``; no string makes
     it yield a backslash followed by a dollar, so such a value is refused.
     """
-    if "\\$" in value:
-        raise CredentialNotRepresentable(
-            "contains a backslash directly followed by '$', which oslo.config cannot pass to nova literally"
-        )
-    return value.replace("$", "$$")
+    try:
+        return oslo.literal(value)
+    except oslo.NotRepresentable as exc:
+        raise CredentialNotRepresentable(str(exc)) from None
 
 
 def oslo_url(url: str) -> str:
@@ -224,7 +226,7 @@ def transport_url_secret(nova: Nova, url: str) -> dict[str, Any]:
 def digest_key_secret(nova: Nova, key: str) -> dict[str, Any]:
     """``{name}-digest-key``: the HMAC key of the credential digests in pod-template annotations
     (key ``key``; generated once by the Secrets step, never rotated by the operator)."""
-    return _secret(nova, f"{_name(nova)}-digest-key", {"key": key})
+    return _secret(nova, naming.digest_key_secret(_name(nova)), {"key": key})
 
 
 def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) -> dict[str, Any]:
@@ -233,6 +235,26 @@ def oslo_credentials_secret(nova: Nova, *, password: str, metadata_secret: str) 
     plane's ``OS_*__PASSWORD`` and ``OS_NEUTRON__METADATA_PROXY_SHARED_SECRET`` read."""
     data = {"password": oslo_value(password), "metadata_proxy_shared_secret": oslo_value(metadata_secret)}
     return _secret(nova, f"{_name(nova)}-oslo-credentials", data)
+
+
+def secret_config_data(values: Mapping[tuple[str, str], str]) -> dict[str, str]:
+    """``spec.secretConfig`` as published: key ``section.option``, value in oslo.config form.
+
+    Raises ``CredentialNotRepresentable`` naming the key (never the value) for a value with a
+    backslash before a ``$``.
+    """
+    data: dict[str, str] = {}
+    for (section, option), value in sorted(values.items()):
+        try:
+            data[f"{section}.{option}"] = oslo_value(value)
+        except CredentialNotRepresentable as exc:
+            raise CredentialNotRepresentable(f"key {section}.{option} {exc}") from None
+    return data
+
+
+def secret_config_secret(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
+    """``{name}-secret-config``: ``secret_config_data``, what the pods' ``OS_<SECTION>__<OPTION>`` read."""
+    return _secret(nova, naming.secret_config_secret(_name(nova)), data)
 
 
 def compute_config_secret(

@@ -36,6 +36,7 @@ __all__ = [
     "plain",
     "resolve_resources",
     "restricted_container_security_context",
+    "secret_config_env",
 ]
 
 Manifest = dict[str, Any]
@@ -60,6 +61,7 @@ class Digests:
     authtoken: str = ""
     transport_url: str = ""
     metadata_secret: str = ""
+    secret_config: str = ""  # keyed digest of the spec.secretConfig values
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class WorkloadInputs:
     config_map: str  # the {name}-config-<hash> ConfigMap the pods mount
     digests: Digests = field(default_factory=Digests)
     broker_port: int = 5672  # port of the resolved transport URL (NOVA_AMQP_PORT)
+    secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -123,6 +126,19 @@ def _secret_env(name: str, secret: str, key: str) -> Manifest:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
+def secret_config_env(secret: str, keys: tuple[str, ...] | list[str]) -> list[Manifest]:
+    """``OS_<SECTION>__<OPTION>`` from key ``section.option`` of ``secret``, for each key (sorted).
+
+    oslo.config reads an option from that variable before any file, so the option is set
+    without its value ever being in a ConfigMap (spec.secretConfig).
+    """
+    env = []
+    for key in sorted(keys):
+        section, _, option = key.partition(".")
+        env.append(_secret_env(f"OS_{section.upper()}__{option.upper()}", secret, key))
+    return env
+
+
 def oslo_credentials(nova: Nova) -> str:
     """The derived Secret with the password and the shared secret in oslo.config form."""
     return f"{_name(nova)}-oslo-credentials"
@@ -167,7 +183,7 @@ def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[
         env.append({"name": "OS_NOVA_CONFIG_FILES", "value": files})
     if component in (Component.SCHEDULER, Component.CONDUCTOR):
         env.append({"name": "NOVA_AMQP_PORT", "value": str(inputs.broker_port)})
-    return env
+    return env + secret_config_env(naming.secret_config_secret(_name(nova)), inputs.secret_config_keys)
 
 
 def _db_tls_enabled(block: DatabaseSpec) -> bool:
@@ -439,6 +455,7 @@ def _annotations(nova: Nova, component: Component, digests: Digests) -> dict[str
         "nova.c5c3.io/db-connection-hash": digests.db_connection,
         "nova.c5c3.io/authtoken-hash": digests.authtoken,
         "nova.c5c3.io/transport-url-hash": digests.transport_url,
+        "nova.c5c3.io/secret-config-hash": digests.secret_config,
     }
     if component is Component.METADATA:
         stamped["nova.c5c3.io/metadata-secret-hash"] = digests.metadata_secret

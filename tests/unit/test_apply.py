@@ -109,9 +109,9 @@ async def test_apply_sends_one_server_side_apply_with_the_field_manager() -> Non
     assert live["metadata"]["resourceVersion"] == "7"
 
 
-def converged(body: dict[str, Any]) -> dict[str, Any]:
+def converged(body: dict[str, Any], key: bytes | None = None) -> dict[str, Any]:
     """What the server holds after applying ``body`` for the operator (plus server fields)."""
-    live = apply.stamped(apply.with_owner(body, OWNER))
+    live = apply.stamped(apply.with_owner(body, OWNER), key)
     live["metadata"].update(uid="c-1", resourceVersion="5")
     return live
 
@@ -177,11 +177,13 @@ def secret(data: dict[str, str]) -> dict[str, Any]:
 
 async def test_a_derived_secret_loses_keys_someone_else_added() -> None:
     kube = FakeKube()
-    cached = converged(secret({"transport_url": "dXJs"}))
+    cached = converged(secret({"transport_url": "dXJs"}), b"k")
     cached["data"]["extra"] = "eA=="
     cached["metadata"]["annotations"]["example.org/note"] = "kept"
     kube.live = cached
-    live = await apply.apply(kube, secret({"transport_url": "dXJs"}), owner=OWNER, cached=cached)  # type: ignore[arg-type]
+    live = await apply.apply(
+        kube, secret({"transport_url": "dXJs"}), owner=OWNER, cached=cached, digest_key=b"k"
+    )  # type: ignore[arg-type]
     from nova_operator.kube.resources import SECRETS
 
     patch = {"data": {"extra": None}, "metadata": {"resourceVersion": "5"}}  # on the cached basis

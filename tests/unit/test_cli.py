@@ -406,6 +406,7 @@ HELP_GROUPS = {
     "probes and metrics": ["--metrics-bind-address", "--health-probe-bind-address"],
     "logging": ["--log-format", "--log-level"],
     "defaults for what the operator renders": ["--default-image-pull-policy", "--nova-api-url"],
+    "what a CR may make the operator read": ["--secret-ref-label"],
 }
 
 

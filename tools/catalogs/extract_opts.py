@@ -8,7 +8,11 @@ nova's own ``etc/nova/nova-config-generator.conf`` (copied into the venv by
 
     {"nova_version": "...", "namespaces": [...],
      "sections": {"<section>": {"<option>": {"type": "...", "deprecated_names": ["<s>/<o>", ...],
-                                             "deprecated_for_removal": bool}}}}
+                                             "deprecated_for_removal": bool, "secret": bool}}}}
+
+``secret`` is oslo.config's own flag (``Opt(secret=True)``: a password, a key, a URL that
+carries credentials); the operator refuses such options in ``extraConfig``, whose values land
+in a ConfigMap.
 
 Sections that authenticate with a keystoneauth plugin only register ``auth_type`` and
 ``auth_section`` statically; the plugin's own options (``username``, ``password``...) are
@@ -57,6 +61,7 @@ def _record(opt: Any, section: str) -> dict[str, Any]:
         "type": _type_name(opt),
         "deprecated_names": deprecated,
         "deprecated_for_removal": bool(getattr(opt, "deprecated_for_removal", False)),
+        "secret": bool(getattr(opt, "secret", False)),
     }
 
 

@@ -56,6 +56,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with .Values.novaApiUrl }}
 - --nova-api-url={{ . }}
 {{- end }}
+{{- with .Values.secretRefLabel }}
+- --secret-ref-label={{ . }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}

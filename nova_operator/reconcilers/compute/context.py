@@ -20,6 +20,7 @@ from nova_operator.models.novacompute import NovaCompute
 from nova_operator.nodeplan import Plan
 from nova_operator.openstack import ComputeClient, Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.secret_refs import SecretRefPolicy
 
 Object = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
@@ -93,6 +94,7 @@ class ComputeSettings:
     default_pull_policy: str | None = None  # the operator-wide --default-image-pull-policy
     clock: Callable[[], datetime] = utcnow
     config_map_history: int = 3
+    secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     intervals: ComputeIntervals = field(default_factory=ComputeIntervals)
 
 
@@ -122,6 +124,10 @@ class ComputePass:
     plan: Plan | None = None
     config_map: str = ""
     contract_hash: str = ""
+    digest_key: bytes = field(default=b"", repr=False)  # the Nova's {name}-digest-key
+    secret_config_secret: str = ""  # the pool's derived spec.secretConfig Secret, while set
+    secret_config_keys: tuple[str, ...] = ()
+    secret_config_hash: str = ""
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
     _client: ComputeClient | None = None

@@ -31,6 +31,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings, Object
 from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
 from nova_operator.reconcilers.compute.steps import StepMetrics
+from nova_operator.renderers import compute_pool
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.predicates import Predicate, ignore_status_only
@@ -55,7 +56,8 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(PODS): ("list",),
     str(DAEMONSETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(CONFIGMAPS): ("get", "list", "watch", "create", "delete"),
-    str(SECRETS): ("get", "list", "watch", "delete"),  # the contract; mirrors are reaped
+    # the contract and spec.secretConfig read; mirrors reaped; {cr}-nova-compute-secret-config applied
+    str(SECRETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(JOBS): ("get", "create", "delete"),  # the host-discovery Job
     str(DEPLOYMENTS): ("get",),
     str(EVENTS): ("create", "patch"),
@@ -65,6 +67,14 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
 
 def nova_ref(obj: Mapping[str, Any]) -> str:
     return str(((obj.get("spec") or {}).get("novaRef") or {}).get("name") or "")
+
+
+SECRET_CONFIG_INDEX: Final = "spec.secretConfig.secretRef.name"
+
+
+def _by_secret_config(obj: Object) -> list[str]:
+    ref = ((obj.get("spec") or {}).get("secretConfig") or {}).get("secretRef") or {}
+    return [_index_key(obj["metadata"].get("namespace") or "", str(ref["name"]))] if ref.get("name") else []
 
 
 def _index_key(namespace: str, nova: str) -> str:
@@ -97,6 +107,10 @@ def pool_reads(pools: Cache, novas: Cache) -> Callable[[Object], bool]:
             NOVA_REF_INDEX, _index_key(namespace, name[: -len(CONTRACT_SUFFIX)])
         ):
             return True
+        for pool in pools.list(namespace):  # spec.secretConfig and its derived Secret
+            ref = ((pool.get("spec") or {}).get("secretConfig") or {}).get("secretRef") or {}
+            if name in (ref.get("name"), compute_pool.secret_config_name(_meta(pool).get("name") or "")):
+                return True
         return any(
             pools.keys_by_index(NOVA_REF_INDEX, _index_key(namespace, nova.name))
             for nova in novas.keys_by_index(COMPUTE_READS_INDEX, f"{namespace}/{name}")
@@ -153,6 +167,7 @@ def factory_with(settings: ComputeSettings) -> ControllerFactory:
 def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     pools = manager.informer(NOVACOMPUTES)
     pools.cache.add_index(NOVA_REF_INDEX, _by_nova_ref)
+    pools.cache.add_index(SECRET_CONFIG_INDEX, _by_secret_config)
     daemonsets = manager.informer(DAEMONSETS, label_selector=MANAGED_BY_SELECTOR)
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     novas = manager.informer(NOVAS)
@@ -214,11 +229,20 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
 
     def contract_pools(obj: Object) -> Iterable[Request]:
         name = obj["metadata"]["name"]
+        namespace = obj["metadata"].get("namespace") or ""
+        # the pools whose spec.secretConfig names it, and the pool whose derived Secret it is
+        found = {
+            Request(namespace, p["metadata"]["name"])
+            for p in pools.cache.by_index(SECRET_CONFIG_INDEX, _index_key(namespace, name))
+        }
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == NOVACOMPUTES.kind:
+                found.add(Request(namespace, str(ref.get("name"))))
         labels = obj["metadata"].get("labels") or {}
         key, _, value = CONTRACT_SELECTOR.partition("=")
-        if labels.get(key) != value or not name.endswith(CONTRACT_SUFFIX):
-            return []
-        return pools_of(obj["metadata"].get("namespace") or "", name[: -len(CONTRACT_SUFFIX)])
+        if labels.get(key) == value and name.endswith(CONTRACT_SUFFIX):
+            found.update(pools_of(namespace, name[: -len(CONTRACT_SUFFIX)]))
+        return sorted(found)
 
     ctl.watch_primary(pools, ignore_status_only)
     ctl.watch_mapped(pools, siblings, sibling_changed)

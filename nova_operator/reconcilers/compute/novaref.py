@@ -15,6 +15,7 @@ from nova_operator.reconcilers import spec_rules
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers.compute_pool import default_image
 from nova_operator.runtime.request import Result
+from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
 COND = conditions.NOVA_REF_READY
 
@@ -62,6 +63,13 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
     except errors.KubeError as exc:
         p.set(COND, False, "NovaError", f"reading the service-user Secret {ns}/{secret_name}: {exc}")
         raise
+    policy = p.settings.secret_refs
+    if secret and policy is not None and not policy.permits(secret):
+        return _wait(
+            p,
+            SECRET_REF_NOT_LABELLED,
+            policy.refusal(f"Nova {ns}/{name} spec.serviceUser.secretRef", ns, secret_name),
+        )
     encoded = (secret.get("data") or {}).get(key) or ""
     try:
         password = base64.b64decode(encoded).decode("utf-8") if encoded else ""

@@ -17,17 +17,20 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, catalog, conditions, releases
+from nova_operator import apply, catalog, conditions, naming, releases, secret_config
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.reconcilers.compute.context import ComputePass, Object
 from nova_operator.renderers import compute_pool
+from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError
 from nova_operator.runtime.request import Result
+from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
 COND = conditions.CONFIG_READY
 HEALTH = conditions.EXTRA_CONFIG_HEALTHY
+WAITING_FOR_DIGEST_KEY = "WaitingForDigestKey"
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -62,9 +65,12 @@ def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]]
         return []
     try:
         unknown = catalog.unknown_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
+        secret = catalog.secret_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
     except catalog.NoCatalogError:
         return [catalog.no_catalog_refusal(base, extra_config)]  # fail closed (issue 13): nothing is checked
-    return [catalog.format_unknown(base, s, k) for s, k in unknown]
+    return [catalog.format_unknown(base, s, k) for s, k in unknown] + [
+        catalog.format_secret(s, k) for s, k in secret
+    ]
 
 
 async def reconcile_pool_config(p: ComputePass) -> Result:
@@ -94,6 +100,23 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
             f"the compute contract Secret {ns}/{secret_name} lacks {', '.join(missing)}",
         )
         return Result(requeue_after=p.settings.intervals.wait)
+    key_name = naming.digest_key_secret(p.nova_name)
+    try:
+        digest_key = _decoded(await p.read(SECRETS, key_name)).get("key") or b""
+    except errors.NotFound:
+        digest_key = b""
+    if not digest_key:
+        p.set(
+            COND,
+            False,
+            WAITING_FOR_DIGEST_KEY,
+            f"the Nova's digest key Secret {ns}/{key_name} (key key) does not exist yet; the Nova "
+            "creates it, and the pool's compute-config-hash annotation is keyed with it",
+        )
+        return Result(requeue_after=p.settings.intervals.wait)
+    p.digest_key = digest_key
+    if (unpublished := await _publish_secret_config(p)) is not None:
+        return _wait(p, *unpublished)
     try:
         desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
     except ConfigError as exc:
@@ -109,13 +132,71 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
         p.set(COND, False, "ConfigError", str(exc))
         raise
     p.config_map = name
-    p.contract_hash = compute_pool.contract_hash(data)
+    p.contract_hash = compute_pool.contract_hash(data, digest_key)
     p.set(COND, True, "ConfigRendered", f"{compute_pool.CONFIG_FILE} is rendered into ConfigMap {name}")
     base = releases.base(_release(p))
     if new_config and base is not None:  # admission warnings without a webhook: once per new config
         for warning in catalog.admission_warnings(base, p.pool.spec.extra_config):
             await p.emit("Warning", "ExtraConfigWarning", warning)
     return Result()
+
+
+def _wait(p: ComputePass, reason: str, message: str) -> Result:
+    p.set(COND, False, reason, message)
+    return Result(requeue_after=p.settings.intervals.wait)
+
+
+async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
+    """Apply (or withdraw) the pool's ``spec.secretConfig`` Secret; ``(reason, message)`` to wait.
+
+    As the Nova's (``reconcilers.secret_config``): keys ``section.option`` checked against the
+    Nova's release catalog, values in oslo.config form, a keyed digest of them on the pod template.
+    """
+    spec = p.pool.spec.secret_config
+    name = compute_pool.secret_config_name(p.name)
+    if spec is None:
+        live = p.cached(SECRETS, p.namespace, name)
+        if live is not None and owned_by(live, p.cr["metadata"]["uid"]):
+            await apply.delete_if_present(p.kube, SECRETS, name, p.namespace)
+        return None
+    ref = spec.secret_ref.name
+    field = f"spec.secretConfig.secretRef: Secret {p.namespace}/{ref}"
+    try:
+        source = await p.read(SECRETS, ref)
+    except errors.NotFound:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} not found"
+    policy = p.settings.secret_refs
+    if policy is not None and not policy.permits(source):
+        return SECRET_REF_NOT_LABELLED, policy.refusal("spec.secretConfig.secretRef", p.namespace, ref)
+    keys = sorted({*(source.get("data") or {}), *(source.get("stringData") or {})})
+    if not keys:
+        return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} has no key (each key is section.option)"
+    pairs, problems = catalog.secret_config_problems(
+        releases.base(_release(p)), keys, owned=compute_pool.OWNED_KEYS | secret_config.COMPUTE_MANAGED
+    )
+    if problems:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: " + "; ".join(problems)
+    decoded = _decoded(source)
+    try:
+        values = {pair: decoded.get(key, b"").decode("utf-8") for key, pair in pairs.items()}
+        data = derived.secret_config_data(values)
+    except UnicodeDecodeError:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: a value is not valid UTF-8 text"
+    except derived.CredentialNotRepresentable as exc:
+        return secret_config.SECRET_CONFIG_INVALID, f"{field}: {exc}"
+    desired = compute_pool.secret_config_secret(p.pool, data)
+    await apply.apply(
+        p.kube,
+        desired,
+        owner=p.cr,
+        cached=p.cached(SECRETS, p.namespace, name),
+        ref=SECRETS,
+        digest_key=p.digest_key,
+    )
+    p.secret_config_secret = name
+    p.secret_config_keys = tuple(sorted(data))
+    p.secret_config_hash = secret_config.values_digest(data, p.digest_key)
+    return None
 
 
 def _release(p: ComputePass) -> str:
@@ -165,7 +246,7 @@ async def _keep_last_good(p: ComputePass, message: str, data: Mapping[str, bytes
     if last_good is None:
         return Result(requeue_after=p.settings.intervals.wait)
     p.config_map = last_good
-    p.contract_hash = compute_pool.contract_hash(data)
+    p.contract_hash = compute_pool.contract_hash(data, p.digest_key)
     return Result()
 
 

@@ -259,6 +259,13 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
         put(path, {"DEFAULT": {"a": "b c"}}),
         error_path=f"{path}[DEFAULT][a]",
     )
+    yield Case(  # issue 26 item 6: options nova marks secret never reach the ConfigMap
+        plural,
+        path,
+        message(plural, path, "extraConfig must not set an option nova marks secret"),
+        put(path, {"vault": {"root_token_id": "s.x", "kv_mountpoint": "secret"}}),
+        put(path, {"vault": {"kv_mountpoint": "secret"}}),
+    )
     for section, key, owner, impact in rejected:
         yield Case(
             plural,

@@ -55,6 +55,7 @@ async def test_a_remote_contract_without_its_url_waits_and_the_local_one_is_publ
 ) -> None:
     ctx = make_ctx(kube, events, remoteCompute=REMOTE)
     ctx.state.transport_url = "rabbit://nova:pw@bus:5672/"
+    ctx.state.digest_key = b"k"  # the Secrets step ran first
     assert (await compute_config.run(ctx)).requeue_after is None
     status, why, message = reason(ctx, conditions.COMPUTE_CONFIG_READY)
     assert (status, why) == ("False", "WaitingForRemoteTransportURL")
@@ -84,6 +85,7 @@ class RefusingKube:
 async def test_a_refused_contract_write_is_compute_config_error(kube: Any, events: Any) -> None:
     ctx = make_ctx(RefusingKube(kube), events)
     ctx.state.transport_url = "rabbit://nova:pw@bus:5672/"
+    ctx.state.digest_key = b"k"  # the Secrets step ran first
     with pytest.raises(KubeError):
         await compute_config.run(ctx)
     status, why, message = reason(ctx, conditions.COMPUTE_CONFIG_READY)

@@ -249,6 +249,7 @@ async def test_a_remote_transport_url_that_is_not_rabbit_halts_without_echoing_i
     )
     ctx.state.broker_ca = "CA"
     ctx.state.transport_url = "rabbit://u:p@h:5672/"
+    ctx.state.digest_key = b"k"  # the Secrets step ran first
     with pytest.raises(compute_config.RemoteContractRefused):
         await compute_config.run(ctx)
     c = ctx.condition(conditions.COMPUTE_CONFIG_READY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import hmac
 from typing import Any
 
 import kubernetes_validate
@@ -104,10 +105,15 @@ def test_config_map_is_immutable_content_addressed_and_labelled() -> None:
     assert other["metadata"]["name"] != cm["metadata"]["name"]
 
 
-def test_contract_hash_is_full_sha256_of_sorted_key_value_lines() -> None:
-    data = {"transport_url": b"rabbit://x", "password": b"pw"}
-    assert cp.contract_hash(data) == hashlib.sha256(b"password=pw\ntransport_url=rabbit://x\n").hexdigest()
-    assert cp.contract_hash({**data, "password": b"pw2"}) != cp.contract_hash(data)
+def test_contract_hash_is_the_keyed_digest_of_sorted_key_value_lines() -> None:
+    """Issue 26 item 7: HMAC-SHA-256 with the Nova's digest key, not a plain SHA-256 of the content."""
+    data = {"transport_url": b"rabbit://x", "password": "pw"}
+    preimage = b"password=pw\ntransport_url=rabbit://x\n"
+    keyed = cp.contract_hash(data, b"key")
+    assert keyed == hmac.new(b"key", preimage, hashlib.sha256).hexdigest()
+    assert keyed != hashlib.sha256(preimage).hexdigest()
+    assert cp.contract_hash({**data, "password": b"pw2"}, b"key") != keyed
+    assert cp.contract_hash(data, b"other key") != keyed
 
 
 def test_affinity_pool_term_excludes_conflicts_and_holds_draining_nodes() -> None:

@@ -50,8 +50,15 @@ def contract_secret() -> dict[str, Any]:
     return {"metadata": {"name": CONTRACT}, "data": data}
 
 
+KEY_SECRET = "nova-digest-key"
+
+
+def key_secret() -> dict[str, Any]:
+    return {"metadata": {"name": KEY_SECRET}, "data": {"key": base64.b64encode(b"k" * 64).decode()}}
+
+
 def pool_pass(extra: dict[str, dict[str, str]], release: str, cached: dict[tuple[str, str], Any]) -> Any:
-    kube = FakeKube(objects={("secrets", CONTRACT): contract_secret()})
+    kube = FakeKube(objects={("secrets", CONTRACT): contract_secret(), ("secrets", KEY_SECRET): key_secret()})
     p, events = make_pass([], compute=FakeCompute(), kube=kube)
     p.pool = p.pool.model_copy(update={"spec": p.pool.spec.model_copy(update={"extra_config": extra})})
     p.contract_secret = CONTRACT

@@ -1,0 +1,124 @@
+"""Issue 26 item 7: the annotations over content that holds credentials are keyed digests.
+
+``applied-digest`` on the derived Secrets was the plain SHA-256 of the Secret as sent (a
+database password from a 15-word list was found from it), and the pool DaemonSet's
+``compute-config-hash`` the plain SHA-256 of the compute contract. Both are now HMAC-SHA-256
+with the Nova's ``{name}-digest-key``: they still change whenever the content does, so a
+rotation still rewrites the Secret and rolls the pods, but they cannot test guesses offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import pytest
+
+from nova_operator import apply, conditions
+from nova_operator.kube.resources import SECRETS
+from nova_operator.reconcilers import secrets, transport_url
+from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
+from nova_operator.renderers import compute_pool
+
+from .compute.conftest import FakeCompute, make_pass
+from .compute.conftest import FakeKube as ComputeKube
+from .test_steps import ALL_SECRETS, NS, make_ctx, secret
+
+
+def _plain(live: dict[str, Any]) -> str:
+    """The unkeyed digest of e59040d: SHA-256 of the canonical JSON, the annotation left out."""
+    body = json.loads(json.dumps(live))
+    for server_field in ("resourceVersion", "uid"):
+        body["metadata"].pop(server_field, None)
+    return apply.digest(body)
+
+
+async def _transport_secret(kube: Any, events: Any, url: str) -> tuple[dict[str, Any], bytes]:
+    ctx = make_ctx(kube, events, *ALL_SECRETS, secret("bus", transport_url=url))
+    await secrets.run(ctx)
+    assert ctx.state.digest_key
+    await transport_url.run(ctx)
+    return kube.store[(str(SECRETS), NS, "nova-transport-url")], ctx.state.digest_key
+
+
+async def test_a_derived_secret_records_a_keyed_digest_that_follows_its_content(
+    kube: Any, events: Any
+) -> None:
+    live, key = await _transport_secret(kube, events, "rabbit://nova:guessable@bus:5672/")
+    recorded = live["metadata"]["annotations"][apply.APPLIED_DIGEST]
+    assert recorded != _plain(live)  # not the plain hash an offline guess can be checked against
+    body = json.loads(json.dumps(live))
+    for server_field in ("resourceVersion", "uid"):
+        body["metadata"].pop(server_field, None)
+    assert recorded == apply.digest(body, key)
+    # the stored key Secret holds that key, and its own digest is keyed too
+    stored = kube.store[(str(SECRETS), NS, "nova-digest-key")]
+    assert base64.b64decode(stored["data"]["key"]) == key
+    assert stored["metadata"]["annotations"][apply.APPLIED_DIGEST] != _plain(stored)
+    # a rotated password changes the recorded digest (the Secret is rewritten)
+    kube.store.clear()
+    rotated, _ = await _transport_secret(kube, events, "rabbit://nova:rotated@bus:5672/")
+    assert rotated["metadata"]["annotations"][apply.APPLIED_DIGEST] != recorded
+
+
+async def test_an_unkeyed_secret_is_never_applied(kube: Any) -> None:
+    with pytest.raises(ValueError, match="must be keyed"):
+        await apply.apply(kube, secret("x", password="pw"))
+
+
+# -- the pool's compute-config-hash -------------------------------------------------------------
+
+CONTRACT = {"nova-compute.conf": b"[DEFAULT]\n", "transport_url": b"rabbit://n:pw@b:5672/", "password": b"pw"}
+
+
+def _pool(contract: dict[str, bytes], key: bytes | None) -> tuple[Any, Any]:
+    objects = {
+        ("secrets", "nova-compute-config"): {
+            "metadata": {"name": "nova-compute-config"},
+            "data": {k: base64.b64encode(v).decode() for k, v in contract.items()},
+        }
+    }
+    if key is not None:
+        objects[("secrets", "nova-digest-key")] = {
+            "metadata": {"name": "nova-digest-key"},
+            "data": {"key": base64.b64encode(key).decode()},
+        }
+    p, _events = make_pass([], compute=FakeCompute(), kube=ComputeKube(objects=objects))
+    p.contract_secret = "nova-compute-config"
+    return p, p.kube
+
+
+async def test_the_pool_hash_is_keyed_with_the_novas_digest_key_and_follows_the_contract() -> None:
+    p, _ = _pool(CONTRACT, b"k" * 64)
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    preimage = b"".join(k.encode() + b"=" + v + b"\n" for k, v in sorted(CONTRACT.items()))
+    assert p.contract_hash != hashlib.sha256(preimage).hexdigest()
+    assert p.contract_hash == hmac.new(b"k" * 64, preimage, hashlib.sha256).hexdigest()
+    ds = compute_pool.daemonset(
+        p.pool,
+        compute_pool.PoolInputs(
+            image="i",
+            config_map=p.config_map,
+            contract_secret=p.contract_secret,
+            contract_hash=p.contract_hash,
+        ),
+    )
+    annotations = ds["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[compute_pool.COMPUTE_CONFIG_HASH_ANNOTATION] == p.contract_hash
+    rotated, _ = _pool({**CONTRACT, "password": b"rotated"}, b"k" * 64)
+    await reconcile_pool_config(rotated)
+    assert rotated.contract_hash != p.contract_hash
+
+
+async def test_a_pool_waits_for_the_digest_key() -> None:
+    p, kube = _pool(CONTRACT, None)
+    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
+    cond = p.condition(conditions.CONFIG_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "WaitingForDigestKey")
+    assert "nova-digest-key" in cond["message"]
+    assert p.contract_hash == ""
+    assert kube.created == []

@@ -1,0 +1,136 @@
+"""Issue 26 item 5: what a CR author can make the operator read, and ``--secret-ref-label`` to narrow it.
+
+By default a Nova may name any Secret of its namespace (documented in docs/install.md). With the
+flag, a Secret a CR names is used only while it carries the label: the Nova's Secrets step checks
+every Secret its spec names before any is read, copied or mounted; a pool checks its Nova's
+service-user Secret and its own secretConfig. The refusal is a condition with reason
+``SecretRefNotLabelled`` that names the field and the Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from nova_operator import cli, conditions
+from nova_operator.controllers import compute_settings, with_settings
+from nova_operator.reconcilers import secrets
+from nova_operator.reconcilers.compute.novaref import reconcile_nova_ref
+from nova_operator.reconcilers.context import NovaOptions
+from nova_operator.secret_refs import SecretRefPolicy, parse_policy
+
+from .reconcilers.compute.conftest import FakeCompute, make_pass, nova
+from .reconcilers.compute.conftest import FakeKube as ComputeKube
+from .reconcilers.conftest import FakeEvents, FakeKube
+from .reconcilers.test_steps import ALL_SECRETS, make_ctx
+
+LABEL = "nova.openstack.c5c3.io/usable-by-nova"
+
+
+def test_the_flag_and_its_variable_parse_to_a_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli.parse_settings([]).secret_refs is None  # default: any Secret of the CR's namespace
+    assert cli.parse_settings([f"--secret-ref-label={LABEL}"]).secret_refs == SecretRefPolicy(LABEL)
+    monkeypatch.setenv("NOVA_OPERATOR_SECRET_REF_LABEL", "team=nova")
+    assert cli.parse_settings([]).secret_refs == SecretRefPolicy("team", "nova")
+    settings = cli.parse_settings([])
+    assert with_settings(NovaOptions(), settings).secret_refs == SecretRefPolicy("team", "nova")
+    assert compute_settings(settings).secret_refs == SecretRefPolicy("team", "nova")
+
+
+@pytest.mark.parametrize("bad", ["-x", "a/b/c", "x=has space", "UPPER.prefix/x", "k=" + "v" * 64])
+def test_a_bad_label_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="--secret-ref-label"):
+        parse_policy(bad)
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_settings([f"--secret-ref-label={bad}"])
+    assert exc.value.code == 2
+
+
+def test_the_policy_matches_key_or_key_and_value() -> None:
+    def labelled(labels: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"labels": labels}}
+
+    assert SecretRefPolicy("k").permits(labelled({"k": ""}))
+    assert not SecretRefPolicy("k").permits(labelled({"other": "x"}))
+    assert SecretRefPolicy("k", "v").permits(labelled({"k": "v"}))
+    assert not SecretRefPolicy("k", "v").permits(labelled({"k": "w"}))
+    assert parse_policy("k=") == SecretRefPolicy("k", "")
+    assert parse_policy("") is None
+
+
+def _labelled(secret: dict[str, Any]) -> dict[str, Any]:
+    out = {**secret, "metadata": {**secret["metadata"], "labels": {LABEL: "true"}}}
+    return out
+
+
+async def test_without_the_flag_a_nova_may_name_any_secret_of_its_namespace() -> None:
+    ctx = make_ctx(FakeKube(), FakeEvents(), *ALL_SECRETS)
+    assert (await secrets.run(ctx)).requeue_after is None
+    assert ctx.condition(conditions.SECRETS_READY)["reason"] == "SecretsAvailable"  # type: ignore[index]
+
+
+async def test_with_the_flag_an_unlabelled_secret_stops_the_nova_before_anything_is_read_or_written() -> None:
+    kube = FakeKube()
+    labelled = [_labelled(s) for s in ALL_SECRETS if s["metadata"]["name"] != "service-user"]
+    unlabelled = next(s for s in ALL_SECRETS if s["metadata"]["name"] == "service-user")
+    options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
+    ctx = make_ctx(kube, FakeEvents(), *labelled, unlabelled, options=options)
+    assert (await secrets.run(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
+    assert c["message"].startswith(
+        f"spec.serviceUser.secretRef: Secret ns/service-user does not carry the label {LABEL}"
+    )
+    assert kube.writes() == []  # not even the digest key
+    assert ctx.state.service_user_password == ""
+    # labelled, the same Nova goes on
+    ctx = make_ctx(kube, FakeEvents(), *labelled, _labelled(unlabelled), options=options)
+    assert (await secrets.run(ctx)).requeue_after is None
+
+
+async def test_with_the_flag_a_mounted_tls_secret_is_checked_too() -> None:
+    tls = {
+        "mode": "verify-full",
+        "caBundleSecretRef": {"name": "db-ca"},
+        "clientCertSecretRef": {"name": "db-cert"},
+    }
+    options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
+    raw_ctx = make_ctx(FakeKube(), FakeEvents(), *[_labelled(s) for s in ALL_SECRETS], options=options)
+    spec = raw_ctx.obj["spec"]
+    database = {**spec["database"], "tls": tls}
+    ca = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-ca", "namespace": "ns"}, "data": {}}
+    ctx = make_ctx(
+        FakeKube(), FakeEvents(), *[_labelled(s) for s in ALL_SECRETS], ca, options=options, database=database
+    )
+    await secrets.run(ctx)
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["reason"] == "SecretRefNotLabelled"
+    assert "spec.database.tls.caBundleSecretRef: Secret ns/db-ca" in c["message"]
+
+
+def _pool_world(labels: dict[str, str] | None) -> ComputeKube:
+    n = nova()
+    n["status"] = {"installedRelease": "2025.2", "computeConfigSecretRef": {"name": "nova-compute-config"}}
+    secret = {"metadata": {"name": "nova-service-user", **({"labels": labels} if labels else {})}}
+    secret["data"] = {"password": base64.b64encode(b"pw").decode()}
+    return ComputeKube(objects={("novas", "nova"): n, ("secrets", "nova-service-user"): secret})
+
+
+async def test_with_the_flag_a_pool_does_not_send_an_unlabelled_password_to_keystone() -> None:
+    p, _ = make_pass([], compute=FakeCompute(), kube=_pool_world(None))
+    p.settings = replace(p.settings, secret_refs=SecretRefPolicy(LABEL))
+    assert (await reconcile_nova_ref(p)).requeue_after == 15
+    c = p.condition("NovaReady")
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
+    assert "Secret ns/nova-service-user does not carry the label" in c["message"]
+    assert p.credentials is None
+    p, _ = make_pass([], compute=FakeCompute(), kube=_pool_world({LABEL: "x"}))
+    p.settings = replace(p.settings, secret_refs=SecretRefPolicy(LABEL))
+    assert (await reconcile_nova_ref(p)).requeue_after is None
+    assert p.credentials is not None

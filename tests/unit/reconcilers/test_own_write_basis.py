@@ -141,7 +141,7 @@ def lagging_cache(obj: dict[str, Any] | None) -> Cache:
 
 def make_ctx(server: Server, cache: Cache, writes: OwnWrites) -> PassContext:
     raw = copy.deepcopy(RAW_NOVA)
-    return PassContext(
+    ctx = PassContext(
         kube=server,  # type: ignore[arg-type]
         obj=raw,
         nova=Nova.model_validate(raw),
@@ -152,6 +152,8 @@ def make_ctx(server: Server, cache: Cache, writes: OwnWrites) -> PassContext:
         metrics=server.metrics,
         writes=writes,
     )
+    ctx.state.digest_key = b"digest-key-of-the-nova"  # the Secrets step reads it before any ensure
+    return ctx
 
 
 def woken(writes: OwnWrites, old: dict[str, Any] | None, new: dict[str, Any]) -> list[Request]:

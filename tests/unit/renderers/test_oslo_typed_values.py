@@ -50,7 +50,7 @@ def _nova(load_sample: Any) -> Nova:
     spec["keystoneEndpoint"] = TYPED["keystone"]
     spec["cache"] = {"servers": [TYPED["cache"]]}
     spec["remoteCompute"]["keystoneEndpoint"] = TYPED["remote_keystone"]
-    spec["extraConfig"] = {"DEFAULT": {"host": "h-$my_ip"}}
+    spec["extraConfig"] = {"DEFAULT": {"my_block_storage_ip": "h-$my_ip"}}
     return Nova.model_validate(raw)
 
 
@@ -118,7 +118,7 @@ def test_typed_values_are_doubled_and_extra_config_is_not(load_sample: Any) -> N
     assert "username = $${libvirt.rbd_secret_uuid}\n" in text
     assert "region_name = Region$$One\n" in text
     assert "user_domain_name = $$$$dom\n" in text
-    assert "host = h-$my_ip\n" in text  # extraConfig is oslo.config text: not escaped
+    assert "my_block_storage_ip = h-$my_ip\n" in text  # extraConfig is oslo.config text: not escaped
     assert "server_listen = $my_ip\n" in compute_pool.pool_conf(_pool())
 
 
@@ -158,7 +158,7 @@ def test_every_typed_value_arrives_literally_in_every_release(
             wrong = {k: values.get(k) for k, v in want.items() if values.get(k) != v}
             assert wrong == {}, where
             if "nova.conf" in case["files"]:
-                assert values["DEFAULT.host"] == "h-192.0.2.1", where
+                assert values["DEFAULT.my_block_storage_ip"] == "h-192.0.2.1", where
             else:
                 assert values["vnc.server_listen"] == "192.0.2.1", where
                 assert values["libvirt.rbd_secret_uuid"] == "pool-owner-value", where

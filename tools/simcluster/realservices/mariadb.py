@@ -16,9 +16,9 @@ import pathlib
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from simcluster.realservices.procs import Child, ServiceError, Spawner, run, wait_until
+from simcluster.realservices.procs import ServerProcess, ServiceError, run, wait_until
 
 # Enough for every role's pools of a few Novas (the rendered caps are per user).
 MAX_CONNECTIONS = 1000
@@ -39,16 +39,10 @@ def account(user: str, host: str = "%") -> str:
 
 
 @dataclass
-class MariaDBServer:
-    workdir: pathlib.Path
+class MariaDBServer(ServerProcess):
     address: str = "127.0.0.1"
     port: int = 3306
     start_timeout: float = 60.0
-    _spawner: Spawner = field(init=False)
-    _child: Child | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self._spawner = Spawner(self.workdir)
 
     @property
     def datadir(self) -> pathlib.Path:
@@ -57,10 +51,6 @@ class MariaDBServer:
     @property
     def socket(self) -> pathlib.Path:
         return self.workdir / "mysqld.sock"
-
-    @property
-    def alive(self) -> bool:
-        return self._child is not None and self._child.alive
 
     def start(self) -> MariaDBServer:
         if shutil.which("mariadbd") is None and not pathlib.Path("/usr/sbin/mariadbd").exists():
@@ -99,10 +89,6 @@ class MariaDBServer:
         )
         wait_until(self._pings, self._child, what="mariadbd", timeout=self.start_timeout)
         return self
-
-    def stop(self) -> None:
-        self._spawner.stop_all()
-        self._child = None
 
     def restart(self) -> None:
         self.stop()

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import pathlib
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from simcluster.realservices.procs import Child, ServiceError, Spawner, wait_until
+from simcluster.realservices.procs import ServerProcess, ServiceError, wait_until
 
 
 @dataclass
-class MemcachedServer:
-    workdir: pathlib.Path
+class MemcachedServer(ServerProcess):
     address: str = "127.0.0.1"
     port: int = 11211
     memory_mib: int = 64
-    _spawner: Spawner = field(init=False)
-    _child: Child | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self._spawner = Spawner(self.workdir)
-
-    @property
-    def alive(self) -> bool:
-        return self._child is not None and self._child.alive
 
     def start(self) -> MemcachedServer:
         if not pathlib.Path("/usr/bin/memcached").exists():
@@ -44,10 +34,6 @@ class MemcachedServer:
         )
         wait_until(self.stats_ok, self._child, what="memcached", timeout=20)
         return self
-
-    def stop(self) -> None:
-        self._spawner.stop_all()
-        self._child = None
 
     def stats_ok(self) -> bool:
         try:

@@ -99,6 +99,26 @@ class Spawner:
         self.children.clear()
 
 
+@dataclass
+class ServerProcess:
+    """A server run as one child (and its process group) in ``workdir``: ``alive`` and ``stop``."""
+
+    workdir: pathlib.Path
+    _spawner: Spawner = field(init=False)
+    _child: Child | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._spawner = Spawner(self.workdir)
+
+    @property
+    def alive(self) -> bool:
+        return self._child is not None and self._child.alive
+
+    def stop(self) -> None:
+        self._spawner.stop_all()
+        self._child = None
+
+
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> str:
     """Run a short command; its standard output, or ``ServiceError`` with its output on failure."""
     proc = subprocess.run(

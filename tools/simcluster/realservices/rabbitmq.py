@@ -14,9 +14,9 @@ import os
 import pathlib
 import socket
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from simcluster.realservices.procs import Child, ServiceError, Spawner, run, wait_until
+from simcluster.realservices.procs import ServerProcess, ServiceError, run, wait_until
 
 SBIN = pathlib.Path("/usr/lib/rabbitmq/bin")
 
@@ -32,23 +32,13 @@ def amqp_answers(address: str, port: int) -> bool:
 
 
 @dataclass
-class RabbitMQServer:
-    workdir: pathlib.Path
+class RabbitMQServer(ServerProcess):
     address: str = "127.0.0.1"
     port: int = 5672
     node: str = "rabbit@localhost"
     dist_port: int = 25672
     epmd_port: int = 4369
     start_timeout: float = 240.0
-    _spawner: Spawner = field(init=False)
-    _child: Child | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self._spawner = Spawner(self.workdir)
-
-    @property
-    def alive(self) -> bool:
-        return self._child is not None and self._child.alive
 
     def env(self) -> dict[str, str]:
         w = self.workdir
@@ -95,9 +85,8 @@ class RabbitMQServer:
         if self.alive:
             with contextlib.suppress(ServiceError, subprocess.TimeoutExpired):
                 self.ctl("stop", timeout=30)
-        self._spawner.stop_all()
+        super().stop()
         self._stop_epmd()
-        self._child = None
 
     def _stop_epmd(self) -> None:
         # epmd daemonises itself out of the broker's process group; ask it to go

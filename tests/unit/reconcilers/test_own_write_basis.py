@@ -24,6 +24,8 @@ from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.handlers import enqueue_for_owner
 from nova_operator.runtime.request import Request
 
+from .conftest import _merge
+
 NS = "ns"
 NOVA = Request(NS, "nova")
 RAW_NOVA: dict[str, Any] = {
@@ -52,16 +54,6 @@ def derived(**data: str) -> dict[str, Any]:
         "type": "Opaque",
         "data": dict(data),
     }
-
-
-def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
-    for k, v in patch.items():
-        if v is None:
-            target.pop(k, None)
-        elif isinstance(v, Mapping) and isinstance(target.get(k), dict):
-            _merge(target[k], v)
-        else:
-            target[k] = copy.deepcopy(v)
 
 
 class Server:

@@ -25,7 +25,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
-python="${NOVA_VENV_PYTHON:-python3}"
+# Debian's interpreter, not the machine's default python3 (pyenv's, in root's home, mode 0700): the nova
+# image of the real-Nova tier is built from these venvs, and its processes run as uid 42424. uWSGI
+# links the libpython of the python3-config it finds on PATH, so PATH is kept to the system's while
+# installing.
+python="${NOVA_VENV_PYTHON:-/usr/bin/python3.11}"
+build_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 mkdir -p "$cache"
 
 # The machine-readable option data oslo-config-validator reads (--opt-data), written once
@@ -53,7 +58,7 @@ while read -r release version; do
   fi
   dir="$cache/$release"
   constraints="$here/constraints-$release.txt"
-  marker="nova==$version ${image_packages[*]}"
+  marker="nova==$version ${image_packages[*]} python=$("$python" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
   pin=()
   if [[ -f "$constraints" ]]; then
     marker="$marker $(sha256sum "$constraints" | cut -c1-16)"
@@ -73,7 +78,8 @@ while read -r release version; do
   "$python" -m venv "$tmp"
   "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.
-  "$tmp/bin/python" -m pip install -q --disable-pip-version-check "${pin[@]}" "nova[osprofiler]==$version" \
+  PATH="$tmp/bin:$build_path" "$tmp/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+    "${pin[@]}" "nova[osprofiler]==$version" \
     "${image_packages[@]}"
   sdist="$(mktemp -d)"
   "$tmp/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \

@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools prometheus nova-venvs catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor
+.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-real
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -73,17 +73,29 @@ test-integration: venv  ## integration tests against a real kube-apiserver + etc
 test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
 	$(TOOLS_ENV) $(PY) -m pytest tests/e2e
 
+realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and nova image trees
+	bash tools/realnova/install.sh
+	bash tools/realnova/venvs.sh >/dev/null
+	/usr/bin/python3.11 tools/realnova/images.py
+
+test-realnova: venv realnova  ## the real-Nova tier: the samples served by real nova processes
+	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
+
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
 	$(TOOLS_ENV) $(PY) -m pytest tests
 
-run: venv  ## run the operator against KUBECONFIG, or start a local cluster and run it there
-	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run -- $(ARGS)
+run: venv  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins)
+	@[ -n "$$KUBECONFIG" ] || [ -n "$(STANDINS)" ] || $(MAKE) --no-print-directory realnova
+	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run $(if $(STANDINS),--standins) -- $(ARGS)
 
 bench: venv  ## N Novas (N=10 default; N=1, 10, 100) on the simulated cluster: table + bench-N.json (not a test)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(ARGS),-- $(ARGS))
 
 bench-floor: venv  ## the same children for N Novas created by a plain client, no operator: what the cluster alone needs
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench floor --novas $(N) --out bench-floor-$(N).json
+
+bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json
 
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd

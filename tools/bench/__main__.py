@@ -1,4 +1,4 @@
-"""``python -m bench run|floor|compare|show`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
+"""``python -m bench run|floor|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("b", type=pathlib.Path)
     s = sub.add_parser("show", help="print a run's table again")
     s.add_argument("file", type=pathlib.Path)
+    real = sub.add_parser("real", help="the minimal sample's bring-up on the real-Nova tier")
+    real.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-real.json"))
+    real.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
     args = parser.parse_args(argv)
+    if args.command == "real":
+        from bench import real as real_bench  # the real tier's imports only when asked for
+
+        print(real_bench.report(real_bench.run(args.out, args.timeout)))
+        print(f"written: {args.out}")
+        return 0
     if args.command == "run":
         if args.novas < 1:
             parser.error("--novas must be at least 1")

@@ -73,7 +73,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("KUBECONFIG"):
         return run_against_kubeconfig(args.operator_args)
-    return run_simulated(pathlib.Path(args.workdir) if args.workdir else None, args.operator_args)
+    return run_simulated(
+        pathlib.Path(args.workdir) if args.workdir else None, args.operator_args, real=not args.standins
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the operator: against $KUBECONFIG, or on a simulated cluster with the samples applied",
     )
     run.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
+    run.add_argument(
+        "--standins",
+        action="store_true",
+        help="kwok nodes and the stand-ins instead of the real Nova (faster: nothing of Nova runs)",
+    )
     run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

@@ -20,6 +20,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,7 +33,7 @@ from simcluster.cluster import CRDS_DIR, SimCluster
 from simcluster.controlplane import DEATH_SIGNAL
 from simcluster.fakeopenstack import FakeOpenStack
 from simcluster.kube import Kube
-from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, StandIns
+from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, Backend, StandIns
 
 T = TypeVar("T")
 
@@ -135,6 +136,9 @@ class SimHandle:
     _kube: AsyncKube | None = None
     startup_seconds: float = 0.0
     processes: list[ManagedProcess] = field(default_factory=list)
+    # what ``stop()`` runs, in order, after the spawned processes and before the stand-ins: (part, stop)
+    teardown: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
+    real: Any = None  # the real-Nova tier (``simcluster.realtier.RealTier``) when launched with it
     stop_seconds: dict[str, float] = field(default_factory=dict)  # what ``stop()`` took, by part
     _stopped: bool = field(default=False)
 
@@ -239,6 +243,13 @@ class SimHandle:
         for proc in reversed(self.processes):
             proc.stop()
         self.stop_seconds["spawned processes"] = time.monotonic() - t0
+        for part, stop in self.teardown:
+            t0 = time.monotonic()
+            try:
+                stop()
+            except Exception as exc:
+                print(f"simcluster: stopping the {part} failed: {exc}", file=sys.stderr)
+            self.stop_seconds[part] = time.monotonic() - t0
         t0 = time.monotonic()
         if self.sidecar is not None:
             sidecar = self.sidecar
@@ -282,7 +293,7 @@ def launch(
     if workdir is None:
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
     cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files, audit=audit)
-    cluster.start(while_controllers_start=_install_dependency_crds if standins else None)
+    cluster.start(while_controllers_start=install_dependency_crds if standins else None)
     handle = SimHandle(cluster=cluster, nodes={})
     atexit.register(handle.stop)
     try:
@@ -297,7 +308,7 @@ def launch(
             fake.add_user(SERVICE_USER, SERVICE_PASSWORD)
             handle.openstack = handle.sidecar.call(fake.start())
         if standins:
-            _start_standins(handle)
+            start_standins(handle)
         cluster.wait_nodes_ready([n for names in handle.nodes.values() for n in names])
     except BaseException:
         handle.stop()
@@ -306,7 +317,7 @@ def launch(
     return handle
 
 
-def _install_dependency_crds(kube: Kube) -> None:
+def install_dependency_crds(kube: Kube) -> None:
     """The CRDs of mariadb-operator, the RabbitMQ cluster operator and Gateway API, and the GatewayClass
     of the Gateway stand-in."""
     docs = kube.apply_files(DEPENDENCY_CRD_FILES)
@@ -323,13 +334,15 @@ def _install_dependency_crds(kube: Kube) -> None:
     )
 
 
-def _start_standins(handle: SimHandle) -> None:
-    assert handle.sidecar is not None
+def start_standins(handle: SimHandle, backend: Backend | None = None) -> None:
+    """The stand-in operators in the handle's sidecar (``backend``: acting on real servers)."""
+    if handle.sidecar is None:
+        handle.sidecar = Sidecar()
     cp = handle.cluster.control_plane
 
     async def _setup() -> tuple[AsyncKube, StandIns, asyncio.Event]:
         kube = await AsyncKube(cp.server, cp.admin_token, cp.ca_file).__aenter__()
-        return kube, StandIns(kube, handle.openstack), asyncio.Event()
+        return kube, StandIns(kube, handle.openstack, backend), asyncio.Event()
 
     handle._kube, handle.standins, handle._stop_event = handle.sidecar.call(_setup())
     handle._standins_future = handle.sidecar.spawn(handle.standins.run(handle._stop_event))

@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 
 from simcluster.controlplane import REPO, free_port
-from simcluster.launch import SimHandle, launch
+from simcluster.launch import ManagedProcess, SimHandle, launch
+from simcluster.realtier import clouds_yaml, launch_real
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -36,6 +37,10 @@ def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
     argv = [sys.executable, "-m", "nova_operator", *operator_args]
     os.execv(sys.executable, argv)
     return 1  # not reached
+
+
+POOL_NODE_LABELS = {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"}
+REAL_POOL_NODES = ("compute-0", "compute-1")
 
 
 def _samples(workdir: pathlib.Path, keystone_url: str) -> list[pathlib.Path]:
@@ -66,7 +71,9 @@ def _conditions(handle: SimHandle, plural: str, name: str) -> dict[str, tuple[st
     }
 
 
-def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str]) -> int:
+def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *, real: bool = True) -> int:
+    """The samples on a local cluster: served by real nova processes (``real``), or by kwok and the
+    stand-ins (faster, nothing of Nova runs)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -75,64 +82,142 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str]) ->
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     t0 = time.monotonic()
-    print("starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) ...")
-    handle = launch(workdir, nodes=3, pools={POOL: 3})
+    if real:
+        print(
+            "starting the simulated cluster with the real Nova (etcd, kube-apiserver, controller-manager, "
+            "scheduler, kubelet stand-in nodes, MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance)"
+        )
+        handle = launch_real(
+            workdir,
+            releases=(_sample_release(),),
+            node_labels=dict.fromkeys(REAL_POOL_NODES, POOL_NODE_LABELS),
+        )
+    else:
+        print(
+            "starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) ..."
+        )
+        handle = launch(workdir, nodes=3, pools={POOL: 3})
     try:
-        c = handle.cluster
-        for node in handle.nodes[POOL]:
-            c.label_node(node, {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"})
-        assert handle.openstack is not None
-        service_user = yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text())
-        for doc in service_user:
-            if doc["metadata"]["name"] == "nova-service-user":
-                handle.openstack.add_user("nova", doc["stringData"]["password"])
-        handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
-        handle.create_gateway(NAMESPACE, "public-gateway")
-        handle.apply(*_samples(handle.workdir, handle.openstack.keystone_url), namespace=NAMESPACE)
-        metrics, health = free_port(), free_port()
-        operator = handle.spawn(
-            "operator",
-            [
-                sys.executable, "-m", "nova_operator",
-                "--kubeconfig", str(c.kubeconfig), "--context", "operator",
-                "--metrics-bind-address", f"127.0.0.1:{metrics}",
-                "--health-probe-bind-address", f"127.0.0.1:{health}",
-                "--log-format", "json",
-                # The Nova API is the fake one: no in-cluster Service DNS out here.
-                "--nova-api-url", handle.openstack.nova_url,
-                *operator_args,
-            ],
-        )  # fmt: skip
+        operator = _start(handle, real, operator_args)
         print(
             f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
             f"nova-system:nova-operator (log: {operator.log})"
         )
-        seen: dict[tuple[str, str], tuple[str, str, str]] = {}
-        ready_at: float | None = None
-        while not stop.wait(1.0):
-            if not operator.alive:
-                print(f"the operator exited; the tail of its log:\n{operator.output(4000)}", file=sys.stderr)
-                return 1
-            all_ready = True
-            for plural, name in WATCHED:
-                conds = _conditions(handle, plural, name)
-                for ctype, value in sorted(conds.items()):
-                    if seen.get((name, ctype)) != value:
-                        seen[(name, ctype)] = value
-                        status, reason, message = value
-                        print(
-                            f"  {time.monotonic() - t0:6.1f}s  {plural[:-1]}/{name}  {ctype}={status}  "
-                            f"{reason}: {message}"
-                        )
-                all_ready = all_ready and conds.get("Ready", ("",))[0] == "True"
-            if all_ready and ready_at is None:
-                ready_at = time.monotonic() - t0
-                print(f"\nthe sample Nova and NovaCompute are Ready after {ready_at:.1f} s. Look around:")
-                print(f"  export KUBECONFIG={c.kubeconfig}")
-                print(f"  .venv/bin/kubectl -n {NAMESPACE} get novas,novacomputes,deployments,jobs,pods")
-                print(f"  curl -s http://127.0.0.1:{metrics}/metrics | grep ^nova_operator_")
-                print("Ctrl-C stops the operator and the cluster.", flush=True)
-        return 0
+        return _follow(handle, operator, stop, t0)
     finally:
         print("stopping ...", flush=True)
         handle.stop()
+
+
+def _sample_release() -> str:
+    return str(yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())["spec"]["openStackRelease"])
+
+
+def _service_password() -> str:
+    for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
+        if doc["metadata"]["name"] == "nova-service-user":
+            return str(doc["stringData"]["password"])
+    raise KeyError("nova-service-user")
+
+
+def _operator_argv(handle: SimHandle, operator_args: Sequence[str], *extra: str) -> list[str]:
+    c = handle.cluster
+    return [
+        sys.executable, "-m", "nova_operator",
+        "--kubeconfig", str(c.kubeconfig), "--context", "operator",
+        "--metrics-bind-address", f"127.0.0.1:{handle_metrics_port(handle)}",
+        "--health-probe-bind-address", f"127.0.0.1:{free_port()}",
+        "--log-format", "json",
+        *extra,
+        *operator_args,
+    ]  # fmt: skip
+
+
+_METRICS: dict[int, int] = {}
+
+
+def handle_metrics_port(handle: SimHandle) -> int:
+    return _METRICS.setdefault(id(handle), free_port())
+
+
+def _start(handle: SimHandle, real: bool, operator_args: Sequence[str]) -> ManagedProcess:
+    c = handle.cluster
+    handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+    handle.create_gateway(NAMESPACE, "public-gateway")
+    if real:
+        assert handle.real is not None
+        handle.real.openstack.add_service_user("nova", _service_password())
+        pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
+        # no libvirt here: the pool's nova-compute runs the fake driver
+        pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
+            "fake.FakeDriver"
+        )
+        pool_file = handle.workdir / "novacompute.yaml"
+        pool_file.write_text(yaml.safe_dump(pool, sort_keys=False))
+        here = pathlib.Path(__file__).parent
+        handle.apply(
+            SAMPLES / "secrets.yaml",
+            here / "samples" / "dependencies.yaml",
+            SAMPLES / "nova_minimal.yaml",
+            pool_file,
+            namespace=NAMESPACE,
+        )
+        return handle.spawn("operator", handle.real.in_cluster_dns(_operator_argv(handle, operator_args)))
+    for node in handle.nodes[POOL]:
+        c.label_node(node, POOL_NODE_LABELS)
+    assert handle.openstack is not None
+    handle.openstack.add_user("nova", _service_password())
+    handle.apply(*_samples(handle.workdir, handle.openstack.keystone_url), namespace=NAMESPACE)
+    # The Nova API is the fake one: no in-cluster Service DNS out here.
+    return handle.spawn(
+        "operator", _operator_argv(handle, operator_args, "--nova-api-url", handle.openstack.nova_url)
+    )
+
+
+def _follow(handle: SimHandle, operator: ManagedProcess, stop: threading.Event, t0: float) -> int:
+    """Print every condition change of the samples until Ctrl-C; once both are Ready, how to look."""
+    c = handle.cluster
+    seen: dict[tuple[str, str], tuple[str, str, str]] = {}
+    ready_at: float | None = None
+    while not stop.wait(1.0):
+        if not operator.alive:
+            print(f"the operator exited; the tail of its log:\n{operator.output(4000)}", file=sys.stderr)
+            return 1
+        all_ready = True
+        for plural, name in WATCHED:
+            conds = _conditions(handle, plural, name)
+            for ctype, value in sorted(conds.items()):
+                if seen.get((name, ctype)) != value:
+                    seen[(name, ctype)] = value
+                    status, reason, message = value
+                    print(
+                        f"  {time.monotonic() - t0:6.1f}s  {plural[:-1]}/{name}  {ctype}={status}  "
+                        f"{reason}: {message}"
+                    )
+            all_ready = all_ready and conds.get("Ready", ("",))[0] == "True"
+        if all_ready and ready_at is None:
+            ready_at = time.monotonic() - t0
+            print(f"\nthe sample Nova and NovaCompute are Ready after {ready_at:.1f} s. Look around:")
+            print(f"  export KUBECONFIG={c.kubeconfig}")
+            print(f"  .venv/bin/kubectl -n {NAMESPACE} get novas,novacomputes,deployments,jobs,pods")
+            print(f"  curl -s http://127.0.0.1:{handle_metrics_port(handle)}/metrics | grep ^nova_operator_")
+            if handle.real is not None:
+                _print_openstack(handle)
+            print("Ctrl-C stops the operator and the cluster.", flush=True)
+    return 0
+
+
+def _print_openstack(handle: SimHandle) -> None:
+    """Register the compute API in Keystone (at its Service's ClusterIP, which the host reaches) and
+    write the clouds.yaml the openstack CLI reads."""
+    assert handle.real is not None
+    svc = handle.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/nova")
+    compute = f"http://{svc['spec']['clusterIP']}:8774/v2.1"
+    handle.real.openstack.add_endpoint("compute", "nova", compute)
+    clouds = clouds_yaml(handle, handle.workdir / "clouds.yaml", _service_password())
+    cli = handle.real.openstack.venvs / "keystone" / "bin" / "openstack"
+    print(f"clouds.yaml: {clouds}")
+    print(f"compute API: {compute}")
+    print(f"  export OS_CLIENT_CONFIG_FILE={clouds} OS_CLOUD=simcluster")
+    print(f"  {cli} compute service list")
+    print(f"  {cli} server create --flavor <id> --image <id> --network none demo   (fake driver)")

@@ -166,6 +166,9 @@ class Backend(Protocol):
     def revoke_all(self, database: str, table: str, user: str, *, host: str) -> None: ...
     def ensure_broker_user(self, name: str, password: str) -> None: ...
     def delete_broker_user(self, name: str) -> None: ...
+    def endpoint(self, kind: str) -> tuple[str, int]:
+        """Where the real server of ``kind`` ("mariadb", "rabbitmq") listens: address and port."""
+        ...
 
 
 Key = tuple[str, str, str]  # kind (plural), namespace, name
@@ -344,6 +347,8 @@ class StandIns:
             "currentPrimaryPodIndex": 0,
             "replicas": replicas,
         }
+        if self.backend is not None:
+            await self._backend_service(m, MARIADB, "MariaDB", "mariadb", 3306)
         await self._write_status(MARIADB, "mariadbs", m, status)
 
     async def _mariadb_child(self, plural: str, obj: JSON) -> None:
@@ -488,6 +493,7 @@ class StandIns:
             if not (user and password):
                 return
             await asyncio.to_thread(self.backend.ensure_broker_user, user, password)
+            await self._backend_service(rmq, RABBIT, "RabbitmqCluster", "rabbitmq", 5672)
         status = {
             "observedGeneration": meta.get("generation", 1),
             "conditions": [
@@ -507,6 +513,45 @@ class StandIns:
             },
         }
         await self._write_status(RABBIT, "rabbitmqclusters", rmq, status)
+
+    async def _backend_service(
+        self, owner: JSON, api_version: str, kind: str, server: str, port: int
+    ) -> None:
+        """The Service the cluster's operator would create (named as the object), here without a
+        selector and with an EndpointSlice naming the real server; created once, owned by the object."""
+        assert self.backend is not None
+        meta = owner["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        if self.store("services").get(ns, name) is not None:
+            return
+        address, target = self.backend.endpoint(server)
+        ref = [_owner(owner, api_version, kind)]
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": ref},
+            "spec": {"ports": [{"name": server, "port": port, "targetPort": target, "protocol": "TCP"}]},
+        }
+        endpoints = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{name}-{server}",
+                "namespace": ns,
+                "labels": {
+                    "kubernetes.io/service-name": name,
+                    "endpointslice.kubernetes.io/managed-by": "simcluster.standins",
+                },
+                "ownerReferences": ref,
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": server, "port": target, "protocol": "TCP"}],
+        }
+        with contextlib.suppress(ApiError):  # AlreadyExists after a race: fine
+            await self.kube.create(f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", endpoints)
+        with contextlib.suppress(ApiError):
+            self._remember("services", await self.kube.create(f"/api/v1/namespaces/{ns}/services", service))
 
     def _secret_value(self, ns: str, name: str, key: str) -> str:
         raw = ((self.store("secrets").get(ns, name) or {}).get("data") or {}).get(key, "")

@@ -126,8 +126,20 @@ def build_root(spec: dict[str, Any]) -> None:
         0,
         f"lowerdir={spec['image_root']},upperdir={spec['upper']},workdir={spec['work']}",
     )
-    for path, source in spec.get("image_binds", []):
-        bind(source, mount_target(rootfs, path, os.path.isfile(source)), True)
+    layers = []
+    for i, (path, source) in enumerate(spec.get("image_binds", [])):
+        target = mount_target(rootfs, path, os.path.isfile(source))
+        if os.path.isfile(source):
+            bind(source, target, True)
+            continue
+        # A directory of the host the image shares (its /usr) is a read-only lower layer too, with a
+        # writable layer of this run on top: mount points the volumes need below it (a node's
+        # /lib/modules) are created there, as a runtime creates them in the image's root.
+        upper, work = f"{spec['upper']}.{i}", f"{spec['work']}.{i}"
+        os.makedirs(upper, exist_ok=True)
+        os.makedirs(work, exist_ok=True)
+        mount("overlay", target, "overlay", 0, f"lowerdir={source},upperdir={upper},workdir={work}")
+        layers.append(target)
     proc = mount_target(rootfs, "/proc", False)
     mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     dev = mount_target(rootfs, "/dev", False)
@@ -147,7 +159,8 @@ def build_root(spec: dict[str, Any]) -> None:
     for m in spec.get("mounts", []):
         bind(m["source"], mount_target(rootfs, m["target"], os.path.isfile(m["source"])), m["readOnly"])
     if spec.get("read_only_root"):
-        mount(None, rootfs, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        for target in [rootfs, *layers]:
+            mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     os.chdir(rootfs)
     _check(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
     _check(libc.umount2(b".", MNT_DETACH), "umount old root")

@@ -58,6 +58,20 @@ class KubeletThread:
         )
         await self.kubelet.start()
 
+    def attach_hosts(self, name: str, namespace: str, path: pathlib.Path) -> None:
+        """Keep ``path`` an ``/etc/hosts`` naming every Service, as a pod ``name`` in ``namespace``
+        would see it (for a host process that must resolve in-cluster names)."""
+        assert self.kubelet is not None
+        assert self.kubelet.network is not None
+        network = self.kubelet.network
+        pod = {"metadata": {"uid": f"host-{name}", "name": name, "namespace": namespace}, "spec": {}}
+
+        async def _attach() -> None:
+            network.attach_hosts(pod, network.gateway, path)
+            await network.sync()
+
+        self._call(_attach())
+
     def stop(self, *, remove_nodes: bool = False) -> None:
         if not self._thread.is_alive():
             return

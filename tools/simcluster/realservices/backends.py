@@ -85,3 +85,11 @@ class RealBackends:
 
     def delete_broker_user(self, name: str) -> None:
         self.rabbitmq.delete_user(name)
+
+    def endpoint(self, kind: str) -> tuple[str, int]:
+        ports = {
+            "mariadb": self.mariadb.port,
+            "rabbitmq": self.rabbitmq.port,
+            "memcached": self.memcached.port,
+        }
+        return self.address, ports[kind]

@@ -295,6 +295,13 @@ class OpenStackServices:
                 self._api(token, "PUT", f"/projects/{project_id}/users/{uid}/roles/{role}")
         self.users[user.name] = user
 
+    def add_service_user(self, name: str, password: str) -> None:
+        """A service user (or its new password) with the admin and service roles on ``service``, as
+        the Nova under test names it in its ``serviceUser`` Secret."""
+        token = self.admin_token()
+        roles = (self._find(token, "roles", "admin"), self._find(token, "roles", "service"))
+        self.ensure_user(ServiceUser(name, password), token=token, roles=roles)
+
     def add_endpoint(self, svc_type: str, name: str, url: str, *, token: str | None = None) -> None:
         """A catalog entry (public and internal) for ``svc_type``, replacing an older one."""
         token = token or self.admin_token()

@@ -1,0 +1,159 @@
+"""Helpers of the real-Nova tier's cluster tests: the samples as this cluster runs them, the operator
+as its own process, waits on conditions, and the real OpenStack APIs through Keystone."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import yaml
+from simcluster import SimHandle
+from simcluster.controlplane import REPO, free_port
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+SAMPLES = REPO / "config" / "samples"
+NAMESPACE = "openstack"
+GROUP = "/apis/nova.openstack.c5c3.io/v1alpha1"
+POOL_LABELS = {"example.org/compute-pool": "rack7", "topology.kubernetes.io/zone": "az1"}
+
+
+def sample_secret(name: str, key: str) -> str:
+    for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
+        if doc["metadata"]["name"] == name:
+            return str(doc["stringData"][key])
+    raise KeyError(name)
+
+
+def pool_on_fake_driver(workdir: pathlib.Path) -> pathlib.Path:
+    """The NovaCompute sample with ``[DEFAULT] compute_driver = fake.FakeDriver`` (no libvirt here)."""
+    pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
+    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = "fake.FakeDriver"
+    path = workdir / "novacompute-fake-driver.yaml"
+    path.write_text(yaml.safe_dump(pool, sort_keys=False))
+    return path
+
+
+def start_operator(handle: SimHandle, name: str = "operator") -> Any:
+    """The operator as its own process, as its ServiceAccount, resolving in-cluster names."""
+    assert handle.real is not None
+    c = handle.cluster
+    argv = [
+        sys.executable, "-m", "nova_operator",
+        "--kubeconfig", str(c.kubeconfig), "--context", "operator",
+        "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+        "--health-probe-bind-address", f"127.0.0.1:{free_port()}",
+        "--log-format", "json",
+    ]  # fmt: skip
+    return handle.spawn(name, handle.real.in_cluster_dns(argv))
+
+
+def wait_for(
+    check: Callable[[], T | None], *, within: float, what: str, handle: SimHandle | None = None
+) -> T:
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(2)
+    detail = handle.logs(4000) if handle is not None else ""
+    raise AssertionError(f"{what}: not within {within:.0f} s (last: {last!r})\n{detail}")
+
+
+def conditions(handle: SimHandle, plural: str, name: str, namespace: str = NAMESPACE) -> dict[str, JSON]:
+    obj = handle.cluster.kube.get(f"{GROUP}/namespaces/{namespace}/{plural}/{name}")
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def is_ready(handle: SimHandle, plural: str, name: str, namespace: str = NAMESPACE) -> bool:
+    return conditions(handle, plural, name, namespace).get("Ready", {}).get("status") == "True"
+
+
+def not_ready_summary(handle: SimHandle, plural: str, name: str, namespace: str = NAMESPACE) -> str:
+    conds = conditions(handle, plural, name, namespace)
+    return "; ".join(
+        f"{t}={c['status']}/{c.get('reason')}" for t, c in conds.items() if c["status"] != "True"
+    )
+
+
+def pods(handle: SimHandle, namespace: str = NAMESPACE, selector: str = "") -> list[JSON]:
+    query = f"?labelSelector={selector}" if selector else ""
+    return list(handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/pods{query}")["items"])
+
+
+class OpenStackClient:
+    """Admin calls to the real services: a token from Keystone, the compute API at its Service."""
+
+    def __init__(self, handle: SimHandle, compute_url: str) -> None:
+        assert handle.real is not None
+        self.keystone = handle.real.openstack.keystone_url
+        self.password = handle.real.openstack.admin_password
+        self.compute = compute_url.rstrip("/")
+        self._token = ""
+
+    def token(self) -> str:
+        if not self._token:
+            body = {
+                "auth": {
+                    "identity": {
+                        "methods": ["password"],
+                        "password": {
+                            "user": {
+                                "name": "admin",
+                                "domain": {"name": "Default"},
+                                "password": self.password,
+                            }
+                        },
+                    },
+                    "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}},
+                }
+            }
+            req = urllib.request.Request(
+                f"{self.keystone}/auth/tokens",
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                self._token = str(resp.headers["X-Subject-Token"])
+        return self._token
+
+    def call(self, method: str, path: str, body: Any = None, microversion: str = "2.95") -> Any:
+        headers = {
+            "X-Auth-Token": self.token(),
+            "Content-Type": "application/json",
+            "OpenStack-API-Version": f"compute {microversion}",
+        }
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.compute}/v2.1{path}", data, headers, method=method)
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            text = resp.read()
+            return json.loads(text) if text else None
+
+    def services(self) -> list[JSON]:
+        return list(self.call("GET", "/os-services")["services"])
+
+
+def compute_url(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
+    """The compute API at its Service's ClusterIP (the host reaches ClusterIPs as a pod does)."""
+    svc = handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+    return f"http://{svc['spec']['clusterIP']}:8774"
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code

@@ -1,0 +1,118 @@
+"""``make run`` on a machine without ``$KUBECONFIG``: the real Nova, reachable with the printed
+``clouds.yaml`` by the ``openstack`` CLI; Ctrl-C leaves no process, mount, bridge or rule behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from simcluster.controlplane import REPO
+from simcluster.realservices.openstack import VENVS
+
+pytestmark = pytest.mark.realnova
+BRIDGE = "simkube0"
+NFT_TABLE = "simkubelet"
+
+
+def _wait_for_line(
+    log: pathlib.Path, pattern: str, proc: subprocess.Popen[bytes], within: float
+) -> re.Match[str]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        match = re.search(pattern, log.read_text(errors="replace"))
+        if match:
+            return match
+        if proc.poll() is not None:
+            break
+        time.sleep(2)
+    raise AssertionError(
+        f"no {pattern!r} within {within:.0f} s; make run printed:\n{log.read_text()[-6000:]}"
+    )
+
+
+def _left_behind(workdir: pathlib.Path) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = pathlib.Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(workdir) in cmdline:
+                found.append(f"process {entry}: {cmdline[:200]}")
+    found += [
+        f"mount {line}"
+        for line in pathlib.Path("/proc/self/mounts").read_text().splitlines()
+        if str(workdir) in line
+    ]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if BRIDGE in line]
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
+    found += [f"nft {line}" for line in tables.splitlines() if line.split()[-1:] == [NFT_TABLE]]
+    return found
+
+
+def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: pathlib.Path) -> None:
+    workdir = tmp_path / "run"
+    log = tmp_path / "make-run.log"
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["PYTHONPATH"] = f"{REPO}:{REPO / 'tools'}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "simcluster", "run", "--workdir", str(workdir)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    try:
+        clouds = pathlib.Path(_wait_for_line(log, r"clouds\.yaml: (\S+)", proc, within=600).group(1))
+        compute = _wait_for_line(log, r"compute API: (\S+)", proc, within=10).group(1)
+        assert re.fullmatch(r"http://10\.96\.\d+\.\d+:8774/v2\.1", compute), compute
+        cli_env = {**env, "OS_CLIENT_CONFIG_FILE": str(clouds), "OS_CLOUD": "simcluster"}
+        listed = subprocess.run(
+            [str(VENVS / "keystone" / "bin" / "openstack"), "compute", "service", "list", "-f", "json"],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        rows = json.loads(listed.stdout)
+        binaries = sorted(r["Binary"] for r in rows)
+        assert binaries.count("nova-scheduler") == 1, rows
+        assert binaries.count("nova-conductor") == 1, rows
+        computes = {r["Host"]: r for r in rows if r["Binary"] == "nova-compute"}
+        assert set(computes) == {"compute-0", "compute-1"}, rows
+        assert all(r["State"] == "up" for r in rows if r["Binary"] != "nova-osapi_compute"), rows
+        # the service user of the sample Secret reaches Keystone too
+        as_service = subprocess.run(
+            [str(VENVS / "keystone" / "bin" / "openstack"), "token", "issue", "-f", "value", "-c", "id"],
+            env={**cli_env, "OS_CLOUD": "simcluster-nova"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert as_service.returncode == 0, as_service.stderr
+        assert as_service.stdout.strip()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    assert rc == 0, log.read_text()[-4000:]
+    time.sleep(1)
+    assert _left_behind(workdir) == []

@@ -203,8 +203,11 @@ class ImageSpec(CRDModel):
 
 class DatabaseTLSSpec(CRDModel):
     mode: Literal["disabled", "prefer", "require", "verify-ca", "verify-full"] | None = None
-    """TLS mode of the database connection: disabled, prefer, require, verify-ca or verify-full. Unset or
-    disabled means no TLS.
+    """TLS mode of the database connection. Unset or disabled: no TLS. prefer and require: TLS with the client
+    certificate, the server's certificate not verified. verify-ca: the server's certificate must chain to the
+    caBundleSecretRef CA; its name is not checked. verify-full: the CA and the name nova dials (host, or the
+    clusterRef Service name). The client (PyMySQL) starts TLS only when the server offers it, in every mode:
+    to refuse plaintext, require TLS on the server (REQUIRE SSL or X509 for the user).
     """
     ca_bundle_secret_ref: SecretRefSpec
     """Secret whose ca.crt key holds the CA bundle that verifies the database server."""

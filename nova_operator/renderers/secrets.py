@@ -110,8 +110,37 @@ def database_username(nova: Nova, which: Block, secret_username: str) -> str:
     return secret_username
 
 
+def _tls_query(mode: str, directory: str) -> dict[str, str]:
+    """The DSN keys of a ``tls.mode``, in the form SQLAlchemy's pymysql dialect hands to PyMySQL.
+
+    The dialect gathers ``ssl_ca``, ``ssl_cert``, ``ssl_key`` and ``ssl_check_hostname`` into
+    PyMySQL's ``ssl`` dict; PyMySQL then verifies the server against ``ca`` when one is named and
+    checks its name unless ``check_hostname`` is false. Any other ``ssl_*`` key (the spec's
+    ``ssl_verify_cert``/``ssl_verify_identity``) reaches PyMySQL as an argument of its own, which
+    makes it build a new dict without the CA, the certificate and the key: verification against
+    the system's CAs instead of the named one, no client certificate, no hostname check.
+
+    - ``prefer``, ``require``: the client certificate and key, no CA (TLS without verification);
+    - ``verify-ca``: and the CA, ``ssl_check_hostname=false`` (the chain, not the name);
+    - ``verify-full``: and the CA (the chain and the name).
+
+    PyMySQL uses TLS only when the server offers it and goes on in plaintext when it does not, in
+    every mode: refusing a server without TLS is the server's part (``REQUIRE SSL``/``X509``).
+    """
+    if mode == "disabled":
+        return {}
+    query = {"ssl_cert": f"{directory}/tls.crt", "ssl_key": f"{directory}/tls.key"}
+    if mode in ("verify-ca", "verify-full"):
+        query["ssl_ca"] = f"{directory}/ca.crt"
+    if mode == "verify-ca":
+        query["ssl_check_hostname"] = "false"
+    return query
+
+
 def database_dsn(nova: Nova, which: Block, *, username: str, password: str) -> str:
-    """``mysql+pymysql://<user>:<password>@<host>:<port>/<schema>?charset=utf8[&ssl_…]`` (spec §10.1)."""
+    """``mysql+pymysql://<user>:<password>@<host>:<port>/<schema>?charset=utf8[&ssl_…]``.
+
+    Spec §10.1, but for the TLS keys (``_tls_query``: each mode does what its name says)."""
     block = _block(nova, which)
     if not username or not password:
         raise ValueError(f"{which} database credentials are incomplete")
@@ -123,16 +152,8 @@ def database_dsn(nova: Nova, which: Block, *, username: str, password: str) -> s
     else:
         raise ValueError(f"{which} database names neither clusterRef nor host")
     query = {"charset": "utf8"}
-    tls = block.tls
-    if tls is not None and tls.mode and tls.mode != "disabled":
-        directory = DB_TLS_DIR[which]
-        query.update(
-            ssl_ca=f"{directory}/ca.crt", ssl_cert=f"{directory}/tls.crt", ssl_key=f"{directory}/tls.key"
-        )
-        if tls.mode in ("verify-ca", "verify-full"):
-            query["ssl_verify_cert"] = "true"
-        if tls.mode == "verify-full":
-            query["ssl_verify_identity"] = "true"
+    if block.tls is not None and block.tls.mode:
+        query.update(_tls_query(block.tls.mode, DB_TLS_DIR[which]))
     user = database_username(nova, which, username)
     params = "&".join(f"{k}={v}" for k, v in sorted(query.items()))
     return f"mysql+pymysql://{encode_userinfo(user)}:{encode_userinfo(password)}@{host}:{port}/{block.database}?{params}"

@@ -33,13 +33,41 @@ def test_brownfield_dsn_uses_the_secret_username_the_host_and_tls_files(load_sam
     assert secrets.database_dsn(nova, "api", username="u@x", password="p:w/d%") == (
         "mysql+pymysql://u%40x:p%3Aw%2Fd%25@db.example.org:3307/nova_api?charset=utf8"
         "&ssl_ca=/etc/nova-db-tls/api/ca.crt&ssl_cert=/etc/nova-db-tls/api/tls.crt"
-        "&ssl_key=/etc/nova-db-tls/api/tls.key&ssl_verify_cert=true&ssl_verify_identity=true"
+        "&ssl_key=/etc/nova-db-tls/api/tls.key"
     )
-    # require: the three paths only
+    # require: the client certificate and key, no CA (nothing to verify against)
     assert secrets.database_dsn(nova, "cell", username="u", password="p").endswith(
-        "/nova?charset=utf8&ssl_ca=/etc/nova-db-tls/cell/ca.crt"
-        "&ssl_cert=/etc/nova-db-tls/cell/tls.crt&ssl_key=/etc/nova-db-tls/cell/tls.key"
+        "/nova?charset=utf8&ssl_cert=/etc/nova-db-tls/cell/tls.crt&ssl_key=/etc/nova-db-tls/cell/tls.key"
     )
+
+
+TLS_QUERIES = {
+    None: "charset=utf8",
+    "disabled": "charset=utf8",
+    "prefer": "charset=utf8&ssl_cert=/etc/nova-db-tls/cell/tls.crt&ssl_key=/etc/nova-db-tls/cell/tls.key",
+    "require": "charset=utf8&ssl_cert=/etc/nova-db-tls/cell/tls.crt&ssl_key=/etc/nova-db-tls/cell/tls.key",
+    "verify-ca": "charset=utf8&ssl_ca=/etc/nova-db-tls/cell/ca.crt&ssl_cert=/etc/nova-db-tls/cell/tls.crt"
+    "&ssl_check_hostname=false&ssl_key=/etc/nova-db-tls/cell/tls.key",
+    "verify-full": "charset=utf8&ssl_ca=/etc/nova-db-tls/cell/ca.crt&ssl_cert=/etc/nova-db-tls/cell/tls.crt"
+    "&ssl_key=/etc/nova-db-tls/cell/tls.key",
+}
+
+
+@pytest.mark.parametrize("mode", list(TLS_QUERIES))
+def test_each_tls_mode_renders_the_keys_sqlalchemy_hands_to_pymysql_whole(
+    load_sample: Load, mode: str | None
+) -> None:
+    """No ``ssl_verify_cert``/``ssl_verify_identity``: PyMySQL drops the CA, certificate and key for them.
+
+    Verification is the CA's presence (PyMySQL verifies against it, and only then); the hostname
+    check is PyMySQL's default with a CA, off only by ``ssl_check_hostname=false``.
+    """
+    nova = load_sample("full").model_copy(deep=True)
+    assert nova.spec.database.tls is not None
+    nova.spec.database.tls = nova.spec.database.tls.model_copy(update={"mode": mode})
+    dsn = secrets.database_dsn(nova, "cell", username="u", password="p")
+    assert dsn == f"mysql+pymysql://u:p@db.example.org:3307/nova?{TLS_QUERIES[mode]}"
+    assert "ssl_verify" not in dsn
 
 
 def test_dynamic_credentials_use_the_secret_username(load_sample: Load) -> None:

@@ -4,6 +4,10 @@
 User or Grant becomes the statement the mariadb-operator runs, a RabbitmqCluster's default user a
 real broker user. ``address`` is where pods reach the servers (the host's side of the pod bridge
 in the real tier; loopback for the tests of this package).
+
+With ``pki`` both servers speak TLS with its server certificate: MariaDB offers TLS on its port
+(clients choose; users with ``REQUIRE`` must), RabbitMQ listens for AMQP over TLS on
+``rabbitmq.tls_port`` beside its plain listener.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from simcluster.controlplane import free_port
 from simcluster.realservices.mariadb import MariaDBServer
 from simcluster.realservices.memcached import MemcachedServer
+from simcluster.realservices.pki import PKI
 from simcluster.realservices.rabbitmq import RabbitMQServer
 
 
@@ -22,18 +27,24 @@ from simcluster.realservices.rabbitmq import RabbitMQServer
 class RealBackends:
     workdir: pathlib.Path
     address: str = "127.0.0.1"
+    pki: PKI | None = None
     mariadb: MariaDBServer = field(init=False)
     rabbitmq: RabbitMQServer = field(init=False)
     memcached: MemcachedServer = field(init=False)
 
     def __post_init__(self) -> None:
-        self.mariadb = MariaDBServer(self.workdir / "mariadb", address=self.address, port=free_port())
+        tls = self.pki.server_files() if self.pki is not None else None
+        self.mariadb = MariaDBServer(
+            self.workdir / "mariadb", address=self.address, port=free_port(), tls=tls
+        )
         self.rabbitmq = RabbitMQServer(
             self.workdir / "rabbitmq",
             address=self.address,
             port=free_port(),
             dist_port=free_port(),
             epmd_port=free_port(),
+            tls=tls,
+            tls_port=free_port(),
         )
         self.memcached = MemcachedServer(self.workdir / "memcached", address=self.address, port=free_port())
 

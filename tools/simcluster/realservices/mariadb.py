@@ -6,6 +6,10 @@ that socket only. The statement helpers are what the mariadb-operator's Database
 controllers do on the server: ``CREATE DATABASE ... CHARACTER SET ... COLLATE ...``,
 ``CREATE USER ... IDENTIFIED BY ... WITH MAX_USER_CONNECTIONS n``, ``GRANT ...``, and the drops.
 
+With ``tls`` (a CA, a certificate and a key) the server offers TLS on its TCP port: the CA verifies
+client certificates (``REQUIRE X509`` users), ``use_certificate`` swaps the server's certificate in
+place (``FLUSH SSL``), and ``require_secure_transport`` refuses every TCP client that does not use TLS.
+
 Identifiers are quoted with backticks (doubled inside) and strings with single quotes (doubled,
 backslashes doubled), so any name or password the API server admits reaches the server literally.
 """
@@ -17,11 +21,16 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
+from simcluster.realservices.pki import TLSFiles
 from simcluster.realservices.procs import ServerProcess, ServiceError, run, wait_until
 
 # Enough for every role's pools of a few Novas (the rendered caps are per user).
 MAX_CONNECTIONS = 1000
+
+Require = Literal["NONE", "SSL", "X509"]
+_REQUIRE: dict[Require, str] = {"NONE": "NONE", "SSL": "SSL", "X509": "X509"}
 
 
 def ident(name: str) -> str:
@@ -43,6 +52,8 @@ class MariaDBServer(ServerProcess):
     address: str = "127.0.0.1"
     port: int = 3306
     start_timeout: float = 60.0
+    tls: TLSFiles | None = None
+    require_secure_transport: bool = False
 
     @property
     def datadir(self) -> pathlib.Path:
@@ -51,6 +62,29 @@ class MariaDBServer(ServerProcess):
     @property
     def socket(self) -> pathlib.Path:
         return self.workdir / "mysqld.sock"
+
+    @property
+    def tls_dir(self) -> pathlib.Path:
+        return self.workdir / "tls"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            if self.require_secure_transport:
+                raise ServiceError("require_secure_transport needs tls")
+            return []
+        placed = self.tls.install(self.tls_dir)
+        args = [f"--ssl-ca={placed.ca}", f"--ssl-cert={placed.cert}", f"--ssl-key={placed.key}"]
+        if self.require_secure_transport:
+            args.append("--require-secure-transport=ON")
+        return args
+
+    def use_certificate(self, tls: TLSFiles) -> None:
+        """Serve ``tls`` from now on (new connections), without a restart: ``FLUSH SSL``."""
+        if self.tls is None:
+            raise ServiceError("the server was started without TLS")
+        self.tls = tls
+        tls.install(self.tls_dir)
+        self.sql("FLUSH SSL")
 
     def start(self) -> MariaDBServer:
         if shutil.which("mariadbd") is None and not pathlib.Path("/usr/sbin/mariadbd").exists():
@@ -85,6 +119,7 @@ class MariaDBServer(ServerProcess):
                 "--skip-name-resolve",
                 "--character-set-server=utf8mb4",
                 "--collation-server=utf8mb4_general_ci",
+                *self._tls_args(),
             ],
         )
         wait_until(self._pings, self._child, what="mariadbd", timeout=self.start_timeout)
@@ -167,6 +202,10 @@ class MariaDBServer(ServerProcess):
     def drop_database(self, name: str) -> None:
         self.sql(f"DROP DATABASE IF EXISTS {ident(name)}")
 
+    def offers_tls(self) -> bool:
+        """The server's ``have_ssl``: YES once its TLS files loaded."""
+        return self.sql("SHOW GLOBAL VARIABLES LIKE 'have_ssl'") == [["have_ssl", "YES"]]
+
     def databases(self) -> set[str]:
         return {row[0] for row in self.sql("SHOW DATABASES")}
 
@@ -179,13 +218,25 @@ class MariaDBServer(ServerProcess):
             raise ServiceError(f"no database {name}")
         return rows[0][0], rows[0][1]
 
-    def ensure_user(self, name: str, password: str, *, max_connections: int = 0, host: str = "%") -> None:
-        """Create the user or set its password and connection cap (what a User's reconcile does)."""
+    def ensure_user(
+        self,
+        name: str,
+        password: str,
+        *,
+        max_connections: int = 0,
+        host: str = "%",
+        require: Require | None = None,
+    ) -> None:
+        """Create the user or set its password and connection cap (what a User's reconcile does).
+
+        ``require`` sets what the user's connections must use (``SSL``: TLS, ``X509``: TLS with a
+        client certificate the server's CA signed, ``NONE``: nothing); None leaves it as it is."""
         acct = account(name, host)
+        tls = f"REQUIRE {_REQUIRE[require]} " if require is not None else ""
         self.sql(
             f"CREATE USER IF NOT EXISTS {acct} IDENTIFIED BY {literal(password)}; "
             f"ALTER USER {acct} IDENTIFIED BY {literal(password)} "
-            f"WITH MAX_USER_CONNECTIONS {int(max_connections)}"
+            f"{tls}WITH MAX_USER_CONNECTIONS {int(max_connections)}"
         )
 
     def drop_user(self, name: str, host: str = "%") -> None:

@@ -5,6 +5,11 @@ The ``/usr/sbin`` wrapper switches to the ``rabbitmq`` user, so the server scrip
 name is ``rabbit@localhost`` by default; a second broker on the same machine needs another name and
 distribution port. RabbitMQ spawns ``epmd`` (the Erlang port mapper), which outlives the broker: it
 runs in the broker's process group here and is stopped with it.
+
+With ``tls`` the broker also listens for AMQP over TLS on ``tls_port`` (what port 5671 is in a
+cluster), with that certificate and key; its CA verifies the client certificates that are offered
+(a client without one is admitted, as the cluster operator's default TLS listener does).
+``use_certificate`` swaps the certificate in place for new connections.
 """
 
 from __future__ import annotations
@@ -13,18 +18,24 @@ import contextlib
 import os
 import pathlib
 import socket
+import ssl
 import subprocess
 from dataclasses import dataclass
 
+from simcluster.realservices.pki import TLSFiles
 from simcluster.realservices.procs import ServerProcess, ServiceError, run, wait_until
 
 SBIN = pathlib.Path("/usr/lib/rabbitmq/bin")
 
 
-def amqp_answers(address: str, port: int) -> bool:
+def amqp_answers(address: str, port: int, *, tls: ssl.SSLContext | None = None) -> bool:
+    """The listener answers a protocol header with a method frame (connection.start).
+
+    With ``tls`` the header goes over a TLS session of that context (a failed handshake: False)."""
     try:
-        with socket.create_connection((address, port), timeout=2) as s:
-            s.settimeout(5)
+        with socket.create_connection((address, port), timeout=2) as raw:
+            raw.settimeout(5)
+            s = tls.wrap_socket(raw, server_hostname=address) if tls is not None else raw
             s.sendall(b"AMQP\x00\x00\x09\x01")
             return s.recv(1) == b"\x01"  # a method frame: connection.start
     except OSError:
@@ -39,6 +50,8 @@ class RabbitMQServer(ServerProcess):
     dist_port: int = 25672
     epmd_port: int = 4369
     start_timeout: float = 240.0
+    tls: TLSFiles | None = None
+    tls_port: int = 5671
 
     def env(self) -> dict[str, str]:
         w = self.workdir
@@ -67,7 +80,7 @@ class RabbitMQServer(ServerProcess):
         (w / "rabbitmq.conf").write_text(
             "loopback_users = none\n"
             f"listeners.tcp.default = {self.address}:{self.port}\n"
-            "log.console = true\nlog.console.level = warning\nlog.file = false\n"
+            "log.console = true\nlog.console.level = warning\nlog.file = false\n" + self._tls_conf()
         )
         (w / "enabled_plugins").write_text("[].\n")
         cookie = w / ".erlang.cookie"
@@ -80,6 +93,33 @@ class RabbitMQServer(ServerProcess):
             self._answers, self._child, what="rabbitmq-server", timeout=self.start_timeout, interval=1.0
         )
         return self
+
+    def _tls_conf(self) -> str:
+        if self.tls is None:
+            return ""
+        placed = self.tls.install(self.workdir / "tls")
+        return (
+            f"listeners.ssl.default = {self.address}:{self.tls_port}\n"
+            f"ssl_options.cacertfile = {placed.ca}\n"
+            f"ssl_options.certfile = {placed.cert}\n"
+            f"ssl_options.keyfile = {placed.key}\n"
+            "ssl_options.verify = verify_peer\n"
+            "ssl_options.fail_if_no_peer_cert = false\n"
+        )
+
+    def use_certificate(self, tls: TLSFiles) -> None:
+        """Serve ``tls`` to new TLS connections: the files at the same paths, Erlang's PEM cache cleared."""
+        if self.tls is None:
+            raise ServiceError("the broker was started without TLS")
+        self.tls = tls
+        tls.install(self.workdir / "tls")
+        self.ctl("eval", "ssl:clear_pem_cache().")
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client's TLS context that trusts the broker's CA and checks its name."""
+        if self.tls is None:
+            raise ServiceError("the broker was started without TLS")
+        return ssl.create_default_context(cafile=str(self.tls.ca))
 
     def stop(self) -> None:
         if self.alive:
@@ -102,8 +142,10 @@ class RabbitMQServer(ServerProcess):
         """The AMQP listener answers a protocol header with connection.start: the broker serves.
 
         A socket check instead of ``rabbitmqctl await_startup``: each rabbitmqctl call boots an Erlang
-        VM (seconds of CPU on a busy machine)."""
-        return amqp_answers(self.address, self.port)
+        VM (seconds of CPU on a busy machine). With TLS, the TLS listener must answer too."""
+        if not amqp_answers(self.address, self.port):
+            return False
+        return self.tls is None or amqp_answers(self.address, self.tls_port, tls=self.client_context())
 
     def ctl(self, *args: str, timeout: float = 60.0) -> str:
         env = {k: v for k, v in self.env().items() if k != "RABBITMQ_ERLANG_COOKIE"}

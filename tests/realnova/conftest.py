@@ -1,4 +1,5 @@
-"""Fixtures of the real-Nova tier: the real backing servers, started once per session.
+"""Fixtures of the real-Nova tier: the real backing servers, started once per session, and the
+real-Nova cluster (``cluster``; ``minimal``: with the samples Ready), once per session too.
 
 A missing Debian package fails these tests (``tools/realnova/install.sh`` installs them; CI runs it):
 the real tier is never skipped. The servers speak TLS too (``pki``: a CA, their certificate, a
@@ -12,8 +13,25 @@ from collections.abc import Iterator
 
 import pytest
 from catalogs.generate import venv_dir
+from simcluster import SimHandle
+from simcluster.controlplane import REPO
 from simcluster.realservices.backends import RealBackends
 from simcluster.realservices.pki import PKI, make_pki
+from simcluster.realtier import launch_real
+
+from tests.realnova.realcluster import (
+    NAMESPACE,
+    NOVA,
+    POOL,
+    POOL_LABELS,
+    SAMPLES,
+    is_ready,
+    not_ready_summary,
+    pool_on_fake_driver,
+    sample_secret,
+    start_operator,
+    wait_for,
+)
 
 # The release whose nova venv runs the clients nova uses (oslo.db, SQLAlchemy, PyMySQL, kombu).
 NOVA_RELEASE = "2026.1"
@@ -41,3 +59,56 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
         yield servers
     finally:
         servers.stop()
+
+
+# The real-Nova cluster: one per session (package scope), shared by every module of the tier.
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
+    workdir = pathlib.Path(tmp_path_factory.mktemp("real"))
+    handle = launch_real(
+        workdir,
+        releases=("2025.2",),
+        node_labels={"compute-0": POOL_LABELS, "compute-1": POOL_LABELS},
+    )
+    try:
+        assert handle.real is not None
+        handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+        handle.create_gateway(NAMESPACE, "public-gateway")
+        handle.real.openstack.add_service_user("nova", sample_secret("nova-service-user", "password"))
+        start_operator(handle)
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="package")
+def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> SimHandle:
+    """The minimal sample and the NovaCompute sample (on the fake driver) applied, both Ready."""
+    workdir = pathlib.Path(tmp_path_factory.mktemp("samples"))
+    cluster.apply(
+        SAMPLES / "secrets.yaml",
+        REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
+        SAMPLES / "nova_minimal.yaml",
+        pool_on_fake_driver(workdir),
+        namespace=NAMESPACE,
+    )
+    wait_for(
+        lambda: is_ready(cluster, "novas", NOVA) or None,
+        within=300,
+        what=f"the minimal Nova Ready ({_summary(cluster, 'novas', NOVA)})",
+        handle=cluster,
+    )
+    wait_for(
+        lambda: is_ready(cluster, "novacomputes", POOL) or None,
+        within=240,
+        what=f"the sample pool Ready ({_summary(cluster, 'novacomputes', POOL)})",
+        handle=cluster,
+    )
+    return cluster
+
+
+def _summary(handle: SimHandle, plural: str, name: str) -> str:
+    try:
+        return not_ready_summary(handle, plural, name)
+    except Exception as exc:
+        return repr(exc)

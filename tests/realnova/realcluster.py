@@ -21,6 +21,7 @@ JSON = dict[str, Any]
 SAMPLES = REPO / "config" / "samples"
 NAMESPACE = "openstack"
 GROUP = "/apis/nova.openstack.c5c3.io/v1alpha1"
+NOVA, POOL = "nova", "rack7"  # the samples' names
 POOL_LABELS = {"example.org/compute-pool": "rack7", "topology.kubernetes.io/zone": "az1"}
 
 

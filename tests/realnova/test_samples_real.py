@@ -8,84 +8,12 @@ compute API, reached through Keystone's token, lists a service row per replica u
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Iterator
-
 import pytest
 from simcluster import SimHandle
-from simcluster.controlplane import REPO
-from simcluster.realtier import launch_real
 
-from tests.realnova.realcluster import (
-    NAMESPACE,
-    POOL_LABELS,
-    SAMPLES,
-    OpenStackClient,
-    compute_url,
-    http_status,
-    is_ready,
-    not_ready_summary,
-    pods,
-    pool_on_fake_driver,
-    sample_secret,
-    start_operator,
-    wait_for,
-)
+from tests.realnova.realcluster import NAMESPACE, NOVA, OpenStackClient, compute_url, http_status, pods
 
 pytestmark = pytest.mark.realnova
-NOVA, POOL = "nova", "rack7"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    workdir = pathlib.Path(tmp_path_factory.mktemp("real"))
-    handle = launch_real(
-        workdir,
-        releases=("2025.2",),
-        node_labels={"compute-0": POOL_LABELS, "compute-1": POOL_LABELS},
-    )
-    try:
-        assert handle.real is not None
-        handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
-        handle.create_gateway(NAMESPACE, "public-gateway")
-        handle.real.openstack.add_service_user("nova", sample_secret("nova-service-user", "password"))
-        start_operator(handle)
-        yield handle
-    finally:
-        handle.stop()
-
-
-@pytest.fixture(scope="module")
-def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> SimHandle:
-    """The minimal sample and the NovaCompute sample (on the fake driver) applied, both Ready."""
-    workdir = pathlib.Path(tmp_path_factory.mktemp("samples"))
-    cluster.apply(
-        SAMPLES / "secrets.yaml",
-        REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
-        SAMPLES / "nova_minimal.yaml",
-        pool_on_fake_driver(workdir),
-        namespace=NAMESPACE,
-    )
-    wait_for(
-        lambda: is_ready(cluster, "novas", NOVA) or None,
-        within=300,
-        what=f"the minimal Nova Ready ({_summary(cluster, 'novas', NOVA)})",
-        handle=cluster,
-    )
-    wait_for(
-        lambda: is_ready(cluster, "novacomputes", POOL) or None,
-        within=240,
-        what=f"the sample pool Ready ({_summary(cluster, 'novacomputes', POOL)})",
-        handle=cluster,
-    )
-    return cluster
-
-
-def _summary(handle: SimHandle, plural: str, name: str) -> str:
-    try:
-        return not_ready_summary(handle, plural, name)
-    except Exception as exc:
-        return repr(exc)
 
 
 def test_db_sync_ran_the_real_nova_manage_and_mapped_both_cells(minimal: SimHandle) -> None:

@@ -25,6 +25,7 @@ from tests.realnova.realcluster import (
     POOL,
     POOL_LABELS,
     SAMPLES,
+    full_sample_image,
     is_ready,
     not_ready_summary,
     pool_on_fake_driver,
@@ -65,10 +66,17 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     workdir = pathlib.Path(tmp_path_factory.mktemp("real"))
+    control = {"node-role.kubernetes.io/control-plane": ""}
     handle = launch_real(
         workdir,
-        releases=("2025.2",),
-        node_labels={"compute-0": POOL_LABELS, "compute-1": POOL_LABELS},
+        releases=("2025.2", "2026.1"),  # the samples' releases
+        image_aliases={full_sample_image(): "2026.1"},
+        node_labels={
+            "control-0": {**control, "topology.kubernetes.io/zone": "az1"},
+            "control-1": {**control, "topology.kubernetes.io/zone": "az2"},
+            "compute-0": POOL_LABELS,
+            "compute-1": POOL_LABELS,
+        },
     )
     try:
         assert handle.real is not None
@@ -95,20 +103,15 @@ def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Sim
     wait_for(
         lambda: is_ready(cluster, "novas", NOVA) or None,
         within=300,
-        what=f"the minimal Nova Ready ({_summary(cluster, 'novas', NOVA)})",
+        what="the minimal Nova Ready",
         handle=cluster,
+        detail=lambda: not_ready_summary(cluster, "novas", NOVA),
     )
     wait_for(
         lambda: is_ready(cluster, "novacomputes", POOL) or None,
         within=240,
-        what=f"the sample pool Ready ({_summary(cluster, 'novacomputes', POOL)})",
+        what="the sample pool Ready",
         handle=cluster,
+        detail=lambda: not_ready_summary(cluster, "novacomputes", POOL),
     )
     return cluster
-
-
-def _summary(handle: SimHandle, plural: str, name: str) -> str:
-    try:
-        return not_ready_summary(handle, plural, name)
-    except Exception as exc:
-        return repr(exc)

@@ -32,6 +32,12 @@ def sample_secret(name: str, key: str) -> str:
     raise KeyError(name)
 
 
+def full_sample_image() -> str:
+    """The image reference ``nova_full.yaml`` names (a registry, a repository and a digest)."""
+    image = yaml.safe_load((SAMPLES / "nova_full.yaml").read_text())["spec"]["image"]
+    return f"{image['repository']}@{image['digest']}"
+
+
 def pool_on_fake_driver(workdir: pathlib.Path) -> pathlib.Path:
     """The NovaCompute sample with ``[DEFAULT] compute_driver = fake.FakeDriver`` (no libvirt here)."""
     pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
@@ -56,8 +62,15 @@ def start_operator(handle: SimHandle, name: str = "operator") -> Any:
 
 
 def wait_for(
-    check: Callable[[], T | None], *, within: float, what: str, handle: SimHandle | None = None
+    check: Callable[[], T | None],
+    *,
+    within: float,
+    what: str,
+    handle: SimHandle | None = None,
+    detail: Callable[[], str] | None = None,
 ) -> T:
+    """``check()`` until it answers; on timeout, ``what``, the last answer, ``detail()`` (e.g. the
+    conditions not True) and the tail of the cluster's logs."""
     deadline = time.monotonic() + within
     last: Any = None
     while time.monotonic() < deadline:
@@ -69,8 +82,14 @@ def wait_for(
             if last:
                 return last
         time.sleep(2)
-    detail = handle.logs(4000) if handle is not None else ""
-    raise AssertionError(f"{what}: not within {within:.0f} s (last: {last!r})\n{detail}")
+    now = ""
+    if detail is not None:
+        try:
+            now = detail()
+        except Exception as exc:
+            now = repr(exc)
+    logs = handle.logs(4000) if handle is not None else ""
+    raise AssertionError(f"{what}: not within {within:.0f} s (last: {last!r}; {now})\n{logs}")
 
 
 def conditions(handle: SimHandle, plural: str, name: str, namespace: str = NAMESPACE) -> dict[str, JSON]:

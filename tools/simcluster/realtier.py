@@ -13,8 +13,10 @@
 4. the stand-in operators acting on the real servers (``standins.StandIns(backend=...)``): a
    MariaDB or RabbitmqCluster object also gets the Service its operator would create, here without
    a selector and with an EndpointSlice naming the real server;
-5. for each namespace in ``namespaces``: the Services ``keystone-api`` (5000) and ``memcached``
-   (11211) the samples name, pointing at the real servers.
+5. for each namespace in ``namespaces``: the Services the samples name, pointing at the real
+   servers: ``keystone-api`` (5000), ``placement-api`` (8778), ``glance-api`` (9292),
+   ``neutron-server`` (9696, the network stand-in) and ``memcached`` (11211). ``real.expose`` adds
+   more (a brownfield database), ``real.alias`` names them outside the cluster domain.
 
 Images: ``ghcr.io/c5c3/nova:<release>`` and ``ghcr.io/c5c3/nova-compute:<release>`` are the root
 trees ``tools/realnova/images.py`` builds from the image contract (plus any ``image_aliases``).
@@ -36,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simcluster.kube import Kube
 from simcluster.kubelet.runtime import Image
 from simcluster.kubelet.thread import KubeletThread
 from simcluster.launch import SimHandle, install_dependency_crds, launch, start_standins
@@ -118,6 +121,7 @@ class RealTier:
     control_nodes: list[str] = field(default_factory=list)
     compute_nodes: list[str] = field(default_factory=list)
     startup: dict[str, float] = field(default_factory=dict)  # seconds, by part
+    kube: Kube | None = None
 
     @property
     def gateway(self) -> str:
@@ -138,6 +142,17 @@ class RealTier:
             str(self.hosts_file),
             *argv,
         ]
+
+    def expose(self, namespace: str, name: str, port: int, target: int, address: str | None = None) -> None:
+        """A Service ``namespace/name`` whose ``port`` leads to ``address:target`` on the host (default
+        the bridge's gateway, where the real servers listen)."""
+        assert self.kube is not None
+        for doc in service_with_endpoints(namespace, name, port, address or self.gateway, target):
+            self.kube.apply(doc, namespace)
+
+    def alias(self, name: str, namespace: str, service: str) -> None:
+        """Pods resolve ``name`` (outside the cluster domain) to Service ``namespace/service``."""
+        self.kubelet.alias(name, namespace, service)
 
     def stop_pods(self) -> None:
         self.kubelet.stop()
@@ -216,7 +231,15 @@ def _add_real_tier(
     openstack.start(service_users=())
     startup["keystone, placement, glance"] = time.monotonic() - t
 
-    real = RealTier(root, kubelet, backends, openstack, control_nodes=controls, compute_nodes=compute_nodes)
+    real = RealTier(
+        root,
+        kubelet,
+        backends,
+        openstack,
+        control_nodes=controls,
+        compute_nodes=compute_nodes,
+        kube=handle.cluster.kube,
+    )
     real.startup.update(startup)
     handle.real = real
     t = time.monotonic()
@@ -231,11 +254,16 @@ def _add_real_tier(
     kube = handle.cluster.kube
     for node, labels in node_labels.items():
         kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
+    assert openstack.network is not None
     for ns in namespaces:
-        for doc in service_with_endpoints(ns, "keystone-api", 5000, gateway, openstack.keystone_port):
-            kube.apply(doc, ns)
-        for doc in service_with_endpoints(ns, "memcached", 11211, gateway, backends.memcached.port):
-            kube.apply(doc, ns)
+        for name, port, target in (
+            ("keystone-api", 5000, openstack.keystone_port),
+            ("placement-api", 8778, openstack.placement_port),
+            ("glance-api", 9292, openstack.glance_port),
+            ("neutron-server", 9696, openstack.network.port),
+            ("memcached", 11211, backends.memcached.port),
+        ):
+            real.expose(ns, name, port, target)
 
     real.hosts_file = root / "hosts"
     real.hosts_file.write_text("127.0.0.1\tlocalhost\n")

@@ -71,3 +71,22 @@ def test_hosts_names_services_short_only_in_the_pods_namespace() -> None:
     assert "10.96.0.8\tdb.b.svc.cluster.local db.b.svc db.b" in lines
     assert "10.244.0.4\thl.a.svc.cluster.local hl.a.svc hl.a hl" in lines
     assert "10.244.0.6" not in text
+
+
+def test_an_alias_names_an_external_host_at_its_services_cluster_ip() -> None:
+    pod = {"metadata": {"namespace": "a", "name": "web-1"}, "spec": {}}
+    text = hosts_file(
+        pod,
+        "10.244.0.5",
+        [service("external-db", "b", "10.96.0.9"), service("hl", "a", "None")],
+        [],
+        {
+            "db.example.org": ("b", "external-db"),
+            "gone.example.org": ("b", "missing"),
+            "x.example": ("a", "hl"),
+        },
+    )
+    lines = text.splitlines()
+    assert "10.96.0.9\tdb.example.org" in lines
+    assert "gone.example.org" not in text  # no Service yet: no answer rather than a wrong one
+    assert "x.example" not in text  # a headless Service has no ClusterIP to alias

@@ -35,7 +35,7 @@ import os
 import pathlib
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from simcluster.asynckube import JSON, AsyncKube
@@ -105,8 +105,17 @@ def ruleset(table: str, bridge: str, cidr: str, services: Iterable[JSON], slices
     )
 
 
-def hosts_file(pod: JSON, ip: str, services: Iterable[JSON], slices: Iterable[JSON]) -> str:
-    """A pod's ``/etc/hosts`` (pure): itself, then every Service's names."""
+def hosts_file(
+    pod: JSON,
+    ip: str,
+    services: Iterable[JSON],
+    slices: Iterable[JSON],
+    aliases: Mapping[str, tuple[str, str]] | None = None,
+) -> str:
+    """A pod's ``/etc/hosts`` (pure): itself, then every Service's names, then each alias (a name
+    outside the cluster domain, ``name -> (namespace, service)``) at its Service's ClusterIP, as a
+    cluster DNS with a stub zone for an external name would answer."""
+    services = list(services)
     ns = pod["metadata"]["namespace"]
     hostname = pod["spec"].get("hostname") or pod["metadata"]["name"]
     lines = [
@@ -129,6 +138,14 @@ def hosts_file(pod: JSON, ip: str, services: Iterable[JSON], slices: Iterable[JS
         ip_ = (svc.get("spec") or {}).get("clusterIP")
         addresses = sorted(set(ready.get((sns, name), []))) if ip_ in (None, "", "None") else [ip_]
         lines.extend(f"{a}\t{' '.join(names)}" for a in addresses)
+    cluster_ips = {
+        (s["metadata"]["namespace"], s["metadata"]["name"]): (s.get("spec") or {}).get("clusterIP")
+        for s in services
+    }
+    for alias, target in sorted((aliases or {}).items()):
+        ip_ = cluster_ips.get(target)
+        if ip_ not in (None, "", "None"):
+            lines.append(f"{ip_}\t{alias}")
     return "\n".join(lines) + "\n"
 
 
@@ -166,6 +183,7 @@ class PodNetwork:
         self.slices = Store("EndpointSlice", "/apis/discovery.k8s.io/v1/endpointslices")
         self.sandboxes: dict[str, PodSandbox] = {}
         self._hosts: dict[str, tuple[JSON, str, pathlib.Path]] = {}  # pod uid -> pod, its IP, its hosts file
+        self.aliases: dict[str, tuple[str, str]] = {}  # external name -> (namespace, Service)
         self._used: set[str] = set()
         self._next = 2
         self._dirty = asyncio.Event()
@@ -295,7 +313,7 @@ class PodNetwork:
         _run(*inside, "ip", "route", "add", "default", "via", self.gateway)
 
     def hosts(self, pod: JSON, ip: str) -> str:
-        return hosts_file(pod, ip, self.services.list(), self.slices.list())
+        return hosts_file(pod, ip, self.services.list(), self.slices.list(), self.aliases)
 
     def attach_hosts(self, pod: JSON, ip: str, path: pathlib.Path) -> None:
         """Keep ``path`` (the pod's /etc/hosts, host network or not) current as Services change."""
@@ -304,11 +322,10 @@ class PodNetwork:
     def detach_hosts(self, uid: str) -> None:
         self._hosts.pop(uid, None)
 
-    @staticmethod
     def _write_hosts(
-        pod: JSON, ip: str, path: pathlib.Path, services: list[JSON], slices: list[JSON]
+        self, pod: JSON, ip: str, path: pathlib.Path, services: list[JSON], slices: list[JSON]
     ) -> None:
-        text = hosts_file(pod, ip, services, slices)
+        text = hosts_file(pod, ip, services, slices, self.aliases)
         with contextlib.suppress(FileNotFoundError):
             if path.read_text() != text:
                 with path.open("r+") as fh:  # in place: containers bind the file's inode

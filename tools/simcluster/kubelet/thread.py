@@ -72,6 +72,19 @@ class KubeletThread:
 
         self._call(_attach())
 
+    def alias(self, name: str, namespace: str, service: str) -> None:
+        """Every pod resolves ``name`` (a name outside the cluster, e.g. a brownfield database's) to
+        the ClusterIP of Service ``namespace/service``."""
+        assert self.kubelet is not None
+        assert self.kubelet.network is not None
+        network = self.kubelet.network
+
+        async def _alias() -> None:
+            network.aliases[name] = (namespace, service)
+            await network.sync()
+
+        self._call(_alias())
+
     def stop(self, *, remove_nodes: bool = False) -> None:
         if not self._thread.is_alive():
             return

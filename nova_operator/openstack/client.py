@@ -1,4 +1,5 @@
-"""The compute API client: the calls of novacompute-crd.md §14 and nothing else.
+"""The compute API client: the calls of novacompute-crd.md §14, and the service list and delete of the
+Nova's ServiceRecords step; nothing else.
 
 No method enables a service, adds or removes an aggregate host, or starts a migration:
 the API this module offers cannot express any of them.

@@ -35,6 +35,7 @@ HTTP_ROUTE_READY: Final = "HTTPRouteReady"
 METADATA_HTTP_ROUTE_READY: Final = "MetadataHTTPRouteReady"
 CONSOLE_HTTP_ROUTE_READY: Final = "ConsoleHTTPRouteReady"
 EXTRA_CONFIG_HEALTHY: Final = "ExtraConfigHealthy"
+SERVICE_RECORDS_HEALTHY: Final = "ServiceRecordsHealthy"  # beyond the spec: the ServiceRecords step
 READY: Final = "Ready"
 
 NOVA_READY_INPUTS: Final[tuple[str, ...]] = (
@@ -54,7 +55,9 @@ NOVA_READY_INPUTS: Final[tuple[str, ...]] = (
     METADATA_HTTP_ROUTE_READY,
     CONSOLE_HTTP_ROUTE_READY,
 )
-"""The fifteen conditions ``Ready`` aggregates; ``ExtraConfigHealthy`` is left out on purpose."""
+"""The fifteen conditions ``Ready`` aggregates; ``ExtraConfigHealthy`` and ``ServiceRecordsHealthy`` are
+left out on purpose (overrides the user chose; leftover records of gone pods, which a Nova whose API
+works must not lose ``Ready`` over)."""
 
 # -- NovaCompute condition types (novacompute-crd.md §17) ---------------------------------------
 NOVA_REF_READY: Final = "NovaReady"

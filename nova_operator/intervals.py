@@ -48,3 +48,12 @@ COMPUTE_SETTLED: Final = 60.0
 
 DELETION_ABANDON_WINDOW: Final = 300.0
 """How long a deregistered target cluster may stay unresolvable before a deleting CR abandons it."""
+
+SERVICE_RECORDS_WAIT: Final = 30.0
+"""Service records of gone pods still reported up (beyond the spec, the ServiceRecords step): Nova calls a
+record down ``service_down_time`` (60 s) after its last heartbeat, so a look every 30 s deletes it soon
+after. Also the first wait after a failed look, doubled on each further failure up to
+SERVICE_RECORDS_RETRY_MAX."""
+
+SERVICE_RECORDS_RETRY_MAX: Final = 600.0
+"""The longest wait between two failed looks at the service records (an unreachable compute API)."""

@@ -26,8 +26,10 @@ Names:
 - per-CR Jobs (reconciler spec §14.2): ``nova_operator_db_sync_total{nova,namespace,result}``,
   ``nova_operator_db_sync_duration_seconds{nova,namespace}``, ``nova_operator_db_archive_total``,
   ``nova_operator_db_archive_duration_seconds``, ``nova_operator_nova_ready{nova,namespace}``
-  (1 while the Nova's Ready condition is True, else 0; all deleted with ``forget_nova`` on
-  finalizer release)
+  (1 while the Nova's Ready condition is True, else 0),
+  ``nova_operator_stale_services_deleted_total{nova,namespace,binary}`` (beyond the spec: service
+  records of gone pods the ServiceRecords step deleted); all deleted with ``forget_nova`` on
+  finalizer release
 
 The controller-runtime and client-go names (``controller_runtime_*``, ``workqueue_*``,
 ``leader_election_master_status``, ``rest_client_*``) are derived from these at scrape time by
@@ -52,6 +54,7 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 
 from nova_operator.metrics_standard import StandardNames
+from nova_operator.naming import SERVICE_BINARIES
 
 RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
@@ -259,6 +262,12 @@ class Metrics:
             ["nova", "namespace"],
             registry=r,
         )
+        self.stale_services_deleted = Counter(
+            "nova_operator_stale_services_deleted_total",
+            "Service records of control-plane pods that are gone, deleted from Nova (reported down)",
+            ["nova", "namespace", "binary"],
+            registry=r,
+        )
         self.api_host = ""  # host:port of the API server (the Kube client sets it), for rest_client_*
         r.register(StandardNames(self))
 
@@ -271,6 +280,9 @@ class Metrics:
         for per_cr in (self.db_sync_duration, self.db_archive_duration, self.nova_ready):
             with contextlib.suppress(KeyError):
                 per_cr.remove(name, namespace)
+        for binary in SERVICE_BINARIES:
+            with contextlib.suppress(KeyError):
+                self.stale_services_deleted.remove(name, namespace, binary)
 
     def register_controller(self, name: str, workers: int) -> None:
         """Pre-create a controller's series at 0 so rates and alerts work from the start."""

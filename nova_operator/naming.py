@@ -10,6 +10,7 @@ from typing import Final
 __all__ = [
     "CHILD_SUFFIXES",
     "CONFIG_BASE_LABEL",
+    "SERVICE_BINARIES",
     "Component",
     "api_endpoint",
     "cell0_object_name",
@@ -81,6 +82,17 @@ _SUFFIX = {
 
 def deployment_name(name: str, component: Component) -> str:
     return f"{name}{_SUFFIX[component]}"
+
+
+SERVICE_BINARIES: Final[Mapping[str, Component]] = {
+    "nova-conductor": Component.CONDUCTOR,
+    "nova-scheduler": Component.SCHEDULER,
+    "nova-osapi_compute": Component.API,
+    "nova-metadata": Component.METADATA,
+}
+"""The binary each control-plane role registers its service record under (host: the pod's hostname).
+The console proxy registers none; nova-compute rows are the pools'. Nova's service list leaves out the
+two API binaries (they report no heartbeat), so in practice only the first two are ever listed."""
 
 
 def api_endpoint(name: str, namespace: str, gateway_hostname: str | None) -> str:

@@ -513,6 +513,44 @@ NOVA: Final[tuple[Reason, ...]] = (
         "override is honoured. Not part of `Ready`. Warning event `ExtraConfigOwnedKeyOverride`.",
         "Prefer the spec field that owns the key; keep the override only if you mean it.",
     ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "True",
+        "NoStaleServiceRecords",
+        "No service record of a gone control-plane pod is listed by Nova: each one found was deleted (Normal "
+        "event `StaleServiceDeleted`, metric `nova_operator_stale_services_deleted_total`). Not part of "
+        "`Ready`. Looked at again when a role's Deployment changes, never in steady state.",
+        _NOTHING,
+    ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "False",
+        "WaitingForServicesDown",
+        "A rollout or scale-down left service records of scheduler or conductor pods that are gone (or "
+        "still terminating) and Nova still reports them up: a record turns down `service_down_time` (60 s) "
+        "after its pod's last heartbeat and is deleted then. The message names them; looked at every 30 s. "
+        "Not part of `Ready`.",
+        "Nothing; it clears by itself about a minute after the pods went. If it stays, a process of that "
+        "name still heartbeats somewhere (a pod force-deleted on a node that is cut off).",
+    ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "False",
+        "ComputeAPIError",
+        "The Keystone token or a compute API call (list or delete services) failed (the message says "
+        "which, with the HTTP code or `timed out`, never the answer's body), so records of gone pods are "
+        "not cleaned up for now. Looked at again after 30 s, doubling to 10 min. Not part of `Ready`.",
+        "Check `spec.keystoneEndpoint`, the service user's password and admin role, and `NovaAPIReady`; an "
+        "operator running outside the cluster needs `--nova-api-url`.",
+    ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "False",
+        "PodListError",
+        "Listing the Nova's pods (to tell a gone pod's record from a live one's) failed; nothing was "
+        "deleted. Looked at again after 30 s, doubling to 10 min. Not part of `Ready`.",
+        "Check the API server and the operator's RBAC on pods (`list`).",
+    ),
     _nova(c.READY, "True", c.REASON_ALL_READY, "Every one of the fifteen sub-conditions is True.", _NOTHING),
     _nova(
         c.READY,

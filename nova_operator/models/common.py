@@ -677,9 +677,10 @@ class LoggingSpec(CRDModel):
     format: Literal["text", "json"] = "text"
     """text (oslo.log default) or json (ships logging.ini and sets log_config_append). Default: text."""
     level: LogLevel = "INFO"
-    """Root log level in logging.ini (json format only). Default: INFO."""
+    """Root log level in logging.ini (json format only; DEBUG while debug is set). Default: INFO."""
     debug: bool = False
-    """Sets [DEFAULT] debug. Default: false."""
+    """Sets [DEFAULT] debug and, under the json format, the root level of logging.ini to DEBUG. Default:
+    false."""
     per_logger_levels: (
         Annotated[
             dict[str, Annotated[str, Field(max_length=16)]],
@@ -696,8 +697,8 @@ class LoggingSpec(CRDModel):
         ]
         | None
     ) = None
-    """Log level per logger name (DEBUG, INFO, WARNING, ERROR or CRITICAL), rendered into [DEFAULT]
-    default_log_levels.
+    """Log level per logger name (DEBUG, INFO, WARNING, ERROR or CRITICAL), merged over oslo.log's and
+    nova's per-library defaults into [DEFAULT] default_log_levels and, under the json format, logging.ini.
     """
 
 

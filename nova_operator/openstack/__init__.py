@@ -1,13 +1,14 @@
-"""Keystone and Nova compute API access for the NovaCompute controller (novacompute-crd.md §14).
+"""Keystone and Nova compute API access: the NovaCompute controller's calls (novacompute-crd.md §14)
+and the Nova's ServiceRecords step (list every service, delete a stale one).
 
-Built on keystoneauth1: the Keystone v3 password plugin gets one project-scoped token and
-keystoneauth's session adds it to every request. keystoneauth is blocking, so every call
-runs in a worker thread (``asyncio.to_thread``); the event loop never waits on a socket.
+Built on aiohttp (``openstack.http``): one project-scoped token from Keystone v3's password method,
+sent with every call of that client; each request has a total deadline and a body cap and follows
+no redirect, and runs on the event loop, so cancelling a pass ends its calls.
 
-One ``ComputeClient`` is made per pass and shared by the Aggregates and Services steps,
-so a pass asks Keystone for one token. Every failure is a ``ComputeAPIError`` (``status``
-is the HTTP code, 0 when there was no answer). Passwords and tokens are never logged or
-put into an error message.
+One ``ComputeClient`` is made per pass (the pool's Aggregates and Services steps share it), so a
+pass asks Keystone for one token. Every failure is a ``ComputeAPIError`` (``status`` is the HTTP
+code, 0 when there was no answer). Passwords and tokens are never logged or put into an error
+message.
 """
 
 from nova_operator.openstack.client import (

@@ -1,4 +1,5 @@
-"""The compute API client: the calls of novacompute-crd.md §14 and nothing else.
+"""The compute API client: the calls of novacompute-crd.md §14, and the service list and delete of the
+Nova's ServiceRecords step; nothing else.
 
 No method enables a service, adds or removes an aggregate host, or starts a migration:
 the API this module offers cannot express any of them.
@@ -77,6 +78,7 @@ class ComputeService:
     status: str
     state: str
     disabled_reason: str
+    binary: str = "nova-compute"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,26 @@ class ComputeClient:
                 disabled_reason=raw.get("disabled_reason") or "",
             )
         return out
+
+    async def list_all_services(self) -> list[ComputeService]:
+        """Every service record the API lists, whatever its binary (2.69, one unfiltered GET).
+
+        A record in a cell that did not answer comes as status ``UNKNOWN`` with no id and no state:
+        it is returned that way (id ``""``), for the caller to leave alone.
+        """
+        doc = await self._call("GET", "/v2.1/os-services", mv=SERVICES_MICROVERSION, max_body=LIST_BODY)
+        return [
+            ComputeService(
+                id=str(raw.get("id") or ""),
+                host=str(raw.get("host") or ""),
+                status=str(raw.get("status") or ""),
+                state=str(raw.get("state") or ""),
+                disabled_reason=raw.get("disabled_reason") or "",
+                binary=str(raw.get("binary") or ""),
+            )
+            for raw in doc.get("services") or []
+            if isinstance(raw, dict)
+        ]
 
     async def disable_service(self, service_id: str, reason: str) -> None:
         await self._call(

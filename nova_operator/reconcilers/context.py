@@ -64,6 +64,26 @@ class HealthCache:
             del self.successes[key]
 
 
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """The last look of the ServiceRecords step at one Nova's service records."""
+
+    fingerprint: tuple[str, ...]  # resourceVersions of the role Deployments when it looked
+    clean: bool  # nothing stale or waiting was left
+    due: float = 0.0  # monotonic time of the next look when not clean
+    failures: int = 0  # consecutive failed looks (the backoff)
+
+
+@dataclass
+class SweepMemory:
+    """ServiceRecords looks by CR UID; shared across passes on purpose (like ``HealthCache``)."""
+
+    looks: dict[str, Sweep] = field(default_factory=dict)
+
+    def evict(self, uid: str) -> None:
+        self.looks.pop(uid, None)
+
+
 @dataclass(frozen=True)
 class NovaOptions:
     """Process-wide inputs of the Nova controller (not per pass)."""
@@ -87,6 +107,10 @@ class NovaOptions:
     secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     health: HealthCache = field(default_factory=HealthCache)
     monotonic: Callable[[], float] | None = None
+    # The ServiceRecords step deletes the service records of pods that are gone (its memory of the
+    # last look per Nova in ``sweeps``); tests of other things, which run no compute API, turn it off.
+    stale_services: bool = True
+    sweeps: SweepMemory = field(default_factory=SweepMemory)
 
 
 @dataclass
@@ -201,6 +225,13 @@ class PassContext:
         conditions.set_condition(
             self.conditions, cond_type, status, reason, message, generation=self.generation, now=self.now()
         )
+
+    def restamp(self, cond_type: str) -> None:
+        """Keep the condition as it is but stamp this pass's generation: a step that reuses its last
+        result (instead of asking again) re-asserts it, as if it had set it anew."""
+        for cond in self.conditions:
+            if cond.get("type") == cond_type:
+                cond["observedGeneration"] = self.generation
 
     def refused(self, condition: str, reason: str, message: str) -> None:
         """The API server refused a child of the step owning ``condition`` (see ``pipeline``)."""

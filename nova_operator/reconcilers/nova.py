@@ -329,6 +329,7 @@ class NovaReconciler:
         await common.remove_finalizer(self.kube, NOVAS, obj, FINALIZER)
         self.kube.metrics.forget_nova(meta["name"], namespace)
         self.options.health.evict(str(meta.get("uid", "")))
+        self.options.sweeps.evict(str(meta.get("uid", "")))
         if isinstance(self.events, EventRecorder):
             self.events.forget(str(meta.get("uid", "")))
         return Result()

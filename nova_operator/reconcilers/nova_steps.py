@@ -7,7 +7,7 @@ the ``sub_reconciler`` metric label, the step name, tells them apart.
     NetworkPolicy -> Secrets -> DBConnectionSecrets -> TransportURLSecret -> Config
       -> ComputeConfig -> Database -> Conductor -> Scheduler -> Metadata -> ConsoleProxy
       -> Deployment -> DBArchive -> [ HTTPRoute | MetadataHTTPRoute | ConsoleHTTPRoute
-                                      | HealthCheck | HPA ]
+                                      | HealthCheck | HPA | ServiceRecords ]
 
 The NetworkPolicy runs first (not in the group, as reconciler.md has it): a requested policy
 must exist before the db-sync Job's pod, and nothing that fails later may leave a Nova that
@@ -33,6 +33,7 @@ from nova_operator.reconcilers import (
     http_route,
     network_policy,
     secrets,
+    service_records,
     transport_url,
     upgrade,
     workloads,
@@ -82,6 +83,7 @@ NOVA_GROUP: Final[tuple[NovaStep, ...]] = (
     Step("ConsoleHTTPRoute", c.CONSOLE_HTTP_ROUTE_READY, http_route.console),
     Step("HealthCheck", c.NOVA_API_READY, health_check.run),
     Step("HPA", c.HPA_READY, hpa.run),
+    Step("ServiceRecords", c.SERVICE_RECORDS_HEALTHY, service_records.run),
 )
 
 CONDITION_TYPES: Final[dict[str, str]] = {s.name: s.condition for s in (*NOVA_STEPS, *NOVA_GROUP)}

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from nova_operator import digests, image_contract, naming
 from nova_operator.catalog import oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
-from nova_operator.renderers import oslo
+from nova_operator.renderers import logging_conf, oslo
 from nova_operator.renderers.env import render
 
 if TYPE_CHECKING:
@@ -340,10 +340,8 @@ def _rabbit(inputs: ConfInputs, ca_file: str) -> dict[str, str]:
 def nova_conf_sections(inputs: ConfInputs) -> Sections:
     """The operator defaults of nova.conf, then ``extraConfig`` merged over them per key."""
     default = {"use_stderr": "true", "debug": _bool(inputs.debug), "state_path": "/var/lib/nova"}
-    if inputs.per_logger_levels:
-        default["default_log_levels"] = ",".join(
-            f"{k}={v}" for k, v in sorted(inputs.per_logger_levels.items())
-        )
+    if inputs.per_logger_levels:  # replaces oslo.log's and nova's defaults: they are merged in
+        default["default_log_levels"] = logging_conf.default_log_levels(_log_levels(inputs))
     if inputs.log_format == "json":
         default["log_config_append"] = LOGGING_INI_PATH
     sections: Sections = {
@@ -411,10 +409,21 @@ def novncproxy_conf() -> str:
     return render("novncproxy.conf.j2", web=NOVNC_WEB, port=NOVNC_PORT)
 
 
-def logging_ini(level: str) -> str:
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ConfigError(f"logging level {level!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    return render("logging.ini.j2", level=level)
+def _log_levels(inputs: ConfInputs) -> tuple[tuple[str, str], ...]:
+    try:
+        return logging_conf.log_levels(inputs.per_logger_levels, inputs.extra_config)
+    except logging_conf.LoggerNameError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def logging_ini(inputs: ConfInputs) -> str:
+    """``logging.ini`` (json format): oslo.log reads nothing else once ``log_config_append`` is set, so
+    it carries the root level (``DEBUG`` under ``debug``, else ``level``) and every library level."""
+    root = "DEBUG" if inputs.debug else inputs.log_level
+    try:
+        return logging_conf.logging_ini(root, _log_levels(inputs))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def config_data(inputs: ConfInputs) -> dict[str, str]:
@@ -427,7 +436,7 @@ def config_data(inputs: ConfInputs) -> dict[str, str]:
         "novncproxy.conf": novncproxy_conf(),
     }
     if inputs.log_format == "json":
-        data["logging.ini"] = logging_ini(inputs.log_level)
+        data["logging.ini"] = logging_ini(inputs)
     return dict(sorted(data.items()))
 
 

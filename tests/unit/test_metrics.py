@@ -78,7 +78,22 @@ def test_nova_ready_is_per_cr_and_forgotten_with_the_nova() -> None:
     m.nova_ready.labels("nova", "openstack").set(1)
     m.db_sync_total.labels("nova", "openstack", "failed").inc()
     m.nova_ready.labels("other", "openstack").set(0)
+    m.stale_services_deleted.labels("nova", "openstack", "nova-scheduler").inc()
+    m.stale_services_deleted.labels("other", "openstack", "nova-conductor").inc()
     m.forget_nova("nova", "openstack")
+    stale = "nova_operator_stale_services_deleted_total"
+    assert (
+        m.registry.get_sample_value(
+            stale, {"nova": "nova", "namespace": "openstack", "binary": "nova-scheduler"}
+        )
+        is None
+    )
+    assert (
+        m.registry.get_sample_value(
+            stale, {"nova": "other", "namespace": "openstack", "binary": "nova-conductor"}
+        )
+        == 1
+    )
     assert (
         m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "nova", "namespace": "openstack"})
         is None

@@ -412,6 +412,7 @@ def test_each_entry_names_conditions_of_its_kind_and_says_what_to_do() -> None:
     nova = {
         *conditions.NOVA_READY_INPUTS,
         conditions.EXTRA_CONFIG_HEALTHY,
+        conditions.SERVICE_RECORDS_HEALTHY,
         conditions.READY,
         reasons.ANY_NOVA_STEP,
     }

@@ -7,7 +7,9 @@ Keystone (own port)  POST /v3/auth/tokens (password or application_credential) -
                      X-Subject-Token + catalog with the compute endpoint; GET /v3.
 Nova (own port)      GET  /v2.1/os-services[?binary=&host=]       ids are UUIDs from 2.53; from 2.69 a
                                                                   host in a down cell is listed with
-                                                                  status UNKNOWN (omitted before 2.69)
+                                                                  status UNKNOWN (omitted before 2.69);
+                                                                  nova-osapi_compute and nova-metadata
+                                                                  records are left out, as Nova does
                      PUT  /v2.1/os-services/{uuid}                 (2.53+) status/disabled_reason/forced_down
                      DELETE /v2.1/os-services/{uuid}               404 unknown; 409 with instances or
                                                                   migrations on the host
@@ -45,6 +47,7 @@ JSON = dict[str, Any]
 MIN_MICROVERSION = (2, 1)
 MAX_MICROVERSION = (2, 100)
 ADMIN_ROLE = "admin"
+API_BINARIES = ("nova-osapi_compute", "nova-metadata")
 Fault = Literal["error", "reset"]
 
 
@@ -243,6 +246,18 @@ class FakeOpenStack:
             for i in range(servers):
                 self.servers.append(Server(host=host, name=f"{host}-vm-{i}", tenant_id=self.project_id))
             return svc
+
+    def add_service(self, host: str, binary: str, *, state: str = "up") -> Service:
+        """Register a service of another binary (nova-scheduler, nova-conductor, ...) as its process
+        would on start. Like Nova, the list leaves out nova-osapi_compute and nova-metadata records."""
+        with self._lock:
+            svc = Service(host=host, binary=binary, state=state, zone="internal", id=next(self._ids))
+            self.services[svc.uuid] = svc
+            return svc
+
+    def services_of(self, binary: str) -> list[Service]:
+        with self._lock:
+            return [s for s in self.services.values() if s.binary == binary]
 
     def revoke_tokens(self) -> None:
         """Every issued token becomes invalid (Nova answers 401 until a new one is fetched)."""
@@ -610,6 +625,8 @@ class FakeOpenStack:
         with self._lock:
             for svc in self.services.values():
                 if (binary and svc.binary != binary) or (host and svc.host != host):
+                    continue
+                if svc.binary in API_BINARIES:  # not RPC services: Nova never lists them (bug 1543625)
                     continue
                 if svc.host in self.down_cell_hosts:
                     if mv >= (2, 69):

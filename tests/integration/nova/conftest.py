@@ -152,7 +152,8 @@ async def operator(
 ) -> AsyncIterator[Operator]:
     """The Nova controller in-process, under the operator's own token, watching the test namespace.
 
-    Indirect parametrisation (``request.param``) overrides fields of its ``NovaOptions``."""
+    Indirect parametrisation (``request.param``) overrides fields of its ``NovaOptions``; the
+    ServiceRecords step (``stale_services``) is off by default here."""
     kube = await Kube.connect(kubeconfig=str(nova_cluster.kubeconfig), context="operator", metrics=Metrics())
     kube.timeout = 10  # a request stuck behind a re-initialising watch cache fails fast and is retried
     settings = Settings(
@@ -169,7 +170,9 @@ async def operator(
         shutdown_timeout=5,
     )
     manager = Manager(kube, settings)
-    overrides = getattr(request, "param", {})
+    # No compute API runs in this tier: the ServiceRecords step is off unless a test turns it on
+    # (``test_service_records.py``, against the fake compute API).
+    overrides = {"stale_services": False, **getattr(request, "param", {})}
     options = NovaOptions(operator_namespace="nova-system", prober=ok_probe, **overrides)
     controller = make_controller_factory(options)(manager)
     task = asyncio.create_task(manager.run(), name="manager")

@@ -191,7 +191,9 @@ async def both_controllers(
         shutdown_timeout=5,
     )
     manager = Manager(kube, settings)
-    make_controller_factory(NovaOptions(operator_namespace="nova-system", prober=ok_probe))(manager)
+    make_controller_factory(
+        NovaOptions(operator_namespace="nova-system", prober=ok_probe, stale_services=False)
+    )(manager)
     manager.add_controller(factory_with(ComputeSettings(request_timeout=1.0))(manager))
     task = asyncio.create_task(manager.run(), name="manager")
     try:

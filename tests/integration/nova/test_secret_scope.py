@@ -105,9 +105,9 @@ async def tenant_operator(
         shutdown_timeout=5,
     )
     manager = Manager(kube, settings)
-    controller = make_controller_factory(NovaOptions(operator_namespace="nova-system", prober=ok_probe))(
-        manager
-    )
+    controller = make_controller_factory(
+        NovaOptions(operator_namespace="nova-system", prober=ok_probe, stale_services=False)
+    )(manager)
     task = asyncio.create_task(manager.run(), name="manager")
     try:
         async with asyncio.timeout(20):

@@ -102,6 +102,40 @@ async def test_a_down_cell_fails_the_whole_service_list(fake: FakeOpenStack, cli
         await client.list_services()
 
 
+async def test_every_binarys_services_in_one_unfiltered_list_a_down_cells_without_id(
+    fake: FakeOpenStack, client: ComputeClient
+) -> None:
+    scheduler = fake.add_service("nova-scheduler-7d9f8c6b5d-x2x4z", "nova-scheduler", state="down")
+    fake.add_service("nova-conductor-6b8d9f7c4-zt5kq", "nova-conductor")
+    fake.add_service("nova-6b8d9f7c4-zt5kq", "nova-osapi_compute")  # Nova lists no API service
+    fake.add_compute("n1")
+    fake.add_service("cell2-conductor", "nova-conductor")
+    fake.set_cell_down({"cell2-conductor"})
+    services = {(s.binary, s.host): s for s in await client.list_all_services()}
+    assert set(services) == {
+        ("nova-scheduler", "nova-scheduler-7d9f8c6b5d-x2x4z"),
+        ("nova-conductor", "nova-conductor-6b8d9f7c4-zt5kq"),
+        ("nova-compute", "n1"),
+        ("nova-conductor", "cell2-conductor"),
+    }
+    down = services[("nova-scheduler", "nova-scheduler-7d9f8c6b5d-x2x4z")]
+    assert (down.id, down.state) == (scheduler.uuid, "down")
+    unknown = services[("nova-conductor", "cell2-conductor")]
+    assert (unknown.id, unknown.status, unknown.state) == ("", "UNKNOWN", "")
+    (call,) = fake.calls("GET", "/v2.1/os-services")
+    assert (call.microversion, call.query) == ("2.69", {})
+
+
+async def test_a_non_compute_service_is_deleted_by_uuid_at_2_53(
+    fake: FakeOpenStack, client: ComputeClient
+) -> None:
+    svc = fake.add_service("nova-scheduler-7d9f8c6b5d-x2x4z", "nova-scheduler", state="down")
+    assert await client.delete_service(svc.uuid) is DeleteOutcome.DELETED
+    (call,) = fake.calls("DELETE", "/v2.1/os-services/")
+    assert (call.path, call.microversion) == (f"/v2.1/os-services/{svc.uuid}", "2.53")
+    assert fake.services_of("nova-scheduler") == []
+
+
 async def test_disable_sends_status_and_reason_at_2_53(fake: FakeOpenStack, client: ComputeClient) -> None:
     svc = fake.add_compute("n1")
     await client.disable_service(svc.uuid, "c5c3.io: leaving NovaCompute ns/pool")

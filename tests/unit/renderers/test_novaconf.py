@@ -142,16 +142,49 @@ def test_overlays_are_pinned_byte_for_byte() -> None:
     )
 
 
-def test_logging_ini_is_the_fixed_document_with_the_root_level() -> None:
-    text = novaconf.logging_ini("WARNING")
-    assert text.endswith("class = oslo_log.formatters.JSONFormatter\n")
+def test_logging_ini_carries_the_root_level_and_every_library_level() -> None:
+    text = novaconf.logging_ini(_base(log_format="json", log_level="WARNING"))
+    assert text.startswith("[loggers]\nkeys = root, level1, level2, ")
+    assert text.endswith("[formatter_json]\nclass = oslo_log.formatters.JSONFormatter\n")
     assert "[logger_root]\nlevel = WARNING\nhandlers = stderr\n" in text
     assert (
         "[handler_stderr]\nclass = StreamHandler\nargs = (sys.stderr,)\nlevel = NOTSET\nformatter = json\n"
         in text
     )
+    assert "[logger_level1]\nlevel = WARN\nhandlers =\nqualname = amqp\n" in text
+    assert "qualname = sqlalchemy\n" in text
+    assert "qualname = oslo.privsep.daemon\n" in text  # nova's own default
+    assert "\n\n\n" not in text
     with pytest.raises(novaconf.ConfigError):
-        novaconf.logging_ini("LOUD")
+        novaconf.logging_ini(_base(log_format="json", log_level="LOUD"))
+
+
+def test_debug_makes_the_root_debug_and_per_logger_levels_override_the_defaults_in_place() -> None:
+    levels = {"sqlalchemy": "INFO", "nova.scheduler": "ERROR", "50%": "DEBUG"}
+    text = novaconf.logging_ini(_base(log_format="json", debug=True, per_logger_levels=levels))
+    assert "[logger_root]\nlevel = DEBUG\n" in text
+    assert "level = INFO\nhandlers =\nqualname = sqlalchemy\n" in text
+    assert text.count("qualname = sqlalchemy\n") == 1
+    assert "level = ERROR\nhandlers =\nqualname = nova.scheduler\n" in text
+    assert "qualname = 50%%\n" in text  # configparser interpolates %
+
+
+def test_per_logger_levels_keep_oslo_logs_defaults_in_nova_conf_too() -> None:
+    conf = novaconf.nova_conf(_base(per_logger_levels={"amqp": "ERROR", "nova": "DEBUG"}))
+    line = next(x for x in conf.splitlines() if x.startswith("default_log_levels = "))
+    pairs = line.split(" = ", 1)[1].split(",")
+    assert pairs[:3] == ["amqp=ERROR", "amqplib=WARN", "boto=WARN"]
+    assert "sqlalchemy=WARN" in pairs
+    assert pairs[-1] == "nova=DEBUG"
+    assert "default_log_levels" not in novaconf.nova_conf(_base())  # oslo.log's own default stands
+
+
+@pytest.mark.parametrize("name", ["a,b", "a=b", " a", "a "])
+def test_a_logger_name_the_level_list_cannot_carry_is_a_config_error(name: str) -> None:
+    with pytest.raises(novaconf.ConfigError, match="perLoggerLevels"):
+        novaconf.nova_conf(_base(per_logger_levels={name: "DEBUG"}))
+    with pytest.raises(novaconf.ConfigError, match="perLoggerLevels"):
+        novaconf.logging_ini(_base(log_format="json", per_logger_levels={name: "DEBUG"}))
 
 
 def _base(**changes: object) -> ConfInputs:

@@ -194,6 +194,27 @@ def launch_real(
     return handle
 
 
+def claim_pod_network() -> dict[str, str]:
+    """The bridge, nftables table and pod range of this cluster: the first free of ``simkube0``
+    (10.244.0.0/16, ``simkubelet``) and ``simkube1..15`` (10.225-239.0.0/16, ``simkubelet_N``), so two
+    real tiers on one machine (``make run`` beside a test session) never share addresses or rules.
+    The bridge is created here, which claims it (``ip link add`` fails for a name in use)."""
+    for n in range(16):
+        bridge = f"simkube{n}"
+        made = subprocess.run(
+            ["ip", "link", "add", bridge, "type", "bridge"], capture_output=True, check=False
+        )
+        if made.returncode == 0:
+            if n == 0:
+                return {"bridge": bridge, "table": "simkubelet", "cidr": "10.244.0.0/16"}
+            return {"bridge": bridge, "table": f"simkubelet_{n}", "cidr": f"10.{224 + n}.0.0/16"}
+    raise RuntimeError("no free pod bridge (simkube0..15 all exist): stop the other simulated clusters")
+
+
+def release_pod_network(bridge: str) -> None:
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+
+
 def _add_real_tier(
     handle: SimHandle,
     images: dict[str, Image],
@@ -208,11 +229,19 @@ def _add_real_tier(
     root.mkdir(exist_ok=True)
     controls = [f"control-{i}" for i in range(control_nodes)]
     t = time.monotonic()
+    network = claim_pod_network()
     kubelet = KubeletThread(
-        cp.server, cp.admin_token, cp.ca_file, [*controls, *compute_nodes], images, root / "kubelet"
+        cp.server,
+        cp.admin_token,
+        cp.ca_file,
+        [*controls, *compute_nodes],
+        images,
+        root / "kubelet",
+        network=network,
     )
-    kubelet.start()
     handle.teardown.append(("kubelet stand-in", kubelet.stop))
+    handle.teardown.append(("pod bridge", lambda: release_pod_network(network["bridge"])))
+    kubelet.start()
     assert kubelet.kubelet is not None
     assert kubelet.kubelet.network is not None
     gateway = kubelet.kubelet.network.gateway

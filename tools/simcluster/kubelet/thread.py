@@ -30,7 +30,7 @@ class KubeletThread:
         images: Mapping[str, Image],
         state_dir: pathlib.Path,
         *,
-        network: bool = True,
+        network: bool | Mapping[str, Any] = True,
         **options: Any,
     ) -> None:
         self._args = (server, token, ca_file)
@@ -52,7 +52,10 @@ class KubeletThread:
 
     async def _start(self) -> None:
         self._kube = await AsyncKube(*self._args).__aenter__()
-        network = PodNetwork(self._kube) if self._network else None
+        network = None
+        if self._network:
+            settings = dict(self._network) if isinstance(self._network, Mapping) else {}
+            network = PodNetwork(self._kube, **settings)
         self.kubelet = Kubelet(
             self._kube, self._nodes, self._images, self._state_dir, network=network, **self._options
         )

@@ -111,7 +111,8 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
         assert as_service.returncode == 0, as_service.stderr
         assert as_service.stdout.strip()
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
         try:
             rc = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:

@@ -4,7 +4,10 @@
 # Idempotent: returns at once when every package is installed. No service is started (no systemd
 # here); tools/simcluster/realservices starts each as a plain process.
 set -euo pipefail
-PACKAGES=(mariadb-server mariadb-client rabbitmq-server memcached novnc nftables openvswitch-switch iproute2)
+# python3.11-dev, python3.11-venv and gcc: the venvs (tools/catalogs/ensure_venvs.sh, venvs.sh) are made with
+# Debian's interpreter, and uWSGI compiles against its libpython.
+PACKAGES=(mariadb-server mariadb-client rabbitmq-server memcached novnc nftables openvswitch-switch iproute2
+  python3.11-dev python3.11-venv gcc)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,8 +17,6 @@ from simcluster.controlplane import REPO
 from simcluster.realservices.openstack import VENVS
 
 pytestmark = pytest.mark.realnova
-BRIDGE_PREFIX = "simkube"
-NFT_PREFIX = "simkubelet"
 
 
 def _wait_for_line(
@@ -37,16 +35,9 @@ def _wait_for_line(
     )
 
 
-def _bridges_and_tables() -> set[str]:
-    """The simulated clusters' pod bridges and nftables tables on this machine now."""
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
-    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
-    found = {f"link {line.split(':')[1].strip()}" for line in links.splitlines() if BRIDGE_PREFIX in line}
-    found |= {f"nft {line}" for line in tables.splitlines() if NFT_PREFIX in line}
-    return found
-
-
-def _left_behind(workdir: pathlib.Path, before: set[str]) -> list[str]:
+def _left_behind(workdir: pathlib.Path) -> list[str]:
+    """Processes and mounts of the run, and its bridge (named in ``real/network.json``), the bridge's
+    ports and its nftables table."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -58,7 +49,14 @@ def _left_behind(workdir: pathlib.Path, before: set[str]) -> list[str]:
                 found.append(f"process {entry}: {cmdline[:200]}")
     mounts = pathlib.Path("/proc/self/mounts").read_text().splitlines()
     found += [f"mount {line}" for line in mounts if str(workdir) in line]
-    found += sorted(_bridges_and_tables() - before)
+    network = json.loads((workdir / "real" / "network.json").read_text())
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name == network["bridge"] or f"master {network['bridge']} " in line:
+            found.append(f"link {name}")
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
+    found += [f"nft {line}" for line in tables.splitlines() if line.split()[-1:] == [network["table"]]]
     return found
 
 
@@ -67,7 +65,6 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
     log = tmp_path / "make-run.log"
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["PYTHONPATH"] = f"{REPO}:{REPO / 'tools'}"
-    before = _bridges_and_tables()  # another cluster of this session may hold its own
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "simcluster", "run", "--workdir", str(workdir)],
@@ -120,4 +117,4 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
             raise
     assert rc == 0, log.read_text()[-4000:]
     time.sleep(1)
-    assert _left_behind(workdir, before) == []
+    assert _left_behind(workdir) == []

@@ -230,6 +230,7 @@ def _add_real_tier(
     controls = [f"control-{i}" for i in range(control_nodes)]
     t = time.monotonic()
     network = claim_pod_network()
+    (root / "network.json").write_text(json.dumps(network) + "\n")  # what this cluster owns on the host
     kubelet = KubeletThread(
         cp.server,
         cp.admin_token,

@@ -118,35 +118,13 @@ class OpenStackClient:
 
     def __init__(self, handle: SimHandle, compute_url: str) -> None:
         assert handle.real is not None
-        self.keystone = handle.real.openstack.keystone_url
-        self.password = handle.real.openstack.admin_password
+        self._services = handle.real.openstack
         self.compute = compute_url.rstrip("/")
         self._token = ""
 
     def token(self) -> str:
         if not self._token:
-            body = {
-                "auth": {
-                    "identity": {
-                        "methods": ["password"],
-                        "password": {
-                            "user": {
-                                "name": "admin",
-                                "domain": {"name": "Default"},
-                                "password": self.password,
-                            }
-                        },
-                    },
-                    "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}},
-                }
-            }
-            req = urllib.request.Request(
-                f"{self.keystone}/auth/tokens",
-                json.dumps(body).encode(),
-                {"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                self._token = str(resp.headers["X-Subject-Token"])
+            self._token = self._services.admin_token()
         return self._token
 
     def call(self, method: str, path: str, body: Any = None, microversion: str = "2.95") -> Any:

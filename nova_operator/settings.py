@@ -61,6 +61,10 @@ class QueueSettings:
     stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
     hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
     hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this
+    # A requeue of at most this many seconds continues its pass's work (reconciler.md's 1 s "next
+    # pass", which must see a write of this one), not a poll: when due it is handed out in turn with
+    # the events, not behind them (``WorkQueue.add_after(prompt=True)``).
+    prompt_requeue: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

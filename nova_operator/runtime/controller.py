@@ -8,7 +8,9 @@ then ``_settle`` (the one place that decides what happens next) picks the outcom
     raised anything else   -> rate-limited requeue (per-key backoff max global bucket);
                               a CancelledError from inside the reconcile is such an error:
                               only the worker's own cancellation ends a worker
-    Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
+    Result(requeue_after)  -> forget the backoff, add_after(requeue_after); a short one (at most
+                              ``prompt_requeue``: the next pass that must see this one's write)
+                              is work, not a poll: it joins the event lane when due
     Result()               -> forget the backoff; done until the next event
 
 Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
@@ -74,6 +76,7 @@ class Controller:
         self.reconciler = reconciler
         self.workers = s.workers if s.workers > 0 else QueueSettings().workers
         self.reconcile_timeout = s.reconcile_timeout
+        self.prompt_requeue = s.prompt_requeue
         self.metrics = metrics if metrics is not None else Metrics()
         limiter = rate_limiter or default_rate_limiter(
             base=s.backoff_base, cap=s.backoff_cap, rate=s.bucket_rate, burst=s.bucket_burst, clock=clock
@@ -250,7 +253,8 @@ class Controller:
             return "error"
         if result is not None and result.requeue_after is not None and result.requeue_after >= 0:
             self.queue.forget(request)
-            self.queue.add_after(request, result.requeue_after)
+            prompt = result.requeue_after <= self.prompt_requeue
+            self.queue.add_after(request, result.requeue_after, prompt=prompt)
             return "requeue_after"
         self.queue.forget(request)
         return "success"

@@ -65,6 +65,11 @@ class QueueSettings:
     # pass", which must see a write of this one), not a poll: when due it is handed out in turn with
     # the events, not behind them (``WorkQueue.add_after(prompt=True)``).
     prompt_requeue: float = 1.0
+    # The events of a CR's children (and of anything else mapped to it) that come within this many
+    # seconds of the first are handled by one pass: a burst (the MariaDB objects turning Ready one
+    # after the other, five Deployments becoming available) moves the CR's conditions once, not once
+    # per object. The CR's own events are not held. 0: every event at once.
+    coalesce: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)

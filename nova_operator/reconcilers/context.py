@@ -111,6 +111,7 @@ class NovaOptions:
     # last look per Nova in ``sweeps``); tests of other things, which run no compute API, turn it off.
     stale_services: bool = True
     sweeps: SweepMemory = field(default_factory=SweepMemory)
+    carried: apply.Carried = field(default_factory=apply.Carried)  # ``carries`` answers, per version
 
 
 @dataclass
@@ -348,6 +349,7 @@ class PassContext:
             retain=retain,
             own=self.wrote,
             digest_key=digest_key,
+            carried=self.options.carried,
         )
 
     def wrote(self, obj: Mapping[str, Any]) -> None:

@@ -7,6 +7,7 @@ import math
 import os
 import pathlib
 import time
+from typing import Any
 
 from bench import audit, figures, floor, proc, promtext, report
 
@@ -179,17 +180,25 @@ def test_first_write_runs_from_the_novas_create_to_its_first_child_write() -> No
 
 
 def test_the_headline_is_the_run_against_its_floor() -> None:
-    result = {"ready": {"median": 40.0, "last": 50.0}}
+    result: dict[str, Any] = {
+        "ready": {"median": 40.0, "last": 50.0},
+        "machine": {"cpu_seconds_converge": {"kube-apiserver": 60.0, "operator": 15.0}},
+    }
     assert "not measured" in report.headline(result)
-    found = {"finished": True, "novas": 100, "all_ready": {"median": 30.0, "last": 40.0}}
+    found = {
+        "finished": True,
+        "novas": 100,
+        "all_ready": {"median": 30.0, "last": 40.0},
+        "machine": {"cpu_seconds": {"kube-apiserver": 40.0, "etcd": 10.0}},
+    }
     figures.with_floor(result, found, "bench-floor-100.json")
-    assert result["versus_floor"] == {"last": 1.25, "median": 1.333}
+    assert result["versus_floor"] == {"last": 1.25, "median": 1.333, "cpu": 1.5}
     assert result["floor"]["source"] == "bench-floor-100.json"
     assert report.headline(result) == (
         "all Ready (last) / floor all available (last): 50.0 s / 40.0 s = 1.25; "
-        "median: 40.0 s / 30.0 s = 1.333"
+        "median: 40.0 s / 30.0 s = 1.333; CPU: 1.5"
     )
     table = report.table(result)
     assert "| all Ready last / floor all available last | 1.25 |" in table
     unfinished = figures.with_floor({"ready": {"last": 50.0}}, {"finished": False, "all_ready": {}}, "f")
-    assert unfinished["versus_floor"] == {"last": None, "median": None}
+    assert unfinished["versus_floor"] == {"last": None, "median": None, "cpu": None}

@@ -21,7 +21,10 @@ Every time is in seconds. Definitions:
   write in its namespace but to the Nova itself and events), per Nova: how long a new Nova waited
   before its work began.
 * ``versus_floor``: ``all Ready (last) / floor all available (last)`` and the same for the medians,
-  the floor being ``bench floor``'s run on the same machine (``with_floor``).
+  the floor being ``bench floor``'s run on the same machine (``with_floor``); and the CPU seconds
+  the cluster's processes, the bench and the operator spent while the Novas converged over what
+  the cluster's processes and the bench spent in the floor, which other load on the machine
+  stretches less than the wall times.
 """
 
 from __future__ import annotations
@@ -249,9 +252,12 @@ def with_floor(result: dict[str, Any], found: Mapping[str, Any], source: str) ->
         "all_ready": dict(floor_ready),
         "machine": found.get("machine") or {},
     }
+    ours = sum(((result.get("machine") or {}).get("cpu_seconds_converge") or {}).values())
+    theirs = sum(((found.get("machine") or {}).get("cpu_seconds") or {}).values())
     result["versus_floor"] = {
         "last": _ratio(ready.get("last"), floor_ready.get("last")),
         "median": _ratio(ready.get("median"), floor_ready.get("median")),
+        "cpu": _ratio(ours, theirs),
     }
     return result
 

@@ -40,6 +40,7 @@ ROWS: list[Row] = [
     ("Novas", _get("novas")),
     ("all Ready last / floor all available last", _get("versus_floor", "last")),
     ("all Ready median / floor median", _get("versus_floor", "median")),
+    ("CPU to converge / floor CPU (every process)", _get("versus_floor", "cpu")),
     ("all Ready: first (s)", _get("ready", "first")),
     ("all Ready: median (s)", _get("ready", "median")),
     ("all Ready: last (s)", _get("ready", "last")),
@@ -97,7 +98,7 @@ def headline(result: dict[str, Any]) -> str:
     return (
         f"all Ready (last) / floor all available (last): {_fmt(ready.get('last'))} s / "
         f"{_fmt(floor_ready.get('last'))} s = {_fmt(ratio['last'])}; median: {_fmt(ready.get('median'))} s / "
-        f"{_fmt(floor_ready.get('median'))} s = {_fmt(ratio.get('median'))}"
+        f"{_fmt(floor_ready.get('median'))} s = {_fmt(ratio.get('median'))}; CPU: {_fmt(ratio.get('cpu'))}"
     )
 
 

@@ -138,13 +138,14 @@ class Carried:
     converged pass's CPU), and gets the same answer as the pass before whenever neither side
     changed: a resourceVersion names one content of the object (its UID one object), and the digest
     one desired body. So a True answer is kept per UID with the (resourceVersion, digest) it was
-    given for, and a later check of the same pair is answered from here; any change of either
-    checks again. At most ``size`` objects are kept (the oldest go first).
+    given for (as a 128-bit BLAKE2b of the two: 16 bytes an object, not 200), and a later check of
+    the same pair is answered from here; any change of either checks again. At most ``size`` objects
+    are kept (the oldest go first).
     """
 
     def __init__(self, size: int = 8192) -> None:
         self._size = size
-        self._seen: dict[str, tuple[str, str]] = {}
+        self._seen: dict[str, bytes] = {}
 
     def check(self, live: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
         meta = live.get("metadata") or {}
@@ -152,12 +153,13 @@ class Carried:
         applied = str(((body.get("metadata") or {}).get("annotations") or {}).get(APPLIED_DIGEST) or "")
         if not (uid and version and applied):
             return carries(live, body)
-        if self._seen.get(uid) == (version, applied):
+        pair = hashlib.blake2b(f"{version}\0{applied}".encode(), digest_size=16).digest()
+        if self._seen.get(uid) == pair:
             return True
         if not carries(live, body):
             return False
         self._seen.pop(uid, None)
-        self._seen[uid] = (version, applied)
+        self._seen[uid] = pair
         if len(self._seen) > self._size:
             del self._seen[next(iter(self._seen))]
         return True

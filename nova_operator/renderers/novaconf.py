@@ -18,6 +18,7 @@ extraConfig (:data:`REJECTED_KEYS`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -394,20 +395,25 @@ class _Rendered:
 
     Every pass renders the config of its Nova again and, while the spec and the values it was
     rendered from are unchanged, gets the same text: the key is the ``repr`` of the frozen inputs
-    (every field, mappings included), so equal inputs read the text back instead of rendering it.
-    A ``ConfigError`` is never kept (it is raised again on every call).
+    (every field, mappings included; kept as its 128-bit BLAKE2b), so equal inputs read the text
+    back instead of rendering it. A ``ConfigError`` is never kept (it is raised again on every call).
     """
 
     def __init__(self, size: int = 128) -> None:
         self._size = size
-        self._texts: dict[str, Any] = {}
+        self._texts: dict[bytes, Any] = {}
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
     def get(self, key: str) -> Any:
-        return self._texts.get(key)
+        return self._texts.get(self._key(key))
 
     def put(self, key: str, value: Any) -> None:
-        self._texts.pop(key, None)
-        self._texts[key] = value
+        hashed = self._key(key)
+        self._texts.pop(hashed, None)
+        self._texts[hashed] = value
         if len(self._texts) > self._size:
             del self._texts[next(iter(self._texts))]
 

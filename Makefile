@@ -88,8 +88,8 @@ run: venv  ## run the operator against KUBECONFIG, or start a local cluster with
 	@[ -n "$$KUBECONFIG" ] || [ -n "$(STANDINS)" ] || $(MAKE) --no-print-directory realnova
 	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run $(if $(STANDINS),--standins) -- $(ARGS)
 
-bench: venv  ## N Novas (N=10 default; N=1, 10, 100) on the simulated cluster: table + bench-N.json (not a test)
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(ARGS),-- $(ARGS))
+bench: venv  ## the floor, then N Novas (N=10 default; N=1, 10, 100): headline ratio, table, bench-N.json (FLOOR=file: that floor)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(FLOOR),--floor $(FLOOR)) $(if $(ARGS),-- $(ARGS))
 
 bench-floor: venv  ## the same children for N Novas created by a plain client, no operator: what the cluster alone needs
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench floor --novas $(N) --out bench-floor-$(N).json

@@ -61,6 +61,15 @@ class QueueSettings:
     stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
     hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
     hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this
+    # A requeue of at most this many seconds continues its pass's work (reconciler.md's 1 s "next
+    # pass", which must see a write of this one), not a poll: when due it is handed out in turn with
+    # the events, not behind them (``WorkQueue.add_after(prompt=True)``).
+    prompt_requeue: float = 1.0
+    # The events of a CR's children (and of anything else mapped to it) that come within this many
+    # seconds of the first are handled by one pass: a burst (the MariaDB objects turning Ready one
+    # after the other, five Deployments becoming available) moves the CR's conditions once, not once
+    # per object. The CR's own events are not held. 0: every event at once.
+    coalesce: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)

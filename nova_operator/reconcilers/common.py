@@ -1,10 +1,11 @@
 """Generic parts of one pass, shared by the Nova and NovaCompute controllers (reconciler.md §2, §8.4, §14.2).
 
-Both controllers read their CR (NotFound ends the pass), ensure a finalizer (requeue 1 s after
-adding it), snapshot the status, run their pipeline, and write the status once at the end, only
-when it changed semantically, with ``observedGeneration`` stamped and ``Ready`` recomputed from
-a declared input list. Nothing here knows a kind: callers pass the ``ResourceRef``, the
-finalizer name, the Ready inputs and the event recorder.
+Both controllers read their CR (NotFound ends the pass), ensure a finalizer (the NovaCompute
+controller requeues 1 s after adding it, the Nova controller's pass goes on), snapshot the status,
+run their pipeline, and write the status once at the end, only when it changed semantically, with
+``observedGeneration`` stamped and ``Ready`` recomputed from a declared input list. Nothing here
+knows a kind: callers pass the ``ResourceRef``, the finalizer name, the Ready inputs and the event
+recorder.
 
 The terminal-Job recorder gives the per-CR Job metrics (and the cells report, and the upgrade
 check event) exactly-once semantics across passes and restarts: the UID of the last recorded
@@ -207,7 +208,8 @@ async def _set_finalizers(kube: Kube, ref: ResourceRef, obj: Object, finalizers:
 async def ensure_finalizer(kube: Kube, ref: ResourceRef, obj: Object, finalizer: str) -> bool:
     """Add ``finalizer`` (optimistic lock on the pass's resourceVersion); True when it had to be added.
 
-    The caller then requeues after 1 s and stops, so the next pass sees the persisted finalizer.
+    ``obj`` then carries the persisted finalizer and resourceVersion (what the patch answered), so a
+    pass may go on with the work (the Nova controller) or requeue and stop (the NovaCompute one).
     """
     if has_finalizer(obj, finalizer):
         return False

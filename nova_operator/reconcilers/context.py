@@ -111,6 +111,7 @@ class NovaOptions:
     # last look per Nova in ``sweeps``); tests of other things, which run no compute API, turn it off.
     stale_services: bool = True
     sweeps: SweepMemory = field(default_factory=SweepMemory)
+    carried: apply.Carried = field(default_factory=apply.Carried)  # ``carries`` answers, per version
 
 
 @dataclass
@@ -322,9 +323,22 @@ class PassContext:
         for the key's own Secret).
         """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
+        current = await self.current(ref, desired["metadata"]["name"])
+        return await self.ensure_over(current, desired, ref=ref, retain=retain, digest_key=digest_key)
+
+    async def ensure_over(
+        self,
+        current: Object | None,
+        desired: Mapping[str, Any],
+        *,
+        ref: ResourceRef,
+        retain: Sequence[Sequence[str]] = (),
+        digest_key: bytes | None = None,
+    ) -> Object:
+        """``ensure`` on ``current``: the object of that name as this pass has just read it with
+        ``current()`` (a caller that read it to decide what to write need not read it twice)."""
         if desired["kind"] == "Secret" and digest_key is None:
             digest_key = self.state.digest_key or None
-        current = await self.current(ref, desired["metadata"]["name"])
         ownership.refuse_unless_ours(current, self.obj, self.marks, kind=str(desired["kind"]))
         return await apply.apply(
             self.kube,
@@ -335,6 +349,7 @@ class PassContext:
             retain=retain,
             own=self.wrote,
             digest_key=digest_key,
+            carried=self.options.carried,
         )
 
     def wrote(self, obj: Mapping[str, Any]) -> None:

@@ -99,7 +99,14 @@ async def _apply_in_layers(ctx: PassContext, objects: list[dict[str, Any]]) -> l
 
     No Grant is sent before the schema it names or its User has been applied (§5.1), and an object
     of one layer needs nothing of another of the same layer: three round trips instead of eight.
+    What the objects are now is read first, all at once (the reads a new Nova's objects need, which
+    the label-filtered caches cannot answer, in one round trip instead of one per layer): a layer's
+    writes touch no object of a later layer.
     """
+    refs = [ref_for(o["apiVersion"], o["kind"]) for o in objects]
+    current = await all_in_order(
+        *(ctx.current(ref, o["metadata"]["name"]) for ref, o in zip(refs, objects, strict=True))
+    )
     live: dict[int, dict[str, Any]] = {}
     for layer in (*_LAYERS, None):
         indexes = [
@@ -107,12 +114,7 @@ async def _apply_in_layers(ctx: PassContext, objects: list[dict[str, Any]]) -> l
             for i, o in enumerate(objects)
             if (o["kind"] == layer if layer is not None else o["kind"] not in _LAYERS)
         ]
-        sent = await all_in_order(
-            *(
-                ctx.ensure(objects[i], ref=ref_for(objects[i]["apiVersion"], objects[i]["kind"]))
-                for i in indexes
-            )
-        )
+        sent = await all_in_order(*(ctx.ensure_over(current[i], objects[i], ref=refs[i]) for i in indexes))
         live.update(zip(indexes, sent, strict=True))
     return [live[i] for i in range(len(objects))]
 

@@ -96,7 +96,8 @@ async def digest_key(ctx: PassContext) -> bytes:
     key = secret_value(current, "key")
     if not key:
         key = token_hex(32)
-        await ctx.ensure(derived.digest_key_secret(ctx.nova, key), digest_key=key.encode("utf-8"))
+        desired = derived.digest_key_secret(ctx.nova, key)
+        await ctx.ensure_over(current, desired, ref=SECRETS, digest_key=key.encode("utf-8"))  # read once
     return key.encode("utf-8")
 
 

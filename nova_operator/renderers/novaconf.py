@@ -18,6 +18,7 @@ extraConfig (:data:`REJECTED_KEYS`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -389,9 +390,46 @@ def compute_fragment_sections(inputs: ConfInputs, *, remote: RemoteComputeInputs
     return _literal(sections, "remote nova-compute.conf" if remote else "nova-compute.conf")
 
 
+class _Rendered:
+    """What was rendered for which inputs, the last ``size`` of them (the oldest go first).
+
+    Every pass renders the config of its Nova again and, while the spec and the values it was
+    rendered from are unchanged, gets the same text: the key is the ``repr`` of the frozen inputs
+    (every field, mappings included; kept as its 128-bit BLAKE2b), so equal inputs read the text
+    back instead of rendering it. A ``ConfigError`` is never kept (it is raised again on every call).
+    """
+
+    def __init__(self, size: int = 128) -> None:
+        self._size = size
+        self._texts: dict[bytes, Any] = {}
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def get(self, key: str) -> Any:
+        return self._texts.get(self._key(key))
+
+    def put(self, key: str, value: Any) -> None:
+        hashed = self._key(key)
+        self._texts.pop(hashed, None)
+        self._texts[hashed] = value
+        if len(self._texts) > self._size:
+            del self._texts[next(iter(self._texts))]
+
+
+_FRAGMENTS = _Rendered()
+_CONFIGS = _Rendered()
+
+
 def render_compute_fragment(inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None) -> str:
-    what = "remote nova-compute.conf" if remote else "nova-compute.conf"
-    return serialize(compute_fragment_sections(inputs, remote=remote), what=what)
+    key = f"{inputs!r}|{remote!r}"
+    found: str | None = _FRAGMENTS.get(key)
+    if found is None:
+        what = "remote nova-compute.conf" if remote else "nova-compute.conf"
+        found = serialize(compute_fragment_sections(inputs, remote=remote), what=what)
+        _FRAGMENTS.put(key, found)
+    return found
 
 
 # --------------------------------------------------------------------------- overlays
@@ -427,7 +465,18 @@ def logging_ini(inputs: ConfInputs) -> str:
 
 
 def config_data(inputs: ConfInputs) -> dict[str, str]:
-    """The ``{name}-config-<hash>`` ConfigMap data: nova.conf, four overlays, logging.ini under json."""
+    """The ``{name}-config-<hash>`` ConfigMap data: nova.conf, four overlays, logging.ini under json.
+
+    Rendered once per distinct inputs (``_Rendered``); each call returns a dict of its own."""
+    key = repr(inputs)
+    found: dict[str, str] | None = _CONFIGS.get(key)
+    if found is None:
+        found = _config_data(inputs)
+        _CONFIGS.put(key, found)
+    return dict(found)
+
+
+def _config_data(inputs: ConfInputs) -> dict[str, str]:
     data = {
         "nova.conf": nova_conf(inputs),
         "metadata.conf": metadata_conf(),

@@ -8,11 +8,16 @@ then ``_settle`` (the one place that decides what happens next) picks the outcom
     raised anything else   -> rate-limited requeue (per-key backoff max global bucket);
                               a CancelledError from inside the reconcile is such an error:
                               only the worker's own cancellation ends a worker
-    Result(requeue_after)  -> forget the backoff, add_after(requeue_after)
+    Result(requeue_after)  -> forget the backoff, add_after(requeue_after); a short one (at most
+                              ``prompt_requeue``: the next pass that must see this one's write)
+                              is work, not a poll: it joins the event lane when due
     Result()               -> forget the backoff; done until the next event
 
 Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
-with a growing backoff (``runtime.damping``); requeues the reconciler asks for are not.
+with a growing backoff (``runtime.damping``); requeues the reconciler asks for are not. The events
+of owned or mapped objects are held ``coalesce`` seconds (the first one's deadline), so a burst of
+them, such as several children turning ready one after the other, is one pass; the primary's own
+events (a new CR, a spec change) are handed out at once.
 
 The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
 the queue down: workers finish their current key and exit. Every log line of one
@@ -74,6 +79,8 @@ class Controller:
         self.reconciler = reconciler
         self.workers = s.workers if s.workers > 0 else QueueSettings().workers
         self.reconcile_timeout = s.reconcile_timeout
+        self.prompt_requeue = s.prompt_requeue
+        self.coalesce = s.coalesce
         self.metrics = metrics if metrics is not None else Metrics()
         limiter = rate_limiter or default_rate_limiter(
             base=s.backoff_base, cap=s.backoff_cap, rate=s.bucket_rate, burst=s.bucket_burst, clock=clock
@@ -96,9 +103,20 @@ class Controller:
 
     def enqueue(self, request: Request) -> None:
         """An event for ``request``: reconcile it at once, or later when it is hot (see damping)."""
+        self._enqueue(request, 0.0)
+
+    def enqueue_together(self, request: Request) -> None:
+        """An event of a child or of a mapped object: reconcile ``request`` with the others that come
+        within ``coalesce`` seconds (or later when it is hot)."""
+        self._enqueue(request, self.coalesce)
+
+    def _enqueue(self, request: Request, hold: float) -> None:
         delay = self._hot.delay(request, self._clock.now())
         if delay <= 0:
-            self.queue.add(request)
+            if hold > 0:
+                self.queue.add_after(request, hold, prompt=True)
+            else:
+                self.queue.add(request)
             return
         if request not in self._damped:
             self._damped.add(request)
@@ -125,7 +143,7 @@ class Controller:
         """Reconcile the controller owner (``owner_group``/``owner_kind``) of every object of ``informer``."""
         informer.add_handler(
             enqueue_for_owner(
-                self.enqueue,
+                self.enqueue_together,
                 group=owner_group,
                 kind=owner_kind,
                 predicates=predicates,
@@ -136,7 +154,9 @@ class Controller:
 
     def watch_mapped(self, informer: Informer, mapper: MapFunc, *predicates: Predicate) -> Controller:
         """Reconcile the keys ``mapper`` returns for every object of ``informer``."""
-        informer.add_handler(enqueue_mapped(self.enqueue, mapper, *predicates, echoes=self.own_writes))
+        informer.add_handler(
+            enqueue_mapped(self.enqueue_together, mapper, *predicates, echoes=self.own_writes)
+        )
         return self
 
     def resync(self) -> int:
@@ -250,7 +270,8 @@ class Controller:
             return "error"
         if result is not None and result.requeue_after is not None and result.requeue_after >= 0:
             self.queue.forget(request)
-            self.queue.add_after(request, result.requeue_after)
+            prompt = result.requeue_after <= self.prompt_requeue
+            self.queue.add_after(request, result.requeue_after, prompt=prompt)
             return "requeue_after"
         self.queue.forget(request)
         return "success"

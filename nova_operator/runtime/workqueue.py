@@ -12,6 +12,12 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
   many keys waiting a hand-off is not queued behind polls that would find nothing new. An event
   for a key already waiting in the timer lane moves it up. A timer key is never starved: once it
   has waited ``later_max_wait`` seconds it goes next. With few keys both lanes are served at once.
+- ``add_after(..., prompt=True)`` parks a key that is not a poll: work due after a delay (a
+  pass that must see its own write first, events held back to be handled together). When its time
+  comes it joins the event lane, in turn with the events, not the timer lane behind them.
+- Fair shares: the event lane is first in, first out and holds a key at most once, so a key added
+  (a new CR's first event) waits for at most one pass of each key that was waiting before it; a key
+  handed out and added again goes to the back, behind every key that was waiting meanwhile.
 - ``shutdown`` stops handing out work (``get`` raises ``ShutDown``) and drops parked
   keys; ``drain`` waits until every held key is ``done``.
 
@@ -65,6 +71,7 @@ class WorkQueue(Generic[T]):
         self._started_at: dict[T, float] = {}
         self._parked: list[tuple[float, int, T]] = []
         self._parked_at: dict[T, float] = {}
+        self._parked_prompt: set[T] = set()  # parked keys that join the event lane when due
         self._seq = itertools.count()
         self._timer: Timer | None = None
         self._timer_at = float("inf")
@@ -103,12 +110,17 @@ class WorkQueue(Generic[T]):
         self._set_depth()
         self._wake_one()
 
-    def add_after(self, item: T, delay: float) -> None:
+    def add_after(self, item: T, delay: float, *, prompt: bool = False) -> None:
+        """``item`` after ``delay`` seconds, in the timer lane (a poll, a retry) or, ``prompt``, the
+        event lane (work that is due then). Parked twice, it keeps the earlier deadline, and is
+        prompt when either was."""
         if self._shutting_down:
             return
         if delay <= 0:
-            self._push(item, urgent=False)
+            self._push(item, urgent=prompt)
             return
+        if prompt:
+            self._parked_prompt.add(item)
         at = self._clock.now() + delay
         if self._parked_at.get(item, float("inf")) <= at:
             return
@@ -194,6 +206,7 @@ class WorkQueue(Generic[T]):
             self._timer = None
         self._parked.clear()
         self._parked_at.clear()
+        self._parked_prompt.clear()
         for fut in self._getters:
             if not fut.done():
                 fut.set_result(None)
@@ -266,5 +279,7 @@ class WorkQueue(Generic[T]):
             at, _, item = heapq.heappop(self._parked)
             if self._parked_at.get(item) == at:
                 del self._parked_at[item]
-                self._push(item, urgent=False)
+                prompt = item in self._parked_prompt
+                self._parked_prompt.discard(item)
+                self._push(item, urgent=prompt)
         self._arm_timer()

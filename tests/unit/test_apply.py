@@ -265,3 +265,39 @@ async def test_a_retained_field_the_operator_stops_sending_is_handed_over_at_its
         retain=(("spec", "replicas"),),
     )  # type: ignore[arg-type]
     assert [m for _, _, m, _ in kube.applied] == [apply.FIELD_MANAGER]
+
+
+async def test_a_version_found_to_carry_a_digest_is_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[str] = []
+    subset = apply.carries
+
+    def counting(live: Any, want: Any) -> bool:
+        if isinstance(want, dict) and "metadata" in want:  # a whole object, not a part of one
+            checked.append(str(live["metadata"].get("resourceVersion")))
+        return subset(live, want)
+
+    monkeypatch.setattr(apply, "carries", counting)
+    memo = apply.Carried()
+    kube = FakeKube()
+    cached = {**converged(desired()), "metadata": {**converged(desired())["metadata"], "uid": "c-1"}}
+    cached["metadata"]["resourceVersion"] = "5"
+    for _ in range(3):  # converged passes: one deep check, then the memo answers
+        await apply.apply(kube, desired(), owner=OWNER, cached=cached, carried=memo)  # type: ignore[arg-type]
+    assert (checked, kube.applied, len(memo)) == (["5"], [], 1)
+    changed = {**cached, "data": {"k": "old"}, "metadata": {**cached["metadata"], "resourceVersion": "6"}}
+    await apply.apply(kube, desired(), owner=OWNER, cached=changed, carried=memo)  # type: ignore[arg-type]
+    assert checked == ["5", "6"]  # a new version is checked again, and someone's change is put back
+    assert len(kube.applied) == 1
+    other = desired()
+    other["data"]["k"] = "new"
+    await apply.apply(kube, other, owner=OWNER, cached=cached, carried=memo)  # type: ignore[arg-type]
+    assert len(kube.applied) == 2  # a new desired body (digest) is never answered from the memo
+
+
+def test_the_carried_memo_keeps_at_most_its_size() -> None:
+    memo = apply.Carried(size=2)
+    for uid in ("a", "b", "c"):
+        body = apply.stamped(desired())
+        live = {**body, "metadata": {**body["metadata"], "uid": uid, "resourceVersion": "1"}}
+        assert memo.check(live, body)
+    assert len(memo) == 2

@@ -7,6 +7,7 @@ import math
 import os
 import pathlib
 import time
+from typing import Any
 
 from bench import audit, figures, floor, proc, promtext, report
 
@@ -154,3 +155,50 @@ def test_the_floor_table_names_each_process() -> None:
     assert "| all available: first / median / last (s) | 3 / 21.0 / 30.2 |" in table  # the run table's format
     assert "| kube-apiserver CPU (s) | 40.5 |" in table
     assert "| etcd CPU (s) | 6 |" in table
+
+
+def request(at: float, verb: str, resource: str, namespace: str, user: str = OPERATOR) -> audit.Request:
+    return audit.Request(
+        at=at, user=user, verb=verb, resource=resource, namespace=namespace, name="x", code=201
+    )
+
+
+def test_first_write_runs_from_the_novas_create_to_its_first_child_write() -> None:
+    log = audit.AuditLog(pathlib.Path("/nonexistent"))
+    log.requests = [
+        request(10.5, "patch", "novas", "bench-000"),  # the finalizer: the Nova itself, not a child
+        request(10.6, "create", "events", "bench-000"),  # an event is no child
+        request(10.7, "get", "secrets", "bench-000"),  # a read is no write
+        request(11.0, "patch", "secrets", "bench-000"),  # the first child write
+        request(12.0, "patch", "configmaps", "bench-000"),
+        request(30.0, "patch", "secrets", "bench-001"),
+        request(31.0, "patch", "secrets", "bench-002", user="someone-else"),
+    ]
+    created = {"bench-000": 10.0, "bench-001": 10.0, "bench-002": 10.0}
+    got = figures.first_write(log, created, ["bench-000", "bench-001", "bench-002"])
+    assert got == {"count": 2, "p50": 1.0, "p95": 20.0, "max": 20.0, "missing": 1}
+
+
+def test_the_headline_is_the_run_against_its_floor() -> None:
+    result: dict[str, Any] = {
+        "ready": {"median": 40.0, "last": 50.0},
+        "machine": {"cpu_seconds_converge": {"kube-apiserver": 60.0, "operator": 15.0}},
+    }
+    assert "not measured" in report.headline(result)
+    found = {
+        "finished": True,
+        "novas": 100,
+        "all_ready": {"median": 30.0, "last": 40.0},
+        "machine": {"cpu_seconds": {"kube-apiserver": 40.0, "etcd": 10.0}},
+    }
+    figures.with_floor(result, found, "bench-floor-100.json")
+    assert result["versus_floor"] == {"last": 1.25, "median": 1.333, "cpu": 1.5}
+    assert result["floor"]["source"] == "bench-floor-100.json"
+    assert report.headline(result) == (
+        "all Ready (last) / floor all available (last): 50.0 s / 40.0 s = 1.25; "
+        "median: 40.0 s / 30.0 s = 1.333; CPU: 1.5"
+    )
+    table = report.table(result)
+    assert "| all Ready last / floor all available last | 1.25 |" in table
+    unfinished = figures.with_floor({"ready": {"last": 50.0}}, {"finished": False, "all_ready": {}}, "f")
+    assert unfinished["versus_floor"] == {"last": None, "median": None, "cpu": None}

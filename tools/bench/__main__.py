@@ -1,4 +1,9 @@
-"""``python -m bench run|floor|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN)."""
+"""``python -m bench run|floor|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN).
+
+``run`` measures the operator against the floor (``floor``: the same children created by a plain
+client) taken on the same machine just before it, unless ``--floor FILE`` names a floor run to use
+(or ``--no-floor``); its headline is the ratio of the two.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,20 @@ import json
 import pathlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from bench import report
 from bench.floor import FloorOptions, floor
 from bench.run import Options, run
+
+
+def _floor(opts: FloorOptions, out: pathlib.Path) -> dict[str, Any]:
+    """Run the floor, write its JSON to ``out`` and print its table."""
+    found = floor(opts)
+    out.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+    print(report.floor_table(found))
+    print(f"written: {out}", flush=True)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,6 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--workdir", type=pathlib.Path, help="cluster directory (default: a temp dir)")
     r.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
     r.add_argument("--idle", type=float, default=60.0, help="idle stretch measured (s, default 60)")
+    r.add_argument(
+        "--floor",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="a `bench floor` JSON to compare with (default: run it first)",
+    )
+    r.add_argument("--no-floor", action="store_true", help="neither run nor read a floor (no ratio)")
     r.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     f = sub.add_parser(
         "floor", help="the same children created by a plain client: what the cluster alone needs"
@@ -50,6 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.novas < 1:
             parser.error("--novas must be at least 1")
         out = args.out or pathlib.Path(f"bench-{args.novas}.json")
+        found: dict[str, Any] | None = None
+        source = ""
+        if args.floor is not None:
+            found, source = json.loads(args.floor.read_text()), str(args.floor)
+        elif not args.no_floor:
+            floor_out = out.with_name(f"bench-floor-{args.novas}.json")
+            found, source = (
+                _floor(FloorOptions(novas=args.novas, timeout=args.timeout), floor_out),
+                str(floor_out),
+            )
         result = run(
             Options(
                 novas=args.novas,
@@ -58,28 +90,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timeout=args.timeout,
                 idle=args.idle,
                 operator_args=list(args.operator_args),
+                floor=found,
+                floor_source=source,
             )
         )
+        print(f"headline: {report.headline(result)}")
         print(report.table(result))
         print(report.details(result))
         print(f"written: {out}; logs and the audit log: {result['run']['workdir']}")
+        print(f"headline: {report.headline(result)}")
         return 0 if result["converged"] else 1
     if args.command == "floor":
         if args.novas < 1:
             parser.error("--novas must be at least 1")
         out = args.out or pathlib.Path(f"bench-floor-{args.novas}.json")
-        found = floor(
-            FloorOptions(novas=args.novas, workdir=args.workdir, timeout=args.timeout, apply=args.apply)
+        found = _floor(
+            FloorOptions(novas=args.novas, workdir=args.workdir, timeout=args.timeout, apply=args.apply), out
         )
-        out.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
-        print(report.floor_table(found))
-        print(f"written: {out}")
         return 0 if found["finished"] else 1
     if args.command == "compare":
         a, b = json.loads(args.a.read_text()), json.loads(args.b.read_text())
         print(report.compare(a, b, (args.a.stem, args.b.stem)))
         return 0
     result = json.loads(args.file.read_text())
+    print(f"headline: {report.headline(result)}")
     print(report.table(result))
     print(report.details(result))
     return 0

@@ -17,6 +17,14 @@ Every time is in seconds. Definitions:
   (both dated by the audit log).
 * ``stages``: per stage, the median over Novas of when the operator created the stage's first
   object and when its last object turned ready, from the Nova's own create.
+* ``first_write``: from a Nova's create to the operator's first write of one of its children (any
+  write in its namespace but to the Nova itself and events), per Nova: how long a new Nova waited
+  before its work began.
+* ``versus_floor``: ``all Ready (last) / floor all available (last)`` and the same for the medians,
+  the floor being ``bench floor``'s run on the same machine (``with_floor``); and the CPU seconds
+  the cluster's processes, the bench and the operator spent while the Novas converged over what
+  the cluster's processes and the bench spent in the floor, which other load on the machine
+  stretches less than the wall times.
 """
 
 from __future__ import annotations
@@ -213,6 +221,47 @@ def stages(
     return out
 
 
+def _is_child_write(r: audit.Request) -> bool:
+    return r.is_write and r.resource.split("/")[0] not in ("novas", "events")
+
+
+def first_write(log: audit.AuditLog, created_at: Mapping[str, float], names: Sequence[str]) -> dict[str, Any]:
+    """Per Nova, seconds from its create to the operator's first write of a child; their spread."""
+    first: dict[str, float] = {}
+    for r in log.of(OPERATOR_USER):
+        if r.namespace in created_at and r.namespace not in first and _is_child_write(r):
+            first[r.namespace] = r.at
+    waits = [first[ns] - created_at[ns] for ns in names if ns in first and ns in created_at]
+    return {**spread(waits), "missing": len(names) - len(waits)}
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or not b:
+        return None
+    return round(a / b, 3)
+
+
+def with_floor(result: dict[str, Any], found: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """``result`` (a run) with the floor it is measured against and the two ratios (in place)."""
+    ready, floor_ready = result.get("ready") or {}, found.get("all_ready") or {}
+    result["floor"] = {
+        "source": source,
+        "finished": found.get("finished"),
+        "novas": found.get("novas"),
+        "verb": found.get("verb"),
+        "all_ready": dict(floor_ready),
+        "machine": found.get("machine") or {},
+    }
+    ours = sum(((result.get("machine") or {}).get("cpu_seconds_converge") or {}).values())
+    theirs = sum(((found.get("machine") or {}).get("cpu_seconds") or {}).values())
+    result["versus_floor"] = {
+        "last": _ratio(ready.get("last"), floor_ready.get("last")),
+        "median": _ratio(ready.get("median"), floor_ready.get("median")),
+        "cpu": _ratio(ours, theirs),
+    }
+    return result
+
+
 def compute(
     raw: dict[str, Any], log: audit.AuditLog, tracker: Tracker, names: Sequence[str]
 ) -> dict[str, Any]:
@@ -226,6 +275,7 @@ def compute(
     passes = max(1.0, raw["wake_passes"])
     m = raw["metrics"]
     overall, by_kind = event_to_pass(log, tracker, raw["t_settled"])
+    converging = audit.without_leases(in_window)
     return {
         "novas": n,
         "converged": raw["converged"],
@@ -236,8 +286,13 @@ def compute(
             "last": _r(ready[-1] if ready else None, 2),
             "creates_spread": _r(max(raw["created"].values()) - t0, 2),
         },
+        "first_write_seconds": first_write(log, raw["created"], names),
         "converge": {
-            **per_nova(audit.without_leases(in_window), n),
+            **per_nova(converging, n),
+            "nova_status_writes": _r(
+                sum(r.is_write and r.resource == "novas/status" for r in converging) / n, 2
+            ),
+            "nova_patches": _r(sum(r.is_write and r.resource == "novas" for r in converging) / n, 2),
             "leases": len(in_window) - len(audit.without_leases(in_window)),
             "passes_per_nova": _r(
                 (

@@ -38,12 +38,21 @@ def _rest_cpu(result: dict[str, Any]) -> Any:
 # (label, getter) in print order; a getter returning a number is compared by ``compare``.
 ROWS: list[Row] = [
     ("Novas", _get("novas")),
+    ("all Ready last / floor all available last", _get("versus_floor", "last")),
+    ("all Ready median / floor median", _get("versus_floor", "median")),
+    ("CPU to converge / floor CPU (every process)", _get("versus_floor", "cpu")),
     ("all Ready: first (s)", _get("ready", "first")),
     ("all Ready: median (s)", _get("ready", "median")),
     ("all Ready: last (s)", _get("ready", "last")),
+    ("floor all available: median (s)", _get("floor", "all_ready", "median")),
+    ("floor all available: last (s)", _get("floor", "all_ready", "last")),
+    ("create → first child write: p50 (s)", _get("first_write_seconds", "p50")),
+    ("create → first child write: p95 (s)", _get("first_write_seconds", "p95")),
     ("passes per Nova to converge", _get("converge", "passes_per_nova")),
     ("requests per Nova to converge", _get("converge", "total")),
     ("  writes", _get("converge", "writes")),
+    ("    status writes (the Nova's)", _get("converge", "nova_status_writes")),
+    ("    patches of the Nova (finalizer, claims)", _get("converge", "nova_patches")),
     ("  reads (get, list)", _get("converge", "reads")),
     ("requests per wake-up pass", _get("wake", "per_pass", "total")),
     ("  writes", _get("wake", "per_pass", "writes")),
@@ -78,6 +87,19 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def headline(result: dict[str, Any]) -> str:
+    """The run against its floor in one line: the ratio of the last Nova and of the median one."""
+    ratio = result.get("versus_floor") or {}
+    ready, floor_ready = result.get("ready") or {}, (result.get("floor") or {}).get("all_ready") or {}
+    if ratio.get("last") is None:
+        return "versus the floor: not measured (no floor, or a run that did not finish)"
+    return (
+        f"all Ready (last) / floor all available (last): {_fmt(ready.get('last'))} s / "
+        f"{_fmt(floor_ready.get('last'))} s = {_fmt(ratio['last'])}; median: {_fmt(ready.get('median'))} s / "
+        f"{_fmt(floor_ready.get('median'))} s = {_fmt(ratio.get('median'))}; CPU: {_fmt(ratio.get('cpu'))}"
+    )
 
 
 def table(result: dict[str, Any]) -> str:

@@ -10,6 +10,8 @@
    every Nova is Ready, then until the operator has been quiet for a few seconds.
 4. A wake-up: an annotation touched on every Nova, counted until every Nova had its pass.
 5. An idle stretch (``--idle`` seconds, 60 by default).
+6. With a floor (``Options.floor``: ``bench floor``'s result, run just before on the same machine),
+   the ratios of the run's all-Ready times to the floor's (``figures.with_floor``).
 
 Requests come from the audit log, reconcile times and queue waits from the operator's /metrics,
 RSS and CPU from /proc. ``figures.compute`` turns the raw data into the JSON the report prints.
@@ -62,6 +64,8 @@ class Options:
     timeout: float = 600.0
     idle: float = 60.0
     operator_args: list[str] = field(default_factory=list)
+    floor: dict[str, Any] | None = None  # a ``bench floor`` result to measure against
+    floor_source: str = ""
 
 
 @dataclass
@@ -315,5 +319,7 @@ def run(opts: Options) -> dict[str, Any]:
         "workdir": str(workdir),
         "wall_seconds": round(time.monotonic() - t_start, 1),
     }
+    if opts.floor is not None:
+        figures.with_floor(result, opts.floor, opts.floor_source)
     opts.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return result

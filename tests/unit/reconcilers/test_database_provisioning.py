@@ -152,6 +152,17 @@ async def test_each_layer_is_sent_at_once_and_only_after_the_layer_before_it_was
     assert [k for k, _ in answered] == ["databases"] * 3 + ["users"] * 2 + ["grants"] * 3
 
 
+async def test_a_new_novas_objects_are_all_read_in_one_round_before_the_first_is_written(
+    kube: Any, events: Any
+) -> None:
+    """The children's caches are label-filtered: an object they lack is read before its first write
+    (issue 26); the eight reads go out together, not one layer at a time."""
+    await database.run(make_ctx(kube, events, new_caches(mariadb("mariadb"))), upgrade_flow=_no_upgrade)
+    verbs = [verb for verb, ref, _ in kube.calls if ref.split(".")[0] in ("databases", "users", "grants")]
+    assert verbs == ["get"] * 8 + ["apply"] * 8
+    assert applied(kube) == ORDER
+
+
 async def test_with_the_databases_ready_the_wait_names_the_users_and_grants_and_nothing_is_rewritten(
     kube: Any, events: Any
 ) -> None:

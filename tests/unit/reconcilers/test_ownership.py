@@ -180,3 +180,20 @@ async def test_the_finalizer_deletes_only_the_mariadb_objects_it_holds() -> None
     assert [c for c in kube.calls if c[0] == "delete"] == []
     assert kube.store[(str(NOVAS), NS, "x-a")]["metadata"]["finalizers"] == []
     assert (str(DATABASES), NS, "x-a-nova-cell0") in kube.store
+
+
+async def test_a_new_digest_key_is_read_once_before_it_is_written() -> None:
+    """The Secrets cache has not listed the namespace yet: one GET says the key is absent, and the
+    write goes out on that read (no second GET of the same name in the pass)."""
+    from nova_operator.reconcilers import secrets
+
+    kube = FakeKube()
+    ctx = make_ctx(kube, FakeEvents())
+    ctx.caches[SECRETS].cover(set())  # a scoped cache that does not cover the namespace yet
+    key = await secrets.digest_key(ctx)
+    assert kube.calls == [
+        ("get", str(SECRETS), "nova-digest-key"),
+        ("apply", str(SECRETS), "nova-digest-key"),
+    ]
+    assert kube.store[(str(SECRETS), NS, "nova-digest-key")]["data"]["key"]
+    assert len(key) == 64

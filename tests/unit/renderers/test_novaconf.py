@@ -350,3 +350,51 @@ def test_the_bytes_do_not_depend_on_the_release(nova: Nova) -> None:
     assert novaconf.config_data(novaconf.conf_inputs(other)) == novaconf.config_data(
         novaconf.conf_inputs(nova)
     )
+
+
+def test_the_config_is_rendered_once_per_distinct_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered: list[str] = []
+    render_data = novaconf._config_data
+
+    def counting(inputs: ConfInputs) -> dict[str, str]:
+        rendered.append(inputs.name)
+        return render_data(inputs)
+
+    monkeypatch.setattr(novaconf, "_config_data", counting)
+    monkeypatch.setattr(novaconf, "_CONFIGS", novaconf._Rendered(size=2))
+    a = ConfInputs(name="a", namespace="ns", keystone_endpoint="http://ks:5000/v3")
+    first = novaconf.config_data(a)
+    first["nova.conf"] = "changed by the caller"  # each call hands out a dict of its own
+    again = novaconf.config_data(dataclasses.replace(a))  # equal inputs, another object
+    assert rendered == ["a"]
+    assert again == render_data(a)
+    debug = dataclasses.replace(a, debug=True)
+    assert novaconf.config_data(debug)["nova.conf"] != again["nova.conf"]  # any field counts
+    extra = dataclasses.replace(a, extra_config={"DEFAULT": {"x": "1"}})
+    assert "x = 1" in novaconf.config_data(extra)["nova.conf"]
+    assert rendered == ["a", "a", "a"]
+    novaconf.config_data(a)  # the oldest of three went (size 2): rendered again
+    assert rendered == ["a", "a", "a", "a"]
+
+
+def test_a_config_error_is_raised_on_every_call() -> None:
+    bad = ConfInputs(
+        name="a",
+        namespace="ns",
+        keystone_endpoint="http://ks:5000/v3",
+        extra_config={"DEFAULT": {"x": "1\n2"}},
+    )
+    for _ in range(2):
+        with pytest.raises(novaconf.ConfigError):
+            novaconf.config_data(bad)
+
+
+def test_the_compute_fragment_is_rendered_once_per_inputs_and_remote_address() -> None:
+    a = ConfInputs(name="a", namespace="ns", keystone_endpoint="http://ks:5000/v3")
+    local = novaconf.render_compute_fragment(a)
+    remote = novaconf.render_compute_fragment(a, remote=RemoteComputeInputs("https://ks.example.org/v3"))
+    assert local != remote
+    assert novaconf.render_compute_fragment(a) == local
+    assert "https://ks.example.org/v3" in novaconf.render_compute_fragment(
+        a, remote=RemoteComputeInputs("https://ks.example.org/v3")
+    )

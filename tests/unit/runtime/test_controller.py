@@ -299,3 +299,46 @@ async def test_the_echo_of_a_passs_own_write_seen_during_that_pass_starts_no_pas
     ctl.stop()
     await asyncio.wait_for(task, 1)
     assert len(seen) == passes
+
+
+async def test_a_short_requeue_is_due_work_and_joins_the_event_lane() -> None:
+    """A requeue of at most ``prompt_requeue`` (the spec's 1 s "next pass") is handed out in turn
+    with events when due; a longer one (a poll) waits behind them."""
+    clock = FakeClock()
+    poll, due, event = Request("ns", "poll"), Request("ns", "due"), Request("ns", "event")
+    ctl = make(Scripted(Result(requeue_after=10.0), Result(requeue_after=1.0)), clock)
+    assert await ctl.reconcile_one(poll) == "requeue_after"
+    clock.advance(9.5)
+    assert await ctl.reconcile_one(due) == "requeue_after"
+    clock.advance(0.7)  # the poll came due
+    ctl.enqueue(event)
+    clock.advance(0.3)  # the next pass came due
+    assert [await asyncio.wait_for(ctl.queue.get(), 1) for _ in range(3)] == [event, due, poll]
+
+
+async def test_events_of_children_within_the_coalescing_window_make_one_pass() -> None:
+    clock = FakeClock()
+    ctl = Controller(
+        "test",
+        Scripted(),
+        clock=clock,
+        rate_limiter=ItemExponential(),
+        metrics=Metrics(),
+        settings=QueueSettings(coalesce=0.25),
+    )
+    new = Request("ns", "new")
+    for i in range(3):  # three children turn ready one after the other, 0.1 s apart
+        clock.advance(0.1 if i else 0.0)
+        ctl.enqueue_together(KEY)
+    ctl.enqueue(new)  # the CR's own event (a new CR) is not held
+    assert await asyncio.wait_for(ctl.queue.get(), 1) == new
+    assert len(ctl.queue) == 0
+    clock.advance(0.05)  # 0.25 s after the first child's event: one key for the three
+    assert len(ctl.queue) == 1
+    assert await asyncio.wait_for(ctl.queue.get(), 1) == KEY
+    assert ctl.queue.parked() == 0
+    unheld = Controller(
+        "test", Scripted(), clock=clock, metrics=Metrics(), settings=QueueSettings(coalesce=0)
+    )
+    unheld.enqueue_together(KEY)
+    assert len(unheld.queue) == 1

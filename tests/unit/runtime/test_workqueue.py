@@ -270,3 +270,52 @@ async def test_a_requeue_for_a_key_already_waiting_for_an_event_changes_nothing(
     q.add_after("a", 0.0)
     assert len(q) == 2
     assert [await get_now(q) for _ in range(2)] == ["a", "b"]
+
+
+async def test_a_prompt_key_joins_the_event_lane_when_due() -> None:
+    """Work due after a delay (a pass that must see its own write first) is not a poll: when its
+    time comes it is handed out in turn with the events, ahead of timer keys that came due first."""
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("poll", 0.5)
+    q.add_after("next", 1.0, prompt=True)
+    clock.advance(0.5)
+    q.add("e0")
+    clock.advance(0.5)  # "next" is due: behind e0, ahead of "poll"
+    q.add("e1")  # an event after it came due goes behind it
+    assert len(q) == 4
+    assert [await get_now(q) for _ in range(4)] == ["e0", "next", "e1", "poll"]
+
+
+async def test_parked_twice_a_key_keeps_the_earlier_deadline_and_is_prompt_when_either_was() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add_after("poll", 0.1)
+    q.add_after("k", 0.5)
+    q.add_after("k", 2.0, prompt=True)  # later: the deadline stays 0.5 s, the key becomes prompt
+    clock.advance(0.5)
+    assert len(q) == 2
+    assert [await get_now(q) for _ in range(2)] == ["k", "poll"]
+    q.add_after("j", 0.0, prompt=True)  # no delay: straight into the event lane
+    q.add_after("poll2", 0.0)
+    assert [await get_now(q) for _ in range(2)] == ["j", "poll2"]
+    clock.advance(5.0)
+    assert len(q) == 0  # the later deadline was dropped: "k" comes once
+
+
+async def test_a_new_key_waits_for_at_most_one_pass_of_each_key_waiting_before_it() -> None:
+    """Fair shares: keys whose every pass brings another event (their children keep changing)
+    go to the back after each pass; a key added meanwhile (a new CR) is not queued behind them again."""
+    q = make()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    order = []
+    while "new" not in order:
+        key = await get_now(q)
+        order.append(key)
+        if len(order) == 1:
+            q.add("new")
+        if key != "new":
+            q.add(key)  # an event during its pass: one more pass, after the others
+        q.done(key)
+    assert order == ["a", "b", "c", "new"]

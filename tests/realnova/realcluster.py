@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from simcluster import SimHandle
 from simcluster.controlplane import REPO, free_port
+from simcluster.realtier import FAKE_COMPUTE_DRIVER
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -39,9 +40,12 @@ def full_sample_image() -> str:
 
 
 def pool_on_fake_driver(workdir: pathlib.Path) -> pathlib.Path:
-    """The NovaCompute sample with ``[DEFAULT] compute_driver = fake.FakeDriver`` (no libvirt here)."""
+    """The NovaCompute sample on the fake driver (no libvirt here): ``[DEFAULT] compute_driver`` is
+    ``FAKE_COMPUTE_DRIVER``, whose nova-compute survives a restart of its pod."""
     pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
-    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = "fake.FakeDriver"
+    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
+        FAKE_COMPUTE_DRIVER
+    )
     path = workdir / "novacompute-fake-driver.yaml"
     path.write_text(yaml.safe_dump(pool, sort_keys=False))
     return path

@@ -159,3 +159,21 @@ def http_status(url: str) -> int:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def service_ip(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
+    """A Service's ClusterIP (reachable from the host as from a pod)."""
+    return str(
+        handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")["spec"]["clusterIP"]
+    )
+
+
+def operator_metrics(handle: SimHandle, name: str = "operator") -> str:
+    """The text of the operator's /metrics, at the address ``start_operator`` chose for it."""
+    (proc,) = [p for p in handle.processes if p.name == name]
+    args = proc.popen.args
+    assert isinstance(args, list), args  # spawn passes an argv list
+    argv = [str(a) for a in args]
+    address = argv[argv.index("--metrics-bind-address") + 1]
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
+        return str(resp.read().decode())

@@ -99,22 +99,17 @@ class Upgrade:
 
 
 def websocket_upgrade(
-    address: str, port: int, path: str, host: str, timeout: float = 30.0
+    address: str, port: int, path: str, host: str, *, origin: str | None = None, timeout: float = 30.0
 ) -> tuple[Upgrade, str]:
-    """``GET path`` with the upgrade headers a browser sends (no Origin: a non-browser client); the
-    answer and the ``Sec-WebSocket-Key`` sent."""
+    """``GET path`` with the upgrade headers a browser sends (``origin``: the page's, which nova checks
+    against ``Host`` and the console URL's scheme; None: a non-browser client); the answer and the
+    ``Sec-WebSocket-Key`` sent."""
     key = base64.b64encode(os.urandom(16)).decode()
-    request = (
-        f"GET {path} HTTP/1.1\r\n"
-        f"Host: {host}\r\n"
-        "Upgrade: websocket\r\n"
-        "Connection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\n"
-        "Sec-WebSocket-Version: 13\r\n"
-        "\r\n"
-    )
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host}", *([f"Origin: {origin}"] if origin else [])]
+    lines += ["Upgrade: websocket", "Connection: Upgrade", f"Sec-WebSocket-Key: {key}"]
+    lines += ["Sec-WebSocket-Version: 13", "", ""]
     sock = socket.create_connection((address, port), timeout=timeout)
-    sock.sendall(request.encode())
+    sock.sendall("\r\n".join(lines).encode())
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(65536)

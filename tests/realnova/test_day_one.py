@@ -2,7 +2,8 @@
 
 One server, shared in this order: it boots on the fake driver from an image uploaded to Glance,
 resizes to the pool's other host and back to ACTIVE with placement following it (2); its console URL
-reaches the "hypervisor's" console server through the console Service, a made-up token does not (4);
+reaches the "hypervisor's" console server through the console Service, opened as the browser that
+loaded its page would; a made-up token, or the token from another site's page, does not (4);
 the metadata Service answers its signed requests, and only with the current shared secret once the
 Secret is rotated, which rolls the metadata pods and the pool (5); then it is deleted, placement lets
 its allocation go (2), and a one-minute db-archive run moves its row to the shadow table, which the
@@ -308,7 +309,9 @@ def test_the_console_url_opens_the_servers_console_through_the_novncproxy_servic
     address = service_ip(day.handle, f"{NOVA}-novncproxy")
     assert http_status(f"http://{address}:6080{url.path}") == 200  # the page the URL names
 
-    upgrade, key = websocket_upgrade(address, 6080, "/" + path.lstrip("/"), url.netloc)
+    # as the browser that loaded the page opens it: Host and Origin are the URL's (nova checks both)
+    origin = f"{url.scheme}://{url.netloc}"
+    upgrade, key = websocket_upgrade(address, 6080, "/" + path.lstrip("/"), url.netloc, origin=origin)
     try:
         assert upgrade.status == 101, (upgrade.status, upgrade.headers)
         assert upgrade.accept_matches(key), upgrade.headers
@@ -322,13 +325,19 @@ def test_the_console_url_opens_the_servers_console_through_the_novncproxy_servic
 
     made_up = str(uuid.uuid4())
     assert made_up != token
-    upgrade, key = websocket_upgrade(address, 6080, f"/?token={made_up}", url.netloc)
-    try:
-        # websockify completes the handshake before nova looks at the token; nova then closes it
-        assert upgrade.status == 101, (upgrade.status, upgrade.headers)
-        assert upgrade.read_frame() is None  # closed, no console
-    finally:
-        upgrade.close()
+    refused = (
+        (f"/?token={made_up}", origin),  # a made-up token
+        ("/" + path.lstrip("/"), "https://elsewhere.example.org"),  # the token, from another site's page
+    )
+    for ws_path, page in refused:
+        upgrade, _ = websocket_upgrade(address, 6080, ws_path, url.netloc, origin=page)
+        try:
+            # websockify completes the handshake before nova checks token and origin; nova then closes it
+            assert upgrade.status == 101, (upgrade.status, upgrade.headers)
+            assert upgrade.read_frame() is None, page  # closed, no console
+        finally:
+            upgrade.close()
+    time.sleep(1)  # a CONNECT would precede the close; give the stand-in's thread time to record one
     assert vnc.requests == [connect]  # nothing more reached the console server
 
 

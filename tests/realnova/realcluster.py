@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from simcluster import SimHandle
 from simcluster.controlplane import REPO, free_port
+from simcluster.realtier import FAKE_COMPUTE_DRIVER
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -39,9 +40,12 @@ def full_sample_image() -> str:
 
 
 def pool_on_fake_driver(workdir: pathlib.Path) -> pathlib.Path:
-    """The NovaCompute sample with ``[DEFAULT] compute_driver = fake.FakeDriver`` (no libvirt here)."""
+    """The NovaCompute sample on the fake driver (no libvirt here): ``[DEFAULT] compute_driver`` is
+    ``FAKE_COMPUTE_DRIVER``, whose nova-compute survives a restart of its pod."""
     pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
-    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = "fake.FakeDriver"
+    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
+        FAKE_COMPUTE_DRIVER
+    )
     path = workdir / "novacompute-fake-driver.yaml"
     path.write_text(yaml.safe_dump(pool, sort_keys=False))
     return path
@@ -155,3 +159,21 @@ def http_status(url: str) -> int:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def service_ip(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
+    """A Service's ClusterIP (reachable from the host as from a pod)."""
+    return str(
+        handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")["spec"]["clusterIP"]
+    )
+
+
+def operator_metrics(handle: SimHandle, name: str = "operator") -> str:
+    """The text of the operator's /metrics, at the address ``start_operator`` chose for it."""
+    (proc,) = [p for p in handle.processes if p.name == name]
+    args = proc.popen.args
+    assert isinstance(args, list), args  # spawn passes an argv list
+    argv = [str(a) for a in args]
+    address = argv[argv.index("--metrics-bind-address") + 1]
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
+        return str(resp.read().decode())

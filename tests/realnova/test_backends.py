@@ -150,3 +150,8 @@ def test_a_killed_broker_group_leaves_nothing(tmp_path: pathlib.Path) -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, signal.SIG_DFL)
     assert _pids_in(tmp_path) == []
+    # what a stand-in does while a cluster is torn down: refused, so no rabbitmqctl VM starts an epmd
+    with pytest.raises(ServiceError, match="is stopped"):
+        mq.ensure_user("late", "password")
+    with pytest.raises(ConnectionRefusedError):  # no epmd on the broker's port
+        socket.create_connection(("127.0.0.1", mq.epmd_port), timeout=2).close()

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 from simcluster.controlplane import REPO, free_port
-from simcluster.realtier import launch_real
+from simcluster.realtier import FAKE_COMPUTE_DRIVER, launch_real
 
 from bench.proc import rss
 
@@ -84,7 +84,7 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
         handle.real.openstack.add_service_user("nova", password)
         pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
         pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
-            "fake.FakeDriver"
+            FAKE_COMPUTE_DRIVER
         )
         pool_file = handle.workdir / "novacompute.yaml"
         pool_file.write_text(yaml.safe_dump(pool, sort_keys=False))

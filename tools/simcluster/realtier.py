@@ -51,6 +51,12 @@ IMAGE_BUILDER = REPO / "tools" / "realnova" / "images.py"
 NOVA_IMAGE = "ghcr.io/c5c3/nova"
 COMPUTE_IMAGE = "ghcr.io/c5c3/nova-compute"
 IMAGE_PYTHON = "/usr/bin/python3.11"
+# The pools' nova-compute driver here (no libvirt): the fake driver that keeps a stable node identity
+# (``compute_id`` in ``state_path``, the node's /var/lib/nova), as libvirt does. ``fake.FakeDriver``
+# names its node with a UUID new in every process and writes no ``compute_id``, so nova-compute can
+# never start again once its service row exists ("No local node identity found, but this is not our
+# first startup on this host"): every rollout of a pool (a rotated contract Secret) crash-loops it.
+FAKE_COMPUTE_DRIVER = "fake.FakeDriverWithoutFakeNodes"
 DEFAULT_RELEASES = ("2025.2", "2026.1", "2026.2")
 SERVICE_USER = "nova"
 MANAGED_BY = "simcluster.realtier"

@@ -23,7 +23,7 @@ import yaml
 
 from simcluster.controlplane import REPO, free_port
 from simcluster.launch import ManagedProcess, SimHandle, launch
-from simcluster.realtier import clouds_yaml, launch_real
+from simcluster.realtier import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -150,7 +150,7 @@ def _start(handle: SimHandle, real: bool, operator_args: Sequence[str]) -> Manag
         pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
         # no libvirt here: the pool's nova-compute runs the fake driver
         pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
-            "fake.FakeDriver"
+            FAKE_COMPUTE_DRIVER
         )
         pool_file = handle.workdir / "novacompute.yaml"
         pool_file.write_text(yaml.safe_dump(pool, sort_keys=False))

@@ -3,8 +3,9 @@
 The ``/usr/sbin`` wrapper switches to the ``rabbitmq`` user, so the server script under
 ``/usr/lib/rabbitmq/bin`` is run directly, as root, with every path in the work directory. The node
 name is ``rabbit@localhost`` by default; a second broker on the same machine needs another name and
-distribution port. RabbitMQ spawns ``epmd`` (the Erlang port mapper), which outlives the broker: it
-runs in the broker's process group here and is stopped with it.
+distribution port. RabbitMQ spawns ``epmd`` (the Erlang port mapper), which outlives the broker and
+leaves its process group: ``stop`` asks it to go, and refuses ``rabbitmqctl`` from then on (its VM
+would start another).
 
 With ``tls`` the broker also listens for AMQP over TLS on ``tls_port`` (what port 5671 is in a
 cluster), with that certificate and key; its CA verifies the client certificates that are offered
@@ -20,7 +21,7 @@ import pathlib
 import socket
 import ssl
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simcluster.realservices.pki import TLSFiles
 from simcluster.realservices.procs import ServerProcess, ServiceError, run, wait_until
@@ -52,6 +53,7 @@ class RabbitMQServer(ServerProcess):
     start_timeout: float = 240.0
     tls: TLSFiles | None = None
     tls_port: int = 5671
+    _stopped: bool = field(default=False, init=False)  # by ``stop()``: no more rabbitmqctl
 
     def env(self) -> dict[str, str]:
         w = self.workdir
@@ -88,6 +90,7 @@ class RabbitMQServer(ServerProcess):
             cookie.write_text(os.urandom(16).hex())
             cookie.chmod(0o400)
         env = {k: v for k, v in self.env().items() if k != "RABBITMQ_ERLANG_COOKIE"}
+        self._stopped = False
         self._child = self._spawner.spawn("rabbitmq", [str(SBIN / "rabbitmq-server")], env=env)
         wait_until(
             self._answers, self._child, what="rabbitmq-server", timeout=self.start_timeout, interval=1.0
@@ -125,6 +128,7 @@ class RabbitMQServer(ServerProcess):
         if self.alive:
             with contextlib.suppress(ServiceError, subprocess.TimeoutExpired):
                 self.ctl("stop", timeout=30)
+        self._stopped = True
         super().stop()
         self._stop_epmd()
 
@@ -148,6 +152,11 @@ class RabbitMQServer(ServerProcess):
         return self.tls is None or amqp_answers(self.address, self.tls_port, tls=self.client_context())
 
     def ctl(self, *args: str, timeout: float = 60.0) -> str:
+        """``rabbitmqctl`` against this node; ``ServiceError`` once the broker was stopped, since the
+        CLI's Erlang VM would start an epmd of its own on the broker's port, which nothing stops (a
+        stand-in acting on the broker during the cluster's teardown left one behind per session)."""
+        if self._stopped:
+            raise ServiceError(f"rabbitmqctl {args[0] if args else ''}: the broker {self.node} is stopped")
         env = {k: v for k, v in self.env().items() if k != "RABBITMQ_ERLANG_COOKIE"}
         return run([str(SBIN / "rabbitmqctl"), "-n", self.node, "-q", *args], env=env, timeout=timeout)
 

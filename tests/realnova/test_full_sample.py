@@ -151,6 +151,14 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             detail=lambda: not_ready_summary(handle, "novas", FULL),
         )
         yield Site(handle, db, broker)
+        # the Nova goes before the site's servers do, so no pod of it is left without them
+        kube.delete(f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{NAMESPACE}/novas/{FULL}")
+        wait_for(
+            lambda: not pods(handle, selector=f"app.kubernetes.io/instance={FULL}") or None,
+            within=300,  # the conductor's grace period is 240 s
+            what="the full sample's pods gone after its deletion",
+            handle=handle,
+        )
     finally:
         broker.stop()
         db.stop()

@@ -36,7 +36,9 @@ def test_every_deployment_is_available_by_its_real_probes(minimal: SimHandle) ->
         dep = kube.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{NOVA}{role}")
         want = dep["spec"]["replicas"]
         assert dep["status"].get("availableReplicas") == want, (role, dep["status"])
-    for pod in pods(minimal):
+    for pod in pods(minimal, selector=f"app.kubernetes.io/instance={NOVA}"):
+        if pod["metadata"].get("deletionTimestamp"):
+            continue  # a pod of an earlier rollout on its way out
         if any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or []):
             continue  # db-sync, the pool's discover-hosts (kept 300 s after it ends), a db-archive run
         assert all(cs["ready"] for cs in pod["status"]["containerStatuses"]), pod["metadata"]["name"]

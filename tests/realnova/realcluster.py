@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +15,7 @@ import yaml
 from simcluster import SimHandle
 from simcluster.controlplane import REPO, free_port
 from simcluster.realtier import FAKE_COMPUTE_DRIVER
+from simcluster.run import operator_argv
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -54,14 +54,7 @@ def pool_on_fake_driver(workdir: pathlib.Path) -> pathlib.Path:
 def start_operator(handle: SimHandle, name: str = "operator") -> Any:
     """The operator as its own process, as its ServiceAccount, resolving in-cluster names."""
     assert handle.real is not None
-    c = handle.cluster
-    argv = [
-        sys.executable, "-m", "nova_operator",
-        "--kubeconfig", str(c.kubeconfig), "--context", "operator",
-        "--metrics-bind-address", f"127.0.0.1:{free_port()}",
-        "--health-probe-bind-address", f"127.0.0.1:{free_port()}",
-        "--log-format", "json",
-    ]  # fmt: skip
+    argv = operator_argv(handle, free_port())
     return handle.spawn(name, handle.real.in_cluster_dns(argv))
 
 

@@ -11,13 +11,13 @@ import json
 import os
 import pathlib
 import re
-import sys
 import time
 from typing import Any
 
 import yaml
 from simcluster.controlplane import REPO, free_port
 from simcluster.realtier import FAKE_COMPUTE_DRIVER, launch_real
+from simcluster.run import operator_argv
 
 from bench.proc import rss
 
@@ -93,11 +93,7 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
             REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
             namespace=NS,
         )
-        argv = [
-            sys.executable, "-m", "nova_operator", "--kubeconfig", str(handle.cluster.kubeconfig),
-            "--context", "operator", "--metrics-bind-address", f"127.0.0.1:{free_port()}",
-            "--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "json",
-        ]  # fmt: skip
+        argv = operator_argv(handle, free_port())
         handle.spawn("operator", handle.real.in_cluster_dns(argv))
         t0 = time.monotonic()
         handle.apply(SAMPLES / "nova_minimal.yaml", namespace=NS)

@@ -98,12 +98,13 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *,
         )
         handle = launch(workdir, nodes=3, pools={POOL: 3})
     try:
-        operator = _start(handle, real, operator_args)
+        metrics = free_port()
+        operator = _start(handle, real, metrics, operator_args)
         print(
             f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
             f"nova-system:nova-operator (log: {operator.log})"
         )
-        return _follow(handle, operator, stop, t0)
+        return _follow(handle, operator, stop, t0, metrics)
     finally:
         print("stopping ...", flush=True)
         handle.stop()
@@ -120,27 +121,19 @@ def _service_password() -> str:
     raise KeyError("nova-service-user")
 
 
-def _operator_argv(handle: SimHandle, operator_args: Sequence[str], *extra: str) -> list[str]:
-    c = handle.cluster
+def operator_argv(handle: SimHandle, metrics_port: int, *args: str) -> list[str]:
+    """The operator's command line against this cluster, as its ServiceAccount (``args`` appended)."""
     return [
         sys.executable, "-m", "nova_operator",
-        "--kubeconfig", str(c.kubeconfig), "--context", "operator",
-        "--metrics-bind-address", f"127.0.0.1:{handle_metrics_port(handle)}",
+        "--kubeconfig", str(handle.cluster.kubeconfig), "--context", "operator",
+        "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
         "--health-probe-bind-address", f"127.0.0.1:{free_port()}",
         "--log-format", "json",
-        *extra,
-        *operator_args,
+        *args,
     ]  # fmt: skip
 
 
-_METRICS: dict[int, int] = {}
-
-
-def handle_metrics_port(handle: SimHandle) -> int:
-    return _METRICS.setdefault(id(handle), free_port())
-
-
-def _start(handle: SimHandle, real: bool, operator_args: Sequence[str]) -> ManagedProcess:
+def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[str]) -> ManagedProcess:
     c = handle.cluster
     handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
     handle.create_gateway(NAMESPACE, "public-gateway")
@@ -162,7 +155,9 @@ def _start(handle: SimHandle, real: bool, operator_args: Sequence[str]) -> Manag
             pool_file,
             namespace=NAMESPACE,
         )
-        return handle.spawn("operator", handle.real.in_cluster_dns(_operator_argv(handle, operator_args)))
+        return handle.spawn(
+            "operator", handle.real.in_cluster_dns(operator_argv(handle, metrics, *operator_args))
+        )
     for node in handle.nodes[POOL]:
         c.label_node(node, POOL_NODE_LABELS)
     assert handle.openstack is not None
@@ -170,11 +165,14 @@ def _start(handle: SimHandle, real: bool, operator_args: Sequence[str]) -> Manag
     handle.apply(*_samples(handle.workdir, handle.openstack.keystone_url), namespace=NAMESPACE)
     # The Nova API is the fake one: no in-cluster Service DNS out here.
     return handle.spawn(
-        "operator", _operator_argv(handle, operator_args, "--nova-api-url", handle.openstack.nova_url)
+        "operator",
+        operator_argv(handle, metrics, "--nova-api-url", handle.openstack.nova_url, *operator_args),
     )
 
 
-def _follow(handle: SimHandle, operator: ManagedProcess, stop: threading.Event, t0: float) -> int:
+def _follow(
+    handle: SimHandle, operator: ManagedProcess, stop: threading.Event, t0: float, metrics: int
+) -> int:
     """Print every condition change of the samples until Ctrl-C; once both are Ready, how to look."""
     c = handle.cluster
     seen: dict[tuple[str, str], tuple[str, str, str]] = {}
@@ -200,7 +198,7 @@ def _follow(handle: SimHandle, operator: ManagedProcess, stop: threading.Event, 
             print(f"\nthe sample Nova and NovaCompute are Ready after {ready_at:.1f} s. Look around:")
             print(f"  export KUBECONFIG={c.kubeconfig}")
             print(f"  .venv/bin/kubectl -n {NAMESPACE} get novas,novacomputes,deployments,jobs,pods")
-            print(f"  curl -s http://127.0.0.1:{handle_metrics_port(handle)}/metrics | grep ^nova_operator_")
+            print(f"  curl -s http://127.0.0.1:{metrics}/metrics | grep ^nova_operator_")
             if handle.real is not None:
                 _print_openstack(handle)
             print("Ctrl-C stops the operator and the cluster.", flush=True)

@@ -11,6 +11,7 @@ import pytest
 from simcluster import ControlPlane, Kube
 from simcluster.kubelet import Image
 from simcluster.kubelet.thread import KubeletThread
+from simcluster.realtier import claim_pod_network
 
 from .conftest import IMAGE
 
@@ -22,6 +23,7 @@ def test_a_thread_runs_the_stand_in_and_stopping_it_leaves_nothing(
 ) -> None:
     kube = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
     node = f"standin-thread-{uuid.uuid4().hex[:6]}"
+    network = claim_pod_network()  # a bridge of its own: another cluster on the machine may own simkube0
     standin = KubeletThread(
         control_plane.server,
         control_plane.admin_token,
@@ -29,6 +31,7 @@ def test_a_thread_runs_the_stand_in_and_stopping_it_leaves_nothing(
         [node],
         {IMAGE: image},
         tmp_path / "kubelet",
+        network=network,
     ).start()
     try:
         kube.post(
@@ -46,14 +49,18 @@ def test_a_thread_runs_the_stand_in_and_stopping_it_leaves_nothing(
             30,
             "the pod Running",
         )
-        assert kube.get(f"/api/v1/namespaces/default/pods/{node}")["status"]["podIP"].startswith("10.244.")
+        assert kube.get(f"/api/v1/namespaces/default/pods/{node}")["status"]["podIP"].startswith(
+            network["cidr"].rsplit(".", 2)[0] + "."
+        )
     finally:
         standin.stop(remove_nodes=True)
     time.sleep(0.2)
-    assert "simkube0" not in os.popen("ip -o link show").read()
-    assert "simkubelet" not in os.popen("nft list tables").read()
+    assert f" {network['bridge']}:" not in os.popen("ip -o link show").read()
+    assert f"table ip {network['table']}\n" not in os.popen("nft list tables").read()
     assert not any(
-        b"kubelet/shim.py" in _cmdline(p) for p in pathlib.Path("/proc").iterdir() if p.name.isdigit()
+        b"kubelet/shim.py" in (line := _cmdline(p)) and str(tmp_path).encode() in line
+        for p in pathlib.Path("/proc").iterdir()
+        if p.name.isdigit()
     )
 
 

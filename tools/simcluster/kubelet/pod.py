@@ -223,8 +223,9 @@ class PodWorker:
         if proc is None:
             code = 128
         else:
+            started = asyncio.Event()  # the kubelet's manual readiness trigger
             probers = [
-                asyncio.create_task(self._probe(c, rec, proc, kind))
+                asyncio.create_task(self._probe(c, rec, proc, kind, started))
                 for kind in ("startup", "readiness", "liveness")
                 if c.get(f"{kind}Probe")
             ]
@@ -339,14 +340,20 @@ class PodWorker:
 
     # -- probes --------------------------------------------------------------------------------
 
-    async def _probe(self, c: JSON, rec: Record, proc: Process, kind: str) -> None:
+    async def _probe(self, c: JSON, rec: Record, proc: Process, kind: str, started: asyncio.Event) -> None:
+        """One probe worker, as the kubelet's: it ticks every ``periodSeconds`` from the container's
+        start and skips the ticks before ``initialDelaySeconds``; liveness and readiness skip until
+        the startup probe succeeded. A startup success syncs the pod, and that sync runs the
+        readiness probe at once (the kubelet's manual trigger), not at its next tick."""
         spec = c[f"{kind}Probe"]
         state = ProbeState(kind, Timing.of(spec))
-        await asyncio.sleep(state.timing.initial_delay)
+        loop = asyncio.get_running_loop()
+        begun = loop.time()
+        tick = 0
         while True:
             if kind == "startup" and rec.started:
                 return
-            if kind == "startup" or rec.started:
+            if state.due(loop.time() - begun) and (kind == "startup" or rec.started):
                 outcome = await probes.run(spec, c, self._pod_ip(), state.timing.timeout, proc.exec)
                 changed = state.record(outcome)
                 if kind == "readiness" and changed:
@@ -355,6 +362,7 @@ class PodWorker:
                 elif kind == "startup" and state.result == Result.SUCCESS:
                     rec.started = True
                     rec.ready = not c.get("readinessProbe")
+                    started.set()
                     await self.push()
                     return
                 if state.on_hold:  # liveness or startup failed: the container is restarted
@@ -368,7 +376,17 @@ class PodWorker:
                     )
                     self._spawn(self._kill(c, proc, self._grace(grace)))
                     return
-            await asyncio.sleep(state.timing.period)
+            # The next tick; ticks missed while a probe ran are dropped, as a Go ticker drops them.
+            tick = max(tick + 1, int((loop.time() - begun) / state.timing.period) + 1)
+            wait = max(0.0, begun + tick * state.timing.period - loop.time())
+            if kind == "readiness" and not started.is_set() and c.get("startupProbe"):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(started.wait(), wait)
+                if started.is_set():
+                    tick -= 1  # the trigger runs out of turn; the ticker keeps its phase
+                    continue
+            else:
+                await asyncio.sleep(wait)
 
     # -- stopping ------------------------------------------------------------------------------
 

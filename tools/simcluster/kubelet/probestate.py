@@ -1,10 +1,11 @@
 """The kubelet's probe state machine (pure): thresholds, initial results, hold after failure.
 
 A probe's result only changes after ``failureThreshold`` failures or ``successThreshold`` successes
-in a row. Before any change, readiness is Failure, liveness Success and startup Unknown. Probing
-starts ``initialDelaySeconds`` after the container started and repeats every ``periodSeconds``;
-liveness and readiness wait until the startup probe (if any) succeeded. Once a liveness or startup
-probe turns Failure the container is restarted, and the probe holds until the new container runs.
+in a row. Before any change, readiness is Failure, liveness Success and startup Unknown. A probe
+ticks every ``periodSeconds`` from the container's start and skips the ticks before
+``initialDelaySeconds``; liveness and readiness skip until the startup probe (if any) succeeded.
+Once a liveness or startup probe turns Failure the container is restarted, and the probe holds until
+the new container runs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """``make bench-real``: the minimal sample's bring-up on the real-Nova tier, measured (not a test).
 
-Seconds from the Nova's create to each stage (its MariaDB objects Ready, db-sync done, each
-Deployment available, the Nova Ready), the sample pool from its create to Ready, and the RSS of
-every pod (the sum over the processes of its containers). Prints a table and writes JSON.
+The minimal Nova and the sample pool are applied together, as a user applies the samples. Seconds
+from that create to each stage (the Nova's MariaDB objects Ready, db-sync done, each Deployment
+available, the Nova Ready; each change of the pool's conditions, the pool Ready), the issue's two
+figures (the Nova Ready after its create, the pool Ready after the Nova's), and the RSS of every pod
+(the sum over the processes of its containers). Prints a table and writes JSON.
 """
 
 from __future__ import annotations
@@ -96,9 +98,10 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
         argv = operator_argv(handle, free_port())
         handle.spawn("operator", handle.real.in_cluster_dns(argv))
         t0 = time.monotonic()
-        handle.apply(SAMPLES / "nova_minimal.yaml", namespace=NS)
+        # Both at once, as a user applies the samples (and as make run does): the pool waits for
+        # its Nova, and what it does meanwhile overlaps the Nova's bring-up.
+        handle.apply(SAMPLES / "nova_minimal.yaml", pool_file, namespace=NS)
         stages: dict[str, float] = {}
-        pool_created: float | None = None
         deadline = t0 + timeout
 
         def mark(name: str) -> None:
@@ -119,22 +122,22 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
                     mark(f"Deployment {NOVA}{role} available")
             if _ready(nova):
                 mark("Nova Ready")
-                if pool_created is None:
-                    handle.apply(pool_file, namespace=NS)
-                    pool_created = time.monotonic()
-            if pool_created is not None and _ready(
-                _get(kube, f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}")
-            ):
-                figures["pool Ready after its create (s)"] = round(time.monotonic() - pool_created, 1)
-                print(
-                    f"  pool Ready {figures['pool Ready after its create (s)']} s after its create",
-                    flush=True,
+            pool = _get(kube, f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}")
+            for cond in ((pool or {}).get("status") or {}).get("conditions") or []:
+                if cond["type"] in ("NovaReady", "DaemonSetReady", "ServicesReady", "AggregatesReady"):
+                    mark(f"pool {cond['type']} {cond['status']} {cond['reason']}")
+            if _ready(pool):
+                mark("pool Ready")
+            if "Nova Ready" in stages and "pool Ready" in stages:
+                figures["Nova Ready after its create (s)"] = stages["Nova Ready"]
+                figures["pool Ready after the Nova's Ready (s)"] = round(
+                    stages["pool Ready"] - stages["Nova Ready"], 1
                 )
                 break
             time.sleep(0.5)
         else:
             raise SystemExit(f"not Ready within {timeout:.0f} s; stages so far: {stages}")
-        figures["Nova stages, s after its create"] = stages
+        figures["stages, s after the create"] = stages
         time.sleep(10)  # settle: RSS of the idle pods
         by_uid = pod_rss()
         pod_list = kube.get(f"/api/v1/namespaces/{NS}/pods")["items"]
@@ -162,10 +165,12 @@ def report(figures: dict[str, Any]) -> str:
     lines = ["", "real-Nova bring-up (minimal sample)", f"  cluster start: {figures['cluster start (s)']} s"]
     for part, seconds in figures["cluster start parts (s)"].items():
         lines.append(f"    {part:<32} {seconds:6.1f} s")
-    lines.append("  after the Nova's create:")
-    for stage, seconds in figures["Nova stages, s after its create"].items():
-        lines.append(f"    {stage:<40} {seconds:6.1f} s")
-    lines.append(f"  pool Ready after its create: {figures['pool Ready after its create (s)']} s")
+    lines.append("  after the Nova's and the pool's create (applied together):")
+    for stage, seconds in figures["stages, s after the create"].items():
+        lines.append(f"    {stage:<56} {seconds:6.1f} s")
+    lines.append(f"  Nova Ready after its create: {figures['Nova Ready after its create (s)']} s")
+    pool_after = figures["pool Ready after the Nova's Ready (s)"]
+    lines.append(f"  pool Ready after the Nova's Ready: {pool_after} s")
     lines.append("  pod RSS (MiB):")
     for pod, mib in sorted(figures["pod RSS (MiB)"].items()):
         lines.append(f"    {pod:<40} {mib:8.1f}")

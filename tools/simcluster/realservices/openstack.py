@@ -15,6 +15,7 @@ driver. Every password is random per start; none is logged.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import pathlib
 import secrets
@@ -35,6 +36,10 @@ from simcluster.realservices.procs import Child, ServiceError, Spawner, run, wai
 
 REGION = "RegionOne"
 VENVS = pathlib.Path("/var/cache/nova-operator/realnova")
+
+
+# A service ready to serve: its name, its uWSGI command line, environment and health URL.
+Prepared = tuple[str, list[str], dict[str, str], str]
 
 
 def _uwsgi(venv: pathlib.Path, address: str, port: int, module: str, *extra: str) -> list[str]:
@@ -118,12 +123,28 @@ class OpenStackServices:
                 raise ServiceError(f"no {svc} venv in {self.venvs}: run tools/realnova/venvs.sh")
         try:
             self.network = NetworkStandIn(self.address).start()
-            self._start_keystone()
             for name in ("placement", "glance", *service_users):
                 self.users[name] = ServiceUser(name, secrets.token_urlsafe(18))
+            # Each service's database sync and setup is its own process chain, independent of the
+            # others (Placement and Glance need Keystone only to serve requests): run side by side.
+            with concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix="openstack-setup") as pool:
+                prepared = list(
+                    pool.map(
+                        lambda prepare: prepare(),
+                        (self._prepare_keystone, self._prepare_placement, self._prepare_glance),
+                    )
+                )
+            for name, argv, env, _ in prepared:
+                self._children[name] = self._spawner.spawn(name, argv, env=env)
+            for name, _, _, health in prepared:
+                wait_until(
+                    lambda url=health: _http_ok(url),
+                    self._children[name],
+                    what=name,
+                    timeout=120,
+                    interval=0.5,
+                )
             self._register()
-            self._start_placement()
-            self._start_glance()
         except BaseException:
             self.stop()
             raise
@@ -156,14 +177,9 @@ class OpenStackServices:
             f"region_name = {REGION}\n"
         )
 
-    def _serve(self, name: str, argv: list[str], env: dict[str, str], health: str) -> None:
-        child = self._spawner.spawn(name, argv, env=env)
-        self._children[name] = child
-        wait_until(lambda: _http_ok(health), child, what=name, timeout=120, interval=0.5)
-
     # -- keystone ------------------------------------------------------------------------------
 
-    def _start_keystone(self) -> None:
+    def _prepare_keystone(self) -> Prepared:
         venv, etc = self.venvs / "keystone", self.workdir / "keystone"
         etc.mkdir(parents=True, exist_ok=True)
         conf = etc / "keystone.conf"
@@ -200,12 +216,8 @@ class OpenStackServices:
             env=env,
             timeout=180,
         )
-        self._serve(
-            "keystone",
-            _uwsgi(venv, self.address, self.keystone_port, "keystone.wsgi.api:application"),
-            env,
-            self.keystone_url,
-        )
+        argv = _uwsgi(venv, self.address, self.keystone_port, "keystone.wsgi.api:application")
+        return "keystone", argv, env, self.keystone_url
 
     def admin_token(self) -> str:
         body = {
@@ -323,7 +335,7 @@ class OpenStackServices:
 
     # -- placement and glance ----------------------------------------------------------------------
 
-    def _start_placement(self) -> None:
+    def _prepare_placement(self) -> Prepared:
         venv, etc = self.venvs / "placement", self.workdir / "placement"
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "placement.conf").write_text(
@@ -337,14 +349,10 @@ class OpenStackServices:
             env=env,
             timeout=300,
         )
-        self._serve(
-            "placement",
-            _uwsgi(venv, self.address, self.placement_port, "placement.wsgi.api:application"),
-            env,
-            self.placement_url,
-        )
+        argv = _uwsgi(venv, self.address, self.placement_port, "placement.wsgi.api:application")
+        return "placement", argv, env, self.placement_url
 
-    def _start_glance(self) -> None:
+    def _prepare_glance(self) -> Prepared:
         venv, etc = self.venvs / "glance", self.workdir / "glance"
         images = etc / "images"
         images.mkdir(parents=True, exist_ok=True)
@@ -363,14 +371,10 @@ class OpenStackServices:
         )
         env = {"OS_GLANCE_CONFIG_DIR": str(etc)}
         run([str(venv / "bin" / "glance-manage"), "--config-dir", str(etc), "db_sync"], env=env, timeout=300)
-        self._serve(
-            "glance",
-            _uwsgi(
-                venv, self.address, self.glance_port, "glance.wsgi.api:application", "--http-chunked-input"
-            ),
-            env,
-            self.glance_url,
+        argv = _uwsgi(
+            venv, self.address, self.glance_port, "glance.wsgi.api:application", "--http-chunked-input"
         )
+        return "glance", argv, env, self.glance_url
 
 
 class NetworkStandIn:

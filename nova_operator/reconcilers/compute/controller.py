@@ -2,10 +2,10 @@
 
 Watches: the NovaCompute itself (status-only updates ignored); its DaemonSet and ConfigMaps
 (by owner); Nova updates that matter to a pool (generation, installedRelease,
-computeConfigSecretRef) mapped to the Nova's pools through the ``spec.novaRef.name`` index;
-other pools of the same Nova when one changes generation, starts deleting, or changes which
-nodes it holds; the ``<nova>-compute-config`` contract Secrets. Local pools have no Node
-watch: a relabel is noticed by the poll (60 s at most).
+computeConfigSecretRef, and the status of its Ready condition) mapped to the Nova's pools
+through the ``spec.novaRef.name`` index; other pools of the same Nova when one changes
+generation, starts deleting, or changes which nodes it holds; the ``<nova>-compute-config``
+contract Secrets. Local pools have no Node watch: a relabel is noticed by the poll (60 s at most).
 """
 
 from __future__ import annotations
@@ -144,10 +144,15 @@ sibling_changed = Predicate(
 
 def _nova_fields(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     status = obj.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     return (
         _meta(obj).get("generation"),
         status.get("installedRelease"),
         status.get("computeConfigSecretRef"),
+        # An addition to the spec's three: the Nova turning Ready (or not) wakes its pools, whose
+        # Aggregates and Services steps wait on the compute API it serves (their ComputeAPIError
+        # poll is 30 s, which a new pool would otherwise wait out after the Nova came up).
+        ready,
     )
 
 

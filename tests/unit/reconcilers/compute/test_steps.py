@@ -106,8 +106,18 @@ def test_sibling_and_nova_watch_filters() -> None:
     assert not sibling_changed.update(base, counts)
     assert sibling_changed.update(base, moved)
     assert sibling_changed.update(base, deleting)
-    nova = {"metadata": {"generation": 1}, "status": {"installedRelease": "2025.2", "conditions": []}}
+    ready = {"type": "Ready", "status": "False", "reason": "WaitingForDatabase", "message": "a"}
+    nova = {"metadata": {"generation": 1}, "status": {"installedRelease": "2025.2", "conditions": [ready]}}
+
+    def with_conditions(*conds: dict[str, str]) -> dict[str, object]:
+        return {**nova, "status": {**nova["status"], "conditions": list(conds)}}
+
+    # the Nova's other status writes (a reason or message, another condition) do not wake its pools
     assert not nova_changed.update(
-        nova, {**nova, "status": {**nova["status"], "conditions": [{"type": "Ready"}]}}
+        nova, with_conditions({**ready, "reason": "DBSyncInProgress", "message": "b"})
     )
-    assert nova_changed.update(nova, {**nova, "status": {"installedRelease": "2026.1"}})
+    assert not nova_changed.update(nova, with_conditions(ready, {"type": "DatabaseReady", "status": "True"}))
+    assert nova_changed.update(nova, {**nova, "status": {**nova["status"], "installedRelease": "2026.1"}})
+    # its Ready turning True (or back) does: the pool's compute API calls wait on it
+    assert nova_changed.update(nova, with_conditions({**ready, "status": "True", "reason": "Ready"}))
+    assert nova_changed.update(with_conditions({**ready, "status": "True"}), nova)

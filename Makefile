@@ -82,7 +82,7 @@ test-realnova: venv realnova  ## the real-Nova tier: the samples served by real 
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
 
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
-	$(TOOLS_ENV) $(PY) -m pytest tests
+	$(TOOLS_ENV) $(PY) -m pytest tests --durations=40
 
 run: venv  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins)
 	@[ -n "$$KUBECONFIG" ] || [ -n "$(STANDINS)" ] || $(MAKE) --no-print-directory realnova

@@ -207,7 +207,8 @@ class DatabaseTLSSpec(CRDModel):
     certificate, the server's certificate not verified. verify-ca: the server's certificate must chain to the
     caBundleSecretRef CA; its name is not checked. verify-full: the CA and the name nova dials (host, or the
     clusterRef Service name). The client (PyMySQL) starts TLS only when the server offers it, in every mode:
-    to refuse plaintext, require TLS on the server (REQUIRE SSL or X509 for the user).
+    to refuse plaintext, require TLS on the server (REQUIRE SSL or X509 for the user; for a clusterRef
+    MariaDB, its spec.tls.required).
     """
     ca_bundle_secret_ref: SecretRefSpec
     """Secret whose ca.crt key holds the CA bundle that verifies the database server."""

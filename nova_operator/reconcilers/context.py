@@ -112,6 +112,7 @@ class NovaOptions:
     stale_services: bool = True
     sweeps: SweepMemory = field(default_factory=SweepMemory)
     carried: apply.Carried = field(default_factory=apply.Carried)  # ``carries`` answers, per version
+    taken: ownership.Taken = field(default_factory=ownership.Taken)  # names a create was refused for
 
 
 @dataclass
@@ -352,14 +353,18 @@ class PassContext:
         child); an object found under the name is then read and judged as any other."""
         if desired["kind"] == "Secret" and digest_key is None:
             digest_key = self.state.digest_key or None
+        name = (str(ref), self.namespace, str(desired["metadata"]["name"]))
         if isinstance(current, Unread):
-            made = await apply.create(
-                self.kube, desired, owner=self.obj, ref=ref, own=self.wrote, digest_key=digest_key
-            )
-            if made is not None:
-                return made
-            current = await self._read(ref, desired["metadata"]["name"])
+            if name not in self.options.taken:
+                made = await apply.create(
+                    self.kube, desired, owner=self.obj, ref=ref, own=self.wrote, digest_key=digest_key
+                )
+                if made is not None:
+                    return made
+                self.options.taken.add(*name)  # held by an object the cache does not show: read it
+            current = await self._read(ref, name[2])
         ownership.refuse_unless_ours(current, self.obj, self.marks, kind=str(desired["kind"]))
+        self.options.taken.drop(*name)  # this CR's, or free
         return await apply.apply(
             self.kube,
             desired,

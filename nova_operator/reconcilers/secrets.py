@@ -92,7 +92,8 @@ async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
     name = naming.digest_key_secret(ctx.name)
     found = await ctx.peek(SECRETS, name)
-    if isinstance(found, Unread):  # not in the cache: most likely absent, so created first
+    taken = (str(SECRETS), ctx.namespace, name)
+    if isinstance(found, Unread) and taken not in ctx.options.taken:  # most likely absent: created first
         fresh = token_hex(32)
         made = await apply.create(
             ctx.kube,
@@ -104,8 +105,11 @@ async def digest_key(ctx: PassContext) -> bytes:
         )
         if made is not None:
             return fresh.encode("utf-8")
-        found = await ctx.current(SECRETS, name)  # refused: an object holds the name; read it
+        ctx.options.taken.add(*taken)  # refused: an object holds the name
+    if isinstance(found, Unread):
+        found = await ctx.current(SECRETS, name)
     ownership.refuse_unless_ours(found, ctx.obj, ctx.marks, kind="Secret")  # never key with a stranger's
+    ctx.options.taken.drop(*taken)
     key = secret_value(found, "key")
     if not key:
         key = token_hex(32)

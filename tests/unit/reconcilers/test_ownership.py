@@ -253,3 +253,40 @@ async def test_a_strangers_secret_under_the_digest_keys_name_refuses_the_create_
         await secrets.digest_key(make_ctx(kube, FakeEvents()))
     assert kube.writes() == []
     assert kube.store[(str(SECRETS), NS, "nova-digest-key")] == kept
+
+
+async def test_a_name_found_taken_is_read_first_on_later_passes_and_written_once_free() -> None:
+    """A stranger's Service under a child's name is polled: the first pass's create is refused, the
+    later passes only read it (no refused create per poll); once it is gone the child is made."""
+    kube = FakeKube()
+    kube.put(SERVICES, _obj("nova"))
+    options = NovaOptions()
+
+    def ctx() -> PassContext:
+        made = make_ctx(kube, FakeEvents(), options=options)
+        made.caches = {**made.caches, SERVICES: Cache(str(SERVICES))}
+        return made
+
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await ctx().ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == [("refused apply", str(SERVICES), "nova"), ("get", str(SERVICES), "nova")]
+    for _ in range(2):
+        kube.calls.clear()
+        with pytest.raises(ownership.ChildOwnedByAnother):
+            await ctx().ensure(_service("nova"), ref=SERVICES)
+        assert kube.calls == [("get", str(SERVICES), "nova")]
+    del kube.store[(str(SERVICES), NS, "nova")]
+    kube.calls.clear()
+    live = await ctx().ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == [("get", str(SERVICES), "nova"), ("apply", str(SERVICES), "nova")]
+    assert live["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert len(options.taken) == 0  # free again: the next child of that name is created first
+
+
+def test_taken_keeps_at_most_its_size() -> None:
+    taken = ownership.Taken(size=2)
+    for name in ("a", "b", "c"):
+        taken.add("services", NS, name)
+    assert ("services", NS, "a") not in taken
+    assert ("services", NS, "c") in taken
+    assert len(taken) == 2

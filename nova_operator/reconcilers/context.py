@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol
 
-from nova_operator import apply, conditions, naming, ownership
+from nova_operator import apply, conditions, intervals, naming, ownership
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
@@ -113,6 +113,8 @@ class NovaOptions:
     sweeps: SweepMemory = field(default_factory=SweepMemory)
     carried: apply.Carried = field(default_factory=apply.Carried)  # ``carries`` answers, per version
     taken: ownership.Taken = field(default_factory=ownership.Taken)  # names a create was refused for
+    # seconds a progress-only status write is held for the next pass to supersede (0: never held)
+    status_hold: float = intervals.STATUS_HOLD
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any, Final
 from nova_operator import intervals
 from nova_operator.pipeline import StepInputError
 
-__all__ = ["CHILD_OWNED_BY_ANOTHER", "ChildOwnedByAnother", "holder", "refuse_unless_ours"]
+__all__ = ["CHILD_OWNED_BY_ANOTHER", "ChildOwnedByAnother", "Taken", "holder", "refuse_unless_ours"]
 
 CHILD_OWNED_BY_ANOTHER: Final = "ChildOwnedByAnother"
 
@@ -78,3 +78,31 @@ def refuse_unless_ours(
         f"changes nor deletes it; delete or rename it if it is stale, or give {owner.get('kind', 'CR')} "
         f"{owner_meta.get('name', '')} a name whose children do not collide with it"
     )
+
+
+class Taken:
+    """Names whose create-first write (``apply.create``) was refused because an object held them.
+
+    Such a name is read before it is written from then on, as long as the object stays (a stranger
+    under a child's name is polled: without this, every poll would send a refused create as well as
+    the read). ``drop`` when the name turns out to be the CR's, or free. At most ``size`` names are
+    kept (the oldest go first: a forgotten one costs one refused create).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._names: dict[tuple[str, str, str], None] = {}
+
+    def add(self, kind: str, namespace: str, name: str) -> None:
+        self._names[(kind, namespace, name)] = None
+        if len(self._names) > self._size:
+            del self._names[next(iter(self._names))]
+
+    def drop(self, kind: str, namespace: str, name: str) -> None:
+        self._names.pop((kind, namespace, name), None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._names
+
+    def __len__(self) -> int:
+        return len(self._names)

@@ -131,8 +131,8 @@ class OwnReads:
             del self._fresh[key]  # the cache has caught up with our write
             return obj
         live = await read_object(self.kube, self.ref, namespace, name)
-        if live is None:
-            self._fresh.pop(key, None)
+        if live is None or cache.resource_version(Request(namespace, name)) == object_version(live):
+            self._fresh.pop(key, None)  # gone, or the watch delivered what the GET read while it ran
         else:
             self._fresh[key] = object_version(live)
         return live

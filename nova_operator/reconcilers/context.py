@@ -17,9 +17,9 @@ import base64
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
-from nova_operator import apply, conditions, naming, ownership
+from nova_operator import apply, conditions, intervals, naming, ownership
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
@@ -112,6 +112,9 @@ class NovaOptions:
     stale_services: bool = True
     sweeps: SweepMemory = field(default_factory=SweepMemory)
     carried: apply.Carried = field(default_factory=apply.Carried)  # ``carries`` answers, per version
+    taken: ownership.Taken = field(default_factory=ownership.Taken)  # names a create was refused for
+    # seconds a progress-only status write is held for the next pass to supersede (0: never held)
+    status_hold: float = intervals.STATUS_HOLD
 
 
 @dataclass
@@ -275,6 +278,17 @@ class PassContext:
             cache.fill(obj)
         return obj
 
+    async def peek(self, ref: ResourceRef, name: str) -> Object | Unread | None:
+        """The object of ``name`` as far as the pass knows it without a read of its own: ``UNREAD``
+        when the covering cache does not hold it (not this CR's child as the cache last saw it, and
+        most likely absent, but someone else's object may carry the name: ``ensure_over`` writes
+        create-first and reads only when refused), else what ``live`` found."""
+        found = await self.live(ref, name)
+        cache = self.caches.get(ref)
+        if found is None and cache is not None and cache.covers(self.namespace):
+            return UNREAD
+        return found  # found, or ``live`` already asked the API server
+
     async def current(self, ref: ResourceRef, name: str) -> Object | None:
         """The object of ``name`` whoever holds it: the cache, or one GET when the cache has none.
 
@@ -283,10 +297,10 @@ class PassContext:
         the cache does not hold (its first write, or a cache lagging behind it), never in a
         converged pass.
         """
-        found = await self.live(ref, name)
-        cache = self.caches.get(ref)
-        if found is not None or cache is None or not cache.covers(self.namespace):
-            return found  # found, or ``live`` already asked the API server
+        found = await self.peek(ref, name)
+        return await self._read(ref, name) if isinstance(found, Unread) else found
+
+    async def _read(self, ref: ResourceRef, name: str) -> Object | None:
         try:
             return await self.kube.get(ref, name, self.namespace)
         except NotFound:
@@ -323,12 +337,12 @@ class PassContext:
         for the key's own Secret).
         """
         ref = ref or ref_for(desired["apiVersion"], desired["kind"])
-        current = await self.current(ref, desired["metadata"]["name"])
+        current = await self.peek(ref, desired["metadata"]["name"])
         return await self.ensure_over(current, desired, ref=ref, retain=retain, digest_key=digest_key)
 
     async def ensure_over(
         self,
-        current: Object | None,
+        current: Object | Unread | None,
         desired: Mapping[str, Any],
         *,
         ref: ResourceRef,
@@ -336,10 +350,23 @@ class PassContext:
         digest_key: bytes | None = None,
     ) -> Object:
         """``ensure`` on ``current``: the object of that name as this pass has just read it with
-        ``current()`` (a caller that read it to decide what to write need not read it twice)."""
+        ``current()`` or ``peek()`` (a caller that read it to decide what to write need not read it
+        twice). ``UNREAD`` is written create-first (``apply.create``: one request for an absent
+        child); an object found under the name is then read and judged as any other."""
         if desired["kind"] == "Secret" and digest_key is None:
             digest_key = self.state.digest_key or None
+        name = (str(ref), self.namespace, str(desired["metadata"]["name"]))
+        if isinstance(current, Unread):
+            if name not in self.options.taken:
+                made = await apply.create(
+                    self.kube, desired, owner=self.obj, ref=ref, own=self.wrote, digest_key=digest_key
+                )
+                if made is not None:
+                    return made
+                self.options.taken.add(*name)  # held by an object the cache does not show: read it
+            current = await self._read(ref, name[2])
         ownership.refuse_unless_ours(current, self.obj, self.marks, kind=str(desired["kind"]))
+        self.options.taken.drop(*name)  # this CR's, or free
         return await apply.apply(
             self.kube,
             desired,
@@ -403,6 +430,16 @@ class PassContext:
         if theirs.get("resourceVersion") != meta.get("resourceVersion"):
             meta["annotations"] = dict(theirs.get("annotations") or {})
             meta["resourceVersion"] = theirs.get("resourceVersion")
+
+
+class Unread:
+    """``PassContext.peek``'s answer for a name its covering cache does not hold (``UNREAD``)."""
+
+    def __repr__(self) -> str:
+        return "UNREAD"
+
+
+UNREAD: Final = Unread()
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

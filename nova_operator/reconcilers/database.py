@@ -99,13 +99,13 @@ async def _apply_in_layers(ctx: PassContext, objects: list[dict[str, Any]]) -> l
 
     No Grant is sent before the schema it names or its User has been applied (§5.1), and an object
     of one layer needs nothing of another of the same layer: three round trips instead of eight.
-    What the objects are now is read first, all at once (the reads a new Nova's objects need, which
-    the label-filtered caches cannot answer, in one round trip instead of one per layer): a layer's
-    writes touch no object of a later layer.
+    What the objects are now is looked up first, all at once (``peek``: from the caches; a name
+    they do not hold, as none of a new Nova's, is written create-first and read only when an object
+    already holds it): a layer's writes touch no object of a later layer.
     """
     refs = [ref_for(o["apiVersion"], o["kind"]) for o in objects]
     current = await all_in_order(
-        *(ctx.current(ref, o["metadata"]["name"]) for ref, o in zip(refs, objects, strict=True))
+        *(ctx.peek(ref, o["metadata"]["name"]) for ref, o in zip(refs, objects, strict=True))
     )
     live: dict[int, dict[str, Any]] = {}
     for layer in (*_LAYERS, None):

@@ -63,7 +63,7 @@ from nova_operator.manager import ControllerFactory, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import run_group, run_sequence, shortest
-from nova_operator.reconcilers import cache_fields, common, spec_rules
+from nova_operator.reconcilers import cache_fields, common, spec_rules, status_hold
 from nova_operator.reconcilers.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova_steps import NOVA_GROUP, NOVA_STEPS, condition_type, workloads_at_once
 from nova_operator.reconcilers.secret_reads import (
@@ -79,6 +79,7 @@ from nova_operator.reconcilers.secret_reads import (
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.echoes import OwnWrites
+from nova_operator.runtime.held import HeldWrites
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.predicates import Predicate, ignore_status_only, status_view_changed
 from nova_operator.runtime.request import Request, Result
@@ -193,9 +194,13 @@ class NovaReconciler:
         self.observer = StepMetrics(kube.metrics)
         self.reads = common.OwnReads(kube, NOVAS, caches.get(NOVAS))
         self.writes: OwnWrites | None = None  # the controller's (``runtime.echoes``), set when wired
+        # progress-only status writes held until the Nova's next pass (``status_hold``), set when wired
+        self.held: HeldWrites[Request] | None = None
 
     async def reconcile(self, request: Request) -> Result:
         """One pass; the Nova comes from the informer cache (see ``common.OwnReads`` for when it GETs)."""
+        if self.held is not None:
+            await self.held.take(request)  # this pass reports: a held report of the last is dropped
         return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
 
     async def _reconcile(self, obj: dict[str, Any]) -> Result:
@@ -244,16 +249,7 @@ class NovaReconciler:
             except Exception as exc:
                 error = exc
         try:
-            await common.write_status(
-                self.kube,
-                NOVAS,
-                obj,
-                status,
-                snapshot,
-                ready_inputs=conditions.NOVA_READY_INPUTS,
-                generation=generation,
-                now=self.now(),
-            )
+            await self._report(obj, status, snapshot, generation, held=error is None)
         except KubeError as write_error:
             if error is not None:
                 raise ExceptionGroup("pipeline and status write failed", [error, write_error]) from None
@@ -264,6 +260,50 @@ class NovaReconciler:
         if error is not None:
             raise error
         return result
+
+    async def _report(
+        self,
+        obj: dict[str, Any],
+        status: dict[str, Any],
+        snapshot: Mapping[str, Any],
+        generation: int,
+        *,
+        held: bool,
+    ) -> None:
+        """The status write (§8.4), or, for a pass without error that only reports progress, the same
+        write handed to ``self.held`` (``status_hold``): the next pass drops it when it begins in time."""
+        now = self.now()
+
+        async def write() -> None:
+            version = str(obj["metadata"].get("resourceVersion") or "")
+            await common.write_status(
+                self.kube,
+                NOVAS,
+                obj,
+                status,
+                snapshot,
+                ready_inputs=conditions.NOVA_READY_INPUTS,
+                generation=generation,
+                now=now,
+            )
+            if held_now:
+                self.reads.after_pass(obj, version)  # as a pass's own write: the next pass reads it back
+
+        common.finish_status(
+            status, ready_inputs=conditions.NOVA_READY_INPUTS, generation=generation, now=now
+        )
+        common.keep_transition_times(status, snapshot)
+        held_now = (
+            held
+            and self.held is not None
+            and status != snapshot
+            and status_hold.progress_only(snapshot, status)
+        )
+        if held_now and self.held is not None:
+            meta = obj["metadata"]
+            self.held.hold(Request(str(meta.get("namespace") or ""), str(meta["name"])), write)
+        else:
+            await write()
 
     async def _invalid_spec(
         self, obj: dict[str, Any], status: dict[str, Any], exc: ValidationError, generation: int
@@ -559,6 +599,14 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         informers[NOVAS].add_handler(reconciler.reads)  # learns when the cache shows our own writes
         ctl = manager.controller(CONTROLLER_NAME, reconciler)
         reconciler.writes = ctl.own_writes  # the echoes of its own writes wake no pass of the writer
+        if opts.status_hold > 0:
+            reconciler.held = HeldWrites(
+                hold=opts.status_hold,
+                longest=intervals.STATUS_HOLD_LONGEST,
+                due=ctl.queue.due,
+                failed=ctl.enqueue,
+            )
+            ctl.on_stop(reconciler.held.close)  # no report of a controller that stopped (or lost the lease)
         ctl.watch_primary(informers[NOVAS], ignore_status_only)
         owned = [*OWNED, HTTPROUTES] if opts.gateway_api else list(OWNED)
         for ref in owned:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from secrets import token_hex
 from typing import Final
 
-from nova_operator import catalog, conditions, intervals, naming, ownership, releases, secret_config
+from nova_operator import apply, catalog, conditions, intervals, naming, ownership, releases, secret_config
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
 from nova_operator.readiness import custom_resource_ready
 from nova_operator.reconcilers import common
-from nova_operator.reconcilers.context import PassContext, secret_value
+from nova_operator.reconcilers.context import PassContext, Unread, secret_value
 from nova_operator.renderers import novaconf
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.secrets import CredentialNotRepresentable, oslo_value
@@ -91,13 +91,30 @@ async def _label_gate(ctx: PassContext) -> tuple[str, str] | None:
 async def digest_key(ctx: PassContext) -> bytes:
     """The Nova's HMAC key for credential digests: ``{name}-digest-key``, created once when absent."""
     name = naming.digest_key_secret(ctx.name)
-    current = await ctx.current(SECRETS, name)
-    ownership.refuse_unless_ours(current, ctx.obj, ctx.marks, kind="Secret")  # never key with a stranger's
-    key = secret_value(current, "key")
+    found = await ctx.peek(SECRETS, name)
+    taken = (str(SECRETS), ctx.namespace, name)
+    if isinstance(found, Unread) and taken not in ctx.options.taken:  # most likely absent: created first
+        fresh = token_hex(32)
+        made = await apply.create(
+            ctx.kube,
+            derived.digest_key_secret(ctx.nova, fresh),
+            owner=ctx.obj,
+            ref=SECRETS,
+            own=ctx.wrote,
+            digest_key=fresh.encode("utf-8"),
+        )
+        if made is not None:
+            return fresh.encode("utf-8")
+        ctx.options.taken.add(*taken)  # refused: an object holds the name
+    if isinstance(found, Unread):
+        found = await ctx.current(SECRETS, name)
+    ownership.refuse_unless_ours(found, ctx.obj, ctx.marks, kind="Secret")  # never key with a stranger's
+    ctx.options.taken.drop(*taken)
+    key = secret_value(found, "key")
     if not key:
         key = token_hex(32)
         desired = derived.digest_key_secret(ctx.nova, key)
-        await ctx.ensure_over(current, desired, ref=SECRETS, digest_key=key.encode("utf-8"))  # read once
+        await ctx.ensure_over(found, desired, ref=SECRETS, digest_key=key.encode("utf-8"))  # read once
     return key.encode("utf-8")
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -97,6 +97,7 @@ class Controller:
         # leave the writer's key out of those writes' echoes; an event that reaches a key during its
         # own pass is decided when the pass ends (the echo may beat the write's response).
         self.own_writes = OwnWrites(busy=lambda key: key in self._busy)
+        self._on_stop: list[Callable[[], None]] = []
         self.metrics.register_controller(name, self.workers)
 
     # -- wiring (before run) -----------------------------------------------------------------
@@ -170,11 +171,20 @@ class Controller:
 
     # -- running -----------------------------------------------------------------------------
 
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the workers have ended (or were cancelled): what the reconciler
+        scheduled to do later (``runtime.held``) must not outlive its controller, nor its leadership."""
+        self._on_stop.append(callback)
+
     async def run(self) -> None:
         """Run the workers until ``stop()``; returns when they have all finished."""
-        async with asyncio.TaskGroup() as tg:
-            for i in range(self.workers):
-                tg.create_task(self._worker(), name=f"{self.name} worker {i}")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for i in range(self.workers):
+                    tg.create_task(self._worker(), name=f"{self.name} worker {i}")
+        finally:
+            for callback in self._on_stop:
+                callback()
 
     def stop(self) -> None:
         self.queue.shutdown()

@@ -238,6 +238,11 @@ class WorkQueue(Generic[T]):
     def processing(self) -> frozenset[T]:
         return frozenset(self._processing)
 
+    def due(self, item: T) -> bool:
+        """Whether work for ``item`` is waiting that is not a poll: an event (in the event lane, or
+        come while the key is processed), or an event or due requeue parked until its time (``prompt``)."""
+        return item in self._urgent or item in self._parked_prompt
+
     # -- internals ---------------------------------------------------------------------------
 
     def _held_for(self) -> list[float]:

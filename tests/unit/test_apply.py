@@ -209,6 +209,42 @@ async def test_apply_retries_a_conflict_and_gives_up_after_a_few() -> None:
     assert len(kube.applied) == apply.CONFLICT_RETRIES + 1
 
 
+async def test_create_sends_one_apply_that_only_a_create_can_satisfy() -> None:
+    """``create``: the body ``apply`` would send (owner, digest), plus a resourceVersion precondition
+    no object carries, so the API server creates an absent object and refuses an existing one."""
+    kube = FakeKube()
+    owned: list[dict[str, Any]] = []
+    live = await apply.create(kube, desired(), owner=OWNER, own=owned.append)  # type: ignore[arg-type]
+    ref, body, manager, _ = kube.applied[0]
+    assert (ref, manager) == (CONFIGMAPS, "nova-operator")
+    assert body["metadata"]["resourceVersion"] == apply.NO_VERSION
+    assert int(apply.NO_VERSION) == 2**63 - 1  # beyond any etcd revision (an int64)
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert body["metadata"]["annotations"][apply.APPLIED_DIGEST] == apply.digest(
+        apply.with_owner(desired(), OWNER)
+    )
+    assert live is not None
+    assert owned == [live]
+
+
+async def test_create_answers_none_and_retries_nothing_when_the_name_is_taken() -> None:
+    kube = FakeKube(Conflict("the object has been modified"))
+    owned: list[dict[str, Any]] = []
+    assert await apply.create(kube, desired(), own=owned.append) is None  # type: ignore[arg-type]
+    assert len(kube.applied) == 1
+    assert owned == []
+
+
+async def test_create_keys_a_secrets_digest_or_refuses() -> None:
+    body = secret({"password": "cGFzcw=="})
+    with pytest.raises(ValueError, match="keyed"):
+        await apply.create(FakeKube(), body)  # type: ignore[arg-type]
+    kube = FakeKube()
+    await apply.create(kube, body, digest_key=b"k")  # type: ignore[arg-type]
+    sent = kube.applied[0][1]["metadata"]["annotations"][apply.APPLIED_DIGEST]
+    assert sent == apply.digest(body, b"k") != apply.digest(body)
+
+
 async def test_apply_status_writes_only_a_changed_status_to_the_subresource() -> None:
     kube = FakeKube()
     live = {**OWNER, "status": {"phase": "Ready", "observedGeneration": 2}}

@@ -96,6 +96,10 @@ class FakeKube:
     ) -> Object:
         self.calls.append(("apply", str(ref), body["metadata"]["name"]))
         key = (str(ref), namespace or "", body["metadata"]["name"])
+        want = (body.get("metadata") or {}).get("resourceVersion")
+        if want is not None and key in self.store and want != self.store[key]["metadata"]["resourceVersion"]:
+            self.calls[-1] = ("refused apply", str(ref), body["metadata"]["name"])  # nothing written
+            raise Conflict("the object has been modified")  # as the API server: none to check on a create
         obj = copy.deepcopy(self.store.get(key) or {})
         _merge(obj, copy.deepcopy(dict(body)))
         obj["metadata"].setdefault("uid", f"uid-{body['metadata']['name']}")
@@ -116,7 +120,7 @@ class FakeKube:
             raise NotFound("not found")
 
     def writes(self) -> list[tuple[str, str, str]]:
-        return [c for c in self.calls if c[0] not in ("get", "list")]
+        return [c for c in self.calls if c[0] not in ("get", "list", "refused apply")]
 
 
 class FakeEvents:

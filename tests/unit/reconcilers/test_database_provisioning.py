@@ -6,6 +6,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from nova_operator import conditions
 from nova_operator.kube.resources import DATABASES, GRANTS, JOBS, MARIADBS, NOVAS, USERS, ResourceRef
 from nova_operator.models.nova import Nova
@@ -152,15 +154,40 @@ async def test_each_layer_is_sent_at_once_and_only_after_the_layer_before_it_was
     assert [k for k, _ in answered] == ["databases"] * 3 + ["users"] * 2 + ["grants"] * 3
 
 
-async def test_a_new_novas_objects_are_all_read_in_one_round_before_the_first_is_written(
-    kube: Any, events: Any
-) -> None:
-    """The children's caches are label-filtered: an object they lack is read before its first write
-    (issue 26); the eight reads go out together, not one layer at a time."""
+async def test_a_new_novas_objects_are_created_first_with_no_read(kube: Any, events: Any) -> None:
+    """The children's caches are label-filtered, so an object they lack may be someone else's; a new
+    Nova's eight objects are nonetheless absent, and each is created in one request (``apply.create``)
+    rather than read first: eight requests, in layer order."""
     await database.run(make_ctx(kube, events, new_caches(mariadb("mariadb"))), upgrade_flow=_no_upgrade)
     verbs = [verb for verb, ref, _ in kube.calls if ref.split(".")[0] in ("databases", "users", "grants")]
-    assert verbs == ["get"] * 8 + ["apply"] * 8
+    assert verbs == ["apply"] * 8
     assert applied(kube) == ORDER
+
+
+async def test_an_object_already_under_a_new_novas_name_is_read_once_and_judged(
+    kube: Any, events: Any
+) -> None:
+    """Another Nova's cell0 Database under this one's name: the create is refused, the object is read,
+    and it is neither changed nor adopted; the other seven are created."""
+    from nova_operator import ownership
+
+    theirs = {
+        "apiVersion": DATABASES.api_version,
+        "kind": "Database",
+        "metadata": {
+            "name": ORDER[1][1],
+            "namespace": NS,
+            "ownerReferences": [{"kind": "Nova", "name": "x", "uid": "x-uid", "controller": True}],
+        },
+        "spec": {"name": "theirs"},
+    }
+    kube.put(DATABASES, theirs)
+    kept = dict(kube.store[(str(DATABASES), NS, ORDER[1][1])])
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await database.run(make_ctx(kube, events, new_caches(mariadb("mariadb"))), upgrade_flow=_no_upgrade)
+    assert kube.store[(str(DATABASES), NS, ORDER[1][1])] == kept
+    reads = [name for verb, ref, name in kube.calls if verb == "get" and ref.startswith("databases")]
+    assert reads == [ORDER[1][1]]
 
 
 async def test_with_the_databases_ready_the_wait_names_the_users_and_grants_and_nothing_is_rewritten(

@@ -218,3 +218,35 @@ async def test_a_write_the_watch_delivered_before_the_pass_ended_is_not_waited_f
     assert again is not None
     assert again["metadata"]["resourceVersion"] == "999"
     assert gets(kube) == 0
+
+
+async def test_a_version_the_watch_delivers_while_the_get_runs_ends_the_gets(
+    world: tuple[FakeKube, Cache, common.OwnReads],
+) -> None:
+    """Our write, then a pass that GETs because the cache lags it; the watch delivers that very
+    version while the GET is out. That version is not waited for again: a later change (the
+    bench's wake-up touch) is read from the cache, with no request."""
+    kube, cache, reads = world
+    await pass_adding_the_finalizer(kube, reads)
+    get = kube.get
+
+    async def get_while_the_watch_delivers(*args: Any, **kw: Any) -> Object:
+        live = await get(*args, **kw)
+        old = cache.get("nova", "ns")
+        cache.upsert(copy.deepcopy(live))
+        reads.on_update(old or {}, copy.deepcopy(live))
+        return live
+
+    kube.get = get_while_the_watch_delivers  # type: ignore[method-assign]
+    again = await reads.read("ns", "nova")
+    assert again is not None
+    reads.after_pass(again, again["metadata"]["resourceVersion"])
+    assert gets(kube) == 1
+    touched = copy.deepcopy(kube.store[(str(NOVAS), "ns", "nova")])
+    touched["metadata"]["annotations"] = {"touch": "1"}
+    cache.upsert(kube.put(NOVAS, touched))  # someone else's change, delivered by the watch
+    woken = await reads.read("ns", "nova")
+    assert woken is not None
+    assert woken["metadata"]["annotations"] == {"touch": "1"}
+    assert gets(kube) == 1  # from the cache
+    assert len(reads) == 0

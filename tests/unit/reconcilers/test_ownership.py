@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -78,7 +79,8 @@ def _service(name: str) -> dict[str, Any]:
 
 
 async def test_ensure_writes_nothing_over_an_object_the_cache_does_not_hold() -> None:
-    """The children's caches hold only managed-by objects: a user's Service is found by GET, not taken."""
+    """The children's caches hold only managed-by objects: a user's Service refuses the create-first
+    write, is then found by GET, and is not taken."""
     kube = FakeKube()
     theirs = kube.put(SERVICES, _obj("nova"))
     ctx = _ctx(kube)
@@ -105,7 +107,13 @@ async def test_ensure_adopts_its_own_orphan_and_creates_what_is_absent() -> None
     assert [r["uid"] for r in live["metadata"]["ownerReferences"]] == [UID]
     created = await ctx.ensure(_service("nova-metadata"), ref=SERVICES)
     assert created["metadata"]["ownerReferences"][0]["uid"] == UID
-    assert ("get", str(SERVICES), "nova-metadata") in kube.calls  # absent from the cache: asked once
+    # the orphan: created first, refused, read, adopted; the absent one: created, with no read
+    assert [c for c in kube.calls if c[2] == "nova"] == [
+        ("refused apply", str(SERVICES), "nova"),
+        ("get", str(SERVICES), "nova"),
+        ("apply", str(SERVICES), "nova"),
+    ]
+    assert [c for c in kube.calls if c[2] == "nova-metadata"] == [("apply", str(SERVICES), "nova-metadata")]
 
 
 async def test_a_converged_child_costs_no_request() -> None:
@@ -197,3 +205,88 @@ async def test_a_new_digest_key_is_read_once_before_it_is_written() -> None:
     ]
     assert kube.store[(str(SECRETS), NS, "nova-digest-key")]["data"]["key"]
     assert len(key) == 64
+
+
+async def test_a_new_digest_key_is_created_first_with_no_read() -> None:
+    """The covering cache does not hold the key: it is created in one request, and that key is used."""
+    from nova_operator.reconcilers import secrets
+
+    kube = FakeKube()
+    ctx = make_ctx(kube, FakeEvents())
+    key = await secrets.digest_key(ctx)
+    assert kube.calls == [("apply", str(SECRETS), "nova-digest-key")]
+    stored = kube.store[(str(SECRETS), NS, "nova-digest-key")]
+    assert base64.b64decode(stored["data"]["key"]) == key
+
+
+async def test_a_digest_key_the_cache_has_not_seen_yet_is_kept_not_replaced() -> None:
+    """The key's Secret exists (a pass wrote it, the cache lags): the create is refused, the Secret is
+    read, and its key is the one used; a new key would change every credential digest."""
+    from nova_operator.reconcilers import secrets
+
+    kube = FakeKube()
+    first = await secrets.digest_key(make_ctx(kube, FakeEvents()))
+    before = dict(kube.store[(str(SECRETS), NS, "nova-digest-key")])
+    kube.calls.clear()
+    again = await secrets.digest_key(make_ctx(kube, FakeEvents()))  # a fresh cache without it
+    assert again == first
+    assert kube.calls == [
+        ("refused apply", str(SECRETS), "nova-digest-key"),
+        ("get", str(SECRETS), "nova-digest-key"),
+    ]
+    assert kube.store[(str(SECRETS), NS, "nova-digest-key")] == before
+
+
+async def test_a_strangers_secret_under_the_digest_keys_name_refuses_the_create_and_is_not_used() -> None:
+    from nova_operator.reconcilers import secrets
+
+    kube = FakeKube()
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "nova-digest-key", "namespace": NS},
+        "data": {"key": "a25vd24ta2V5"},
+    }
+    kube.put(SECRETS, stranger)
+    kept = dict(kube.store[(str(SECRETS), NS, "nova-digest-key")])
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await secrets.digest_key(make_ctx(kube, FakeEvents()))
+    assert kube.writes() == []
+    assert kube.store[(str(SECRETS), NS, "nova-digest-key")] == kept
+
+
+async def test_a_name_found_taken_is_read_first_on_later_passes_and_written_once_free() -> None:
+    """A stranger's Service under a child's name is polled: the first pass's create is refused, the
+    later passes only read it (no refused create per poll); once it is gone the child is made."""
+    kube = FakeKube()
+    kube.put(SERVICES, _obj("nova"))
+    options = NovaOptions()
+
+    def ctx() -> PassContext:
+        made = make_ctx(kube, FakeEvents(), options=options)
+        made.caches = {**made.caches, SERVICES: Cache(str(SERVICES))}
+        return made
+
+    with pytest.raises(ownership.ChildOwnedByAnother):
+        await ctx().ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == [("refused apply", str(SERVICES), "nova"), ("get", str(SERVICES), "nova")]
+    for _ in range(2):
+        kube.calls.clear()
+        with pytest.raises(ownership.ChildOwnedByAnother):
+            await ctx().ensure(_service("nova"), ref=SERVICES)
+        assert kube.calls == [("get", str(SERVICES), "nova")]
+    del kube.store[(str(SERVICES), NS, "nova")]
+    kube.calls.clear()
+    live = await ctx().ensure(_service("nova"), ref=SERVICES)
+    assert kube.calls == [("get", str(SERVICES), "nova"), ("apply", str(SERVICES), "nova")]
+    assert live["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert len(options.taken) == 0  # free again: the next child of that name is created first
+
+
+def test_taken_keeps_at_most_its_size() -> None:
+    taken = ownership.Taken(size=2)
+    for name in ("a", "b", "c"):
+        taken.add("services", NS, name)
+    assert ("services", NS, "a") not in taken
+    assert ("services", NS, "c") in taken
+    assert len(taken) == 2

@@ -58,6 +58,7 @@ from tests.realnova.realcluster import (
     service_ip,
     wait_for,
 )
+from tests.realnova.rollouts import DEPLOYMENTS, annotations_changed, changed, pod_names, templates
 
 pytestmark = pytest.mark.realnova
 
@@ -378,6 +379,7 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
     old = _shared_secret(day.handle)
     before = {p["metadata"]["name"] for p in pods(day.handle, selector=METADATA_SELECTOR)}
     computes_before = _pool_pods(day.handle)
+    templates_before, pods_before = templates(day.handle), pod_names(day.handle)
     held = {rp: a["resources"] for rp, a in day.allocations().items()}
     rotated = "rotated-" + secrets.token_urlsafe(12)
     t0 = time.monotonic()
@@ -427,6 +429,16 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
         detail=lambda: not_ready_summary(day.handle, "novacomputes", POOL),
     )
     day.seconds["pool roll"] = time.monotonic() - t0
+    # only the metadata API and the pool got a new pod template; the other roles kept their pods
+    templates_after = templates(day.handle)
+    (pool_key,) = [k for k in templates_after if k.startswith("daemonset/")]
+    assert changed(templates_before, templates_after) == {"deployment/nova-metadata", pool_key}
+    assert annotations_changed(templates_before, templates_after, "deployment/nova-metadata") == {
+        "nova.c5c3.io/metadata-secret-hash"
+    }
+    pods_after = pod_names(day.handle)
+    for key in DEPLOYMENTS.keys() - {"deployment/nova-metadata"}:
+        assert pods_after[key] == pods_before[key], key
     rows = {s["host"]: s for s in day.client.services() if s["binary"] == "nova-compute"}
     assert set(rows) == POOL_HOSTS, rows
     assert all(s["state"] == "up" for s in rows.values()), rows

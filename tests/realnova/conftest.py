@@ -25,6 +25,7 @@ from tests.realnova.realcluster import (
     POOL,
     POOL_LABELS,
     SAMPLES,
+    UPGRADE_POOL_LABELS,
     full_sample_image,
     is_ready,
     not_ready_summary,
@@ -69,13 +70,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     control = {"node-role.kubernetes.io/control-plane": ""}
     handle = launch_real(
         workdir,
-        releases=("2025.2", "2026.1"),  # the samples' releases
+        releases=("2025.2", "2026.1", "2026.2"),  # the samples' releases, and the upgrade's last
         image_aliases={full_sample_image(): "2026.1"},
+        compute_nodes=("compute-0", "compute-1", "compute-2"),
         node_labels={
             "control-0": {**control, "topology.kubernetes.io/zone": "az1"},
             "control-1": {**control, "topology.kubernetes.io/zone": "az2"},
             "compute-0": POOL_LABELS,
             "compute-1": POOL_LABELS,
+            "compute-2": UPGRADE_POOL_LABELS,  # the release upgrade's own pool (test_upgrade.py)
         },
     )
     try:

@@ -24,6 +24,7 @@ NAMESPACE = "openstack"
 GROUP = "/apis/nova.openstack.c5c3.io/v1alpha1"
 NOVA, POOL = "nova", "rack7"  # the samples' names
 POOL_LABELS = {"example.org/compute-pool": "rack7", "topology.kubernetes.io/zone": "az1"}
+UPGRADE_POOL_LABELS = {"example.org/compute-pool": "upgrade", "topology.kubernetes.io/zone": "az2"}
 
 
 def sample_secret(name: str, key: str) -> str:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import pathlib
 import secrets
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -97,6 +99,7 @@ class OpenStackServices:
     network: NetworkStandIn | None = None
     _spawner: Spawner = field(init=False)
     _children: dict[str, Child] = field(default_factory=dict, init=False)
+    _served: dict[str, tuple[list[str], dict[str, str], str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._spawner = Spawner(self.workdir)
@@ -134,7 +137,8 @@ class OpenStackServices:
                         (self._prepare_keystone, self._prepare_placement, self._prepare_glance),
                     )
                 )
-            for name, argv, env, _ in prepared:
+            for name, argv, env, health in prepared:
+                self._served[name] = (argv, env, health)
                 self._children[name] = self._spawner.spawn(name, argv, env=env)
             for name, _, _, health in prepared:
                 wait_until(
@@ -176,6 +180,30 @@ class OpenStackServices:
             f"project_name = service\nusername = {u.name}\npassword = {u.password}\n"
             f"region_name = {REGION}\n"
         )
+
+    def _serve(self, name: str, argv: list[str], env: dict[str, str], health: str) -> None:
+        self._served[name] = (argv, env, health)
+        child = self._spawner.spawn(name, argv, env=env)
+        self._children[name] = child
+        wait_until(lambda: _http_ok(health), child, what=name, timeout=120, interval=0.5)
+
+    def stop_service(self, name: str) -> None:
+        """Stop one service (``keystone``, ``placement``, ``glance``): its port refuses connections."""
+        self._children[name].stop()
+
+    def pause_service(self, name: str) -> None:
+        """Freeze one service (SIGSTOP to its process group): connections are accepted by the kernel
+        and never answered, as behind a network that drops packets; ``resume_service`` thaws it."""
+        os.killpg(self._children[name].popen.pid, signal.SIGSTOP)
+
+    def resume_service(self, name: str) -> None:
+        os.killpg(self._children[name].popen.pid, signal.SIGCONT)
+
+    def start_service(self, name: str) -> None:
+        """Serve a stopped service again, as it was configured (its log goes on in the same file)."""
+        if self._children[name].alive:
+            return
+        self._serve(name, *self._served[name])
 
     # -- keystone ------------------------------------------------------------------------------
 

@@ -78,11 +78,11 @@ realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and
 	bash tools/realnova/venvs.sh >/dev/null
 	/usr/bin/python3.11 tools/realnova/images.py
 
-test-realnova: venv realnova  ## the real-Nova tier: the samples served by real nova processes
+test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: make run, release upgrades)
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
 
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
-	$(TOOLS_ENV) $(PY) -m pytest tests --durations=40
+	$(TOOLS_ENV) $(PY) -m pytest tests -m 'not long' --durations=40
 
 run: venv  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins)
 	@[ -n "$$KUBECONFIG" ] || [ -n "$(STANDINS)" ] || $(MAKE) --no-print-directory realnova

@@ -16,7 +16,7 @@ import pytest
 from simcluster.controlplane import REPO
 from simcluster.realservices.openstack import VENVS
 
-pytestmark = pytest.mark.realnova
+pytestmark = [pytest.mark.realnova, pytest.mark.long]  # make test-realnova
 
 
 def _wait_for_line(

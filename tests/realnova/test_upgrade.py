@@ -50,7 +50,7 @@ from tests.realnova.realcluster import (
     wait_for,
 )
 
-pytestmark = pytest.mark.realnova
+pytestmark = [pytest.mark.realnova, pytest.mark.long]  # make test-realnova
 
 UP, UP_POOL, VHOST, BUS_USER = "nova-up", "upgrade", "nova-up", "nova_up"
 HOST = "compute-2"

@@ -13,18 +13,25 @@ the uWSGI options it sets (``httpKeepAliveTimeout: 30``, which once crash-looped
 from __future__ import annotations
 
 import base64
+import json
 import pathlib
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from simcluster import SimHandle
 from simcluster.controlplane import REPO, free_port
+from simcluster.kube import KubeError
 from simcluster.realservices.mariadb import MariaDBServer
 from simcluster.realservices.pki import PKI, make_pki
 from simcluster.realservices.rabbitmq import RabbitMQServer
 
 from tests.realnova.realcluster import (
+    GROUP,
+    JSON,
     NAMESPACE,
     SAMPLES,
     OpenStackClient,
@@ -35,6 +42,7 @@ from tests.realnova.realcluster import (
     sample_secret,
     wait_for,
 )
+from tests.realnova.steady import SteadyClient
 
 pytestmark = pytest.mark.realnova
 FULL = "nova-full"
@@ -209,6 +217,162 @@ def test_the_full_sample_talks_to_the_sites_database_and_broker_over_tls(full: S
     assert all(r[1] == str(full.broker.tls_port) and r[2] == "true" for r in nova), listing
 
 
-def _pods(full: Site, role: str) -> list[dict[str, object]]:
+def test_the_api_answers_from_every_pod_and_keeps_answering_through_a_scale_3_5_1(full: Site) -> None:
+    """Issue 24, scenario 1: each API pod answers at its own address, then the Service does; the
+    sample's autoscaling is dropped (the Deployment keeps its 3 replicas) and the API scaled 3 -> 5
+    -> 1, the PodDisruptionBudget following the lower bound (``minAvailable: 1`` above one,
+    ``maxUnavailable: 1`` at one), while a steady client of the Service counts its failed requests.
+    This test runs last in the module: it leaves the sample on one API replica."""
+    handle, kube = full.handle, full.handle.cluster.kube
+    service = compute_url(handle, FULL)
+    token = OpenStackClient(handle, service).token()
+    auth = {"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.95"}
+    api_pods = _pods(full, "api")
+    assert len(api_pods) == 3
+    addresses = {str(p["metadata"]["name"]): str(p["status"]["podIP"]) for p in api_pods}
+    assert len(set(addresses.values())) == 3, addresses
+    for pod, ip in addresses.items():
+        assert _flavors(f"http://{ip}:8774", auth) == 200, pod
+    assert _flavors(service, auth) == 200
+    assert _budget(full) == {"minAvailable": 1}  # autoscaling.minReplicas: 3
+
+    steady = SteadyClient(f"{service}/v2.1/flavors", headers=lambda: auth).start()
+    seen: list[tuple[int, JSON]] = [(3, _budget(full))]
+    logs: dict[str, list[str]] = {}
+    t0 = time.monotonic()
+    try:
+        kube.patch(f"{GROUP}/namespaces/{NAMESPACE}/novas/{FULL}", {"spec": {"autoscaling": None}})
+        wait_for(lambda: _hpa_gone(full) or None, within=60, what="the HPA deleted with spec.autoscaling")
+        _settled(full, 3)
+        seen.append((3, _budget(full)))
+        for replicas in (5, 1):
+            kube.patch(
+                f"{GROUP}/namespaces/{NAMESPACE}/novas/{FULL}",
+                {"spec": {"api": {"deployment": {"replicas": replicas}}}},
+            )
+            _settled(full, replicas)
+            seen.append((replicas, _budget(full)))
+            assert _other_roles(full) == OTHER_ROLES  # the API's count is the API's alone
+            if replicas == 5:
+                for pod in _pods(full, "api"):
+                    assert _flavors(f"http://{pod['status']['podIP']}:8774", auth) == 200, pod
+                logs = _api_logs(full)  # before four of the pods go with their logs
+        time.sleep(2)  # the client's requests after the last pod went
+    finally:
+        steady.stop()
+    seconds = time.monotonic() - t0
+    print(
+        f"scenario 1: {steady.sent} requests over {seconds:.0f} s, {len(steady.failures)} failed "
+        f"{steady.failures[:10]}; budgets {seen}"
+    )
+    assert seen == [
+        (3, {"minAvailable": 1}),
+        (3, {"minAvailable": 1}),
+        (5, {"minAvailable": 1}),
+        (1, {"maxUnavailable": 1}),
+    ]
+    assert steady.sent >= seconds * 2, steady.sent  # it did run steadily
+    assert steady.failures == [], _served(logs, steady.failures)
+    assert is_ready(handle, "novas", FULL)
+
+
+def _api_logs(full: Site) -> dict[str, list[str]]:
+    """Each API pod's log lines (the kubelet stand-in's files, which go with the pod)."""
+    root = full.handle.workdir / "real" / "kubelet" / "pods"
+    selector = f"app.kubernetes.io/instance={FULL},app.kubernetes.io/component=api"
+    out: dict[str, list[str]] = {}
+    for pod in pods(full.handle, selector=selector):
+        files = sorted((root / pod["metadata"]["uid"] / "containers" / "api").glob("*.log"))
+        out[pod["metadata"]["name"]] = [
+            line for f in files for line in f.read_text(errors="replace").splitlines()
+        ]
+    return out
+
+
+def _served(logs: dict[str, list[str]], failures: list[str]) -> str:
+    """The API's log lines of the failed requests (by request id) and the errors it logged."""
+    ids = {w for f in failures for w in f.split() if w.startswith("req-")}
+    lines = [
+        f"{pod}: {line[:600]}"
+        for pod, pod_lines in logs.items()
+        for line in pod_lines
+        if any(i in line for i in ids) or '"ERROR"' in line or "Traceback" in line
+    ]
+    return f"{failures}\n" + "\n".join(lines[:80])
+
+
+OTHER_ROLES = {"-metadata": 2, "-scheduler": 2, "-conductor": 2, "-novncproxy": 2}
+
+
+def _other_roles(full: Site) -> dict[str, int]:
+    kube = full.handle.cluster.kube
+    return {
+        role: kube.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{FULL}{role}")["status"].get(
+            "availableReplicas", 0
+        )
+        for role in OTHER_ROLES
+    }
+
+
+def _flavors(base: str, headers: dict[str, str]) -> int:
+    """The status of an authenticated ``GET /v2.1/flavors`` (token check, policy, the API database)."""
+    request = urllib.request.Request(f"{base}/v2.1/flavors", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            assert "flavors" in json.loads(resp.read())
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _budget(full: Site) -> JSON:
+    """The API PodDisruptionBudget's bound (whichever of the two fields it sets)."""
+    spec = full.handle.cluster.kube.get(
+        f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets/{FULL}"
+    )["spec"]
+    return {k: spec[k] for k in ("minAvailable", "maxUnavailable") if k in spec}
+
+
+def _hpa_gone(full: Site) -> bool:
+    try:
+        full.handle.cluster.kube.get(
+            f"/apis/autoscaling/v2/namespaces/{NAMESPACE}/horizontalpodautoscalers/{FULL}"
+        )
+    except KubeError as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+def _settled(full: Site, replicas: int) -> None:
+    """The API Deployment at ``replicas``, all available, no other API pod left (terminating ones
+    included), and the PodDisruptionBudget rendered for them (the Nova's generation observed)."""
+    kube = full.handle.cluster.kube
+    nova = f"{GROUP}/namespaces/{NAMESPACE}/novas/{FULL}"
+    deployment = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{FULL}"
+    selector = f"app.kubernetes.io/instance={FULL},app.kubernetes.io/component=api"
+
+    def done() -> bool:
+        dep = kube.get(deployment)
+        status = dep["status"]
+        generation = kube.get(nova)["metadata"]["generation"]
+        ready = _conditions_of(kube.get(nova)).get("DeploymentReady", {})
+        return (
+            dep["spec"]["replicas"] == replicas
+            and status.get("observedGeneration") == dep["metadata"]["generation"]
+            and status.get("replicas") == status.get("availableReplicas") == replicas
+            and len(pods(full.handle, selector=selector)) == replicas
+            and ready.get("observedGeneration") == generation
+        )
+
+    wait_for(done, within=240, what=f"the API at {replicas} replicas", handle=full.handle)
+
+
+def _conditions_of(obj: JSON) -> dict[str, JSON]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _pods(full: Site, role: str) -> list[JSON]:
     selector = f"app.kubernetes.io/instance={FULL},app.kubernetes.io/component={role}"
     return [p for p in pods(full.handle, selector=selector) if not p["metadata"].get("deletionTimestamp")]

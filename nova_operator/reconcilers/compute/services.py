@@ -22,7 +22,7 @@ import structlog
 from nova_operator import conditions, nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
-from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome
+from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, DeleteOutcome
 from nova_operator.reconcilers.compute import host_discovery
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass, Object
 from nova_operator.renderers import compute_pool
@@ -57,6 +57,28 @@ def copy_service(entry: Object, service: ComputeService | None) -> None:
 
 class _PodListError(Exception):
     pass
+
+
+async def _disabled_as_asked(client: ComputeClient, service: ComputeService, reason: str) -> bool:
+    """Whether a disable that got no answer (a timeout, a dropped connection) took effect all the same.
+
+    Nova saves the disable first, then calls the host's nova-compute (``set_host_enabled``) to sync
+    the COMPUTE_STATUS_DISABLED trait, and answers only after that call. A node just labelled out of
+    the pool has lost its pod (the DaemonSet controller drops it before the pass adds the hold term)
+    while Nova still counts the service up, so that call waits for its RPC timeout (60 s), longer
+    than a request of ours. Counting such a disable as failed would lose it for good: the next pass
+    finds the service disabled, sends no PUT, and ``ComputeServiceDisabled`` is never emitted.
+    """
+    try:
+        now = (await client.list_services()).get(service.host)
+    except ComputeAPIError:
+        return False
+    return (
+        now is not None
+        and now.id == service.id
+        and now.status == "disabled"
+        and now.disabled_reason == reason
+    )
 
 
 class _Walk:
@@ -112,7 +134,11 @@ class _Walk:
         client = await p.compute()
         if service is not None and service.status == "enabled":
             reason = f"c5c3.io: leaving NovaCompute {p.namespace}/{p.name}"
-            await client.disable_service(service.id, reason)
+            try:
+                await client.disable_service(service.id, reason)
+            except ComputeAPIError as exc:
+                if exc.status or not await _disabled_as_asked(client, service, reason):
+                    raise
             entry["serviceStatus"] = "disabled"
             entry["disabledReason"] = reason
             await p.emit(

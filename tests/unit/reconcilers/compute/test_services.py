@@ -189,6 +189,43 @@ async def test_drain_disables_an_enabled_service_once_and_counts_servers() -> No
     assert p.condition("ServicesReady")["message"] == "n1: 3 instances"
 
 
+class UnansweredDisable(FakeCompute):
+    """Nova saves the disable (when ``lands``), then holds the answer past the request timeout (as
+    it does while it waits on a dead nova-compute's RPC): the client sees no answer at all."""
+
+    lands: bool = True
+
+    async def disable_service(self, service_id: str, reason: str) -> None:
+        self.calls.append(("disable_service", (service_id, reason)))
+        if self.lands:
+            host = next(h for h, s in self.services.items() if s.id == service_id)
+            self.services[host] = service(host, status="disabled", reason=reason)
+        raise ComputeAPIError(f"PUT /v2.1/os-services/{service_id}: timed out")
+
+
+async def test_a_disable_without_an_answer_that_took_effect_counts_and_is_reported_once() -> None:
+    compute = UnansweredDisable(services={"n1": service("n1")}, servers={"n1": 1})
+    p, events = make_pass([{"name": "n1", "phase": "Draining"}], compute=compute)
+    await reconcile_services(p)
+    assert compute.names().count("disable_service") == 1
+    assert (p.nodes[0]["serviceStatus"], p.nodes[0]["disabledReason"]) == ("disabled", REASON)
+    assert p.nodes[0]["instances"] == 1
+    assert events.reasons() == ["ComputeServiceDisabled"]
+    assert cond(p) == ("True", "Draining")
+
+
+async def test_a_disable_without_an_answer_that_did_not_take_effect_is_a_compute_api_error() -> None:
+    compute = UnansweredDisable(services={"n1": service("n1")}, servers={"n1": 1})
+    compute.lands = False
+    ledger = [{"name": "n1", "phase": "Draining"}]
+    p, events = make_pass(ledger, compute=compute)
+    result = await reconcile_services(p)
+    assert p.nodes == ledger
+    assert events.reasons() == []
+    assert cond(p) == ("False", "ComputeAPIError")
+    assert result.requeue_after == 30
+
+
 async def test_a_service_someone_else_disabled_keeps_its_reason_and_gets_no_put() -> None:
     compute = FakeCompute(
         services={"n1": service("n1", status="disabled", reason="hvo: maintenance")}, servers={"n1": 1}

@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-real
+.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-real
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -80,6 +80,9 @@ realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and
 
 test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: make run, release upgrades)
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
+
+test-servers: venv realnova  ## the day-one server scenario (boot, resize to the other host, confirm, delete; placement) on the minimal Nova at RELEASE=2025.2|2026.1|2026.2
+	REALNOVA_RELEASE=$(RELEASE) $(TOOLS_ENV) $(PY) -m pytest tests/realnova/test_day_one.py -k 'server_boots or deleting_the_server'
 
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
 	$(TOOLS_ENV) $(PY) -m pytest tests -m 'not long' --durations=40

@@ -8,10 +8,12 @@ client certificate and the certificates a verifying client must refuse).
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Iterator
 
 import pytest
+import yaml
 from catalogs.generate import venv_dir
 from simcluster import SimHandle
 from simcluster.controlplane import REPO
@@ -63,6 +65,23 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
         servers.stop()
 
 
+# ``make test-servers RELEASE=...``: the minimal Nova at another release than its sample's (the
+# day-one server scenario at each release the real tier maps).
+RELEASE_UNDER_TEST = os.environ.get("REALNOVA_RELEASE", "")
+
+
+def minimal_sample(workdir: pathlib.Path) -> pathlib.Path:
+    """The minimal sample, or, under ``REALNOVA_RELEASE``, the same Nova at that release and image."""
+    if not RELEASE_UNDER_TEST:
+        return SAMPLES / "nova_minimal.yaml"
+    nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
+    nova["spec"]["openStackRelease"] = RELEASE_UNDER_TEST
+    nova["spec"]["image"]["tag"] = RELEASE_UNDER_TEST
+    path = workdir / "nova_minimal.yaml"
+    path.write_text(yaml.safe_dump(nova, sort_keys=False))
+    return path
+
+
 # The real-Nova cluster: one per session (package scope), shared by every module of the tier.
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
@@ -99,7 +118,7 @@ def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Sim
     cluster.apply(
         SAMPLES / "secrets.yaml",
         REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
-        SAMPLES / "nova_minimal.yaml",
+        minimal_sample(workdir),
         pool_on_fake_driver(workdir),
         namespace=NAMESPACE,
     )

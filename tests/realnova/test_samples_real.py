@@ -11,7 +11,15 @@ from __future__ import annotations
 import pytest
 from simcluster import SimHandle
 
-from tests.realnova.realcluster import NAMESPACE, NOVA, OpenStackClient, compute_url, http_status, pods
+from tests.realnova.realcluster import (
+    NAMESPACE,
+    NOVA,
+    OpenStackClient,
+    compute_url,
+    http_status,
+    pods,
+    wait_for,
+)
 
 pytestmark = pytest.mark.realnova
 
@@ -45,8 +53,11 @@ def test_every_deployment_is_available_by_its_real_probes(minimal: SimHandle) ->
 
 
 def test_the_compute_service_list_has_one_row_per_replica_under_its_pod_name(minimal: SimHandle) -> None:
+    """Every live scheduler and conductor pod has its own row, up and enabled, and no other row is up;
+    both pool hosts are up. Modules before this one may have rolled the pods (a rotation): the rows of
+    the pods they replaced stay until nova reports them down and the operator deletes them
+    (test_service_rows_real), so the list is awaited, not read once."""
     client = OpenStackClient(minimal, compute_url(minimal, NOVA))
-    services = client.services()
 
     def pod_names(role: str) -> set[str]:
         return {
@@ -57,13 +68,33 @@ def test_the_compute_service_list_has_one_row_per_replica_under_its_pod_name(min
             if not p["metadata"].get("deletionTimestamp")
         }
 
-    for binary, role in (("nova-scheduler", "scheduler"), ("nova-conductor", "conductor")):
-        rows = [s for s in services if s["binary"] == binary]
-        assert {s["host"] for s in rows} == pod_names(role), (binary, rows)
-        assert all(s["state"] == "up" and s["status"] == "enabled" for s in rows), rows
-    computes = {s["host"]: s for s in services if s["binary"] == "nova-compute"}
-    assert set(computes) == {"compute-0", "compute-1"}
-    assert all(s["state"] == "up" for s in computes.values()), computes
+    def mismatch() -> list[str]:
+        services = client.services()
+        wrong = []
+        for binary, role in (("nova-scheduler", "scheduler"), ("nova-conductor", "conductor")):
+            up = {s["host"] for s in services if s["binary"] == binary and s["state"] == "up"}
+            live = pod_names(role)
+            if up != live:
+                wrong.append(f"{binary}: up rows {sorted(up)}, live pods {sorted(live)}")
+            wrong += [
+                f"{binary} row {s['host']} is {s['status']}"
+                for s in services
+                if s["binary"] == binary and s["host"] in live and s["status"] != "enabled"
+            ]
+        computes = {s["host"]: s["state"] for s in services if s["binary"] == "nova-compute"}
+        if computes != {"compute-0": "up", "compute-1": "up"}:
+            wrong.append(f"nova-compute rows {computes}")
+        return wrong
+
+    last: list[list[str]] = []
+
+    def settled() -> bool | None:
+        last.append(mismatch())
+        return not last[-1] or None
+
+    wait_for(
+        settled, within=240, what="one up row per live pod", handle=minimal, detail=lambda: str(last[-1])
+    )
 
 
 def test_the_console_page_is_served_by_the_real_novncproxy(minimal: SimHandle) -> None:

@@ -59,7 +59,7 @@ class _PodListError(Exception):
     pass
 
 
-async def _disabled_as_asked(client: ComputeClient, service: ComputeService, reason: str) -> bool:
+async def _disabled_as_asked(client: ComputeClient, service: ComputeService, asked: str) -> bool:
     """Whether a disable that got no answer (a timeout, a dropped connection) took effect all the same.
 
     Nova saves the disable first, then calls the host's nova-compute (``set_host_enabled``) to sync
@@ -77,7 +77,7 @@ async def _disabled_as_asked(client: ComputeClient, service: ComputeService, rea
         now is not None
         and now.id == service.id
         and now.status == "disabled"
-        and now.disabled_reason == reason
+        and now.disabled_reason == asked  # Nova's disabled_reason, not a condition's
     )
 
 

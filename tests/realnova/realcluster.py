@@ -140,6 +140,15 @@ class OpenStackClient:
     def services(self) -> list[JSON]:
         return list(self.call("GET", "/os-services")["services"])
 
+    def server(self, server_id: str) -> JSON | None:
+        """The server at microversion 2.95, or None once it is gone (404)."""
+        try:
+            return dict(self.call("GET", f"/servers/{server_id}")["server"])
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
 
 def compute_url(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
     """The compute API at its Service's ClusterIP (the host reaches ClusterIPs as a pod does)."""

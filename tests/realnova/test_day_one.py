@@ -91,12 +91,7 @@ class Day:
 
     def show(self) -> JSON | None:
         """The server at microversion 2.95 (None once it is gone)."""
-        try:
-            return dict(self.client.call("GET", f"/servers/{self.server}")["server"])
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return self.client.server(self.server)
 
     def wait_status(self, status: str, within: float) -> JSON:
         t0 = time.monotonic()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import pathlib
 import time
-import urllib.error
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,12 +100,7 @@ class Pools:
         ]
 
     def server_shown(self) -> JSON | None:
-        try:
-            return dict(self.client.call("GET", f"/servers/{self.server}")["server"])
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return self.client.server(self.server)
 
     def marked_aggregates(self) -> dict[str, JSON]:
         """The aggregates carrying this Nova's marker, by name."""

@@ -11,31 +11,13 @@ from typing import Any
 from nova_operator import naming
 from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
+from nova_operator.renderers.db_pools import max_user_connections
 from nova_operator.renderers.secrets import Block, instance_name
 from nova_operator.renderers.workload import plain
 
 __all__ = ["API_VERSION", "mariadb_objects", "max_user_connections"]
 
 API_VERSION = "k8s.mariadb.com/v1alpha1"
-
-
-def max_user_connections(nova: Nova, which: Block) -> int:
-    """``2 * base + 4`` (+ ``2 * (proxyReplicas + 1)`` for the cell block while the proxy runs), spec §12."""
-    spec = nova.spec
-    api_pods = spec.autoscaling.max_replicas if spec.autoscaling is not None else spec.api.deployment.replicas
-    base = (
-        (api_pods + 1) * spec.api.uwsgi.processes * spec.api.uwsgi.threads
-        + (spec.metadata.deployment.replicas + 1)
-        * spec.metadata.uwsgi.processes
-        * spec.metadata.uwsgi.threads
-        + (spec.scheduler.deployment.replicas + 1) * spec.scheduler.workers
-        + (spec.conductor.deployment.replicas + 1) * spec.conductor.workers
-    )
-    limit = 2 * base + 4
-    proxy = spec.console_proxy.effective_deployment
-    if which == "cell" and proxy is not None:
-        limit += 2 * (proxy.replicas + 1)
-    return limit
 
 
 def _meta(nova: Nova, name: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from nova_operator import digests, image_contract, naming
 from nova_operator.catalog import oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
-from nova_operator.renderers import logging_conf, oslo
+from nova_operator.renderers import db_pools, logging_conf, oslo
 from nova_operator.renderers.env import render
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class ConfInputs:
     console_hostname: str | None = None
     scheduler_workers: int = 2
     conductor_workers: int = 2
+    db_pool_size: int = 1  # ``max_pool_size`` and ``max_overflow`` of both databases (``db_pools``)
     extra_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
@@ -130,6 +131,8 @@ _IDENTITY = ("auth_type", "auth_url", "username", "project_name", "user_domain_n
 OWNED_KEYS: Mapping[str, frozenset[str]] = {
     "DEFAULT": frozenset({"use_stderr", "debug", "default_log_levels", "log_config_append", "state_path"}),
     "api": frozenset({"local_metadata_per_cell"}),
+    "api_database": frozenset(db_pools.POOL_OPTIONS),
+    "database": frozenset(db_pools.POOL_OPTIONS),
     "keystone_authtoken": frozenset({*_IDENTITY, "www_authenticate_uri", "region_name", "memcached_servers"}),
     "service_user": frozenset({*_IDENTITY, "send_service_user_token", "region_name"}),
     "placement": frozenset({*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override"}),
@@ -338,6 +341,12 @@ def _rabbit(inputs: ConfInputs, ca_file: str) -> dict[str, str]:
     return keys
 
 
+def _pool(inputs: ConfInputs) -> dict[str, str]:
+    """oslo.db's pool bounds, which ``db_pools.max_user_connections`` sizes the users' caps from."""
+    size = str(inputs.db_pool_size)
+    return {"max_pool_size": size, "max_overflow": size}
+
+
 def nova_conf_sections(inputs: ConfInputs) -> Sections:
     """The operator defaults of nova.conf, then ``extraConfig`` merged over them per key."""
     default = {"use_stderr": "true", "debug": _bool(inputs.debug), "state_path": "/var/lib/nova"}
@@ -348,8 +357,8 @@ def nova_conf_sections(inputs: ConfInputs) -> Sections:
     sections: Sections = {
         "DEFAULT": default,
         "api": {"local_metadata_per_cell": "false"},
-        "api_database": {"connection": PLACEHOLDER_CONNECTION},
-        "database": {"connection": PLACEHOLDER_CONNECTION},
+        "api_database": {"connection": PLACEHOLDER_CONNECTION, **_pool(inputs)},
+        "database": {"connection": PLACEHOLDER_CONNECTION, **_pool(inputs)},
         **_client_sections(inputs),
         "oslo_messaging_rabbit": _rabbit(inputs, RABBIT_CA_FILE),
         "oslo_messaging_notifications": {"driver": "noop"},
@@ -537,6 +546,7 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         console_hostname=console.gateway.hostname if console.gateway is not None else None,
         scheduler_workers=spec.scheduler.workers or 2,
         conductor_workers=spec.conductor.workers or 2,
+        db_pool_size=db_pools.threads(nova),
         extra_config={s: dict(opts) for s, opts in (spec.extra_config or {}).items()},
     )
 

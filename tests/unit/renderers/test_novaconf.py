@@ -46,6 +46,8 @@ local_metadata_per_cell = false
 
 [api_database]
 connection = mysql+pymysql://placeholder
+max_overflow = 1
+max_pool_size = 1
 
 [cache]
 backend = dogpile.cache.pymemcache
@@ -54,6 +56,8 @@ memcache_servers = memcached:11211
 
 [database]
 connection = mysql+pymysql://placeholder
+max_overflow = 1
+max_pool_size = 1
 
 [glance]
 valid_interfaces = internal

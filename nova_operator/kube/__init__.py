@@ -1,7 +1,18 @@
 """The only package that imports kubernetes_asyncio: the ``Kube`` seam, resource table, errors."""
 
-from nova_operator.kube.client import ConfigError, Kube, Object, WatchEvent, WatchStream, load_api_client
-from nova_operator.kube.resources import ResourceRef, ref_for
+from nova_operator.kube import lazy_packages
+
+lazy_packages.install()  # before the first kubernetes_asyncio import: the modules the seam uses, no model
+
+from nova_operator.kube.client import (  # noqa: E402
+    ConfigError,
+    Kube,
+    Object,
+    WatchEvent,
+    WatchStream,
+    load_api_client,
+)
+from nova_operator.kube.resources import ResourceRef, ref_for  # noqa: E402
 
 __all__ = [
     "ConfigError",

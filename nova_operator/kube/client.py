@@ -64,11 +64,12 @@ from typing import Any, Literal, NamedTuple
 
 import aiohttp
 import structlog
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.configuration import Configuration
 from kubernetes_asyncio.config.config_exception import ConfigException
 from kubernetes_asyncio.config.exec_provider import ExecProvider
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
+from kubernetes_asyncio.config.kube_config import load_kube_config
 
 from nova_operator.kube import errors
 from nova_operator.kube.liststream import decode_list
@@ -107,10 +108,10 @@ async def load_api_client(
     kubeconfig: str | None = None,
     context: str | None = None,
     service_account_dir: str = SERVICE_ACCOUNT_DIR,
-) -> k8s_client.ApiClient:
+) -> ApiClient:
     """An ApiClient, in the order controller-runtime uses: ``kubeconfig`` (or ``context``),
     $KUBECONFIG, in-cluster (``KUBERNETES_SERVICE_HOST`` set), then ~/.kube/config."""
-    cfg = k8s_client.Configuration()
+    cfg = Configuration()
     if kubeconfig and not _exists(kubeconfig):
         raise ConfigError(f"kubeconfig file not found: {kubeconfig}")
     try:
@@ -119,9 +120,7 @@ async def load_api_client(
         ):
             load_incluster_config(cfg, pathlib.Path(service_account_dir))
         elif (path := kubeconfig or _default_kubeconfig()) is not None or context:
-            loader = await k8s_config.load_kube_config(
-                config_file=path, context=context, client_configuration=cfg
-            )
+            loader = await load_kube_config(config_file=path, context=context, client_configuration=cfg)
             if (exec_token := _exec_token(loader, cfg)) is not None:
                 cfg.refresh_api_key_hook = exec_token
         else:
@@ -178,7 +177,7 @@ class ExecToken:
                     self._expiry = _timestamp(status.get("expirationTimestamp"))
         return self._token
 
-    async def __call__(self, cfg: k8s_client.Configuration) -> None:
+    async def __call__(self, cfg: Configuration) -> None:
         cfg.api_key["BearerToken"] = await self.current()
 
 
@@ -192,7 +191,7 @@ def _timestamp(value: Any) -> float | None:
         return None
 
 
-def _exec_token(loader: Any, cfg: k8s_client.Configuration) -> ExecToken | None:
+def _exec_token(loader: Any, cfg: Configuration) -> ExecToken | None:
     """An ``ExecToken`` for a kubeconfig user whose token came from an ``exec`` plugin (else None)."""
     user = getattr(loader, "_user", None)  # kubernetes_asyncio resolves the context's user there
     token = cfg.api_key.get("BearerToken")
@@ -250,7 +249,7 @@ def _bypassed(hostname: str, port: int | None, no_proxy: str) -> bool:
     return False
 
 
-def api_client(cfg: k8s_client.Configuration) -> k8s_client.ApiClient:
+def api_client(cfg: Configuration) -> ApiClient:
     """An ApiClient for ``cfg`` whose session does no environment lookup per request.
 
     The proxy comes from the configuration (a kubeconfig ``proxy-url``) or, read once here, from
@@ -258,7 +257,7 @@ def api_client(cfg: k8s_client.Configuration) -> k8s_client.ApiClient:
     """
     if not cfg.proxy:
         cfg.proxy = environment_proxy(str(cfg.host))
-    api = k8s_client.ApiClient(configuration=cfg)
+    api = ApiClient(configuration=cfg)
     rest = api.rest_client
     session = rest.pool_manager
     connector = session.connector
@@ -268,7 +267,7 @@ def api_client(cfg: k8s_client.Configuration) -> k8s_client.ApiClient:
     return api
 
 
-def load_incluster_config(cfg: k8s_client.Configuration, mount: pathlib.Path) -> None:
+def load_incluster_config(cfg: Configuration, mount: pathlib.Path) -> None:
     """Host, CA and token of the pod's ServiceAccount into ``cfg``.
 
     The kubelet rotates the projected token (an atomic swap of the mount's ``..data`` link),
@@ -384,11 +383,11 @@ class Kube:
 
     def __init__(
         self,
-        api: k8s_client.ApiClient,
+        api: ApiClient,
         *,
         metrics: Metrics | None = None,
         timeout: float = 30.0,
-        watch_api: k8s_client.ApiClient | None = None,
+        watch_api: ApiClient | None = None,
         clock: Clock | None = None,
         max_retries: int = 4,
         retry_after_max: float = 10.0,
@@ -427,7 +426,7 @@ class Kube:
             self._watch_api = None
         await self._api.close()
 
-    def _watch_client(self) -> k8s_client.ApiClient:
+    def _watch_client(self) -> ApiClient:
         """The watches' own ApiClient: same configuration (credentials shared), uncapped pool."""
         if self._watch_api is None:
             cfg = copy.copy(self._api.configuration)

@@ -11,8 +11,8 @@ up, and a server boots ACTIVE. The metadata shared secret's rotation is ``test_d
 
 The two database passwords roll the same workloads, and so do the bus and the Keystone passwords:
 each pair is rotated in one step (the digest annotation of each credential is asserted on its own),
-which keeps this module to three rollouts, the last one putting the samples' values back for the
-modules that read them from ``config/samples/secrets.yaml``.
+which keeps this module to two rollouts. The rotated values stay: the modules after this one read
+credentials from the cluster's Secrets, as the operator does.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pytest
 from simcluster import SimHandle
 
 from tests.realnova.cloud import request, upload_image
-from tests.realnova.realcluster import NAMESPACE, OpenStackClient, compute_url, sample_secret, wait_for
+from tests.realnova.realcluster import NAMESPACE, OpenStackClient, compute_url, wait_for
 from tests.realnova.rollouts import (
     CONTROL_PLANE,
     CRONJOB,
@@ -102,7 +102,7 @@ def _keystone_token(handle: SimHandle, user: str, password: str) -> int:
 
 @pytest.fixture(scope="module")
 def rotation(minimal: SimHandle) -> Iterator[Rotation]:
-    """An image and a flavor to boot with; afterwards the samples' passwords back (one more rollout)."""
+    """An image and a flavor to boot with, deleted afterwards."""
     assert minimal.real is not None
     r = Rotation(minimal, OpenStackClient(minimal, compute_url(minimal, "nova")))
     osv = minimal.real.openstack
@@ -111,39 +111,22 @@ def rotation(minimal: SimHandle) -> Iterator[Rotation]:
     try:
         yield r
     finally:
-        _restore(r)
+        _clean_up(r)
 
 
-def _restore(r: Rotation) -> None:
-    """The samples' database and service-user passwords back (the other modules read them from the
-    samples' file); the broker keeps its rotated one (nothing outside the cluster reads it)."""
-    handle = r.handle
-    assert handle.real is not None
-    before_pods = pod_names(handle)
-    service_password = sample_secret(SERVICE_USER_SECRET, "password")
-    rolled: set[str] = set()
-    for name in DB_SECRETS.values():
-        if _secret(handle, name)["password"] != sample_secret(name, "password"):
-            _set(handle, name, {"password": sample_secret(name, "password")})
-            rolled |= set(DEPLOYMENTS)
-    handle.real.openstack.add_service_user("nova", service_password)
-    if _secret(handle, SERVICE_USER_SECRET)["password"] != service_password:
-        _set(handle, SERVICE_USER_SECRET, {"password": service_password})
-        rolled |= {*DEPLOYMENTS, "pool"}
+def _clean_up(r: Rotation) -> None:
+    """The module's flavor and image go. The rotated credentials stay: every module after this one
+    reads them where the operator does, from the cluster's Secrets (the samples' file is applied once,
+    by the ``minimal`` fixture), and putting the old ones back would cost one more rollout of
+    everything for nothing."""
     try:
         r.client.call("DELETE", f"/flavors/{r.flavor}")
     finally:
-        token = r.client.token()
+        assert r.handle.real is not None
         request(
             "DELETE",
-            f"{handle.real.openstack.glance_url}/v2/images/{r.image}",
-            headers={"X-Auth-Token": token},
-        )
-    if rolled:
-        t0 = time.monotonic()
-        wait_rolled(handle, before_pods, rolled, within=ROLL_WITHIN)
-        print(
-            f"rotation: the samples' passwords back, rolled {sorted(rolled)} in {time.monotonic() - t0:.0f} s"
+            f"{r.handle.real.openstack.glance_url}/v2/images/{r.image}",
+            headers={"X-Auth-Token": r.client.token()},
         )
 
 

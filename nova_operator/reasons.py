@@ -539,7 +539,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "ComputeAPIError",
         "The Keystone token or a compute API call (list or delete services) failed (the message says "
         "which, with the HTTP code or `timed out`, never the answer's body), so records of gone pods are "
-        "not cleaned up for now. Looked at again after 30 s, doubling to 10 min. Not part of `Ready`.",
+        "not cleaned up for now. Looked at again after 30 s, doubling to 10 min, and when a role "
+        "Deployment changes at least 30 s after the failed look. Not part of `Ready`.",
         "Check `spec.keystoneEndpoint`, the service user's password and admin role, and `NovaAPIReady`; an "
         "operator running outside the cluster needs `--nova-api-url`.",
     ),
@@ -548,7 +549,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "False",
         "PodListError",
         "Listing the Nova's pods (to tell a gone pod's record from a live one's) failed; nothing was "
-        "deleted. Looked at again after 30 s, doubling to 10 min. Not part of `Ready`.",
+        "deleted. Looked at again after 30 s, doubling to 10 min, and when a role Deployment changes at "
+        "least 30 s after the failed look. Not part of `Ready`.",
         "Check the API server and the operator's RBAC on pods (`list`).",
     ),
     _nova(c.READY, "True", c.REASON_ALL_READY, "Every one of the fifteen sub-conditions is True.", _NOTHING),

@@ -72,6 +72,7 @@ class Sweep:
     clean: bool  # nothing stale or waiting was left
     due: float = 0.0  # monotonic time of the next look when not clean
     failures: int = 0  # consecutive failed looks (the backoff)
+    at: float = 0.0  # monotonic time of this look
 
 
 @dataclass

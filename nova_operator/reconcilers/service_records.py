@@ -22,7 +22,8 @@ resourceVersion).
 It **never blocks**: the condition is informational, not part of ``Ready`` (a Nova whose API serves
 must not lose ``Ready`` over leftover records), a look is bounded (``DEADLINE``), and a failed look
 (Keystone or Nova unreachable, refused, a pod list refused) is reported as False ``ComputeAPIError``
-or ``PodListError`` and tried again after 30 s, doubling to 10 min, with no call in between. Records
+or ``PodListError`` and tried again after 30 s, doubling to 10 min, with no call in between but one
+when a role Deployment changes at least 30 s after the failed look (``reuse``). Records
 still reported up are looked at again every 30 s (``WaitingForServicesDown``).
 """
 
@@ -69,11 +70,15 @@ def reuse(last: Sweep, current: tuple[str, ...], now: float) -> float | None:
     """Whether the last look still stands: None (look now), 0 (it does, nothing to do) or the seconds
     until the next look. A clean look stands while the Deployments are unchanged; a look that left
     records waiting stands until it is due, or until a Deployment changes; a failed look stands until
-    it is due whatever changes (a failing API is not asked again on every wake-up)."""
+    it is due, or until a Deployment changes once ``SERVICE_RECORDS_WAIT`` has passed since it (a
+    failing API is asked at most every 30 s, however often the CR wakes; but a rollout that ends a
+    long outage, a password rotation say, is not followed by minutes of a backoff grown meanwhile)."""
     if last.clean:
         return 0.0 if last.fingerprint == current else None
-    if now < last.due and (last.failures or last.fingerprint == current):
-        return last.due - now
+    if now >= last.due or last.fingerprint == current:
+        return None if now >= last.due else last.due - now
+    if last.failures and now < last.at + intervals.SERVICE_RECORDS_WAIT:
+        return last.at + intervals.SERVICE_RECORDS_WAIT - now
     return None
 
 
@@ -140,13 +145,15 @@ def _failed(
     failures = (last.failures if last is not None else 0) + 1
     delay = min(intervals.SERVICE_RECORDS_WAIT * 2 ** (failures - 1), intervals.SERVICE_RECORDS_RETRY_MAX)
     clock = ctx.options.monotonic or time.monotonic
-    ctx.options.sweeps.looks[ctx.uid] = Sweep(current, clean=False, due=clock() + delay, failures=failures)
+    now = clock()
+    sweep = Sweep(current, clean=False, due=now + delay, failures=failures, at=now)
+    ctx.options.sweeps.looks[ctx.uid] = sweep
     ctx.set(
         CONDITION,
         False,
         reason,
         f"{error}; the service records of gone pods are not cleaned up until this works (looked at again "
-        "after 30 s, doubling to 10 min)",
+        "after 30 s, doubling to 10 min, or at a change of its Deployments)",
     )
     return Result(requeue_after=delay)
 

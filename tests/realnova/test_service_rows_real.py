@@ -9,7 +9,7 @@ import time
 import pytest
 from simcluster import SimHandle
 
-from tests.realnova.realcluster import NAMESPACE, NOVA, OpenStackClient, compute_url, pods, wait_for
+from tests.realnova.realcluster import GROUP, NAMESPACE, NOVA, OpenStackClient, compute_url, pods, wait_for
 
 pytestmark = pytest.mark.realnova
 
@@ -21,6 +21,13 @@ def _live(handle: SimHandle, role: str) -> set[str]:
         for p in pods(handle, selector=selector)
         if not p["metadata"].get("deletionTimestamp")
     }
+
+
+def _records_condition(handle: SimHandle) -> dict[str, str]:
+    """The Nova's ``ServiceRecordsHealthy`` condition (what a failure message shows)."""
+    nova = handle.cluster.kube.get(f"{GROUP}/namespaces/{NAMESPACE}/novas/{NOVA}")
+    found = [c for c in nova["status"].get("conditions", []) if c["type"] == "ServiceRecordsHealthy"]
+    return dict(found[0]) if found else {}
 
 
 def test_a_replaced_schedulers_row_is_deleted_once_down_and_live_rows_stay(minimal: SimHandle) -> None:
@@ -45,7 +52,7 @@ def test_a_replaced_schedulers_row_is_deleted_once_down_and_live_rows_stay(minim
             break
         time.sleep(3)
     rows = {s["host"]: s for s in client.services() if s["binary"] == "nova-scheduler"}
-    assert set(rows) == {new}, rows
+    assert set(rows) == {new}, (rows, _records_condition(minimal))
     assert {s["id"] for s in client.services() if s["binary"] == "nova-compute"} == computes_before
     reasons = [
         e

@@ -255,6 +255,39 @@ async def test_an_unreachable_compute_api_is_reported_and_retried_with_backoff_n
     assert (requeue, cond["status"], cond["reason"]) == (None, "True", "NoStaleServiceRecords")
 
 
+async def test_a_rollout_after_a_grown_backoff_looks_again_once_30_s_have_passed(setup: Setup) -> None:
+    """An outage grew the backoff to minutes; the rollout that ends it (a password rotation) is
+    followed by a look as soon as 30 s have passed since the failed one, not by the rest of the wait."""
+    await setup.fake.go_offline("keystone")
+    delays = []
+    for _ in range(4):
+        setup.clock.now += 1000
+        requeue, _ = await setup.run()
+        delays.append(requeue)
+    assert delays == [30.0, 60.0, 120.0, 240.0]
+
+    await setup.fake.go_online("keystone")
+    setup.fake.add_service(OLD_SCHEDULER, "nova-scheduler", state="down")
+    setup.fake.clear_calls()
+    setup.clock.now += 10
+    setup.roll("nova-scheduler")
+    requeue, cond = await setup.run()  # 10 s after the failed look: the rollout waits for the 30 s
+    assert requeue == pytest.approx(20.0)
+    assert (cond["reason"], setup.fake.calls()) == ("ComputeAPIError", [])
+
+    setup.clock.now += 20
+    requeue, cond = await setup.run()  # 30 s after it: a wake-up of the changed Deployments looks
+    assert (requeue, cond["status"], cond["reason"]) == (None, "True", "NoStaleServiceRecords")
+    assert OLD_SCHEDULER not in setup.hosts("nova-scheduler")
+    assert [r for _t, r, _m in setup.events.emitted] == ["StaleServiceDeleted"]
+
+    setup.fake.clear_calls()
+    await setup.fake.go_offline("keystone")
+    setup.roll("nova-conductor")
+    requeue, _ = await setup.run()  # the backoff starts over after a look that worked
+    assert requeue == 30.0
+
+
 async def test_a_look_that_takes_too_long_is_a_compute_api_error(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:

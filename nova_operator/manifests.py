@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import pathlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
 from nova_operator.install.chart import render_chart
 from nova_operator.install.kustomize import render_config
@@ -23,41 +23,34 @@ from nova_operator.kube.resources import render_rbac
 from nova_operator.models.crd import render_crds
 
 
-def _crd() -> dict[str, str]:
-    return {**render_crds(), **render_config()["crd"]}
-
-
-def _install(sub: str) -> Callable[[], dict[str, str]]:
-    return lambda: render_config()[sub]
-
-
-GENERATED: Mapping[str, Callable[[], dict[str, str]]] = {
-    "crd": _crd,
-    "rbac": render_rbac,
-    **{sub: _install(sub) for sub in render_config() if sub != "crd"},
-}
-
-
-def _generated(config_dir: pathlib.Path, chart_dir: pathlib.Path | None) -> dict[pathlib.Path, str]:
-    files = {
-        config_dir / sub / name: text for sub, render in GENERATED.items() for name, text in render().items()
+def _rendered() -> dict[str, dict[str, str]]:
+    """Each config sub-directory's files (``render_config`` renders all of its own at once)."""
+    install = render_config()
+    return {
+        "crd": {**render_crds(), **install["crd"]},
+        "rbac": render_rbac(),
+        **{sub: files for sub, files in install.items() if sub != "crd"},
     }
+
+
+def _generated(
+    config_dir: pathlib.Path, chart_dir: pathlib.Path | None
+) -> tuple[dict[pathlib.Path, str], set[pathlib.Path]]:
+    """The files the generators write, and those they own now (their config sub-directories' YAML,
+    everything in the chart): the owned ones not written are stale."""
+    rendered = _rendered()
+    files = {config_dir / sub / name: text for sub, out in rendered.items() for name, text in out.items()}
+    owned = {path for sub in rendered for path in (config_dir / sub).glob("*.yaml")}
     if chart_dir is not None:
         files.update({chart_dir / name: text for name, text in render_chart().items()})
-    return files
-
-
-def _existing(config_dir: pathlib.Path, chart_dir: pathlib.Path | None) -> set[pathlib.Path]:
-    """The files a generator owns: its config sub-directories' YAML, everything in the chart."""
-    found = {path for sub in GENERATED for path in (config_dir / sub).glob("*.yaml")}
-    if chart_dir is not None and chart_dir.is_dir():
-        found |= {path for path in chart_dir.rglob("*") if path.is_file()}
-    return found
+        if chart_dir.is_dir():
+            owned |= {path for path in chart_dir.rglob("*") if path.is_file()}
+    return files, owned
 
 
 def write(config_dir: pathlib.Path, chart_dir: pathlib.Path | None = None) -> None:
-    files = _generated(config_dir, chart_dir)
-    for stale in _existing(config_dir, chart_dir) - files.keys():
+    files, owned = _generated(config_dir, chart_dir)
+    for stale in owned - files.keys():
         stale.unlink()
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,9 +58,9 @@ def write(config_dir: pathlib.Path, chart_dir: pathlib.Path | None = None) -> No
 
 
 def verify(config_dir: pathlib.Path, chart_dir: pathlib.Path | None = None) -> list[str]:
-    files = _generated(config_dir, chart_dir)
+    files, owned = _generated(config_dir, chart_dir)
     diffs: list[str] = []
-    for extra in sorted(_existing(config_dir, chart_dir) - files.keys()):
+    for extra in sorted(owned - files.keys()):
         diffs.append(f"{extra}: not generated from the code\n")
     for path, text in files.items():
         current = path.read_text() if path.exists() else ""

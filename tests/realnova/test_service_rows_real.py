@@ -9,9 +9,13 @@ import time
 import pytest
 from simcluster import SimHandle
 
+from nova_operator import intervals
 from tests.realnova.realcluster import GROUP, NAMESPACE, NOVA, OpenStackClient, compute_url, pods, wait_for
 
 pytestmark = pytest.mark.realnova
+
+SERVICE_DOWN_TIME = 60  # nova's default: a row is down this long after its last heartbeat
+LOOK_INTERVAL = intervals.SERVICE_RECORDS_WAIT  # the ServiceRecords step's look while such a row is up
 
 
 def _live(handle: SimHandle, role: str) -> set[str]:
@@ -35,6 +39,8 @@ def test_a_replaced_schedulers_row_is_deleted_once_down_and_live_rows_stay(minim
     kube = minimal.cluster.kube
     (old,) = _live(minimal, "scheduler")
     computes_before = {s["id"] for s in client.services() if s["binary"] == "nova-compute"}
+    grace = kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{old}")["spec"]["terminationGracePeriodSeconds"]
+    deleted_at = time.monotonic()
     kube.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{old}")
 
     def replaced() -> str | None:
@@ -43,7 +49,10 @@ def test_a_replaced_schedulers_row_is_deleted_once_down_and_live_rows_stay(minim
         return next(iter(live & rows), None)
 
     new = wait_for(replaced, within=180, what="the new scheduler pod's own service row", handle=minimal)
-    deadline = time.monotonic() + 240
+    # The old pod's processes may heartbeat for its whole grace period (nova-scheduler 2026.1 ran on
+    # after its SIGTERM until the SIGKILL at the grace's end, 200 s); its row is down service_down_time
+    # (60 s) after the last heartbeat, and the operator looks every 30 s while a row is still up.
+    deadline = deleted_at + grace + SERVICE_DOWN_TIME + 2 * LOOK_INTERVAL + 30
     while time.monotonic() < deadline:
         rows = {s["host"]: s for s in client.services() if s["binary"] == "nova-scheduler"}
         if old in rows:

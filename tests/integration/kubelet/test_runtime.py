@@ -57,10 +57,16 @@ async def test_a_missing_command_is_a_start_error(image: Image, tmp_path: pathli
         await Process.start(spec(image, ["no-such-binary"]), tmp_path / "run", tmp_path / "log")
 
 
-async def test_sigterm_reaches_the_process_group_and_exec_runs_inside(
+async def test_sigterm_reaches_the_first_process_only_and_exec_runs_inside(
     image: Image, tmp_path: pathlib.Path
 ) -> None:
-    script = "trap 'echo got-term; exit 0' TERM; touch /tmp/ready; while true; do sleep 0.1; done"
+    """As the CRI's StopContainer: the first process is signalled, and a child it started hears
+    nothing of it (it dies with the PID namespace when the first process exits)."""
+    child = "trap 'echo child-term; exit 0' TERM; while true; do sleep 0.1; done"
+    script = (
+        f'sh -c "{child}" & '
+        "trap 'echo got-term; exit 0' TERM; touch /tmp/ready; while true; do sleep 0.1; done"
+    )
     proc = await Process.start(spec(image, ["sh", "-c", script]), tmp_path / "run", tmp_path / "log")
     for _ in range(50):
         code, _ = await proc.exec(["test", "-e", "/tmp/ready"], 5)
@@ -72,7 +78,9 @@ async def test_sigterm_reaches_the_process_group_and_exec_runs_inside(
     assert await proc.exec(["sleep", "10"], 0.3) == (None, "")  # a timed-out exec is killed
     proc.signal(signal.SIGTERM)
     assert await proc.wait() == 0
-    assert "got-term" in (tmp_path / "log").read_text()
+    log = (tmp_path / "log").read_text()
+    assert "got-term" in log
+    assert "child-term" not in log
 
 
 def in_namespace(link: str) -> list[int]:

@@ -9,7 +9,7 @@ A ``PodWorker`` is driven by the pod object (``update`` on every watch event) an
    back-off, or fails the pod under ``restartPolicy: Never``);
 3. the containers, each restarted by ``restartPolicy`` with the kubelet's back-off, probed by its
    startup, readiness and liveness probes;
-4. on deletion (``deletionTimestamp``): preStop hooks, SIGTERM to each container's process group,
+4. on deletion (``deletionTimestamp``): preStop hooks, SIGTERM to each container's first process,
    SIGKILL once ``deletionGracePeriodSeconds`` ran out, a terminal phase written, then the object
    released (deleted with ``gracePeriodSeconds: 0`` and its uid as precondition), as the kubelet does.
 """
@@ -399,7 +399,7 @@ class PodWorker:
         return float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
 
     async def _kill(self, c: JSON, proc: Process, grace: float) -> None:
-        """preStop, SIGTERM to the process group, SIGKILL when ``grace`` ran out."""
+        """preStop, SIGTERM to the first process, SIGKILL when ``grace`` ran out."""
         started = time.monotonic()
         pre_stop = (c.get("lifecycle") or {}).get("preStop")
         if pre_stop and proc.returncode is None and grace > 0:

@@ -4,7 +4,8 @@
 layer of each container's overlay, plus host paths bound read-only into it (e.g. the host's
 ``/usr``), and the image config a runtime would read (entrypoint, cmd, env, working directory).
 ``Process.start(spec, ...)`` runs one container and returns once its command was exec'd (or raises
-``StartError``); ``signal``/``kill`` reach its whole process group, ``wait`` gives the exit status.
+``StartError``); ``signal`` reaches its first process (as the CRI does), ``kill`` its whole PID
+namespace, ``wait`` gives the exit status.
 """
 
 from __future__ import annotations
@@ -107,9 +108,11 @@ class Process:
         return self.shim.returncode
 
     def signal(self, sig: int) -> None:
-        """Signal the container's process group (its first process and whatever stayed in it)."""
+        """Signal the container's first process only, as the CRI's StopContainer does (containerd's
+        task kill without ``all``): its children hear of it from it, or die with its PID namespace
+        when it exits. A PID 1 with no handler for the signal ignores it (a shell running ``sleep``)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
+            os.kill(self.pid, sig)
 
     async def kill(self) -> int:
         """SIGKILL the container's first process (the kernel then kills its whole PID namespace)."""

@@ -75,10 +75,13 @@ def reuse(last: Sweep, current: tuple[str, ...], now: float) -> float | None:
     long outage, a password rotation say, is not followed by minutes of a backoff grown meanwhile)."""
     if last.clean:
         return 0.0 if last.fingerprint == current else None
-    if now >= last.due or last.fingerprint == current:
-        return None if now >= last.due else last.due - now
-    if last.failures and now < last.at + intervals.SERVICE_RECORDS_WAIT:
-        return last.at + intervals.SERVICE_RECORDS_WAIT - now
+    if now >= last.due:
+        return None
+    if last.fingerprint == current:
+        return last.due - now
+    if last.failures:  # a Deployment changed: look again, but not sooner than 30 s after the failure
+        retry = last.at + intervals.SERVICE_RECORDS_WAIT
+        return retry - now if now < retry else None
     return None
 
 

@@ -230,8 +230,9 @@ class OpenStackServices:
             [
                 *manage,
                 "bootstrap",
-                "--bootstrap-password",
-                self.admin_password,
+                # joined to its flag: a token_urlsafe value may begin with "-", which argparse
+                # would take for an option ("expected one argument")
+                f"--bootstrap-password={self.admin_password}",
                 "--bootstrap-admin-url",
                 self.keystone_url,
                 "--bootstrap-internal-url",

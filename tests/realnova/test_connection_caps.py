@@ -80,6 +80,18 @@ def _log_sizes(root: pathlib.Path) -> dict[pathlib.Path, int]:
     return {p: p.stat().st_size for p in root.rglob("containers/*/*.log")}
 
 
+def _errors_logged(root: pathlib.Path, since: dict[pathlib.Path, int], last: int = 5) -> dict[str, list[str]]:
+    """The last ``last`` ERROR lines each container logged after ``since``: what a failed build says."""
+    found: dict[str, list[str]] = {}
+    for path in root.rglob("containers/*/*.log"):
+        with path.open("rb") as f:
+            f.seek(since.get(path, 0))
+            lines = [line.decode(errors="replace").rstrip() for line in f if b" ERROR " in line]
+        if lines:
+            found[path.parent.name] = [line[:600] for line in lines[-last:]]
+    return found
+
+
 def _refusals_logged(root: pathlib.Path, since: dict[pathlib.Path, int]) -> dict[str, int]:
     """Lines naming error 1203 that the pods logged after ``since`` (offsets by file), by container."""
     found: Counter[str] = Counter()
@@ -88,6 +100,12 @@ def _refusals_logged(root: pathlib.Path, since: dict[pathlib.Path, int]) -> dict
             f.seek(since.get(path, 0))
             found[path.parent.name] += sum(1 for line in f if TOO_MANY.search(line))
     return {k: v for k, v in found.items() if v}
+
+
+def _fault(client: OpenStackClient, server: str) -> str:
+    """An ERROR server's fault: its message, and where nova raised it."""
+    fault = client.call("GET", f"/servers/{server}")["server"].get("fault", {})
+    return f"{fault.get('code')} {fault.get('message')}: {fault.get('details', '')[-2000:]}"
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +165,8 @@ def test_a_burst_of_200_api_calls_while_servers_build_stays_within_the_connectio
             return states if all(v in ("ACTIVE", "ERROR") for v in states.values()) else None
 
         states = wait_for(built, within=240, what="the servers built", handle=handle)
+        faults = {s: _fault(client, s) for s, state in states.items() if state == "ERROR"}
+        errors = _errors_logged(handle.workdir, logs) if faults else {}
     finally:
         sampler.stop.set()
         sampler.join()
@@ -159,7 +179,7 @@ def test_a_burst_of_200_api_calls_while_servers_build_stays_within_the_connectio
         f"1203 logged {refusals}"
     )
     assert statuses == Counter({200: BURST})
-    assert set(states.values()) == {"ACTIVE"}, states
+    assert set(states.values()) == {"ACTIVE"}, (faults, errors)
     assert refusals == {}
     for user, cap in caps.items():
         assert 0 < sampler.peaks[user] <= cap, (user, sampler.peaks[user], cap)

@@ -49,9 +49,10 @@ def test_a_replaced_schedulers_row_is_deleted_once_down_and_live_rows_stay(minim
         return next(iter(live & rows), None)
 
     new = wait_for(replaced, within=180, what="the new scheduler pod's own service row", handle=minimal)
-    # The old pod's processes may heartbeat for its whole grace period (nova-scheduler 2026.1 ran on
-    # after its SIGTERM until the SIGKILL at the grace's end, 200 s); its row is down service_down_time
-    # (60 s) after the last heartbeat, and the operator looks every 30 s while a row is still up.
+    # The old pod's processes may heartbeat for its whole grace period (from 2026.1 a stopping
+    # nova-scheduler first sleeps [DEFAULT] manager_shutdown_timeout, 160 s unless set); its row is
+    # down service_down_time (60 s) after the last heartbeat, and the operator looks every 30 s
+    # while a row is still up.
     deadline = deleted_at + grace + SERVICE_DOWN_TIME + 2 * LOOK_INTERVAL + 30
     while time.monotonic() < deadline:
         rows = {s["host"]: s for s in client.services() if s["binary"] == "nova-scheduler"}

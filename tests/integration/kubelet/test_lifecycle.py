@@ -252,6 +252,46 @@ async def test_deletion_runs_pre_stop_then_sigterm_then_sigkill_after_the_grace_
     assert not [pid for pid in pids if alive(pid)]
 
 
+async def test_a_shorter_second_delete_or_a_force_delete_cuts_a_stop_in_progress_short(
+    kube: AsyncKube, kubelet: Kubelet, namespace: str
+) -> None:
+    # A container that ignores SIGTERM, in a pod with a grace of two minutes: only the SIGKILL ends
+    # it. A second delete with a grace of 2 s, or a force delete (0), must not wait the first one out.
+    deaf = {
+        "name": "deaf",
+        "image": IMAGE,
+        "command": ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
+    }
+    spec = {"terminationGracePeriodSeconds": 120, "containers": [deaf]}
+    names = ("shortened", "forced")
+    uids = {}
+    for name in names:
+        uids[name] = (await create_pod(kube, namespace, kubelet.nodes[0], name, spec))["metadata"]["uid"]
+    for name in names:
+        await wait_pod(kube, namespace, name, lambda p: condition(p, "Ready") == "True")
+    pids = {name: [p.pid for p in kubelet.workers[uids[name]].procs.values()] for name in names}
+    for name in names:
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    await asyncio.sleep(3)  # past the minimum grace: the first delete's SIGTERM was ignored
+    assert all(alive(pid) for name in names for pid in pids[name])
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/shortened", {"gracePeriodSeconds": 2})
+    await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/forced", {"gracePeriodSeconds": 0})
+    for _ in range(300):
+        if not any(alive(pid) for name in names for pid in pids[name]):
+            break
+        await asyncio.sleep(0.2)
+    assert not [pid for name in names for pid in pids[name] if alive(pid)]
+    assert loop.time() - begun < 30  # the 2 s (0 s) grace, not what was left of the two minutes
+    for _ in range(100):  # the kubelet releases the shortened pod once its container is gone
+        listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        if not {p["metadata"]["name"] for p in listed["items"]} & set(names):
+            break
+        await asyncio.sleep(0.2)
+    assert not {p["metadata"]["name"] for p in listed["items"]} & set(names)
+
+
 def shims_of(kubelet: Kubelet) -> list[str]:
     """The container shims this stand-in runs (other clusters on the machine have their own; their
     pod veths are test_network's business)."""

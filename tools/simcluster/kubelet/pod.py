@@ -124,19 +124,30 @@ class PodWorker:
         self._push_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._finished: dict[str, float] = {}  # monotonic time each container last ended
+        self._regraced = asyncio.Event()  # set (and replaced) when the deletion's grace may have shrunk
 
     # -- driven by the watch -----------------------------------------------------------------
 
     def update(self, pod: JSON) -> None:
+        before = self.pod["metadata"].get("deletionGracePeriodSeconds")
         self.pod = pod
         if pod["metadata"].get("deletionTimestamp"):
             self.deleting.set()
+            if pod["metadata"].get("deletionGracePeriodSeconds") != before:
+                self._wake_killers()
         self.changed.set()
 
     def gone(self) -> None:
         self.removed = True
         self.deleting.set()
         self.changed.set()
+        self._wake_killers()
+
+    def _wake_killers(self) -> None:
+        """Every container being stopped looks at the grace again (a second, shorter delete, or a
+        force delete), as the kubelet does: the deadline only ever moves closer."""
+        woken, self._regraced = self._regraced, asyncio.Event()
+        woken.set()
 
     # -- the life of the pod --------------------------------------------------------------------
 
@@ -409,11 +420,25 @@ class PodWorker:
             return
         remaining = max(grace - (time.monotonic() - started), MIN_GRACE if grace > 0 else 0.0)
         proc.signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), remaining)
-        except TimeoutError:
-            proc.signal(signal.SIGKILL)
-            await proc.kill()
+        deadline = time.monotonic() + remaining
+        exited = asyncio.ensure_future(proc.wait())  # not cancelled on the way out (as the shield was)
+        while True:
+            regraced = asyncio.ensure_future(self._regraced.wait())
+            timeout = max(deadline - time.monotonic(), 0.0)
+            done, _ = await asyncio.wait({exited, regraced}, timeout=timeout, return_when="FIRST_COMPLETED")
+            regraced.cancel()
+            if exited in done:
+                return
+            if regraced not in done:  # the grace ran out
+                proc.signal(signal.SIGKILL)
+                await proc.kill()
+                return
+            deadline = min(deadline, time.monotonic() + self._grace_left())
+
+    def _grace_left(self) -> float:
+        """The grace of a stop in progress from now on, after the deletion changed: none once the pod
+        is gone from the API (a force delete), else the deletion's own, at least ``MIN_GRACE``."""
+        return 0.0 if self.removed else max(self._grace(), MIN_GRACE)
 
     async def _terminate(self) -> None:
         self.terminating = True

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import pathlib
 import secrets
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -97,6 +100,53 @@ def test_placement_answers_with_a_token_only(openstack: OpenStackServices) -> No
     assert anonymous.value.code == 401
     token, _ = token_for(openstack, "placement", openstack.users["placement"].password)
     assert call(f"{openstack.placement_url}/resource_providers", token) == {"resource_providers": []}
+
+
+def _forked_reads(url: str, token: str, children: int = 2, each: int = 60) -> list[str]:
+    """Requests of ``children`` processes forked after their parent's first request, all on the
+    parent's connection object (as nova-scheduler's workers share its Placement client): what each
+    read that was not the answer to its own request."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    headers = {"X-Auth-Token": token, "Accept": "application/json", "OpenStack-API-Version": "placement 1.7"}
+    conn.request("GET", f"{parts.path}/resource_classes/VCPU", headers=headers)
+    conn.getresponse().read()
+    classes = ("VCPU", "MEMORY_MB", "DISK_GB", "PCI_DEVICE", "SRIOV_NET_VF")
+    pipes = []
+    for child in range(children):
+        read, write = os.pipe()
+        if os.fork() == 0:  # the child: ask, and report what did not match
+            os.close(read)
+            wrong = []
+            for i in range(each):
+                asked = classes[(child + i) % len(classes)]
+                try:
+                    conn.request("GET", f"{parts.path}/resource_classes/{asked}", headers=headers)
+                    got = json.loads(conn.getresponse().read()).get("name")
+                except Exception as exc:  # reported to the parent, as text
+                    got = repr(exc)
+                if got != asked:
+                    wrong.append(f"{asked} -> {got}")
+            os.write(write, json.dumps(wrong).encode())
+            os._exit(0)
+        os.close(write)
+        pipes.append(read)
+    wrong: list[str] = []
+    for read in pipes:
+        with os.fdopen(read) as f:
+            wrong += json.loads(f.read() or "[]")
+    for _ in pipes:
+        os.wait()
+    return wrong
+
+
+def test_forked_workers_sharing_a_placement_connection_read_only_their_own_answers(
+    openstack: OpenStackServices,
+) -> None:
+    # Every response says "Connection: close", so no worker inherits a live connection: behind a
+    # kept-alive one, two children read each other's answers (nova-scheduler's KeyError).
+    token, _ = token_for(openstack, "placement", openstack.users["placement"].password)
+    assert _forked_reads(openstack.placement_url, token) == []
 
 
 def test_glance_stores_an_uploaded_image(openstack: OpenStackServices) -> None:

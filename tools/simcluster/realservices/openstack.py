@@ -52,7 +52,12 @@ def _uwsgi(venv: pathlib.Path, address: str, port: int, module: str, *extra: str
         "--need-app",
         "--http",
         f"{address}:{port}",
-        "--http-keepalive",
+        # Each response closes its connection. nova-scheduler's parent talks to Placement (and
+        # Keystone) before it forks its workers, which then share that kept-alive connection and
+        # read each other's responses (KeyError: 'allocation_requests', NoValidHost);
+        # docs/operations.md, "Scheduler workers and Placement".
+        "--add-header",
+        "Connection: close",
         "--module",
         module,
         "--virtualenv",

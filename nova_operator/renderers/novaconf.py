@@ -111,6 +111,7 @@ class ConfInputs:
     scheduler_workers: int = 2
     conductor_workers: int = 2
     db_pool_size: int = 1  # ``max_pool_size`` and ``max_overflow`` of both databases (``db_pools``)
+    conductor_db_pool: Mapping[str, str] = field(default_factory=dict)  # its overlay's ``[database]``
     extra_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
@@ -448,8 +449,8 @@ def metadata_conf() -> str:
     return render("metadata.conf.j2")
 
 
-def workers_conf(section: str, workers: int) -> str:
-    return render("workers.conf.j2", section=section, workers=int(workers))
+def workers_conf(section: str, workers: int, database: Mapping[str, str] | None = None) -> str:
+    return render("workers.conf.j2", section=section, workers=int(workers), database=dict(database or {}))
 
 
 def novncproxy_conf() -> str:
@@ -490,7 +491,7 @@ def _config_data(inputs: ConfInputs) -> dict[str, str]:
         "nova.conf": nova_conf(inputs),
         "metadata.conf": metadata_conf(),
         "scheduler.conf": workers_conf("scheduler", inputs.scheduler_workers),
-        "conductor.conf": workers_conf("conductor", inputs.conductor_workers),
+        "conductor.conf": workers_conf("conductor", inputs.conductor_workers, inputs.conductor_db_pool),
         "novncproxy.conf": novncproxy_conf(),
     }
     if inputs.log_format == "json":
@@ -547,6 +548,7 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         scheduler_workers=spec.scheduler.workers or 2,
         conductor_workers=spec.conductor.workers or 2,
         db_pool_size=db_pools.threads(nova),
+        conductor_db_pool=db_pools.conductor_pool_keys(nova),
         extra_config={s: dict(opts) for s, opts in (spec.extra_config or {}).items()},
     )
 

@@ -316,7 +316,7 @@ def test_mariadb_objects_in_creation_order_with_connection_limits(load_sample: L
     ]
     # sized from the rendered pools (test_db_pools.py), not the spec's 44 and 48 (docs/README.md)
     assert objects[1]["spec"]["maxUserConnections"] == mariadb.max_user_connections(nova, "api") == 52
-    assert objects[5]["spec"]["maxUserConnections"] == mariadb.max_user_connections(nova, "cell") == 160
+    assert objects[5]["spec"]["maxUserConnections"] == mariadb.max_user_connections(nova, "cell") == 1294
     cell0_db, cell0_grant = objects[4], objects[7]
     assert cell0_db["spec"]["name"] == "nova_cell0"
     assert cell0_grant["spec"]["username"] == "nova"

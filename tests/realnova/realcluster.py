@@ -137,6 +137,11 @@ class OpenStackClient:
             text = resp.read()
             return json.loads(text) if text else None
 
+    def fault(self, server_id: str) -> str:
+        """An ERROR server's fault: its code, message and the end of where nova raised it."""
+        fault = (self.server(server_id) or {}).get("fault") or {}
+        return f"{fault.get('code')} {fault.get('message')}: {str(fault.get('details', ''))[-2000:]}"
+
     def services(self) -> list[JSON]:
         return list(self.call("GET", "/os-services")["services"])
 

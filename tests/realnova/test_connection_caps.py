@@ -102,12 +102,6 @@ def _refusals_logged(root: pathlib.Path, since: dict[pathlib.Path, int]) -> dict
     return {k: v for k, v in found.items() if v}
 
 
-def _fault(client: OpenStackClient, server: str) -> str:
-    """An ERROR server's fault: its message, and where nova raised it."""
-    fault = client.call("GET", f"/servers/{server}")["server"].get("fault", {})
-    return f"{fault.get('code')} {fault.get('message')}: {fault.get('details', '')[-2000:]}"
-
-
 @pytest.fixture(scope="module")
 def cloud(minimal: SimHandle) -> Iterator[tuple[OpenStackClient, str, str]]:
     assert minimal.real is not None
@@ -165,7 +159,7 @@ def test_a_burst_of_200_api_calls_while_servers_build_stays_within_the_connectio
             return states if all(v in ("ACTIVE", "ERROR") for v in states.values()) else None
 
         states = wait_for(built, within=240, what="the servers built", handle=handle)
-        faults = {s: _fault(client, s) for s, state in states.items() if state == "ERROR"}
+        faults = {s: client.fault(s) for s, state in states.items() if state == "ERROR"}
         errors = _errors_logged(handle.workdir, logs) if faults else {}
     finally:
         sampler.stop.set()

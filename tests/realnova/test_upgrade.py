@@ -231,7 +231,9 @@ def site(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             lambda: set(s.servers_shown().values()) == {"ACTIVE"} or None,
             within=180,
             what="the servers ACTIVE at 2025.2",
-            detail=lambda: repr(s.servers_shown()),
+            detail=lambda: repr(
+                {k: v if v != "ERROR" else client.fault(k) for k, v in s.servers_shown().items()}
+            ),
         )
         s.seconds["boot"] = time.monotonic() - t0
         steady.start()

@@ -261,6 +261,8 @@ async def test_a_shorter_second_delete_or_a_force_delete_cuts_a_stop_in_progress
         "name": "deaf",
         "image": IMAGE,
         "command": ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"],
+        # the second delete comes during this hook, before the SIGTERM
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}},
     }
     spec = {"terminationGracePeriodSeconds": 120, "containers": [deaf]}
     names = ("shortened", "forced")
@@ -272,7 +274,7 @@ async def test_a_shorter_second_delete_or_a_force_delete_cuts_a_stop_in_progress
     pids = {name: [p.pid for p in kubelet.workers[uids[name]].procs.values()] for name in names}
     for name in names:
         await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
-    await asyncio.sleep(3)  # past the minimum grace: the first delete's SIGTERM was ignored
+    await asyncio.sleep(3)  # in the preStop hook of the first delete
     assert all(alive(pid) for name in names for pid in pids[name])
     loop = asyncio.get_running_loop()
     begun = loop.time()

@@ -409,8 +409,11 @@ class PodWorker:
             return float(deletion)
         return float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
 
-    async def _kill(self, c: JSON, proc: Process, grace: float) -> None:
-        """preStop, SIGTERM to the first process, SIGKILL when ``grace`` ran out."""
+    async def _kill(self, c: JSON, proc: Process, grace: float, regrace: asyncio.Event | None = None) -> None:
+        """preStop, SIGTERM to the first process, SIGKILL when ``grace`` ran out, or sooner when the
+        deletion's grace shrinks after ``regrace`` (the event current when ``grace`` was read: a
+        change during the preStop hook is not lost)."""
+        event = regrace or self._regraced
         started = time.monotonic()
         pre_stop = (c.get("lifecycle") or {}).get("preStop")
         if pre_stop and proc.returncode is None and grace > 0:
@@ -423,7 +426,7 @@ class PodWorker:
         deadline = time.monotonic() + remaining
         exited = asyncio.ensure_future(proc.wait())  # not cancelled on the way out (as the shield was)
         while True:
-            regraced = asyncio.ensure_future(self._regraced.wait())
+            regraced = asyncio.ensure_future(event.wait())
             timeout = max(deadline - time.monotonic(), 0.0)
             done, _ = await asyncio.wait({exited, regraced}, timeout=timeout, return_when="FIRST_COMPLETED")
             regraced.cancel()
@@ -433,6 +436,7 @@ class PodWorker:
                 proc.signal(signal.SIGKILL)
                 await proc.kill()
                 return
+            event = self._regraced  # the next change, taken before this one is read
             deadline = min(deadline, time.monotonic() + self._grace_left())
 
     def _grace_left(self) -> float:
@@ -442,12 +446,13 @@ class PodWorker:
 
     async def _terminate(self) -> None:
         self.terminating = True
+        regrace = self._regraced
         grace = 0.0 if self.removed else self._grace()
         containers = {c["name"]: c for c in self.pod["spec"].get("initContainers") or []}
         containers.update({c["name"]: c for c in self.pod["spec"]["containers"]})
 
         async def stop(name: str, proc: Process) -> None:
-            await self._kill(containers[name], proc, grace)
+            await self._kill(containers[name], proc, grace, regrace)
             rec = self.init.get(name) or self.main[name]
             code = proc.returncode if proc.returncode is not None else 137
             term: JSON = {

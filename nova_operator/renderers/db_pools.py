@@ -59,27 +59,24 @@ def pool_keys(nova: Nova) -> dict[str, str]:
     return {"max_pool_size": size, "max_overflow": size}
 
 
-def _extra(nova: Nova, section: str) -> dict[str, str]:
-    """What ``extraConfig`` sets of ``section``'s pool options (as oslo.config reads the names)."""
+def _extra(nova: Nova, section: str, options: tuple[str, ...] = POOL_OPTIONS) -> dict[str, str]:
+    """What ``extraConfig`` sets of ``section``'s ``options`` (as oslo.config reads the names)."""
     found: dict[str, str] = {}
-    for name, options in (nova.spec.extra_config or {}).items():
-        for key, value in options.items():
+    for name, given in (nova.spec.extra_config or {}).items():
+        for key, value in given.items():
             s, k = oslo_name(name, key)
-            if s == section and k in POOL_OPTIONS:
+            if s == section and k in options:
                 found[k] = str(value).strip()
     return found
 
 
 def executor_threads(nova: Nova) -> int:
     """``[DEFAULT] executor_thread_pool_size`` as the conductor reads it (``extraConfig`` or 64)."""
-    for name, options in (nova.spec.extra_config or {}).items():
-        for key, value in options.items():
-            if oslo_name(name, key) == ("DEFAULT", "executor_thread_pool_size"):
-                try:
-                    return max(int(str(value).strip()), 1)
-                except ValueError:
-                    return EXECUTOR_THREADS
-    return EXECUTOR_THREADS
+    value = _extra(nova, "DEFAULT", ("executor_thread_pool_size",)).get("executor_thread_pool_size")
+    try:
+        return max(int(value), 1) if value is not None else EXECUTOR_THREADS
+    except ValueError:
+        return EXECUTOR_THREADS
 
 
 def conductor_pool_keys(nova: Nova) -> dict[str, str]:

@@ -218,4 +218,4 @@ def _print_openstack(handle: SimHandle) -> None:
     print(f"compute API: {compute}")
     print(f"  export OS_CLIENT_CONFIG_FILE={clouds} OS_CLOUD=simcluster")
     print(f"  {cli} compute service list")
-    print(f"  {cli} server create --flavor <id> --image <id> --network none demo   (fake driver)")
+    print(f"  {cli} server create --flavor <id> --image <id> --nic none demo   (fake driver)")

@@ -101,11 +101,14 @@ class DerivedSecret:
     def __init__(self, kube: Kube, novas: Informer, secrets: Informer) -> None:
         self.kube, self.novas, self.secrets = kube, novas, secrets
         self.password = "old"
-        self.finished = 0
+        self.started = 0
+        self.finished = 0  # the highest ``started`` number among the passes that ended
         self.progress = asyncio.Event()
         self.controller: Controller | None = None
 
     async def reconcile(self, request: Request) -> Result:
+        self.started += 1
+        number = self.started
         try:
             nova = self.novas.cache.get(request.name, request.namespace)
             if nova is None:
@@ -132,8 +135,16 @@ class DerivedSecret:
             await ctx.ensure(desired, digest_key=b"digest-key-of-the-nova")  # as the Secrets step keys it
             return Result()
         finally:
-            self.finished += 1
+            self.finished = max(self.finished, number)
             self.progress.set()
+
+    async def a_pass(self, request: Request) -> None:
+        """Enqueues ``request`` and waits for a pass that began after it (not one already under way,
+        which read the state before the caller changed it)."""
+        begun = self.started
+        assert self.controller is not None
+        self.controller.enqueue(request)
+        await self.until(lambda: self.finished > begun)
 
     async def until(self, condition: Callable[[], bool], within: float = 20) -> None:
         async with asyncio.timeout(within):
@@ -183,9 +194,7 @@ async def test_a_key_added_during_a_secrets_watch_outage_is_dropped_once_the_wat
 
     outage.up.clear()  # the Secrets watch goes down
     reconciler.password = "new"  # a pass writes the Secret; its cache keeps showing the old one
-    done = reconciler.finished
-    reconciler.controller.enqueue(Request(namespace, "nova"))  # type: ignore[union-attr]
-    await reconciler.until(lambda: reconciler.finished > done)
+    await reconciler.a_pass(Request(namespace, "nova"))
     ours = await admin.get(SECRETS, "nova-derived", namespace)
     assert ours["data"] == {"password": b64("new")}
 
@@ -194,9 +203,7 @@ async def test_a_key_added_during_a_secrets_watch_outage_is_dropped_once_the_wat
         SECRETS, "nova-derived", {"data": {"extra": b64("user")}}, namespace, field_manager="kubectl-edit"
     )
     # a pass re-sends its apply from the lagging cache: nothing to do, answered with the user's version
-    done = reconciler.finished
-    reconciler.controller.enqueue(Request(namespace, "nova"))  # type: ignore[union-attr]
-    await reconciler.until(lambda: reconciler.finished > done)
+    await reconciler.a_pass(Request(namespace, "nova"))
     now = await admin.get(SECRETS, "nova-derived", namespace)
     assert now["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]  # a no-op
     assert cached() == before  # the cache still lags

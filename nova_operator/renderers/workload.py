@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from nova_operator import image_contract, naming
 from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ResourceRequirements
@@ -433,7 +433,24 @@ def _uwsgi_command(nova: Nova, component: Component) -> list[str]:
     # each worker loads nova itself (as upstream's and devstack's uWSGI configs do): nothing the
     # app opens at import (oslo.messaging transports, DB pools) is shared by forked workers
     command.append("--lazy-apps")
+    if _json_logging(nova):
+        command += _UWSGI_JSON_REQUEST_LOG
     return command
+
+
+# Under ``logging.format: json`` uWSGI's line per request (plain text by default, one for every probe
+# too) becomes a JSON record: its own request logger with the json encoder, which escapes the line
+# into ``message``. Only the request log: ``--log-encoder`` would also wrap nova's own records, which
+# reach uWSGI's log through the workers' stderr, into a string. uWSGI's start-up lines stay as they
+# are (docs/operations.md, "Logs").
+_UWSGI_JSON_REQUEST_LOG: Final = (
+    "--req-logger",
+    "stdio",
+    "--log-req-encoder",
+    'json {"name": "uwsgi.request", "levelname": "INFO", "message": "${msg}"}',
+    "--log-req-encoder",
+    "nl",
+)
 
 
 def _memory(nova: Nova, component: Component) -> str:

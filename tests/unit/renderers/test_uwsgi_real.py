@@ -10,6 +10,7 @@ a free loopback port: every other flag is passed as rendered. A missing venv or 
 from __future__ import annotations
 
 import http.client
+import json
 import signal
 import socket
 import subprocess
@@ -28,7 +29,10 @@ from nova_operator.renderers import workload
 REPO = Path(__file__).resolve().parents[3]
 INPUTS = workload.WorkloadInputs(config_map="nova-config-0123abcd", broker_port=5672)
 TINY_APP = """\
+import json, sys
 def application(environ, start_response):
+    sys.stderr.write(json.dumps({"name": "tinyapp", "message": environ["PATH_INFO"]}) + "\\n")
+    sys.stderr.flush()
     body = b"served " + environ["PATH_INFO"].encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
@@ -125,6 +129,40 @@ def test_the_rendered_uwsgi_command_serves_on_the_real_uwsgi(
     assert "unrecognized option" not in log.read_text(errors="replace")
     if component is Component.API:
         assert f"--http-keepalive={nova.spec.api.uwsgi.http_keep_alive_timeout}" in command
+
+
+@pytest.mark.parametrize("component", [Component.API, Component.METADATA], ids=str)
+def test_under_json_logging_uwsgis_request_lines_are_json_records_and_the_apps_stay_its_own(
+    component: Component, venvs: dict[str, Path], app_dir: Path, tmp_path: Path
+) -> None:
+    nova = _full_sample()
+    assert nova.spec.logging.format == "json"
+    command = workload.deployment(nova, component, INPUTS)["spec"]["template"]["spec"]["containers"][0][
+        "command"
+    ]
+    port = _free_port()
+    log = tmp_path / "uwsgi.log"
+    with _running(_runnable(command, _uwsgi(venvs, "2026.1"), app_dir, port), log) as proc:
+        _serve(proc, port, log)
+        for path in ('/three"quoted\\', "/four"):  # a quote and a backslash stay valid JSON
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path)
+            conn.getresponse().read()
+            conn.close()
+    records = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            records.append(json.loads(line))
+        else:  # no plain request line: uWSGI's own start and stop lines only
+            assert "=> generated" not in line, line
+    requests = [r for r in records if r.get("name") == "uwsgi.request"]
+    assert all(r["levelname"] == "INFO" for r in requests)
+    served = [r["message"] for r in requests]
+    for path in ("/one", "/two", '/three"quoted\\', "/four"):
+        assert any(f"GET {path} => generated" in m for m in served), (path, served)
+    # what the app writes to its stderr (nova's own JSON records) is not wrapped into uWSGI's
+    app = [r["message"] for r in records if r.get("name") == "tinyapp"]
+    assert app == ["/one", "/two", '/three"quoted\\', "/four"], records
 
 
 def test_the_real_uwsgi_refuses_the_flag_the_renderer_used_to_emit(

@@ -13,6 +13,7 @@ the uWSGI options it sets (``httpKeepAliveTimeout: 30``, which once crash-looped
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import pathlib
 import time
@@ -162,7 +163,7 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         # the Nova goes before the site's servers do, so no pod of it is left without them
         kube.delete(f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{NAMESPACE}/novas/{FULL}")
         wait_for(
-            lambda: not pods(handle, selector=f"app.kubernetes.io/instance={FULL}") or None,
+            lambda: _cut_short(handle) or None,
             within=300,  # the conductor's grace period is 240 s
             what="the full sample's pods gone after its deletion",
             handle=handle,
@@ -170,6 +171,26 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     finally:
         broker.stop()
         db.stop()
+
+
+def _cut_short(handle: SimHandle) -> bool:
+    """Whether the full sample's pods are gone; each one still stopping is deleted again with a
+    one-second grace, as ``kubectl delete --grace-period=1`` does. At 2026.1 the bus roles first
+    sleep [DEFAULT] manager_shutdown_timeout (160 s, the sample leaves it): a wait that tests
+    nothing here (docs/operations.md, "How long a pod takes to stop")."""
+    left = pods(handle, selector=f"app.kubernetes.io/instance={FULL}")
+    for pod in left:
+        if (
+            pod["metadata"].get("deletionTimestamp")
+            and pod["metadata"].get("deletionGracePeriodSeconds", 0) > 1
+        ):
+            with contextlib.suppress(KubeError):  # gone meanwhile
+                handle.cluster.kube.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
+                    {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1},
+                )
+    return not left
 
 
 def _all() -> dict[str, object]:

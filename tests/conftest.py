@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,6 +21,10 @@ from simcluster import ControlPlane, find_binaries
 from nova_operator import log
 
 _PLANE: ControlPlane | None = None
+# Seconds each tier (tests/<tier>/) took, from a test's setup to the end of its teardown, summed:
+# CI's log then says how long the real tier ran without a separate run (issue 23's budget for it).
+_TIER_SECONDS: dict[str, float] = {}
+_STARTED: dict[str, float] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,6 +32,30 @@ def pytest_configure(config: pytest.Config) -> None:
     # frame's locals (whole informer caches) on each logged error, blocking the event loop for
     # seconds and printing values no log line may carry.
     log.configure(fmt="console", level="info")
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _STARTED[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    started = _STARTED.pop(nodeid, None)
+    if started is not None:
+        tier = _tier(nodeid)
+        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + time.monotonic() - started
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _TIER_SECONDS:
+        return
+    terminalreporter.write_sep("=", "wall time per tier (setup to teardown, fixtures included)")
+    for tier, seconds in sorted(_TIER_SECONDS.items()):
+        terminalreporter.write_line(f"{tier}: {seconds:.1f} s ({seconds / 60:.1f} min)")
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ client certificate and the certificates a verifying client must refuse).
 
 from __future__ import annotations
 
-import os
 import pathlib
 from collections.abc import Iterator
 
@@ -26,14 +25,16 @@ from tests.realnova.realcluster import (
     NOVA,
     POOL,
     POOL_LABELS,
+    QUICK_SHUTDOWN,
+    RELEASE_UNDER_TEST,
     SAMPLES,
     UPGRADE_POOL_LABELS,
     full_sample_image,
     is_ready,
     not_ready_summary,
-    pool_on_fake_driver,
     sample_secret,
     start_operator,
+    tier_pool,
     wait_for,
 )
 
@@ -63,18 +64,6 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
         yield servers
     finally:
         servers.stop()
-
-
-# The release the tier's minimal Nova runs: 2026.1 in ``make test`` (issue 24: the day-one server
-# scenario at 2026.1, the release real-nova.md measured; the sample itself stays at 2025.2, the
-# upgrade's first release). ``make test-servers RELEASE=...`` runs the same Nova at another release.
-RELEASE_UNDER_TEST = os.environ.get("REALNOVA_RELEASE") or "2026.1"
-# From 2026.1 (nova 33) a stopping scheduler, conductor or compute first sleeps
-# ``[DEFAULT] manager_shutdown_timeout`` (160 s by default, then the RPC server's drain), heartbeat
-# and all, whatever it has in progress: every rollout's old pods would serve on for about three
-# minutes (the 200 s grace of the samples covers it). The tier's Nova says 0, as an operator who
-# prefers quick rollouts to that wait would: its pods stop after their RPC servers drain.
-QUICK_SHUTDOWN = {"DEFAULT": {"manager_shutdown_timeout": "0"}}
 
 
 def minimal_sample(workdir: pathlib.Path) -> pathlib.Path:
@@ -130,7 +119,7 @@ def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Sim
         SAMPLES / "secrets.yaml",
         REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
         minimal_sample(workdir),
-        pool_on_fake_driver(workdir),
+        tier_pool(workdir),
         namespace=NAMESPACE,
     )
     wait_for(

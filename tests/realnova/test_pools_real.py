@@ -40,7 +40,7 @@ from tests.realnova.realcluster import (
     is_ready,
     not_ready_summary,
     pods,
-    pool_on_fake_driver,
+    tier_pool,
     wait_for,
 )
 
@@ -190,7 +190,7 @@ def _gone(p: Pools, path: str) -> bool:
 
 def _pool_back(p: Pools) -> None:
     """``rack7`` as the ``minimal`` fixture applied it, Ready, with a service up on both nodes."""
-    p.handle.apply(pool_on_fake_driver(p.workdir), namespace=NAMESPACE)
+    p.handle.apply(tier_pool(p.workdir), namespace=NAMESPACE)
     wait_for(
         lambda: _pool_settled(p) or None,
         within=300,

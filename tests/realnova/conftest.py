@@ -12,7 +12,6 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
-import yaml
 from catalogs.generate import venv_dir
 from simcluster import SimHandle
 from simcluster.controlplane import REPO
@@ -25,8 +24,6 @@ from tests.realnova.realcluster import (
     NOVA,
     POOL,
     POOL_LABELS,
-    QUICK_SHUTDOWN,
-    RELEASE_UNDER_TEST,
     SAMPLES,
     UPGRADE_POOL_LABELS,
     full_sample_image,
@@ -34,6 +31,7 @@ from tests.realnova.realcluster import (
     not_ready_summary,
     sample_secret,
     start_operator,
+    tier_nova,
     tier_pool,
     wait_for,
 )
@@ -64,22 +62,6 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
         yield servers
     finally:
         servers.stop()
-
-
-def minimal_sample(workdir: pathlib.Path) -> pathlib.Path:
-    """The minimal sample at ``RELEASE_UNDER_TEST`` (its release and its image tag)."""
-    nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
-    if nova["spec"]["openStackRelease"] == RELEASE_UNDER_TEST:
-        return SAMPLES / "nova_minimal.yaml"
-    nova["spec"]["openStackRelease"] = RELEASE_UNDER_TEST
-    nova["spec"]["image"]["tag"] = RELEASE_UNDER_TEST
-    if RELEASE_UNDER_TEST >= "2026.1":
-        extra = nova["spec"].setdefault("extraConfig", {})
-        for section, options in QUICK_SHUTDOWN.items():
-            extra.setdefault(section, {}).update(options)
-    path = workdir / "nova_minimal.yaml"
-    path.write_text(yaml.safe_dump(nova, sort_keys=False))
-    return path
 
 
 # The real-Nova cluster: one per session (package scope), shared by every module of the tier.
@@ -118,7 +100,7 @@ def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Sim
     cluster.apply(
         SAMPLES / "secrets.yaml",
         REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
-        minimal_sample(workdir),
+        tier_nova(workdir),
         tier_pool(workdir),
         namespace=NAMESPACE,
     )

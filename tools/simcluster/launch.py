@@ -250,7 +250,8 @@ class SimHandle:
             proc.stop()
         self.stop_seconds["spawned processes"] = time.monotonic() - t0
         # The stand-in operators go before the teardown parts: the real tier's RabbitMQ and MariaDB
-        # stand-ins act on the backing servers, which a part stops (they logged a traceback a look).
+        # stand-ins act on the backing servers, which a part stops (stopped after it, they logged a traceback
+        # at every look at a server already gone).
         t0 = time.monotonic()
         if self.sidecar is not None:
             with contextlib.suppress(Exception):

@@ -112,17 +112,22 @@ def wait_rolled(
     handle: SimHandle, before: Mapping[str, set[str]], rolled: Iterable[str], *, within: float
 ) -> dict[str, set[str]]:
     """Until every Deployment in ``rolled`` (and the pool, with ``"pool"``) runs only pods that were
-    not there ``before``, as many as it wants, all Ready, and the Nova and the pool are Ready; the
-    others keep exactly their pods. The pod names then."""
+    not there ``before``, as many as it wants, all Ready, the old ones gone (not only terminating),
+    and the Nova and the pool are Ready; the others keep exactly their pods. The pod names then.
+
+    A terminating pod still serves until its process exits: a stopping nova-scheduler still takes
+    RPC calls, and after a bus password rotation it cannot answer them (its new connection for the
+    reply is refused), so a call made then times out (docs/operations.md, "Rotate a credential")."""
     kube = handle.cluster.kube
     rolled = set(rolled)
 
     def done() -> dict[str, set[str]] | None:
         now = pod_names(handle)
+        existing = {p["metadata"]["name"] for p in pods(handle)}
         for key, names in now.items():
             if key not in rolled:
                 continue
-            if not names or names & before[key] or not _pods_ready(handle, names):
+            if not names or before[key] & existing or not _pods_ready(handle, names):
                 return None
             if key != "pool":
                 d = kube.get(f"{APPS}/deployments/{key.split('/', 1)[1]}")

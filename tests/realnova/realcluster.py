@@ -62,6 +62,13 @@ def full_sample_image() -> str:
     return f"{image['repository']}@{image['digest']}"
 
 
+def _add_extra_config(obj: JSON, *blocks: dict[str, dict[str, str]]) -> None:
+    """Each block's options into ``spec.extraConfig`` of ``obj``, by section; none: left as it was."""
+    for block in blocks:
+        for section, options in block.items():
+            obj["spec"].setdefault("extraConfig", {}).setdefault(section, {}).update(options)
+
+
 def pool_on_fake_driver(
     workdir: pathlib.Path, extra: dict[str, dict[str, str]] | None = None
 ) -> pathlib.Path:
@@ -69,11 +76,7 @@ def pool_on_fake_driver(
     ``FAKE_COMPUTE_DRIVER``, whose nova-compute survives a restart of its pod; ``extra``: more of
     ``spec.extraConfig``, by section."""
     pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
-    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
-        FAKE_COMPUTE_DRIVER
-    )
-    for section, options in (extra or {}).items():
-        pool["spec"]["extraConfig"].setdefault(section, {}).update(options)
+    _add_extra_config(pool, {"DEFAULT": {"compute_driver": FAKE_COMPUTE_DRIVER}}, extra or {})
     path = workdir / "novacompute-fake-driver.yaml"
     path.write_text(yaml.safe_dump(pool, sort_keys=False))
     return path
@@ -90,9 +93,7 @@ def tier_nova(workdir: pathlib.Path) -> pathlib.Path:
     nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
     nova["spec"]["openStackRelease"] = RELEASE_UNDER_TEST
     nova["spec"]["image"]["tag"] = RELEASE_UNDER_TEST
-    extra = nova["spec"].setdefault("extraConfig", {})
-    for section, options in tier_extra_config().items():
-        extra.setdefault(section, {}).update(options)
+    _add_extra_config(nova, tier_extra_config())
     nova["spec"].setdefault("api", {}).setdefault("deployment", {}).update(API_ROLLOUT)
     path = workdir / "nova_minimal.yaml"
     path.write_text(yaml.safe_dump(nova, sort_keys=False))

@@ -15,9 +15,9 @@ admission, so ``Ready`` cannot stay True at a generation whose config was never 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from nova_operator import catalog, conditions, naming, releases
+from nova_operator import catalog, conditions, naming, releases, retention
 from nova_operator.kube.errors import KubeError
 from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from nova_operator.naming import Component
@@ -100,21 +100,11 @@ async def _fail(ctx: PassContext, message: str) -> Result:
     return Result()
 
 
-def _created(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
-
-
 async def _prune(ctx: PassContext, current: str) -> None:
     """Keep the current ConfigMap and the 3 newest historical ones this CR owns; delete the rest."""
     labels = {naming.CONFIG_BASE_LABEL: naming.config_base_label(ctx.name)}
-    historical = sorted(
-        (cm for cm in ctx.owned(CONFIGMAPS, labels) if cm["metadata"]["name"] != current),
-        key=_created,
-        reverse=True,
-    )
-    for cm in historical[KEEP_HISTORICAL:]:
-        await ctx.remove(CONFIGMAPS, cm["metadata"]["name"])
+    for name in retention.surplus(ctx.owned(CONFIGMAPS, labels), current, KEEP_HISTORICAL):
+        await ctx.remove(CONFIGMAPS, name)
 
 
 async def run(ctx: PassContext) -> Result:

@@ -421,6 +421,7 @@ def test_change_extra_config_rolls_workloads_and_prunes_config_maps(main: Scenar
     main.wait_ready()
     seen: list[str] = [config_volume(main.deployments()["nova"])]
     assert seen[0]
+    created = {seen[0]: main.kube.get(main.path(CONFIGMAPS, seen[0]))["metadata"]["creationTimestamp"]}
     for ratio in ("1.5", "2.5", "3.5", "4.5"):
         before = main.deployments()
         old_rs = {name: set(replicasets_of(main, d)) for name, d in before.items()}
@@ -445,13 +446,15 @@ def test_change_extra_config_rolls_workloads_and_prunes_config_maps(main: Scenar
         current = {config_volume(d) for d in now.values()}
         assert len(current) == 1, current  # all roles mount the same content-addressed ConfigMap
         cm = current.pop()
-        data = main.kube.get(main.path(CONFIGMAPS, cm))["data"]
-        assert any(f"cpu_allocation_ratio = {ratio}" in text for text in data.values())
+        config = main.kube.get(main.path(CONFIGMAPS, cm))
+        assert any(f"cpu_allocation_ratio = {ratio}" in text for text in config["data"].values())
+        created[cm] = config["metadata"]["creationTimestamp"]
         seen.append(cm)
         main.wait_ready(30, f"the Nova Ready with cpu_allocation_ratio={ratio}")
 
     assert len(set(seen)) == len(seen)
-    keep = {seen[-1], *seen[-4:-1]}  # the current one and the 3 newest historical
+    # the current one and the 3 newest historical (creationTimestamp, ties by name descending)
+    keep = {seen[-1], *sorted(seen[:-1], key=lambda name: (created[name], name), reverse=True)[:3]}
 
     def pruned() -> set[str] | None:
         names = {cm["metadata"]["name"] for cm in main.list(CONFIGMAPS, f"{CONFIG_BASE_LABEL}={NAME}-config")}

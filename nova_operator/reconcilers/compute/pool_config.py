@@ -17,7 +17,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, catalog, conditions, naming, releases, secret_config
+from nova_operator import apply, catalog, conditions, naming, releases, retention, secret_config
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -282,9 +282,6 @@ async def _prune(p: ComputePass, current: str) -> None:
         listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")
         items = listed.get("items") or []
     uid = p.cr["metadata"]["uid"]
-    others = [cm for cm in items if cm["metadata"]["name"] != current and owned_by(cm, uid)]
-    others.sort(
-        key=lambda cm: (cm["metadata"].get("creationTimestamp") or "", cm["metadata"]["name"]), reverse=True
-    )
-    for cm in others[p.settings.config_map_history :]:
-        await apply.delete_if_present(p.kube, CONFIGMAPS, cm["metadata"]["name"], p.namespace)
+    ours = [cm for cm in items if owned_by(cm, uid)]
+    for name in retention.surplus(ours, current, p.settings.config_map_history):
+        await apply.delete_if_present(p.kube, CONFIGMAPS, name, p.namespace)

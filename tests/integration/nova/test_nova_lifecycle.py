@@ -111,6 +111,7 @@ async def test_an_extra_config_change_rolls_the_workloads_and_old_config_maps_ar
     nova = await admin.create(NOVAS, nova_body(), ns)
     nova = await ready_at_generation(admin, ns, 1)
     seen = [config_map_of(await admin.get(DEPLOYMENTS, "nova-scheduler", ns))]
+    created = {seen[0]: (await admin.get(CONFIGMAPS, seen[0], ns))["metadata"]["creationTimestamp"]}
     for i in range(5):
         nova = await admin.get(NOVAS, "nova", ns)
         nova["spec"]["extraConfig"] = {"quota": {"instances": str(100 + i)}}
@@ -119,12 +120,17 @@ async def test_an_extra_config_change_rolls_the_workloads_and_old_config_maps_ar
         for name in ("nova", "nova-scheduler", "nova-conductor", "nova-metadata", "nova-novncproxy"):
             assert config_map_of(await admin.get(DEPLOYMENTS, name, ns)) not in seen
         current = config_map_of(await admin.get(DEPLOYMENTS, "nova-scheduler", ns))
-        assert f"instances = {100 + i}" in (await admin.get(CONFIGMAPS, current, ns))["data"]["nova.conf"]
+        config = await admin.get(CONFIGMAPS, current, ns)
+        assert f"instances = {100 + i}" in config["data"]["nova.conf"]
+        created[current] = config["metadata"]["creationTimestamp"]
         job = await admin.get(JOBS, "nova-db-sync", ns)
         assert config_map_of(job) == current  # the config change re-ran db-sync first
         seen.append(current)
     names = sorted(cm["metadata"]["name"] for cm in (await admin.list(CONFIGMAPS, ns))["items"])
-    assert names == sorted(seen[-4:])  # the current one plus the 3 newest historical
+    # the current one plus the 3 newest historical: creationTimestamp has whole seconds, and
+    # renders in the same second tie, broken by name descending (nova-crd.md §8.1)
+    newest = sorted(seen[:-1], key=lambda name: (created[name], name), reverse=True)[:3]
+    assert names == sorted([seen[-1], *newest])
     m = operator.metrics
     assert (
         sample_value(

@@ -145,7 +145,10 @@ async def run_workers(
     queue: KeyQueue[K], handle: Callable[[K], object], workers: int, stop: asyncio.Event
 ) -> None:
     """``workers`` tasks taking keys from ``queue`` and awaiting ``handle(key)``; an ApiError (a
-    conflict, a busy server) retries the key after a moment, anything else is logged and dropped."""
+    conflict, a busy server) retries the key after a moment, anything else is logged and retried
+    after a second: its traceback once, then one line per retry while the same error repeats (a
+    backing server stopped for a while)."""
+    failing: dict[K, str] = {}
 
     async def worker() -> None:
         while not stop.is_set():
@@ -154,13 +157,19 @@ async def run_workers(
                 result = handle(key)
                 if asyncio.iscoroutine(result):
                     await result
+                failing.pop(key, None)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
                 log.info("stand-in %s retried: %s", key, exc)
                 queue.add_later(key, 0.3)
-            except Exception:  # a stand-in must keep going; the log tells why
-                log.exception("stand-in %s failed", key)
+            except Exception as exc:  # a stand-in must keep going; the log tells why
+                what = f"{type(exc).__name__}: {exc}"
+                if failing.get(key) == what:
+                    log.warning("stand-in %s still failing: %s", key, what)
+                else:
+                    log.exception("stand-in %s failed", key)
+                failing[key] = what
                 queue.add_later(key, 1.0)
             finally:
                 queue.done(key)

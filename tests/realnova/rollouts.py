@@ -73,39 +73,38 @@ def annotations_changed(before: Mapping[str, JSON], after: Mapping[str, JSON], k
     return {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
 
 
-def live_pods(handle: SimHandle, component: str) -> set[str]:
-    selector = f"app.kubernetes.io/instance={NOVA},app.kubernetes.io/component={component}"
+def _live(items: Iterable[JSON], component: str) -> set[str]:
     return {
         p["metadata"]["name"]
-        for p in pods(handle, selector=selector)
+        for p in items
         if not p["metadata"].get("deletionTimestamp")
+        and (p["metadata"].get("labels") or {}).get("app.kubernetes.io/instance") == NOVA
+        and (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == component
     }
 
 
-def pool_pods(handle: SimHandle) -> set[str]:
-    return {
+def live_pods(handle: SimHandle, component: str) -> set[str]:
+    return _live(pods(handle, selector=f"app.kubernetes.io/instance={NOVA}"), component)
+
+
+def _names(items: list[JSON]) -> dict[str, set[str]]:
+    names = {key: _live(items, component) for key, component in DEPLOYMENTS.items()}
+    pool = f"{POOL}-nova-compute-"
+    names["pool"] = {
         p["metadata"]["name"]
-        for p in pods(handle)
-        if p["metadata"]["name"].startswith(f"{POOL}-nova-compute-")
-        and not p["metadata"].get("deletionTimestamp")
+        for p in items
+        if p["metadata"]["name"].startswith(pool) and not p["metadata"].get("deletionTimestamp")
     }
+    return names
 
 
 def pod_names(handle: SimHandle) -> dict[str, set[str]]:
     """The live pods of each Deployment and of the pool, by workload key."""
-    names = {key: live_pods(handle, component) for key, component in DEPLOYMENTS.items()}
-    names["pool"] = pool_pods(handle)
-    return names
+    return _names(pods(handle))
 
 
-def _pods_ready(handle: SimHandle, names: Iterable[str]) -> bool:
-    wanted = set(names)
-    for p in pods(handle):
-        if p["metadata"]["name"] in wanted and not any(
-            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []
-        ):
-            return False
-    return True
+def _ready(pod: JSON) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
 
 
 def wait_rolled(
@@ -122,12 +121,13 @@ def wait_rolled(
     rolled = set(rolled)
 
     def done() -> dict[str, set[str]] | None:
-        now = pod_names(handle)
-        existing = {p["metadata"]["name"] for p in pods(handle)}
+        items = pods(handle)  # one list per look: the names, what still exists, and readiness
+        now = _names(items)
+        existing = {p["metadata"]["name"]: p for p in items}
         for key, names in now.items():
             if key not in rolled:
                 continue
-            if not names or before[key] & existing or not _pods_ready(handle, names):
+            if not names or before[key] & set(existing) or not all(_ready(existing[n]) for n in names):
                 return None
             if key != "pool":
                 d = kube.get(f"{APPS}/deployments/{key.split('/', 1)[1]}")

@@ -373,7 +373,7 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
     kube = day.handle.cluster.kube
     old = _shared_secret(day.handle)
     before = {p["metadata"]["name"] for p in pods(day.handle, selector=METADATA_SELECTOR)}
-    computes_before = _pool_pods(day.handle)
+    computes_before = pod_names(day.handle)["pool"]
     templates_before, pods_before = templates(day.handle), pod_names(day.handle)
     held = {rp: a["resources"] for rp, a in day.allocations().items()}
     rotated = "rotated-" + secrets.token_urlsafe(12)
@@ -412,7 +412,7 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
     # the compute contract carries the secret too, and its hash rolls the pool: nova-compute comes back
     # on both nodes as the same host and resource provider (its node identity is on the node)
     def pool_rolled() -> set[str] | None:
-        now = _pool_pods(day.handle)
+        now = pod_names(day.handle)["pool"]
         fresh = len(now) == len(computes_before) and not now & computes_before
         return now if fresh and is_ready(day.handle, "novacomputes", POOL) else None
 
@@ -442,15 +442,6 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
         f"day one, scenario 5: metadata pods {sorted(before)} -> {sorted(after)}, pool pods "
         f"{sorted(computes_before)} -> {sorted(computes_after)}; seconds {day.seconds}"
     )
-
-
-def _pool_pods(handle: SimHandle) -> set[str]:
-    return {
-        p["metadata"]["name"]
-        for p in pods(handle)
-        if p["metadata"]["name"].startswith(f"{POOL}-nova-compute-")
-        and not p["metadata"].get("deletionTimestamp")
-    }
 
 
 # -- scenario 2, end: delete -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def _newest_first_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
 
@@ -20,7 +20,7 @@ def surplus(items: Iterable[Mapping[str, Any]], current: str, keep: int) -> list
     """The names to delete: every item but ``current`` and the ``keep`` newest others."""
     others = sorted(
         (cm for cm in items if (cm.get("metadata") or {}).get("name") != current),
-        key=_newest_first_key,
+        key=_creation_order,
         reverse=True,
     )
     return [str(cm["metadata"]["name"]) for cm in others[keep:]]

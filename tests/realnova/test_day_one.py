@@ -373,8 +373,8 @@ def test_rotating_the_shared_secret_rolls_metadata_and_the_pool_and_only_the_new
     kube = day.handle.cluster.kube
     old = _shared_secret(day.handle)
     before = {p["metadata"]["name"] for p in pods(day.handle, selector=METADATA_SELECTOR)}
-    computes_before = pod_names(day.handle)["pool"]
     templates_before, pods_before = templates(day.handle), pod_names(day.handle)
+    computes_before = pods_before["pool"]
     held = {rp: a["resources"] for rp, a in day.allocations().items()}
     rotated = "rotated-" + secrets.token_urlsafe(12)
     t0 = time.monotonic()

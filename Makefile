@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-real
+.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -96,6 +96,9 @@ bench: venv  ## the floor, then N Novas (N=10 default; N=1, 10, 100): headline r
 
 bench-floor: venv  ## the same children for N Novas created by a plain client, no operator: what the cluster alone needs
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench floor --novas $(N) --out bench-floor-$(N).json
+
+bench-writes: venv  ## API-server CPU per write on a bare control plane: a Nova's (with and without its CEL rules), a ConfigMap's
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench writes --out bench-writes.json
 
 bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json

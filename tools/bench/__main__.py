@@ -1,4 +1,4 @@
-"""``python -m bench run|floor|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN).
+"""``python -m bench run|floor|writes|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN).
 
 ``run`` measures the operator against the floor (``floor``: the same children created by a plain
 client) taken on the same machine just before it, unless ``--floor FILE`` names a floor run to use
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench import report
+from bench import report, writes
 from bench.floor import FloorOptions, floor
 from bench.run import Options, run
 
@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--workdir", type=pathlib.Path, help="cluster directory (default: a temp dir)")
     f.add_argument("--timeout", type=float, default=600.0, help="give up waiting after (s)")
     f.add_argument("--apply", action="store_true", help="server-side apply, as the operator sends them")
+    w = sub.add_parser(
+        "writes", help="API-server CPU per write: a Nova's (with and without CEL), a ConfigMap's"
+    )
+    w.add_argument("--count", type=int, default=300, help="writes of each sort (default 300)")
+    w.add_argument("--novas", "-n", type=int, default=100, help="Novas the budget line is for (default 100)")
+    w.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-writes.json"))
     c = sub.add_parser("compare", help="two runs' JSON side by side")
     c.add_argument("a", type=pathlib.Path)
     c.add_argument("b", type=pathlib.Path)
@@ -108,6 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             FloorOptions(novas=args.novas, workdir=args.workdir, timeout=args.timeout, apply=args.apply), out
         )
         return 0 if found["finished"] else 1
+    if args.command == "writes":
+        if args.count < 1:
+            parser.error("--count must be at least 1")
+        measured = writes.writes(writes.WritesOptions(count=args.count, novas=args.novas))
+        args.out.write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+        print(writes.table(measured))
+        print(f"written: {args.out}")
+        return 0
     if args.command == "compare":
         a, b = json.loads(args.a.read_text()), json.loads(args.b.read_text())
         print(report.compare(a, b, (args.a.stem, args.b.stem)))

@@ -168,7 +168,7 @@ class SimCluster:
 
     def processes(self) -> dict[str, int]:
         """Name -> pid of every running child process."""
-        return {p.name: p.popen.pid for p in self.control_plane._procs if p.popen.poll() is None}
+        return self.control_plane.processes()
 
     # -- nodes -----------------------------------------------------------------------------
 

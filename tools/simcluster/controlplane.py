@@ -233,6 +233,10 @@ class ControlPlane:
 
     # -- access ----------------------------------------------------------------------------
 
+    def processes(self) -> dict[str, int]:
+        """Name -> pid of every process it started that still runs."""
+        return {p.name: p.popen.pid for p in self._procs if p.popen.poll() is None}
+
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"

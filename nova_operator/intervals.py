@@ -59,6 +59,7 @@ SERVICE_RECORDS_RETRY_MAX: Final = 600.0
 """The longest wait between two failed looks at the service records (an unreachable compute API)."""
 
 # A pass that only reports progress holds its status write this long (``reconcilers.status_hold``),
-# and at most STATUS_HOLD_LONGEST while the Nova's next pass, which supersedes it, is already due.
+# and at most STATUS_HOLD_LONGEST while the Nova's next pass, which supersedes it, is already due;
+# then that pass, if still queued, goes next and has STATUS_HOLD more to begin (``runtime.held``).
 STATUS_HOLD: Final = 1.0
 STATUS_HOLD_LONGEST: Final = 10.0

@@ -604,6 +604,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
                 hold=opts.status_hold,
                 longest=intervals.STATUS_HOLD_LONGEST,
                 due=ctl.queue.due,
+                expedite=ctl.queue.expedite,
                 failed=ctl.enqueue,
             )
             ctl.on_stop(reconciler.held.close)  # no report of a controller that stopped (or lost the lease)

@@ -9,6 +9,10 @@ report need never be sent. When the pass ends its write is handed here instead o
 - otherwise the write is sent ``hold`` seconds after the pass, or, while work for the key is
   already due (``due(key)``: its next pass is coming), when that pass has not begun ``longest``
   seconds after; a failed send wakes the key (``failed``), so its next pass writes again.
+- at ``longest``, a pass still waiting in the queue is moved to its head (``expedite(key)``) and
+  given ``hold`` seconds more to begin: under load the held report is stale by then (the cache
+  already shows what the pass will report), and the pass reports the truth for the write the
+  stale report would have cost. Only when it does not begin in that time is the write sent.
 
 So a wait that lasts more than ``hold`` seconds is reported, and a wait shorter than that which is
 followed at once by the next stage is reported by that stage's write only.
@@ -37,6 +41,7 @@ class _Held:
     write: Write
     since: float
     timer: Timer
+    expedited: bool = False
 
 
 class HeldWrites(Generic[K]):
@@ -46,12 +51,14 @@ class HeldWrites(Generic[K]):
         hold: float,
         longest: float,
         due: Callable[[K], bool] = lambda _key: False,
+        expedite: Callable[[K], bool] = lambda _key: False,
         failed: Callable[[K], None] = lambda _key: None,
         clock: Clock | None = None,
     ) -> None:
         self.hold_seconds = hold
         self.longest = max(hold, longest)
         self._due = due
+        self._expedite = expedite
         self._failed = failed
         self._clock: Clock = clock if clock is not None else LoopClock()
         self._held: dict[K, _Held] = {}
@@ -104,6 +111,10 @@ class HeldWrites(Generic[K]):
             waited = self._clock.now() - held.since
             if self._due(key) and waited < self.longest:  # its next pass is coming: let it report
                 held.timer = self._clock.call_later(min(self.hold_seconds, self.longest - waited), fire)
+                return
+            if not held.expedited and self._due(key) and self._expedite(key):  # overdue: it goes next
+                held.expedited = True
+                held.timer = self._clock.call_later(self.hold_seconds, fire)
                 return
             del self._held[key]
             self._sending[key] = asyncio.get_running_loop().create_task(self._send(key, held.write))

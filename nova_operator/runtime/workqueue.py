@@ -18,6 +18,8 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
 - Fair shares: the event lane is first in, first out and holds a key at most once, so a key added
   (a new CR's first event) waits for at most one pass of each key that was waiting before it; a key
   handed out and added again goes to the back, behind every key that was waiting meanwhile.
+- ``expedite`` moves a key waiting in the event lane to its head: the one exception to the fair
+  shares, for a key whose pass is overdue (a status report held for that pass, ``runtime.held``).
 - ``shutdown`` stops handing out work (``get`` raises ``ShutDown``) and drops parked
   keys; ``drain`` waits until every held key is ``done``.
 
@@ -138,6 +140,19 @@ class WorkQueue(Generic[T]):
 
     def num_requeues(self, item: T) -> int:
         return self._limiter.num_requeues(item)
+
+    def expedite(self, item: T) -> bool:
+        """Move ``item``, waiting in the event lane, to its head, so the next free worker takes it.
+        False when it is not waiting there: nothing due, its pass running, or its work parked until
+        its time (a pass that must see its own write waits for it even so)."""
+        if self._shutting_down or item in self._processing or item not in self._urgent:
+            return False
+        try:
+            self._queue.remove(item)
+        except ValueError:  # not in the lane after all: leave the order alone
+            return False
+        self._queue.appendleft(item)
+        return True
 
     # -- processing --------------------------------------------------------------------------
 

@@ -84,6 +84,70 @@ async def test_while_the_next_pass_is_due_the_write_waits_for_it_up_to_the_longe
     assert writes.sent == ["still waiting"]  # no pass began in time: reported after all
 
 
+async def test_at_the_longest_a_pass_still_queued_goes_next_and_its_report_replaces_the_held_one() -> None:
+    """Under load the pass that would supersede the held report waits behind other keys' passes.
+    At ``longest`` it is moved to the head of the queue: the next free worker takes it, and the
+    stale report is never sent."""
+    clock, writes = FakeClock(), Writes()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    held: HeldWrites[str] = HeldWrites(
+        hold=1.0, longest=3.0, due=queue.due, expedite=queue.expedite, clock=clock
+    )
+    for key in ("x", "y", KEY, "z"):
+        queue.add(key)  # KEY's next pass is due, behind two other keys' passes
+    held.hold(KEY, writes.write("routes not accepted yet"))
+    clock.advance(2.9)
+    await settle()
+    assert await queue.get() == "x"  # a worker takes the head as usual meanwhile
+    clock.advance(0.1)
+    await settle()
+    assert writes.sent == []
+    assert await queue.get() == KEY  # the next free worker takes the overdue pass
+    assert await held.take(KEY) is True  # which drops the stale report
+    clock.advance(5.0)
+    await settle()
+    assert writes.sent == []
+    assert [await queue.get() for _ in range(2)] == ["y", "z"]
+
+
+async def test_an_expedited_pass_that_does_not_begin_within_the_hold_leaves_the_report_sent() -> None:
+    clock, writes = FakeClock(), Writes()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    expedited: list[str] = []
+
+    def expedite(key: str) -> bool:
+        expedited.append(key)
+        return queue.expedite(key)
+
+    held: HeldWrites[str] = HeldWrites(hold=1.0, longest=3.0, due=queue.due, expedite=expedite, clock=clock)
+    queue.add(KEY)
+    held.hold(KEY, writes.write("waiting"))
+    clock.advance(3.0)
+    await settle()
+    assert expedited == [KEY]
+    assert writes.sent == []
+    clock.advance(0.99)
+    await settle()
+    assert writes.sent == []
+    clock.advance(0.02)  # every worker still busy: reported after all, and moved up only once
+    await settle()
+    assert writes.sent == ["waiting"]
+    assert expedited == [KEY]
+
+
+async def test_a_held_write_whose_next_pass_is_only_parked_is_sent_at_the_longest() -> None:
+    clock, writes = FakeClock(), Writes()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    held: HeldWrites[str] = HeldWrites(
+        hold=1.0, longest=3.0, due=queue.due, expedite=queue.expedite, clock=clock
+    )
+    queue.add_after(KEY, 10.0, prompt=True)  # due, but not before its time: nothing to move up
+    held.hold(KEY, writes.write("waiting"))
+    clock.advance(3.0)
+    await settle()
+    assert writes.sent == ["waiting"]
+
+
 async def test_a_pass_beginning_while_the_write_is_sent_waits_for_it() -> None:
     clock, writes = FakeClock(), Writes()
     writes.release = asyncio.Event()

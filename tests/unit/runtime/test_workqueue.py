@@ -319,3 +319,29 @@ async def test_a_new_key_waits_for_at_most_one_pass_of_each_key_waiting_before_i
             q.add(key)  # an event during its pass: one more pass, after the others
         q.done(key)
     assert order == ["a", "b", "c", "new"]
+
+
+async def test_expedite_moves_a_key_waiting_in_the_event_lane_to_its_head() -> None:
+    q = make()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    assert q.expedite("c") is True
+    assert q.expedite("c") is True  # already at the head: stays there
+    assert len(q) == 3  # moved, not added
+    assert [await get_now(q) for _ in range(3)] == ["c", "a", "b"]
+
+
+async def test_expedite_leaves_alone_what_is_not_waiting_in_the_event_lane() -> None:
+    clock = FakeClock()
+    q = make(clock)
+    q.add("running")
+    assert await get_now(q) == "running"
+    q.add("running")  # an event during its pass: due, but its pass runs
+    q.add_after("poll", 0.0)  # a poll: the timer lane
+    q.add_after("parked", 1.0, prompt=True)  # a pass that must see its write first
+    q.add("event")
+    assert [q.expedite(k) for k in ("running", "poll", "parked", "unknown")] == [False] * 4
+    q.done("running")
+    assert [await get_now(q) for _ in range(3)] == ["event", "running", "poll"]
+    clock.advance(1.0)
+    assert await get_now(q) == "parked"  # at its time, not before

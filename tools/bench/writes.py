@@ -17,17 +17,16 @@ The API server's idle rate, measured first, is taken out of every figure.
 
 from __future__ import annotations
 
-import http.client
-import json
+import asyncio
 import pathlib
-import ssl
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from simcluster.asynckube import AsyncKube
 from simcluster.controlplane import REPO, ControlPlane, find_binaries
 from simcluster.kube import Kube
 
@@ -36,7 +35,6 @@ from bench import proc
 NOVA_PATH = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas"
 CONFIGMAP_PATH = "/api/v1/namespaces/{ns}/configmaps"
 NAMESPACE = "bench-writes"
-MERGE = "application/merge-patch+json"
 # The Nova writes issue 27's budget allows per Nova: sort -> how many
 BUDGET: dict[str, int] = {"nova create": 1, "nova patch": 2, "nova status patch": 3}
 
@@ -79,33 +77,7 @@ def budget_seconds(per_write_ms: dict[str, float], novas: int) -> float:
     return sum(per_write_ms[sort] * n for sort, n in BUDGET.items()) * novas / 1000.0
 
 
-class _Connection:
-    """One kept-alive HTTPS connection to the API server (what the operator's client holds)."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # the test CA is the control plane's own, on loopback
-        self._conn = http.client.HTTPSConnection("127.0.0.1", plane.api_port, context=context)
-        self._token = plane.admin_token
-
-    def send(self, method: str, path: str, body: Any, content_type: str = "application/json") -> Any:
-        headers = {"Authorization": f"Bearer {self._token}", "Content-Type": content_type}
-        self._conn.request(method, path, body=json.dumps(body), headers=headers)
-        response = self._conn.getresponse()
-        data = response.read()
-        if response.status >= 300:
-            raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
-        return json.loads(data)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def _nova(index: int) -> dict[str, Any]:
-    sample = yaml.safe_load((REPO / "config" / "samples" / "nova_minimal.yaml").read_text())
-    sample["metadata"] = {"name": f"nova-{index:04d}", "namespace": NAMESPACE}
-    return dict(sample)
+Write = Callable[[int], Awaitable[object]]
 
 
 def _condition(reason: str) -> dict[str, Any]:
@@ -126,28 +98,32 @@ def _condition(reason: str) -> dict[str, Any]:
     }
 
 
-def _nova_writes(conn: _Connection, count: int, prefix: int) -> dict[str, Callable[[int], object]]:
+def _nova_writes(kube: AsyncKube, prefix: int) -> dict[str, Write]:
+    """Nova ``prefix + i``, made from the minimal sample (read once), and its two patches."""
     base = NOVA_PATH.format(ns=NAMESPACE)
+    sample = yaml.safe_load((REPO / "config" / "samples" / "nova_minimal.yaml").read_text())
 
     def name(i: int) -> str:
         return f"nova-{prefix + i:04d}"
 
+    def nova(i: int) -> dict[str, Any]:
+        return {**sample, "metadata": {"name": name(i), "namespace": NAMESPACE}}
+
     return {
-        "nova create": lambda i: conn.send("POST", base, _nova(prefix + i)),
-        "nova patch": lambda i: conn.send(
-            "PATCH", f"{base}/{name(i)}", {"metadata": {"annotations": {"bench/claim": str(i)}}}, MERGE
+        "nova create": lambda i: kube.create(base, nova(i)),
+        "nova patch": lambda i: kube.merge_patch(
+            f"{base}/{name(i)}", {"metadata": {"annotations": {"bench/claim": str(i)}}}
         ),
-        "nova status patch": lambda i: conn.send(
-            "PATCH", f"{base}/{name(i)}/status", _condition(f"Waiting{i % 7}"), MERGE
+        "nova status patch": lambda i: kube.merge_patch(
+            f"{base}/{name(i)}/status", _condition(f"Waiting{i % 7}")
         ),
     }
 
 
-def _configmap_writes(conn: _Connection) -> dict[str, Callable[[int], object]]:
+def _configmap_writes(kube: AsyncKube) -> dict[str, Write]:
     base = CONFIGMAP_PATH.format(ns=NAMESPACE)
     return {
-        "configmap create": lambda i: conn.send(
-            "POST",
+        "configmap create": lambda i: kube.create(
             base,
             {
                 "apiVersion": "v1",
@@ -156,20 +132,35 @@ def _configmap_writes(conn: _Connection) -> dict[str, Callable[[int], object]]:
                 "data": {"nova.conf": "x" * 4000},
             },
         ),
-        "configmap patch": lambda i: conn.send(
-            "PATCH", f"{base}/cm-{i:04d}", {"metadata": {"annotations": {"bench/claim": str(i)}}}, MERGE
+        "configmap patch": lambda i: kube.merge_patch(
+            f"{base}/cm-{i:04d}", {"metadata": {"annotations": {"bench/claim": str(i)}}}
         ),
     }
 
 
-def _measure(pid: int, idle_rate: float, count: int, write: Callable[[int], object]) -> float:
-    """Milliseconds of API-server CPU per write, its idle rate taken out."""
+async def _measure(pid: int, idle_rate: float, count: int, write: Write) -> float:
+    """Milliseconds of API-server CPU per write (one at a time), its idle rate taken out."""
     cpu0, t0 = proc.cpu_seconds(pid), time.monotonic()
     for i in range(count):
-        write(i)
-    time.sleep(0.5)  # the watch cache's and etcd's share of the last writes
+        await write(i)
+    await asyncio.sleep(0.5)  # the watch cache's and etcd's share of the last writes
     spent = proc.cpu_seconds(pid) - cpu0 - idle_rate * (time.monotonic() - t0)
     return max(spent, 0.0) * 1000.0 / count
+
+
+async def _per_write(
+    plane: ControlPlane, kube: Kube, crd: dict[str, Any], pid: int, idle_rate: float, count: int
+) -> dict[str, float]:
+    """Each sort's cost; then the CRD without its CEL rules and the Nova writes again."""
+    per_write: dict[str, float] = {}
+    async with AsyncKube(plane.server, plane.admin_token, plane.ca_file) as client:  # one kept-alive session
+        for sort, write in {**_nova_writes(client, 0), **_configmap_writes(client)}.items():
+            per_write[sort] = round(await _measure(pid, idle_rate, count, write), 2)
+        kube.apply(without_cel(crd))
+        await asyncio.sleep(3.0)  # the handler rebuilt without the rules
+        for sort, write in _nova_writes(client, count).items():
+            per_write[f"{sort}, no CEL"] = round(await _measure(pid, idle_rate, count, write), 2)
+    return per_write
 
 
 def writes(opts: WritesOptions) -> dict[str, Any]:
@@ -186,18 +177,7 @@ def writes(opts: WritesOptions) -> dict[str, Any]:
         cpu0 = proc.cpu_seconds(pid)
         time.sleep(5.0)
         idle_rate = (proc.cpu_seconds(pid) - cpu0) / 5.0
-        conn = _Connection(plane)
-        try:
-            per_write: dict[str, float] = {}
-            sorts = {**_nova_writes(conn, opts.count, 0), **_configmap_writes(conn)}
-            for sort, write in sorts.items():
-                per_write[sort] = round(_measure(pid, idle_rate, opts.count, write), 2)
-            kube.apply(without_cel(crd))
-            time.sleep(3.0)  # the handler rebuilt without the rules
-            for sort, write in _nova_writes(conn, opts.count, opts.count).items():
-                per_write[f"{sort}, no CEL"] = round(_measure(pid, idle_rate, opts.count, write), 2)
-        finally:
-            conn.close()
+        per_write = asyncio.run(_per_write(plane, kube, crd, pid, idle_rate, opts.count))
         return {
             "count": opts.count,
             "novas": opts.novas,

@@ -218,4 +218,8 @@ def _print_openstack(handle: SimHandle) -> None:
     print(f"compute API: {compute}")
     print(f"  export OS_CLIENT_CONFIG_FILE={clouds} OS_CLOUD=simcluster")
     print(f"  {cli} compute service list")
-    print(f"  {cli} server create --flavor <id> --image <id> --nic none demo   (fake driver)")
+    # The cloud starts with no flavor and no image: the three commands that boot a server on it.
+    print(f"  {cli} flavor create --ram 512 --disk 1 --vcpus 1 m1.tiny")
+    print(f"  head -c 1048576 /dev/zero > /tmp/demo.raw && {cli} image create --disk-format raw \\")
+    print("      --container-format bare --file /tmp/demo.raw demo-image")
+    print(f"  {cli} server create --flavor m1.tiny --image demo-image --nic none --wait demo   (fake driver)")

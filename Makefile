@@ -55,12 +55,12 @@ fmt: venv  ## format and autofix
 	$(PY) -m ruff check --fix nova_operator tests tools
 
 manifests: venv  ## regenerate config/ (CRDs, RBAC, kustomize install), the Helm chart and the generated docs/ pages from the code
-	$(PY) -m nova_operator.manifests write config charts/nova-operator
+	$(PY) -m nova_operator.install.manifests write config charts/nova-operator
 	$(PY) -m nova_operator.install.reference write docs/monitoring.md
 	$(PY) -m nova_operator.install.docs write docs
 
 verify-manifests: venv  ## fail when config/, charts/nova-operator/ or a generated docs/ page is stale
-	$(PY) -m nova_operator.manifests verify config charts/nova-operator
+	$(PY) -m nova_operator.install.manifests verify config charts/nova-operator
 	$(PY) -m nova_operator.install.reference verify docs/monitoring.md
 	$(PY) -m nova_operator.install.docs verify docs
 

@@ -85,9 +85,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from nova_operator.digests import keyed_digest
-from nova_operator.kube.client import Kube, Object
+from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import ResourceRef, ref_for
+from nova_operator.kube.types import Object
 from nova_operator.runtime.cache import object_version
 
 FIELD_MANAGER = "nova-operator"

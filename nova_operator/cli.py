@@ -20,12 +20,12 @@ from typing import NoReturn, TypeVar
 import structlog
 
 from nova_operator import __version__, log
-from nova_operator.health import parse_address
 from nova_operator.kube.client import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
-from nova_operator.leaderelection import LeaderElectionLost
-from nova_operator.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
 from nova_operator.rlimits import raise_open_files_limit
+from nova_operator.runtime.health import parse_address
+from nova_operator.runtime.leaderelection import LeaderElectionLost
+from nova_operator.runtime.manager import CacheSyncTimeout, ControllerFactory, ControllerStopped
 from nova_operator.secret_refs import parse_policy
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None, controllers: Sequence[ControllerFact
 
 def _run(settings: Settings, controllers: Sequence[ControllerFactory] | None) -> int:
     from nova_operator import controllers as registry
-    from nova_operator.manager import run
+    from nova_operator.runtime.manager import run
 
     factories = list(controllers) if controllers is not None else registry.factories(settings)
     files_before, files = raise_open_files_limit()

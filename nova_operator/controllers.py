@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nova_operator.manager import AsyncControllerFactory, ControllerFactory, Manager
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with as novacompute_factory
-from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import make_controller_factory, probe_namespaces, probe_options
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import make_controller_factory, probe_namespaces, probe_options
 from nova_operator.runtime import Controller
+from nova_operator.runtime.manager import AsyncControllerFactory, ControllerFactory, Manager
 from nova_operator.settings import Settings
 
 

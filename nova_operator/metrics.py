@@ -21,15 +21,9 @@ Names:
   ``nova_operator_informer_relists_total{resource}``,
   ``nova_operator_informer_watch_restarts_total{resource,reason}``
 - leader election: ``nova_operator_leader_election_master_status{name}``
-- steps (reconciler spec §14.1): ``nova_operator_reconcile_duration_seconds{sub_reconciler}``,
-  ``nova_operator_reconcile_errors_total{sub_reconciler,condition_type}``
-- per-CR Jobs (reconciler spec §14.2): ``nova_operator_db_sync_total{nova,namespace,result}``,
-  ``nova_operator_db_sync_duration_seconds{nova,namespace}``, ``nova_operator_db_archive_total``,
-  ``nova_operator_db_archive_duration_seconds``, ``nova_operator_nova_ready{nova,namespace}``
-  (1 while the Nova's Ready condition is True, else 0),
-  ``nova_operator_stale_services_deleted_total{nova,namespace,binary}`` (beyond the spec: service
-  records of gone pods the ServiceRecords step deleted); all deleted with ``forget_nova`` on
-  finalizer release
+
+The step and per-Nova families are ``nova_operator.reconcilers.metrics.NovaMetrics``, on the same
+registry.
 
 The controller-runtime and client-go names (``controller_runtime_*``, ``workqueue_*``,
 ``leader_election_master_status``, ``rest_client_*``) are derived from these at scrape time by
@@ -54,14 +48,10 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 
 from nova_operator.metrics_standard import StandardNames
-from nova_operator.naming import SERVICE_BINARIES
 
 RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
 WRITE_VERBS = frozenset({"create", "update", "apply", "patch", "delete"})
-_STEP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-_JOB_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600)
-JOB_RESULTS = ("succeeded", "failed")
 _RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -216,73 +206,8 @@ class Metrics:
             ["name"],
             registry=r,
         )
-        self.step_duration = Histogram(
-            "nova_operator_reconcile_duration_seconds",
-            "Wall-clock duration of one step (sub-reconciler) invocation",
-            ["sub_reconciler"],
-            buckets=_STEP_BUCKETS,
-            registry=r,
-        )
-        self.step_errors = Counter(
-            "nova_operator_reconcile_errors_total",
-            "Steps that returned an error",
-            ["sub_reconciler", "condition_type"],
-            registry=r,
-        )
-
-        self.db_sync_total = Counter(
-            "nova_operator_db_sync_total",
-            "Terminated db-sync and expand/migrate/contract Jobs",
-            ["nova", "namespace", "result"],
-            registry=r,
-        )
-        self.db_sync_duration = Histogram(
-            "nova_operator_db_sync_duration_seconds",
-            "Durations of terminated db-sync and expand/migrate/contract Jobs",
-            ["nova", "namespace"],
-            buckets=_JOB_BUCKETS,
-            registry=r,
-        )
-        self.db_archive_total = Counter(
-            "nova_operator_db_archive_total",
-            "Terminated db-archive runs",
-            ["nova", "namespace", "result"],
-            registry=r,
-        )
-        self.db_archive_duration = Histogram(
-            "nova_operator_db_archive_duration_seconds",
-            "Durations of terminated db-archive runs",
-            ["nova", "namespace"],
-            buckets=_JOB_BUCKETS,
-            registry=r,
-        )
-        self.nova_ready = Gauge(
-            "nova_operator_nova_ready",
-            "1 while the Nova's Ready condition is True, 0 otherwise (set on each status write)",
-            ["nova", "namespace"],
-            registry=r,
-        )
-        self.stale_services_deleted = Counter(
-            "nova_operator_stale_services_deleted_total",
-            "Service records of control-plane pods that are gone, deleted from Nova (reported down)",
-            ["nova", "namespace", "binary"],
-            registry=r,
-        )
         self.api_host = ""  # host:port of the API server (the Kube client sets it), for rest_client_*
         r.register(StandardNames(self))
-
-    def forget_nova(self, name: str, namespace: str) -> None:
-        """Delete every per-CR series of one Nova (on release of its finalizer)."""
-        for counter in (self.db_sync_total, self.db_archive_total):
-            for result in JOB_RESULTS:
-                with contextlib.suppress(KeyError):
-                    counter.remove(name, namespace, result)
-        for per_cr in (self.db_sync_duration, self.db_archive_duration, self.nova_ready):
-            with contextlib.suppress(KeyError):
-                per_cr.remove(name, namespace)
-        for binary in SERVICE_BINARIES:
-            with contextlib.suppress(KeyError):
-                self.stale_services_deleted.remove(name, namespace, binary)
 
     def register_controller(self, name: str, workers: int) -> None:
         """Pre-create a controller's series at 0 so rates and alerts work from the start."""
@@ -295,12 +220,6 @@ class Metrics:
         self.queue_adds.labels(name)
         self.queue_retries.labels(name)
         self.damped_events.labels(name)
-
-    def record_step(self, sub_reconciler: str, condition_type: str, seconds: float, *, failed: bool) -> None:
-        """One step invocation (reconciler spec §14.1): duration always, the error counter on failure."""
-        self.step_duration.labels(sub_reconciler).observe(seconds)
-        if failed:
-            self.step_errors.labels(sub_reconciler, condition_type).inc()
 
     def count_request(self, verb: str, resource: str, code: str) -> None:
         """One API request sent (``code``: the HTTP status, or 'error' when there was no answer)."""

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from nova_operator.metrics import Metrics
 
 HTTP_METHODS = {
     "get": "GET",
@@ -67,8 +65,29 @@ def _samples(wrapper: MetricWrapperBase) -> Iterator[tuple[str, Labels, float]]:
             yield s.name, s.labels, s.value
 
 
+class Sources(Protocol):
+    """The ``nova_operator_*`` families the standard names are derived from (``metrics.Metrics``)."""
+
+    reconcile_total: Counter
+    reconcile_errors: Counter
+    reconcile_time: Histogram
+    active_workers: Gauge
+    max_workers: Gauge
+    queue_depth: Gauge
+    queue_adds: Counter
+    queue_retries: Counter
+    queue_latency: Histogram
+    queue_work: Histogram
+    queue_unfinished: Gauge
+    queue_longest: Gauge
+    leader: Gauge
+    api_requests: Counter
+    api_request_duration: Histogram
+    api_host: str
+
+
 class StandardNames(Collector):
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Sources) -> None:
         self._m = metrics
 
     def describe(self) -> Iterable[Metric]:

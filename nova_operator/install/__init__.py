@@ -7,5 +7,5 @@
   a ``Target`` (literal kustomize names, or Helm template expressions);
 - ``install.kustomize`` and ``install.chart``: the files, as ``{relative path: text}``.
 
-``nova_operator.manifests`` writes and verifies them (``make manifests``, ``make verify-manifests``).
+``nova_operator.install.manifests`` writes and verifies them (``make manifests``, ``make verify-manifests``).
 """

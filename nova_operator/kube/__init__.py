@@ -7,12 +7,12 @@ lazy_packages.install()  # before the first kubernetes_asyncio import: the modul
 from nova_operator.kube.client import (  # noqa: E402
     ConfigError,
     Kube,
-    Object,
     WatchEvent,
     WatchStream,
     load_api_client,
 )
 from nova_operator.kube.resources import ResourceRef, ref_for  # noqa: E402
+from nova_operator.kube.types import Object  # noqa: E402
 
 __all__ = [
     "ConfigError",

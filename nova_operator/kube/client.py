@@ -71,14 +71,14 @@ from kubernetes_asyncio.config.exec_provider import ExecProvider
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from kubernetes_asyncio.config.kube_config import load_kube_config
 
+from nova_operator.clock import Clock, LoopClock
 from nova_operator.kube import errors
 from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.settings import SERVICE_ACCOUNT_DIR
 
-Object = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 _Query = list[tuple[str, str]]

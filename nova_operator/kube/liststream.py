@@ -20,7 +20,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-Object = dict[str, Any]
+from nova_operator.kube.types import Object
+
 _WHITESPACE = " \t\n\r"
 _DECODER = json.JSONDecoder()
 

@@ -2,7 +2,7 @@
 
 The table is the single source of the operator's RBAC: ``render_rbac()`` turns it into
 the ServiceAccount, ClusterRoles and bindings that ``make manifests`` writes to
-``config/rbac/`` (see ``nova_operator.manifests``). A kind or
+``config/rbac/`` (see ``nova_operator.install.manifests``). A kind or
 verb missing here is a 403 in production, so code that calls the API should use the
 constants below rather than spelling group/version/plural again.
 

@@ -19,7 +19,7 @@
 Each kind declares its printer columns (``priority`` 1: only with ``-o wide``), short names and
 the ``openstack`` category (``kubectl get openstack``).
 
-``make manifests`` writes the result to ``config/crd/`` (``nova_operator.manifests``).
+``make manifests`` writes the result to ``config/crd/`` (``nova_operator.install.manifests``).
 """
 
 from __future__ import annotations

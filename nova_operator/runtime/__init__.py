@@ -4,7 +4,7 @@ Data flow: ``Informer`` (list+watch of one kind) -> ``Transform`` (what its user
 -> ``Cache`` (compressed JSON, indexes; every read a new dict)
 -> handlers (map an event to ``Request`` keys, filtered by predicates) -> ``WorkQueue``
 (dedup, never one key twice at once, rate-limited retries) -> ``Controller`` workers
--> ``Reconciler.reconcile(request) -> Result``. The ``Manager`` (``nova_operator.manager``)
+-> ``Reconciler.reconcile(request) -> Result``. The ``Manager`` (``nova_operator.runtime.manager``)
 starts informers, waits for their sync, then runs controllers behind leader election.
 
 This package knows nothing about Nova and never imports kubernetes_asyncio.

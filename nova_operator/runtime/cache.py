@@ -30,10 +30,10 @@ import zlib
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import drop_bookkeeping
 
-Object = dict[str, Any]
 IndexFunc = Callable[[Object], Iterable[str]]
 _Objects = list[Object]
 _Keys = list[Request]

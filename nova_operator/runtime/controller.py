@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from nova_operator.clock import Clock, LoopClock
 from nova_operator.metrics import Metrics, counting_writes
-from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.handlers import (

@@ -30,15 +30,13 @@ from typing import Any
 from nova_operator.runtime.cache import object_version
 from nova_operator.runtime.request import Request
 
-Object = Mapping[str, Any]
 
-
-def _meta(obj: Object | None) -> Mapping[str, Any]:
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     meta = (obj or {}).get("metadata")
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _identity(obj: Object) -> tuple[str, str]:
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(_meta(obj).get("uid") or ""), object_version(obj)
 
 
@@ -48,7 +46,7 @@ class OwnWrites:
         self._written: dict[str, tuple[str, Request]] = {}  # uid -> (resourceVersion, writer)
         self._deferred: dict[Request, list[tuple[str, str]]] = {}  # key -> (uid, version) seen in its pass
 
-    def wrote(self, obj: Object, writer: Request) -> None:
+    def wrote(self, obj: Mapping[str, Any], writer: Request) -> None:
         """``obj`` as a write by ``writer`` returned it (its UID and resourceVersion)."""
         uid, version = _identity(obj)
         if uid and version:
@@ -57,7 +55,7 @@ class OwnWrites:
     def _by(self, key: Request, uid: str, version: str) -> bool:
         return bool(uid and version) and self._written.get(uid) == (version, key)
 
-    def admit(self, key: Request, old: Object | None, new: Object) -> bool:
+    def admit(self, key: Request, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
         """Whether an add (``old`` None) or update mapped to ``key`` should enqueue it now."""
         uid, version = _identity(new)
         if old is not None and _identity(old)[1] == version:
@@ -73,7 +71,7 @@ class OwnWrites:
         """At the end of ``key``'s pass: whether an event deferred during it was not its own write."""
         return any(not self._by(key, uid, version) for uid, version in self._deferred.pop(key, ()))
 
-    def forget(self, obj: Object) -> None:
+    def forget(self, obj: Mapping[str, Any]) -> None:
         self._written.pop(_identity(obj)[0], None)
 
     def forget_writer(self, writer: Request) -> None:

@@ -12,13 +12,13 @@ Handlers receive the cache's own objects: they must not change them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from nova_operator.kube.types import Object
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.predicates import Predicate
 from nova_operator.runtime.request import Request
 
-Object = dict[str, Any]
 Enqueue = Callable[[Request], None]
 MapFunc = Callable[[Object], Iterable[Request]]
 

@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from nova_operator.runtime.clock import Clock, LoopClock, Timer
+from nova_operator.clock import Clock, LoopClock, Timer
 
 K = TypeVar("K", bound=Hashable)
 Write = Callable[[], Awaitable[object]]

@@ -55,17 +55,17 @@ from typing import Any, Protocol
 
 import structlog
 
+from nova_operator.clock import Clock, LoopClock
 from nova_operator.kube.errors import Gone, KubeError, Unreachable
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.cache import Cache, key_of
-from nova_operator.runtime.clock import Clock, LoopClock
 from nova_operator.runtime.handlers import EventHandler
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import Admits, Fields, Transform, drop_bookkeeping
 from nova_operator.settings import WatchSettings
 
-Object = dict[str, Any]
 log = structlog.get_logger("nova_operator.informer")
 
 

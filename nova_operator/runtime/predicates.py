@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Object = dict[str, Any]
+from nova_operator.kube.types import Object
 
 
 def _yes(*_: Object) -> bool:

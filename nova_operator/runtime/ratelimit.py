@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Protocol
 
-from nova_operator.runtime.clock import Clock, LoopClock
+from nova_operator.clock import Clock, LoopClock
 
 
 class RateLimiter(Protocol):

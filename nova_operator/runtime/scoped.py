@@ -16,15 +16,13 @@ informer counts as synced from the start, so it never holds up the manager's sta
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.handlers import forgotten
 from nova_operator.runtime.informer import Informer, ListWatcher
 from nova_operator.settings import WatchSettings
-
-Object = dict[str, Any]
 
 
 class ScopedInformer(Informer):

@@ -33,7 +33,8 @@ from typing import Any, TypeAlias
 
 import structlog
 
-Object = dict[str, Any]
+from nova_operator.kube.types import Object
+
 Fields: TypeAlias = "Mapping[str, Fields | None]"
 ALL: None = None
 """Keep the whole value (as a tree leaf) or the whole object (as what ``keep`` is given)."""

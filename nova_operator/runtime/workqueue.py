@@ -36,8 +36,8 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from nova_operator.clock import Clock, LoopClock, Timer
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import Clock, LoopClock, Timer
 from nova_operator.runtime.ratelimit import RateLimiter, default_rate_limiter
 
 T = TypeVar("T", bound=Hashable)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from simcluster import ControlPlane
 
-from nova_operator.events import EventRecorder
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import CONFIGMAPS, EVENTS
+from nova_operator.runtime.events import EventRecorder
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from nova_operator import reasons
-from nova_operator.install import crd_reference, docs, troubleshooting
+from nova_operator.install import crd_reference, docs, reasons, troubleshooting
 from nova_operator.models import crd
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from nova_operator.health import HttpServer, health_routes, metrics_routes, parse_address
 from nova_operator.metrics import Metrics
+from nova_operator.runtime.health import HttpServer, health_routes, metrics_routes, parse_address
 
 
 async def get(port: int, path: str, method: str = "GET") -> tuple[int, str]:

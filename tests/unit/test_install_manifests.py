@@ -7,11 +7,12 @@ import pathlib
 
 import yaml
 
-from nova_operator import cli, manifests
-from nova_operator.health import parse_address
+from nova_operator import cli
+from nova_operator.install import manifests
 from nova_operator.install.chart import values_schema
 from nova_operator.install.rbac import operator_rules
 from nova_operator.kube.resources import LEASES
+from nova_operator.runtime.health import parse_address
 
 
 def test_committed_config_and_chart_are_current(repo_root: pathlib.Path) -> None:

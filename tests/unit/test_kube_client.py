@@ -14,11 +14,11 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
+from nova_operator.clock import FakeClock
 from nova_operator.kube import Kube, errors
 from nova_operator.kube.client import RETRY_CAP, api_client, environment_proxy, parse_retry_after, retry_delay
 from nova_operator.kube.resources import CONFIGMAPS
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 
 
 class Response:

@@ -12,10 +12,10 @@ import pytest
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import LEASES, ResourceRef
-from nova_operator.leaderelection import LeaderElectionLost, LeaderElector
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
+from nova_operator.runtime.leaderelection import LeaderElectionLost, LeaderElector
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings
 
 

@@ -15,13 +15,12 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
+from nova_operator.clock import FakeClock
 from nova_operator.kube import Kube
 from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import SECRETS
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
-
-Object = dict[str, Any]
 
 
 def page(n: int, size: int) -> Object:

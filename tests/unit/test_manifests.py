@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from nova_operator import manifests
+from nova_operator.install import manifests
 
 
 def test_committed_config_is_current(repo_root: pathlib.Path) -> None:
@@ -37,7 +37,7 @@ def test_verify_reports_changed_missing_and_extra_files(tmp_path: pathlib.Path) 
 def test_command_line_exit_codes(tmp_path: pathlib.Path) -> None:
     def run(*args: str) -> int:
         return subprocess.run(
-            [sys.executable, "-m", "nova_operator.manifests", *args], check=False
+            [sys.executable, "-m", "nova_operator.install.manifests", *args], check=False
         ).returncode
 
     assert run("verify", str(tmp_path)) == 1

@@ -48,68 +48,6 @@ def test_controller_series_exist_at_zero_from_registration() -> None:
     assert b"nova_operator_workqueue_depth" in m.render()
 
 
-def test_step_instrumentation_uses_the_spec_names_and_buckets() -> None:
-    m = Metrics()
-    m.record_step("Database", "DatabaseReady", 0.2, failed=False)
-    m.record_step("Database", "DatabaseReady", 3.0, failed=True)
-    assert (
-        m.registry.get_sample_value(
-            "nova_operator_reconcile_duration_seconds_count", {"sub_reconciler": "Database"}
-        )
-        == 2
-    )
-    assert (
-        m.registry.get_sample_value(
-            "nova_operator_reconcile_duration_seconds_bucket", {"sub_reconciler": "Database", "le": "0.25"}
-        )
-        == 1
-    )
-    assert (
-        m.registry.get_sample_value(
-            "nova_operator_reconcile_errors_total",
-            {"sub_reconciler": "Database", "condition_type": "DatabaseReady"},
-        )
-        == 1
-    )
-
-
-def test_nova_ready_is_per_cr_and_forgotten_with_the_nova() -> None:
-    m = Metrics()
-    m.nova_ready.labels("nova", "openstack").set(1)
-    m.db_sync_total.labels("nova", "openstack", "failed").inc()
-    m.nova_ready.labels("other", "openstack").set(0)
-    m.stale_services_deleted.labels("nova", "openstack", "nova-scheduler").inc()
-    m.stale_services_deleted.labels("other", "openstack", "nova-conductor").inc()
-    m.forget_nova("nova", "openstack")
-    stale = "nova_operator_stale_services_deleted_total"
-    assert (
-        m.registry.get_sample_value(
-            stale, {"nova": "nova", "namespace": "openstack", "binary": "nova-scheduler"}
-        )
-        is None
-    )
-    assert (
-        m.registry.get_sample_value(
-            stale, {"nova": "other", "namespace": "openstack", "binary": "nova-conductor"}
-        )
-        == 1
-    )
-    assert (
-        m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "nova", "namespace": "openstack"})
-        is None
-    )
-    assert (
-        m.registry.get_sample_value(
-            "nova_operator_db_sync_total", {"nova": "nova", "namespace": "openstack", "result": "failed"}
-        )
-        is None
-    )
-    assert (
-        m.registry.get_sample_value("nova_operator_nova_ready", {"nova": "other", "namespace": "openstack"})
-        == 0
-    )
-
-
 def test_count_request_feeds_the_series_and_the_write_tally_a_pass_compares() -> None:
     m = Metrics()
     for verb in ("get", "list", "watch", "apply", "patch", "create", "update", "delete"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from nova_operator.clock import FakeClock
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.workqueue import WorkQueue
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pathlib
 import re
 
+from nova_operator.clock import FakeClock
 from nova_operator.install import reference
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.workqueue import WorkQueue
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nova_operator.nodeplan import Pool, plan
+from nova_operator.decisions.nodeplan import Pool, plan
 
 POOL_LABELS = {"pool": "a"}
 B_LABELS = {"pool": "b"}

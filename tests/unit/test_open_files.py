@@ -24,7 +24,7 @@ IDLE_CONNECTIONS = 400  # more than the child's limit
 CHILD = textwrap.dedent(
     """
     import asyncio, socket, sys
-    from nova_operator.health import HttpServer, health_routes
+    from nova_operator.runtime.health import HttpServer, health_routes
 
     async def main() -> None:
         server = HttpServer("127.0.0.1", 0, health_routes(lambda: True))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from nova_operator import leaderelection
 from nova_operator.kube.resources import ACCESS
 from nova_operator.reconcilers import nova
 from nova_operator.reconcilers.compute import controller as novacompute
+from nova_operator.runtime import leaderelection
 
 
 def _granted() -> dict[str, set[str]]:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from nova_operator import readiness as r
+from nova_operator.decisions import readiness as r
 
 
 def deployment(

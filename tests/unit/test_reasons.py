@@ -1,4 +1,4 @@
-"""The reason table (nova_operator/reasons.py) is the code's: every condition reason the code can
+"""The reason table (nova_operator/install/reasons.py) is the code's: every condition reason the code can
 set is in it, and nothing in it is a reason the code cannot set.
 
 The code side is read from the source with ``ast``, not from a list kept by hand: a *sink* is an
@@ -20,10 +20,15 @@ import pathlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from nova_operator import conditions, reasons
+from nova_operator import conditions
+from nova_operator.install import reasons
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "nova_operator"
-SKIPPED = ("nova_operator.models", "nova_operator.install", "nova_operator.events", "nova_operator.reasons")
+SKIPPED = (
+    "nova_operator.models",
+    "nova_operator.install",
+    "nova_operator.runtime.events",
+)
 """Not scanned: the models' ``reason`` is a CEL rule's API-server reason (FieldValueRequired...),
 install/ renders manifests, events.py records Event reasons, and the table itself."""
 NOT_CONDITIONS = frozenset({"emit", "Event", "_restarted", "disable_service", "KubeError", "UpgradeBlocked"})
@@ -31,7 +36,7 @@ NOT_CONDITIONS = frozenset({"emit", "Event", "_restarted", "disable_service", "K
 and the upgrade's Event), the informer's watch-restart metric label, Nova's ``disabled_reason``,
 an API error's reason, the upgrade step's exception (its reason only goes into the error text;
 the condition comes from ``Decision.condition``)."""
-PARSED = {("nova_operator.reconcilers.compute_config", "reason")}
+PARSED = {("nova_operator.reconcilers.nova.compute_config", "reason")}
 """Sink arguments parsed out of a string (``"Reason:message"``): their reasons are the literal
 prefixes, checked by ``test_parsed_reasons_are_in_the_table``."""
 
@@ -374,12 +379,12 @@ def test_every_reason_the_code_sets_is_in_the_table() -> None:
         for reason, mods in SCAN.found.items()
         if not set().union(*map(_kind, mods)) <= table.get(reason, set())
     }
-    assert not missing, f"add these reasons to nova_operator/reasons.py: {missing}"
+    assert not missing, f"add these reasons to nova_operator/install/reasons.py: {missing}"
 
 
 def _parsed() -> set[str]:
     """The constants compute_config formats as ``f"{REASON}:<message>"`` (the string it later splits)."""
-    mod = MODULES["nova_operator.reconcilers.compute_config"]
+    mod = MODULES["nova_operator.reconcilers.nova.compute_config"]
     return {
         str(_const(mod, head.value))
         for node in ast.walk(mod.tree)
@@ -403,7 +408,7 @@ def test_nothing_in_the_table_is_a_reason_the_code_cannot_set() -> None:
     assert not stale, f"the code sets none of these: {stale}"
     for r in reasons.REASONS:
         kinds = set().union(
-            *map(_kind, SCAN.found.get(r.reason, {"nova_operator.reconcilers.compute_config"}))
+            *map(_kind, SCAN.found.get(r.reason, {"nova_operator.reconcilers.nova.compute_config"}))
         )
         assert r.kind in kinds, (r.reason, r.kind, kinds)
 

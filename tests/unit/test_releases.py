@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_operator import releases as r
+from nova_operator.decisions import releases as r
 
 
 @pytest.mark.parametrize(

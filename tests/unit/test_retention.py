@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nova_operator.retention import surplus
+from nova_operator.decisions.retention import surplus
 
 
 def cm(name: str, created: str) -> dict[str, Any]:

@@ -17,15 +17,14 @@ import pytest
 
 from nova_operator import cli, conditions
 from nova_operator.controllers import compute_settings, with_settings
-from nova_operator.reconcilers import secrets
-from nova_operator.reconcilers.compute.novaref import reconcile_nova_ref
-from nova_operator.reconcilers.context import NovaOptions
+from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
+from nova_operator.reconcilers.nova import secrets
+from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.secret_refs import SecretRefPolicy, parse_policy
-
-from .reconcilers.compute.conftest import FakeCompute, make_pass, nova
-from .reconcilers.compute.conftest import FakeKube as ComputeKube
-from .reconcilers.conftest import FakeEvents, FakeKube
-from .reconcilers.test_steps import ALL_SECRETS, make_ctx
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass, nova
+from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
+from tests.unit.reconcilers.fakes import FakeEvents, FakeKube
+from tests.unit.reconcilers.nova.passes import ALL_SECRETS, make_ctx
 
 LABEL = "nova.openstack.c5c3.io/usable-by-nova"
 
@@ -68,7 +67,7 @@ def _labelled(secret: dict[str, Any]) -> dict[str, Any]:
 
 async def test_without_the_flag_a_nova_may_name_any_secret_of_its_namespace() -> None:
     ctx = make_ctx(FakeKube(), FakeEvents(), *ALL_SECRETS)
-    assert (await secrets.run(ctx)).requeue_after is None
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
     assert ctx.condition(conditions.SECRETS_READY)["reason"] == "SecretsAvailable"  # type: ignore[index]
 
 
@@ -78,7 +77,7 @@ async def test_with_the_flag_an_unlabelled_secret_stops_the_nova_before_anything
     unlabelled = next(s for s in ALL_SECRETS if s["metadata"]["name"] == "service-user")
     options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
     ctx = make_ctx(kube, FakeEvents(), *labelled, unlabelled, options=options)
-    assert (await secrets.run(ctx)).requeue_after == 15.0
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
     c = ctx.condition(conditions.SECRETS_READY)
     assert c is not None
     assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
@@ -89,7 +88,7 @@ async def test_with_the_flag_an_unlabelled_secret_stops_the_nova_before_anything
     assert ctx.state.service_user_password == ""
     # labelled, the same Nova goes on
     ctx = make_ctx(kube, FakeEvents(), *labelled, _labelled(unlabelled), options=options)
-    assert (await secrets.run(ctx)).requeue_after is None
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
 
 
 async def test_with_the_flag_a_mounted_tls_secret_is_checked_too() -> None:
@@ -106,7 +105,7 @@ async def test_with_the_flag_a_mounted_tls_secret_is_checked_too() -> None:
     ctx = make_ctx(
         FakeKube(), FakeEvents(), *[_labelled(s) for s in ALL_SECRETS], ca, options=options, database=database
     )
-    await secrets.run(ctx)
+    await secrets.reconcile_secrets(ctx)
     c = ctx.condition(conditions.SECRETS_READY)
     assert c is not None
     assert c["reason"] == "SecretRefNotLabelled"

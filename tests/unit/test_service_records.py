@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from nova_operator.openstack import ComputeService
-from nova_operator.service_records import (
+from nova_operator.decisions.service_records import (
     candidates,
     judge,
     live,
@@ -15,6 +14,7 @@ from nova_operator.service_records import (
     looks_like_pod_of,
     pod_hostname,
 )
+from nova_operator.openstack import ComputeService
 
 SCHEDULER_POD = "nova-scheduler-7d9f8c6b5d-x2x4z"
 CONDUCTOR_POD = "nova-conductor-5c4b7f9d8-q8w2m"

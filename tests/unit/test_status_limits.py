@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from nova_operator import conditions, naming
-from nova_operator.cells import parse_cells_report
+from nova_operator.decisions.cells import parse_cells_report
 from nova_operator.models.meta import CONDITION_MESSAGE_MAX
 from nova_operator.models.nova import CELL_NAME_MAX, MAX_CELLS
 from nova_operator.models.novacompute import NovaCompute

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_operator.cells import parse_cells_report, report_pod, termination_message
+from nova_operator.decisions.cells import parse_cells_report, report_pod, termination_message
 from nova_operator.renderers.secrets import TransportURLRejected, check_transport_url
 
 SECRET = "s3cr3t-Pa55"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nova_operator import upgrade as u
-from nova_operator.upgrade import Action, Decision, Event, JobOutcome, Next, View
+from nova_operator.decisions import upgrade as u
+from nova_operator.decisions.upgrade import Action, Decision, Event, JobOutcome, Next, View
 
 IMAGE = "ghcr.io/c5c3/nova"
 

@@ -12,7 +12,8 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from nova_operator import conditions, nodeplan
+from nova_operator import conditions
+from nova_operator.decisions import nodeplan
 from nova_operator.openstack import AGGREGATE_MARKER, Aggregate, AggregateExists, ComputeAPIError
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result

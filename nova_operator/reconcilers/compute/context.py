@@ -10,37 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from datetime import datetime
+from typing import Any, Final
 
 from nova_operator import conditions, intervals
+from nova_operator.clock import utcnow
+from nova_operator.decisions.nodeplan import Plan
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.nodeplan import Plan
 from nova_operator.openstack import ComputeClient, Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.secret_refs import SecretRefPolicy
-
-Object = dict[str, Any]
-EventType = Literal["Normal", "Warning"]
 
 DRAIN_FINALIZER: Final = "nova.openstack.c5c3.io/compute-drain"
 COMPONENT: Final = "novacompute-controller"
 NOVA_REF_INDEX: Final = "spec.novaRef.name"
 
 
-class Events(Protocol):
-    async def emit(self, obj: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None: ...
-
-
 def default_nova_api_url(nova: str, namespace: str) -> str:
     """The Nova API of a local Nova: its Service on port 8774 (§6)."""
     return f"http://{nova}.{namespace}.svc.cluster.local:8774"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 PoolLister = Callable[[str, str], list[Object]]
@@ -101,7 +93,7 @@ class ComputeSettings:
 @dataclass
 class ComputePass:
     kube: Kube
-    events: Events
+    events: EventSink
     settings: ComputeSettings
     cr: Object
     """The CR as read at the start of the pass (owner of children, subject of events)."""

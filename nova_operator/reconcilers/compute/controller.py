@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from nova_operator.events import EventRecorder
 from nova_operator.kube.resources import (
     CONFIGMAPS,
     DAEMONSETS,
@@ -27,13 +26,16 @@ from nova_operator.kube.resources import (
     SECRETS,
     ResourceRef,
 )
-from nova_operator.manager import ControllerFactory, Manager
-from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings, Object
+from nova_operator.kube.types import Object
+from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings
 from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
-from nova_operator.reconcilers.compute.steps import StepMetrics
+from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
+from nova_operator.reconcilers.metrics import NovaMetrics, StepMetrics
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.events import EventRecorder
+from nova_operator.runtime.manager import ControllerFactory, Manager
 from nova_operator.runtime.predicates import Predicate, ignore_status_only
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL
@@ -208,7 +210,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         manager.kube,
         EventRecorder(manager.kube, COMPONENT),
         pools=lister,
-        observer=StepMetrics(manager.metrics),
+        observer=StepMetrics(NovaMetrics.of(manager.metrics), STEP_CONDITIONS.items()),
         cached=cached,
         listed=listed,
         fill=fill,

@@ -17,7 +17,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from nova_operator import apply, naming, ownership, readiness
+from nova_operator import apply, naming, ownership
+from nova_operator.decisions import readiness
 from nova_operator.kube import errors
 from nova_operator.kube.resources import DEPLOYMENTS, JOBS
 from nova_operator.models.nova import Nova

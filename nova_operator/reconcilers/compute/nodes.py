@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import conditions, nodeplan
+from nova_operator import conditions
+from nova_operator.decisions import nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import NODES
-from nova_operator.reconcilers.compute.context import ComputePass, Object
+from nova_operator.kube.types import Object
+from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result
 
 COND = conditions.NODES_READY

@@ -17,11 +17,13 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from nova_operator import apply, catalog, conditions, naming, releases, retention, secret_config
+from nova_operator import apply, catalog, conditions, naming, secret_config
+from nova_operator.decisions import releases, retention
 from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
+from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
-from nova_operator.reconcilers.compute.context import ComputePass, Object
+from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError

@@ -3,7 +3,7 @@
     read -> deleting? teardown : ensure finalizer (1 s) -> snapshot -> pipeline -> status write
 
 Status is written once per pass, on every exit path, only when it changed, with Ready
-recomputed and observedGeneration stamped (``reconcilers.common``). If both the pipeline
+recomputed and observedGeneration stamped (``reconcilers.status``). If both the pipeline
 and the status write fail, both errors are raised together.
 """
 
@@ -19,25 +19,27 @@ from nova_operator import conditions
 from nova_operator.kube import errors
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
+from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.pipeline import Step, StepObserver, run_sequence
-from nova_operator.reconcilers import common
 from nova_operator.reconcilers.compute.context import (
     DRAIN_FINALIZER,
     ComputePass,
     ComputeSettings,
-    Events,
     Fill,
     Listing,
     Lookup,
-    Object,
     PoolLister,
     no_cache,
     no_fill,
     no_listing,
 )
 from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, TEARDOWN_STEPS
+from nova_operator.reconcilers.finalizers import ensure_finalizer, has_finalizer, remove_finalizer
+from nova_operator.reconcilers.status import finish_pass, snapshot_status, write_status
 from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.events import EventSink
+from nova_operator.runtime.ownreads import OwnReads
 from nova_operator.runtime.request import Request, Result, TerminalError
 
 log = structlog.get_logger("nova_operator.novacompute")
@@ -55,7 +57,7 @@ class NovaComputeReconciler:
     def __init__(
         self,
         kube: Kube,
-        events: Events,
+        events: EventSink,
         *,
         pools: PoolLister,
         observer: StepObserver,
@@ -73,8 +75,8 @@ class NovaComputeReconciler:
         self.listed = listed
         self.fill = fill
         self.settings = settings if settings is not None else ComputeSettings()
-        # the NovaCompute itself from the informer cache (``own``); see ``common.OwnReads``
-        self.reads = common.OwnReads(kube, NOVACOMPUTES, own)
+        # the NovaCompute itself from the informer cache (``own``); see ``OwnReads``
+        self.reads = OwnReads(kube, NOVACOMPUTES, own)
 
     async def reconcile(self, request: Request) -> Result:
         return await self.reads.run_pass(request.namespace, request.name, self._reconcile, Result())
@@ -82,7 +84,7 @@ class NovaComputeReconciler:
     async def _reconcile(self, cr: Object) -> Result:
         if cr["metadata"].get("deletionTimestamp"):
             return await self._teardown(cr)
-        if await common.ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):
+        if await ensure_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER):
             return Result(requeue_after=self.settings.intervals.next_pass)
         try:
             p = self._pass(cr)
@@ -95,7 +97,7 @@ class NovaComputeReconciler:
 
         No requeue: the spec must change, and a spec change wakes the pool.
         """
-        snapshot, status = common.snapshot_status(cr), common.snapshot_status(cr)
+        snapshot, status = snapshot_status(cr), snapshot_status(cr)
         conds: list[conditions.Condition] = status.setdefault("conditions", [])
         previous = conditions.find(conds, conditions.CONFIG_READY)
         repeated = previous is not None and previous.get("message") == message
@@ -106,16 +108,10 @@ class NovaComputeReconciler:
         )
         if not repeated:  # once per distinct problem, not on every wake-up
             await self.events.emit(cr, "Warning", INVALID_SPEC, message)
-        await common.write_status(
-            self.kube,
-            NOVACOMPUTES,
-            cr,
-            status,
-            snapshot,
-            ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS,
-            generation=generation,
-            now=now,
+        finish_pass(
+            status, snapshot, ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS, generation=generation, now=now
         )
+        await write_status(self.kube, NOVACOMPUTES, cr, status, snapshot)
         return Result()
 
     def _pass(self, cr: Object) -> ComputePass:
@@ -132,7 +128,7 @@ class NovaComputeReconciler:
             settings=self.settings,
             cr=cr,
             pool=pool,
-            status=common.snapshot_status(cr),
+            status=snapshot_status(cr),
             pools=self.pools,
             now=self.settings.clock(),
             cached=self.cached or no_cache,
@@ -142,7 +138,7 @@ class NovaComputeReconciler:
 
     async def _run(self, p: ComputePass, steps: Sequence[Step[ComputePass]]) -> Result:
         """Run ``steps`` and write the status once, whatever happened."""
-        snapshot = common.snapshot_status(p.cr)
+        snapshot = snapshot_status(p.cr)
         failure: Exception | None = None
         result = Result()
         try:
@@ -151,17 +147,15 @@ class NovaComputeReconciler:
             failure = exc
         finally:
             p.close()
+        finish_pass(
+            p.status,
+            snapshot,
+            ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS,
+            generation=p.generation,
+            now=p.now,
+        )
         try:
-            await common.write_status(
-                self.kube,
-                NOVACOMPUTES,
-                p.cr,
-                p.status,
-                snapshot,
-                ready_inputs=conditions.NOVACOMPUTE_READY_INPUTS,
-                generation=p.generation,
-                now=p.now,
-            )
+            await write_status(self.kube, NOVACOMPUTES, p.cr, p.status, snapshot)
         except errors.KubeError as exc:
             if failure is not None:
                 raise ExceptionGroup("the pass and its status write failed", [failure, exc]) from None
@@ -173,7 +167,7 @@ class NovaComputeReconciler:
     # -- deletion (§16) --------------------------------------------------------------------
 
     async def _teardown(self, cr: Object) -> Result:
-        if common.has_finalizer(cr, DRAIN_FINALIZER) and await self._nova_exists(cr):
+        if has_finalizer(cr, DRAIN_FINALIZER) and await self._nova_exists(cr):
             try:
                 p = self._pass(cr)
             except InvalidPoolSpec as exc:
@@ -197,7 +191,7 @@ class NovaComputeReconciler:
     async def _release(self, cr: Object) -> Result:
         await self._reap_mirrors(cr)
         # Local children go by garbage collection through their owner references.
-        await common.remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
+        await remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
         return Result()
 
     async def _nova_exists(self, cr: Object) -> bool:

@@ -19,12 +19,14 @@ from collections.abc import Mapping
 
 import structlog
 
-from nova_operator import conditions, nodeplan
+from nova_operator import conditions
+from nova_operator.decisions import nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
+from nova_operator.kube.types import Object
 from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, DeleteOutcome
 from nova_operator.reconcilers.compute import host_discovery
-from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass, Object
+from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
 

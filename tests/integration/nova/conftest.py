@@ -38,15 +38,15 @@ from nova_operator.kube.resources import (
     ResourceRef,
     render_rbac,
 )
-from nova_operator.manager import Manager
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import RBAC_NEEDS, make_controller_factory
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import RBAC_NEEDS, make_controller_factory
 from nova_operator.runtime.controller import Controller
+from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 
-Object = dict[str, Any]
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CRDS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

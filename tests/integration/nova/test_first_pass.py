@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS, MARIADBS, NOVAS, SECRETS
-from nova_operator.reconcilers.nova import FINALIZER
+from nova_operator.reconcilers.nova.reconciler import FINALIZER
 
 from .conftest import Operator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]

@@ -26,11 +26,12 @@ from simcluster import ControlPlane
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Invalid, KubeError
 from nova_operator.kube.resources import NOVACOMPUTES, NOVAS
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.compute import ComputeSettings, factory_with
-from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import make_controller_factory
+from nova_operator.reconcilers.compute.context import ComputeSettings
+from nova_operator.reconcilers.compute.controller import factory_with
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import make_controller_factory
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 
 from .conftest import ok_probe  # type: ignore[import-not-found]

@@ -24,6 +24,7 @@ from nova_operator.kube.resources import (
     SERVICES,
     USERS,
 )
+from nova_operator.kube.types import Object
 
 from .conftest import (  # type: ignore[import-not-found]
     Operator,
@@ -32,8 +33,6 @@ from .conftest import (  # type: ignore[import-not-found]
     ready_condition,
     wait_for,
 )
-
-Object = dict[str, Any]
 
 SECRETS_DATA = {
     "api-db": {"username": "nova_api", "password": "s3cret-api-db-password"},

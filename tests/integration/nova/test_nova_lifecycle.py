@@ -20,6 +20,7 @@ from nova_operator.kube.resources import (
     SECRETS,
     USERS,
 )
+from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
 
 from .conftest import (  # type: ignore[import-not-found]
@@ -40,8 +41,6 @@ from .test_nova_controller import (  # type: ignore[import-not-found]
     sample_value,
     secret,
 )
-
-Object = dict[str, Any]
 
 
 def secrets_reason(reason: str, fragment: str = "") -> Any:

@@ -19,8 +19,6 @@ from nova_operator.kube.resources import (
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import cond, create_inputs, is_ready, nova_body, secret  # type: ignore[import-not-found]
 
-Object = dict[str, Any]
-
 
 async def absent(admin: Kube, ref: Any, name: str, ns: str) -> bool:
     try:
@@ -116,7 +114,7 @@ async def test_every_optional_feature_becomes_ready_and_the_disabled_console_pro
 
 
 async def test_the_start_up_probe_sees_which_optional_kinds_the_cluster_serves(operator: Operator) -> None:
-    from nova_operator.reconcilers.nova import probe_options
+    from nova_operator.reconcilers.nova.controller import probe_options
 
     options = await probe_options(operator.kube)
     assert options.gateway_api is True

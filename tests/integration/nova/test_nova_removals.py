@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-from typing import Any
 
 from nova_operator import apply
 from nova_operator.kube import Kube
@@ -24,11 +23,10 @@ from nova_operator.kube.resources import (
     PRIORITY_CLASSES,
     SECRETS,
 )
+from nova_operator.kube.types import Object
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import create_inputs, events_of, is_ready, nova_body  # type: ignore[import-not-found]
-
-Object = dict[str, Any]
 
 PLACEMENT: Object = {
     "priorityClassName": "nova-critical",

@@ -23,9 +23,10 @@ from simcluster import ControlPlane
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Gone
 from nova_operator.kube.resources import NOVAS, SECRETS
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
-from nova_operator.reconcilers.context import PassContext
+from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime import Controller, Informer, Request, Result
 from nova_operator.settings import WatchSettings
 
@@ -33,7 +34,6 @@ from .test_nova_controller import nova_body  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 
-Object = dict[str, Any]
 SETTINGS = WatchSettings(backoff_initial=0.05, backoff_max=0.5, inactivity_timeout=60, resync_period=None)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import pytest
 
@@ -35,6 +34,7 @@ from nova_operator.kube.resources import (
     SERVICES,
     USERS,
 )
+from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
@@ -42,7 +42,6 @@ from .test_nova_controller import cond, create_inputs, is_ready, nova_body, secr
 
 pytestmark = pytest.mark.integration
 
-Object = dict[str, Any]
 CELL0 = "x-a-nova-cell0"
 PUBLISHED = "ComputeConfigPublished"
 REMOTE_UID = "5f0c1a2b-3d4e-4f50-8a61-7b8c9d0e1f23"

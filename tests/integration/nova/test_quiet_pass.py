@@ -18,8 +18,8 @@ from nova_operator.kube import Kube
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS, SERVICES
 from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import probe_namespaces, watches_rabbitmq
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import probe_namespaces, watches_rabbitmq
 
 from .conftest import Operator, Simulator, ready_condition, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]

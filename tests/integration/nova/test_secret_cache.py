@@ -16,7 +16,7 @@ import pytest
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, SECRETS
-from nova_operator.reconcilers.secret_reads import DERIVED_SUFFIXES
+from nova_operator.reconcilers.nova.secret_reads import DERIVED_SUFFIXES
 from nova_operator.runtime.request import Request
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]

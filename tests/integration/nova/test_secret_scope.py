@@ -21,10 +21,10 @@ from simcluster import ControlPlane
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NAMESPACES, NOVAS, SECRETS, ResourceRef, render_rbac
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.context import NovaOptions
-from nova_operator.reconcilers.nova import make_controller_factory
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import make_controller_factory
+from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 

@@ -20,6 +20,7 @@ from simcluster import FakeOpenStack
 from nova_operator import conditions, intervals
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
+from nova_operator.kube.types import Object
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 from .test_nova_controller import (  # type: ignore[import-not-found]
@@ -31,7 +32,6 @@ from .test_nova_controller import (  # type: ignore[import-not-found]
     nova_body,
 )
 
-Object = dict[str, Any]
 FAKE: dict[str, str] = {}
 
 

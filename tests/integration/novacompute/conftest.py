@@ -35,15 +35,15 @@ from nova_operator.kube.resources import (
     PODS,
     SECRETS,
 )
-from nova_operator.manager import Manager
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.models.crd import render_crds
-from nova_operator.reconcilers.compute import ComputeSettings, factory_with
-from nova_operator.reconcilers.compute.context import ComputeIntervals
+from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputeSettings
+from nova_operator.reconcilers.compute.controller import factory_with
 from nova_operator.renderers.compute_pool import selector_labels
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 
-Object = dict[str, Any]
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PASSWORD = "service-user-pw"
 SCALE = 0.02  # every requeue interval of the spec, times this: 15 s -> 0.3 s, 60 s -> 1.2 s

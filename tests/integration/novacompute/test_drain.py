@@ -13,7 +13,7 @@ import pytest
 from simcluster.fakeopenstack import Aggregate
 
 from nova_operator.kube.resources import DAEMONSETS, NOVACOMPUTES
-from nova_operator.reconcilers.compute import STEP_CONDITIONS
+from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
 
 from .conftest import Env
 

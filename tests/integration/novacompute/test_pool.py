@@ -8,7 +8,7 @@ import pytest
 
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS
 from nova_operator.metrics import WRITE_VERBS
-from nova_operator.reconcilers.compute import STEP_CONDITIONS
+from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
 
 from .conftest import Env
 

@@ -10,10 +10,9 @@ import pytest
 from simcluster import ControlPlane
 
 from nova_operator.kube import Kube
+from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
-
-Object = dict[str, Any]
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ import pytest
 import structlog
 from simcluster import ControlPlane
 
-from nova_operator import manager as manager_module
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Controller, Request, Result
+from nova_operator.runtime import manager as manager_module
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 
 from .test_informer import restart_apiserver_here

@@ -7,7 +7,6 @@ import hashlib
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from simcluster import ControlPlane
@@ -15,15 +14,15 @@ from simcluster import ControlPlane
 from nova_operator import apply
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS
-from nova_operator.manager import Manager
+from nova_operator.kube.types import Object
 from nova_operator.metrics import READ_VERBS, WRITE_VERBS, Metrics
 from nova_operator.runtime import Controller, Informer, Request, Result
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import ServerSettings, Settings
 
 pytestmark = pytest.mark.integration
 
 PARENTS = 200
-Object = dict[str, Any]
 
 
 class DerivedConfigMaps:

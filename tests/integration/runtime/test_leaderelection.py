@@ -12,10 +12,10 @@ from simcluster import ControlPlane
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS, LEASES
-from nova_operator.leaderelection import LeaderElectionLost
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
+from nova_operator.runtime.leaderelection import LeaderElectionLost
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import Settings
 
 pytestmark = pytest.mark.integration

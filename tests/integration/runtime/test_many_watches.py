@@ -26,9 +26,9 @@ from nova_operator.kube.resources import (
     SECRETS,
     SERVICES,
 )
-from nova_operator.leaderelection import LeaderElector
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.informer import Informer
+from nova_operator.runtime.leaderelection import LeaderElector
 from nova_operator.settings import LeaderElectionSettings, WatchSettings
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,9 @@ from simcluster.kube import Kube as SimKube
 from nova_operator import apply
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS, ResourceRef, render_rbac
-from nova_operator.manager import Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
+from nova_operator.runtime.manager import Manager
 from nova_operator.settings import Settings
 
 pytestmark = pytest.mark.integration

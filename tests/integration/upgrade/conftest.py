@@ -24,6 +24,7 @@ import pytest
 from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, EVENTS, JOBS, MARIADBS, NOVAS, PODS, SECRETS
+from nova_operator.kube.types import Object
 
 
 def _load_nova_conftest() -> Any:
@@ -50,7 +51,6 @@ wait_for = _nova.wait_for
 ready_condition = _nova.ready_condition
 now = _nova.now
 
-Object = dict[str, Any]
 OLD, NEW = "2026.1", "2026.2"
 IMAGE = "ghcr.io/c5c3/nova"
 ROLES = ("nova-conductor", "nova-scheduler", "nova-metadata", "nova-novncproxy", "nova")  # roll order

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS
+from nova_operator.kube.types import Object
 
 from .conftest import (  # type: ignore[import-not-found]
     IMAGE,
@@ -22,7 +23,6 @@ from .conftest import (  # type: ignore[import-not-found]
     is_ready,
 )
 
-Object = dict[str, Any]
 ROLE_CONDITIONS = {
     "nova-conductor": ("ConductorReady", "WaitingForConductor"),
     "nova-scheduler": ("SchedulerReady", "WaitingForScheduler"),

@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from nova_operator.decisions.readiness import JobState
 from nova_operator.kube.resources import NOVAS
-from nova_operator.readiness import JobState
-from nova_operator.reconcilers import common
+from nova_operator.reconcilers.claims import Claim, record_terminal_claims
+from nova_operator.reconcilers.finalizers import ensure_finalizer, remove_finalizer
+from nova_operator.reconcilers.status import (
+    finish_pass,
+    keep_transition_times,
+    snapshot_status,
+    status_patch,
+    write_status,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 INPUTS = ("SecretsReady",)
@@ -35,42 +43,40 @@ def _job(uid: str, cond: str = "Complete") -> dict[str, Any]:
 
 async def test_a_finalizer_is_added_once_and_released(kube: Any) -> None:
     obj = _cr(kube)
-    assert await common.ensure_finalizer(kube, NOVAS, obj, "f")
-    assert not await common.ensure_finalizer(kube, NOVAS, obj, "f")
+    assert await ensure_finalizer(kube, NOVAS, obj, "f")
+    assert not await ensure_finalizer(kube, NOVAS, obj, "f")
     assert (await kube.get(NOVAS, "n", "ns"))["metadata"]["finalizers"] == ["f"]
-    assert await common.remove_finalizer(kube, NOVAS, obj, "f")
+    assert await remove_finalizer(kube, NOVAS, obj, "f")
     assert (await kube.get(NOVAS, "n", "ns"))["metadata"]["finalizers"] == []
 
 
 async def test_status_is_written_only_when_it_changed(kube: Any) -> None:
     obj = _cr(kube)
-    snap = common.snapshot_status(obj)
-    status = common.snapshot_status(obj)
-    assert await common.write_status(
-        kube, NOVAS, obj, status, snap, ready_inputs=INPUTS, generation=2, now=NOW
-    )
+    snap = snapshot_status(obj)
+    status = snapshot_status(obj)
+    assert finish_pass(status, snap, ready_inputs=INPUTS, generation=2, now=NOW)
+    assert await write_status(kube, NOVAS, obj, status, snap)
     stored = (await kube.get(NOVAS, "n", "ns"))["status"]
     assert stored["observedGeneration"] == 2
     assert stored["conditions"][0]["type"] == "Ready"
     assert stored["conditions"][0]["status"] == "False"
     kube.calls.clear()
-    again = common.snapshot_status(obj)
-    assert not await common.write_status(
-        kube, NOVAS, obj, common.snapshot_status(obj), again, ready_inputs=INPUTS, generation=2, now=NOW
-    )
+    again, status = snapshot_status(obj), snapshot_status(obj)
+    assert not finish_pass(status, again, ready_inputs=INPUTS, generation=2, now=NOW)
+    assert not await write_status(kube, NOVAS, obj, status, again)
     assert kube.writes() == []
 
 
 def test_a_removed_status_field_is_sent_as_null() -> None:
-    assert common.status_patch({"a": 1, "b": 2}, {"a": 1}) == {"b": None}
+    assert status_patch({"a": 1, "b": 2}, {"a": 1}) == {"b": None}
 
 
 async def _record_once(
     kube: Any, obj: Any, job: Any, *, suffix: str, record: Any, events: Any, deferral_reason: str
 ) -> bool:
     """One claim of a terminal Job: whether it recorded now."""
-    claim = common.Claim(suffix, record, deferral_reason)
-    return (await common.record_terminal_claims(kube, NOVAS, obj, job, [claim], events))[suffix]
+    claim = Claim(suffix, record, deferral_reason)
+    return (await record_terminal_claims(kube, NOVAS, obj, job, [claim], events))[suffix]
 
 
 async def test_a_terminal_job_is_recorded_once_per_uid(kube: Any, events: Any) -> None:
@@ -117,11 +123,11 @@ async def test_the_recorders_of_one_job_claim_it_with_one_patch_and_each_records
     obj = _cr(kube)
     seen: list[str] = []
     claims = [
-        common.Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
-        common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
+        Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
+        Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
     ]
     kube.calls.clear()
-    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    claimed = await record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
     assert claimed == {"db-sync": True, "db-sync-cells": True}
     assert seen == ["metric", "cells"]
     assert [c for c in kube.calls if c[0] == "patch"] == [("patch", str(NOVAS), "n")]
@@ -132,7 +138,7 @@ async def test_the_recorders_of_one_job_claim_it_with_one_patch_and_each_records
     }
     assert obj["metadata"]["resourceVersion"] == stored["resourceVersion"]
     kube.calls.clear()
-    again = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    again = await record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
     assert again == {"db-sync": False, "db-sync-cells": False}
     assert kube.writes() == []
     assert seen == ["metric", "cells"]
@@ -141,10 +147,10 @@ async def test_the_recorders_of_one_job_claim_it_with_one_patch_and_each_records
 async def test_a_claim_already_stored_is_left_out_of_the_patch(kube: Any, events: Any) -> None:
     obj = _cr(kube)
     seen: list[str] = []
-    metric = common.Claim("db-sync", lambda s, _: seen.append("metric"), "D1")
-    cells = common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "D2")
-    await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric], events)
-    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric, cells], events)
+    metric = Claim("db-sync", lambda s, _: seen.append("metric"), "D1")
+    cells = Claim("db-sync-cells", lambda s, _: seen.append("cells"), "D2")
+    await record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric], events)
+    claimed = await record_terminal_claims(kube, NOVAS, obj, _job("u1"), [metric, cells], events)
     assert claimed == {"db-sync": False, "db-sync-cells": True}
     assert seen == ["metric", "cells"]
 
@@ -154,10 +160,10 @@ async def test_a_failed_claim_patch_records_nothing_and_defers_every_recorder(ku
     kube.put(NOVAS, {**obj, "spec": {"changed": True}})  # obj is stale: the precondition fails
     seen: list[str] = []
     claims = [
-        common.Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
-        common.Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
+        Claim("db-sync", lambda s, _: seen.append("metric"), "DBSyncMetricEmissionDeferred"),
+        Claim("db-sync-cells", lambda s, _: seen.append("cells"), "CellsReportEmissionDeferred"),
     ]
-    claimed = await common.record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
+    claimed = await record_terminal_claims(kube, NOVAS, obj, _job("u1"), claims, events)
     assert claimed == {"db-sync": False, "db-sync-cells": False}
     assert seen == []
     assert [e[:2] for e in events.emitted] == [
@@ -170,8 +176,8 @@ def test_a_condition_that_flips_and_flips_back_within_a_pass_keeps_its_transitio
     old = {"type": "SecretsReady", "status": "False", "lastTransitionTime": "2025-01-01T00:00:00Z"}
     snapshot = {"conditions": [old]}
     status = {"conditions": [{**old, "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "new"}]}
-    common.keep_transition_times(status, snapshot)
+    keep_transition_times(status, snapshot)
     assert status["conditions"][0]["lastTransitionTime"] == "2025-01-01T00:00:00Z"
     flipped = {"conditions": [{**old, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-    common.keep_transition_times(flipped, snapshot)
+    keep_transition_times(flipped, snapshot)
     assert flipped["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"

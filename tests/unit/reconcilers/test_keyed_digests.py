@@ -19,13 +19,12 @@ import pytest
 
 from nova_operator import apply, conditions
 from nova_operator.kube.resources import SECRETS
-from nova_operator.reconcilers import secrets, transport_url
 from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
+from nova_operator.reconcilers.nova import secrets, transport_url_secret
 from nova_operator.renderers import compute_pool
-
-from .compute.conftest import FakeCompute, make_pass
-from .compute.conftest import FakeKube as ComputeKube
-from .test_steps import ALL_SECRETS, NS, make_ctx, secret
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
+from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
+from tests.unit.reconcilers.nova.passes import ALL_SECRETS, NS, make_ctx, secret
 
 
 def _plain(live: dict[str, Any]) -> str:
@@ -38,9 +37,9 @@ def _plain(live: dict[str, Any]) -> str:
 
 async def _transport_secret(kube: Any, events: Any, url: str) -> tuple[dict[str, Any], bytes]:
     ctx = make_ctx(kube, events, *ALL_SECRETS, secret("bus", transport_url=url))
-    await secrets.run(ctx)
+    await secrets.reconcile_secrets(ctx)
     assert ctx.state.digest_key
-    await transport_url.run(ctx)
+    await transport_url_secret.reconcile_transport_url_secret(ctx)
     return kube.store[(str(SECRETS), NS, "nova-transport-url")], ctx.state.digest_key
 
 

@@ -18,13 +18,12 @@ from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import SECRETS, ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
-from nova_operator.reconcilers.context import PassContext
+from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.handlers import enqueue_for_owner
 from nova_operator.runtime.request import Request
-
-from .conftest import _merge
+from tests.unit.reconcilers.fakes import _merge
 
 NS = "ns"
 NOVA = Request(NS, "nova")

@@ -9,11 +9,10 @@ import pytest
 
 from nova_operator import naming, ownership
 from nova_operator.kube.resources import SECRETS, SERVICES
-from nova_operator.reconcilers.context import NovaOptions, PassContext
+from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
-
-from .conftest import FakeEvents, FakeKube
-from .test_steps import NS, UID, make_ctx
+from tests.unit.reconcilers.fakes import FakeEvents, FakeKube
+from tests.unit.reconcilers.nova.passes import NS, UID, make_ctx
 
 MARKS = naming.common_labels("nova")
 
@@ -127,7 +126,7 @@ async def test_a_converged_child_costs_no_request() -> None:
 
 
 async def test_the_digest_key_of_a_stranger_is_never_used() -> None:
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     kube = FakeKube()
     stranger = {
@@ -146,7 +145,7 @@ async def test_the_digest_key_of_a_stranger_is_never_used() -> None:
 async def test_the_finalizer_deletes_only_the_mariadb_objects_it_holds() -> None:
     """Nova x-a (database nova) is deleted: Nova x's cell0 Database and Grant x-a-nova-cell0 stay."""
     from nova_operator.kube.resources import DATABASES, GRANTS, NOVAS, USERS
-    from nova_operator.reconcilers.nova import FINALIZER, NovaReconciler
+    from nova_operator.reconcilers.nova.reconciler import FINALIZER, NovaReconciler
 
     kube = FakeKube()
     x_a = {
@@ -193,7 +192,7 @@ async def test_the_finalizer_deletes_only_the_mariadb_objects_it_holds() -> None
 async def test_a_new_digest_key_is_read_once_before_it_is_written() -> None:
     """The Secrets cache has not listed the namespace yet: one GET says the key is absent, and the
     write goes out on that read (no second GET of the same name in the pass)."""
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     kube = FakeKube()
     ctx = make_ctx(kube, FakeEvents())
@@ -209,7 +208,7 @@ async def test_a_new_digest_key_is_read_once_before_it_is_written() -> None:
 
 async def test_a_new_digest_key_is_created_first_with_no_read() -> None:
     """The covering cache does not hold the key: it is created in one request, and that key is used."""
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     kube = FakeKube()
     ctx = make_ctx(kube, FakeEvents())
@@ -222,7 +221,7 @@ async def test_a_new_digest_key_is_created_first_with_no_read() -> None:
 async def test_a_digest_key_the_cache_has_not_seen_yet_is_kept_not_replaced() -> None:
     """The key's Secret exists (a pass wrote it, the cache lags): the create is refused, the Secret is
     read, and its key is the one used; a new key would change every credential digest."""
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     kube = FakeKube()
     first = await secrets.digest_key(make_ctx(kube, FakeEvents()))
@@ -238,7 +237,7 @@ async def test_a_digest_key_the_cache_has_not_seen_yet_is_kept_not_replaced() ->
 
 
 async def test_a_strangers_secret_under_the_digest_keys_name_refuses_the_create_and_is_not_used() -> None:
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     kube = FakeKube()
     stranger = {

@@ -9,9 +9,8 @@ import pytest
 
 from nova_operator import conditions
 from nova_operator.kube.resources import RABBITMQ_CLUSTERS, SECRETS
-from nova_operator.reconcilers import transport_url
-
-from .test_steps import make_ctx  # type: ignore[import-not-found]
+from nova_operator.reconcilers.nova import transport_url_secret
+from tests.unit.reconcilers.nova.passes import make_ctx
 
 NS = "ns"
 
@@ -50,7 +49,7 @@ async def test_a_default_user_secret_outside_the_namespace_is_never_read(
     victim = _bus_secret("victim-ns", "prod-rabbit-default-user")
     kube.put(SECRETS, victim)
     ctx = make_ctx(kube, events, victim, messaging={"clusterRef": {"name": "rabbit"}})
-    result = await transport_url.run(ctx)
+    result = await transport_url_secret.reconcile_transport_url_secret(ctx)
     assert result.requeue_after == 15.0
     cond = ctx.condition(conditions.SECRETS_READY)
     assert cond is not None
@@ -68,7 +67,7 @@ async def test_a_default_user_secret_in_the_own_namespace_is_used(kube: Any, eve
         kube, events, _bus_secret(NS, "rabbit-default-user"), messaging={"clusterRef": {"name": "rabbit"}}
     )
     ctx.state.digest_key = b"k" * 32  # what the Secrets step hands on
-    assert (await transport_url.run(ctx)).requeue_after is None
+    assert (await transport_url_secret.reconcile_transport_url_secret(ctx)).requeue_after is None
     assert ctx.state.transport_url == "rabbit://admin:victim-password@rabbit.victim:5672/"
 
 
@@ -84,7 +83,7 @@ def _plain(name: str, **data: str) -> dict[str, Any]:
 async def test_a_password_oslo_cannot_carry_is_a_condition_naming_the_secret_not_the_value(
     kube: Any, events: Any
 ) -> None:
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     ctx = make_ctx(
         kube,
@@ -95,7 +94,7 @@ async def test_a_password_oslo_cannot_carry_is_a_condition_naming_the_secret_not
         _plain("metadata-proxy", shared_secret="m$$"),
         messaging={"secretRef": {"name": "bus"}},
     )
-    result = await secrets.run(ctx)
+    result = await secrets.reconcile_secrets(ctx)
     assert result.requeue_after == 15.0
     cond = ctx.condition(conditions.SECRETS_READY)
     assert cond is not None
@@ -120,7 +119,7 @@ async def test_a_secret_value_that_is_not_text_is_the_steps_condition_naming_sec
     kube: Any, events: Any, step_name: str
 ) -> None:
     from nova_operator.pipeline import NullObserver, run_sequence
-    from nova_operator.reconcilers.nova_steps import NOVA_STEPS
+    from nova_operator.reconcilers.nova.steps import NOVA_STEPS
 
     binary = b"\xff\xfe\x00Zq9-not-text"
     secrets = {
@@ -154,7 +153,7 @@ async def test_credential_digests_are_keyed_with_the_novas_own_key(kube: Any, ev
     import hashlib
     import hmac
 
-    from nova_operator.reconcilers import secrets
+    from nova_operator.reconcilers.nova import secrets
 
     inputs = (
         _plain("api-db", username="a", password="p"),
@@ -163,7 +162,7 @@ async def test_credential_digests_are_keyed_with_the_novas_own_key(kube: Any, ev
         _plain("metadata-proxy", shared_secret="m"),
     )
     ctx = make_ctx(kube, events, *inputs, messaging={"secretRef": {"name": "bus"}})
-    assert (await secrets.run(ctx)).requeue_after is None
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
     created = kube.store[("secrets", NS, "nova-digest-key")]
     key = base64.b64decode(created["data"]["key"])
     assert len(key) == 64  # 32 random bytes, hex
@@ -173,7 +172,7 @@ async def test_credential_digests_are_keyed_with_the_novas_own_key(kube: Any, ev
     # the key is kept: the next pass (key cached) writes nothing and gives the same digest
     again = make_ctx(kube, events, *inputs, created, messaging={"secretRef": {"name": "bus"}})
     writes = len(kube.writes())
-    await secrets.run(again)
+    await secrets.reconcile_secrets(again)
     assert again.state.authtoken_digest == digest
     assert len(kube.writes()) == writes
     # a rotation still changes it (and so rolls the pods)
@@ -186,5 +185,5 @@ async def test_credential_digests_are_keyed_with_the_novas_own_key(kube: Any, ev
         created,
         messaging={"secretRef": {"name": "bus"}},
     )
-    await secrets.run(rotated)
+    await secrets.reconcile_secrets(rotated)
     assert rotated.state.authtoken_digest not in ("", digest)

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 import structlog
 
+from nova_operator.clock import FakeClock
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.handlers import enqueue_mapped
 from nova_operator.runtime.ratelimit import ItemExponential

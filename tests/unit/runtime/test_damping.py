@@ -6,8 +6,8 @@ import asyncio
 
 import structlog
 
+from nova_operator.clock import FakeClock
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.damping import HotKeys
 from nova_operator.runtime.request import Request, Result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nova_operator.runtime.clock import FakeClock
+from nova_operator.clock import FakeClock
 from nova_operator.runtime.held import HeldWrites
 from nova_operator.runtime.workqueue import WorkQueue
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from nova_operator.clock import FakeClock
 from nova_operator.kube.errors import Gone, TooManyRequests, Unreachable
 from nova_operator.kube.resources import CONFIGMAPS, ResourceRef
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.informer import Informer
 from nova_operator.settings import WatchSettings
 

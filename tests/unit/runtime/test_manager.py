@@ -14,13 +14,13 @@ from typing import Any, cast
 import pytest
 import structlog
 
-from nova_operator import manager as manager_module
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Unreachable as KubeUnreachable
 from nova_operator.kube.resources import CONFIGMAPS
-from nova_operator.manager import ControllerStopped, Manager
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
+from nova_operator.runtime import manager as manager_module
+from nova_operator.runtime.manager import ControllerStopped, Manager
 from nova_operator.settings import (
     LeaderElectionSettings,
     QueueSettings,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_operator.runtime.clock import FakeClock
+from nova_operator.clock import FakeClock
 from nova_operator.runtime.ratelimit import ItemExponential, MaxOf, TokenBucket, default_rate_limiter
 
 

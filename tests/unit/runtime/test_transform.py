@@ -13,8 +13,7 @@ from nova_operator.kube.resources import CONFIGMAPS
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.transform import ALL, LAST_APPLIED, Transform, prune, union
-
-from .test_informer import FAST, Event, Rec, ScriptedAPI, run_until_exhausted
+from tests.unit.runtime.scripted import FAST, Event, Rec, ScriptedAPI, run_until_exhausted
 
 
 def cluster(rv: str = "1", **status: Any) -> dict[str, Any]:

@@ -17,8 +17,7 @@ from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL, REFERENCE, Transform
-
-from .test_informer import FAST, Event, Rec, ScriptedAPI, run_until_exhausted
+from tests.unit.runtime.scripted import FAST, Event, Rec, ScriptedAPI, run_until_exhausted
 
 BIG = "A" * 4096
 

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from nova_operator.clock import FakeClock
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.clock import FakeClock
 from nova_operator.runtime.ratelimit import ItemExponential
 from nova_operator.runtime.workqueue import ShutDown, WorkQueue
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from nova_operator.openstack import Aggregate, ComputeAPIError
 from nova_operator.reconcilers.compute.aggregates import reconcile_aggregates, required_names
-
-from .conftest import FakeCompute, make_pass
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 
 MARK = {"c5c3.io:nova": "ns/nova"}
 

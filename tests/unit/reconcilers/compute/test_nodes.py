@@ -8,8 +8,7 @@ import pytest
 
 from nova_operator.kube import errors
 from nova_operator.reconcilers.compute.nodes import reconcile_nodes
-
-from .conftest import FakeCompute, make_pass
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 
 
 class NodeKube:

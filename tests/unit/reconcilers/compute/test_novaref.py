@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.reconcilers.compute.novaref import reconcile_nova_ref
-
-from .conftest import FakeCompute, FakeKube, make_pass, nova
+from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
+from tests.unit.reconcilers.compute.fakes import FakeCompute, FakeKube, make_pass, nova
 
 
 def world(*, release: str = "2025.2", ref: bool = True, password: str = "pw") -> FakeKube:

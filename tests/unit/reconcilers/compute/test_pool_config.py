@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
-from nova_operator import apply, conditions
+from nova_operator import conditions
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.reconcilers.compute import pool_config
 from nova_operator.reconcilers.compute.pool_config import catalog_problems, reconcile_pool_config
 from nova_operator.renderers import compute_pool
-
-from .conftest import FakeCompute, FakeKube, make_pass
+from tests.unit.reconcilers.compute.fakes import (
+    owned_config_map,
+    pool_pass,
+)
 
 
 def test_known_options_and_owned_keys_pass() -> None:
@@ -41,36 +42,7 @@ def test_a_release_without_catalog_refuses_every_key() -> None:
 
 # -- the check runs when extraConfig changes, not on every pass (a release bump keeps the pool) --------
 
-CONTRACT = "nova-compute-config"
 DROPPED = {"libvirt": {"num_memory_encrypted_guests": "2"}}  # in 2026.1, gone in 2026.2
-
-
-def contract_secret() -> dict[str, Any]:
-    data = {k: base64.b64encode(b"x").decode() for k in compute_pool.REQUIRED_CONTRACT_KEYS}
-    return {"metadata": {"name": CONTRACT}, "data": data}
-
-
-KEY_SECRET = "nova-digest-key"
-
-
-def key_secret() -> dict[str, Any]:
-    return {"metadata": {"name": KEY_SECRET}, "data": {"key": base64.b64encode(b"k" * 64).decode()}}
-
-
-def pool_pass(extra: dict[str, dict[str, str]], release: str, cached: dict[tuple[str, str], Any]) -> Any:
-    kube = FakeKube(objects={("secrets", CONTRACT): contract_secret(), ("secrets", KEY_SECRET): key_secret()})
-    p, events = make_pass([], compute=FakeCompute(), kube=kube)
-    p.pool = p.pool.model_copy(update={"spec": p.pool.spec.model_copy(update={"extra_config": extra})})
-    p.contract_secret = CONTRACT
-    assert p.nova is not None
-    p.nova["spec"]["openStackRelease"] = release
-    p.cached = lambda ref, ns, name: cached.get((ref.plural, name))
-    return p, events, kube
-
-
-def owned_config_map(p: Any) -> dict[str, Any]:
-    desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
-    return apply.with_owner(desired, p.cr)
 
 
 def daemonset_mounting(p: Any, config_map: str) -> dict[str, Any]:

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from nova_operator import cli, controllers
-from nova_operator.reconcilers.compute.daemonset import reconcile_daemonset
-
-from .test_reasons import FailingKube, daemonset_pass
+from nova_operator.reconcilers.compute.daemon_set import reconcile_daemon_set
+from tests.unit.reconcilers.compute.fakes import FailingKube, daemonset_pass
 
 
 def pull_policies(daemonset: dict[str, Any]) -> set[str]:
@@ -34,6 +33,6 @@ async def test_the_flag_sets_the_pull_policy_of_the_pools_containers(
     p = daemonset_pass(kube)
     p.settings = controllers.compute_settings(cli.parse_settings(argv))  # what the operator runs with
     p.image = image
-    await reconcile_daemonset(p)
+    await reconcile_daemon_set(p)
     (applied,) = kube.applied
     assert pull_policies(applied) == {want}

@@ -9,51 +9,27 @@ import pytest
 
 from nova_operator import conditions
 from nova_operator.kube import errors
-from nova_operator.reconcilers.compute.daemonset import reconcile_daemonset
-from nova_operator.reconcilers.compute.novaref import reconcile_nova_ref
+from nova_operator.kube.types import Object
+from nova_operator.reconcilers.compute.daemon_set import reconcile_daemon_set
+from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
 from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
 from nova_operator.reconcilers.compute.services import reconcile_services
 from nova_operator.renderers import compute_pool
-
-from .conftest import FakeCompute, FakeKube, make_pass, nova, service
-
-Object = dict[str, Any]
+from tests.unit.reconcilers.compute.fakes import (
+    FailingKube,
+    FakeCompute,
+    FakeKube,
+    daemonset_pass,
+    make_pass,
+    nova,
+    service,
+)
 
 
 def reason(p: Any, cond_type: str) -> tuple[str, str, str]:
     c = p.condition(cond_type)
     assert c is not None, cond_type
     return str(c["status"]), str(c["reason"]), str(c["message"])
-
-
-class FailingKube(FakeKube):
-    """``get`` of one kind fails with a server error; ``list`` of pods too; ``apply`` answers ``applied``."""
-
-    def __init__(self, *, fail_get: str = "", fail_list: bool = False, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.fail_get, self.fail_list = fail_get, fail_list
-        self.applied: list[Object] = []
-        self.apply_error: errors.KubeError | None = None
-        self.answer_status: Object = {}
-
-    async def get(self, ref: Any, name: str, namespace: str | None = None) -> Object:
-        if ref.plural == self.fail_get:
-            raise errors.KubeError(f"{ref.plural} {name}: etcdserver: request timed out", status=500)
-        return await super().get(ref, name, namespace)
-
-    async def list(
-        self, ref: Any, namespace: str | None = None, *, label_selector: str | None = None
-    ) -> Object:
-        if self.fail_list:
-            raise errors.KubeError("pods is forbidden: User cannot list pods", status=403)
-        return await super().list(ref, namespace, label_selector=label_selector)
-
-    async def apply(self, ref: Any, body: Object, **_: Any) -> Object:
-        if self.apply_error is not None:
-            raise self.apply_error
-        self.applied.append(body)
-        meta = {**body["metadata"], "generation": 2, "uid": "ds-uid"}
-        return {**body, "metadata": meta, "status": self.answer_status}
 
 
 # -- NovaReady ---------------------------------------------------------------------------------------
@@ -129,13 +105,6 @@ async def test_a_missing_or_incomplete_contract_waits_15s(
 # -- DaemonSetReady ----------------------------------------------------------------------------------
 
 
-def daemonset_pass(kube: FailingKube) -> Any:
-    p, _ = make_pass([{"name": "n1", "phase": "Active"}], compute=FakeCompute(), kube=kube)
-    p.image, p.config_map = "ghcr.io/c5c3/nova:2025.2", "pool-config-abc"
-    p.contract_secret, p.contract_hash = "nova-compute-config", "f" * 64
-    return p
-
-
 async def test_a_rollout_under_way_is_daemonset_progressing_and_not_a_wait() -> None:
     kube = FailingKube()
     kube.answer_status = {
@@ -145,7 +114,7 @@ async def test_a_rollout_under_way_is_daemonset_progressing_and_not_a_wait() -> 
         "numberReady": 1,
     }
     p = daemonset_pass(kube)
-    assert (await reconcile_daemonset(p)).requeue_after is None
+    assert (await reconcile_daemon_set(p)).requeue_after is None
     status, why, message = reason(p, conditions.DAEMONSET_READY)
     assert (status, why) == ("False", "DaemonSetProgressing")
     assert "1 of 3" in message
@@ -158,7 +127,7 @@ async def test_a_refused_daemonset_is_daemonset_error_and_raises() -> None:
     kube.apply_error = errors.KubeError("DaemonSet.apps is invalid: spec.template: too long", status=422)
     p = daemonset_pass(kube)
     with pytest.raises(errors.KubeError):
-        await reconcile_daemonset(p)
+        await reconcile_daemon_set(p)
     status, why, message = reason(p, conditions.DAEMONSET_READY)
     assert (status, why) == ("False", "DaemonSetError")
     assert "is invalid" in message
@@ -169,7 +138,7 @@ async def test_a_daemonset_of_another_owner_is_child_owned_by_another_and_left_a
     theirs = {"metadata": {"name": "pool-nova-compute", "namespace": "ns", "labels": {"app": "mine"}}}
     kube = FailingKube(objects={("daemonsets", "pool-nova-compute"): theirs})
     p = daemonset_pass(kube)
-    assert (await reconcile_daemonset(p)).requeue_after == 60.0
+    assert (await reconcile_daemon_set(p)).requeue_after == 60.0
     status, why, message = reason(p, conditions.DAEMONSET_READY)
     assert (status, why) == ("False", "ChildOwnedByAnother")
     assert message.startswith("DaemonSet ns/pool-nova-compute exists and is not this NovaCompute's")
@@ -179,7 +148,7 @@ async def test_a_daemonset_of_another_owner_is_child_owned_by_another_and_left_a
     orphan = {"metadata": {"name": "pool-nova-compute", "namespace": "ns", "labels": labels}}
     kube = FailingKube(objects={("daemonsets", "pool-nova-compute"): orphan})
     p = daemonset_pass(kube)
-    await reconcile_daemonset(p)
+    await reconcile_daemon_set(p)
     assert [b["metadata"]["ownerReferences"][0]["uid"] for b in kube.applied] == ["u1"]
 
 

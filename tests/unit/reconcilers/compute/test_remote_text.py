@@ -9,8 +9,7 @@ from simcluster.hostile import HostileServer
 
 from nova_operator.openstack import Credentials
 from nova_operator.reconcilers.compute.aggregates import reconcile_aggregates
-
-from .conftest import FakeCompute, make_pass
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 
 MARKER = "MARKER-7f3a-remote-body"
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from nova_operator.nodeplan import Plan
+from nova_operator.decisions.nodeplan import Plan
 from nova_operator.openstack import ComputeAPIError, DeleteOutcome
 from nova_operator.reconcilers.compute.context import ComputeIntervals
 from nova_operator.reconcilers.compute.services import poll_interval, reconcile_services
-
-from .conftest import FakeCompute, FakeKube, api_deployment, make_pass, pod, service
+from tests.unit.reconcilers.compute.fakes import (
+    FakeCompute,
+    FakeKube,
+    api_deployment,
+    make_pass,
+    pod,
+    service,
+)
 
 REASON = "c5c3.io: leaving NovaCompute ns/pool"
 

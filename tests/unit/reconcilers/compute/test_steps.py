@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from nova_operator import conditions
-from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.compute import NOVACOMPUTE_STEPS, STEP_CONDITIONS
+from nova_operator.reconcilers.compute.compute_vpa import reconcile_compute_vpa
 from nova_operator.reconcilers.compute.controller import nova_changed, sibling_changed
-from nova_operator.reconcilers.compute.daemonset import rolled_out
-from nova_operator.reconcilers.compute.steps import TEARDOWN_STEPS, StepMetrics
-from nova_operator.reconcilers.compute.vpa import reconcile_vpa
-
-from .conftest import FakeCompute, make_pass
+from nova_operator.reconcilers.compute.daemon_set import rolled_out
+from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, STEP_CONDITIONS, TEARDOWN_STEPS
+from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
+from tests.unit.reconcilers.step_names import misnamed
 
 
 def test_the_seven_steps_run_in_the_spec_order_each_owning_one_ready_input() -> None:
@@ -27,41 +25,13 @@ def test_the_seven_steps_run_in_the_spec_order_each_owning_one_ready_input() -> 
     assert [s.name for s in TEARDOWN_STEPS] == ["NovaRef", "Aggregates"]
 
 
-def test_step_metrics_use_the_spec_names_and_unknown_for_unmapped_steps() -> None:
-    metrics = Metrics()
-    observer = StepMetrics(metrics)
-    r = metrics.registry
-    assert (
-        r.get_sample_value(
-            "nova_operator_reconcile_errors_total",
-            {"sub_reconciler": "Services", "condition_type": "ServicesReady"},
-        )
-        == 0
-    )
-    observer.observe_step("Services", "ServicesReady", 0.2, failed=True)
-    observer.observe_step("Bogus", "X", 0.1, failed=True)
-    assert (
-        r.get_sample_value(
-            "nova_operator_reconcile_errors_total",
-            {"sub_reconciler": "Services", "condition_type": "ServicesReady"},
-        )
-        == 1
-    )
-    assert (
-        r.get_sample_value(
-            "nova_operator_reconcile_errors_total", {"sub_reconciler": "Bogus", "condition_type": "UNKNOWN"}
-        )
-        == 1
-    )
-    assert (
-        r.get_sample_value("nova_operator_reconcile_duration_seconds_count", {"sub_reconciler": "Services"})
-        == 1
-    )
+def test_each_step_is_reconcile_step_in_the_module_of_its_name() -> None:
+    assert misnamed(NOVACOMPUTE_STEPS, {}) == []
 
 
 async def test_vpa_is_not_required_since_no_pool_can_opt_in() -> None:
     p, _ = make_pass([], compute=FakeCompute())
-    assert (await reconcile_vpa(p)).requeue_after is None
+    assert (await reconcile_compute_vpa(p)).requeue_after is None
     c = p.condition("VPAReady")
     assert (c["status"], c["reason"]) == ("True", "VPANotRequired")
     assert c["observedGeneration"] == 3

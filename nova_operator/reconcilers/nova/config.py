@@ -1,0 +1,134 @@
+"""Step 4, ``Config`` (``SecretsReady`` on failure; maintains ``ExtraConfigHealthy``), reconciler.md §4.4.
+
+Renders nova.conf and the four role overlays into the immutable, content-addressed
+``{name}-config-<hash>`` ConfigMap and prunes older ones to the 3 newest historical.
+
+A config that cannot be rendered (a newline in a value, a key the option catalog of the
+release does not know, an option nova marks secret (its way in is ``spec.secretConfig``), a
+rejected key) is not written: ``SecretsReady=False`` reason
+``ConfigError`` with a Warning event of the same reason, and the step hands forward the
+ConfigMap the live API Deployment mounts, so running pods keep their last-good config (on a
+first install there is none and the Database step waits with ``WaitingForConfig``).
+Choice: an unknown option fails the Config step like the upstream webhook refused it at
+admission, so ``Ready`` cannot stay True at a generation whose config was never applied.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nova_operator import catalog, conditions, naming
+from nova_operator.decisions import releases, retention
+from nova_operator.kube.errors import KubeError
+from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from nova_operator.naming import Component
+from nova_operator.reconcilers.nova.context import PassContext
+from nova_operator.renderers import novaconf
+from nova_operator.runtime.request import Result
+
+CONDITION: Final = conditions.SECRETS_READY
+CONFIG_ERROR: Final = "ConfigError"
+NO_OWNED_KEYS_OVERRIDDEN: Final = "NoOwnedKeysOverridden"
+OWNED_KEYS_OVERRIDDEN: Final = "OwnedKeysOverridden"
+OWNED_KEY_OVERRIDE_EVENT: Final = "ExtraConfigOwnedKeyOverride"
+EXTRA_CONFIG_WARNING: Final = "ExtraConfigWarning"  # a deprecated option, or no catalog to check against
+KEEP_HISTORICAL: Final = 3
+
+
+def _extra_config(ctx: PassContext) -> dict[str, dict[str, str]]:
+    return {s: dict(opts) for s, opts in (ctx.nova.spec.extra_config or {}).items()}
+
+
+async def _extra_config_health(ctx: PassContext, extra: dict[str, dict[str, str]]) -> None:
+    overridden = novaconf.overridden_owned_keys(extra)
+    if not overridden:
+        ctx.set(
+            conditions.EXTRA_CONFIG_HEALTHY,
+            True,
+            NO_OWNED_KEYS_OVERRIDDEN,
+            "No operator-owned key is overridden",
+        )
+        return
+    listed = ", ".join(f"[{s}] {k}" for s, k in overridden)
+    message = (
+        f"spec.extraConfig overrides operator-owned keys: {listed}; the operator renders them from the spec, "
+        "and the override is honoured"
+    )
+    previous = ctx.condition(conditions.EXTRA_CONFIG_HEALTHY)
+    changed = previous is None or previous.get("status") != "False" or previous.get("message") != message
+    ctx.set(conditions.EXTRA_CONFIG_HEALTHY, False, OWNED_KEYS_OVERRIDDEN, message)
+    if changed:
+        await ctx.emit("Warning", OWNED_KEY_OVERRIDE_EVENT, message)
+
+
+def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> list[str]:
+    release = releases.base(ctx.nova.spec.open_stack_release)
+    if release is None or not extra:
+        return []
+    exempt = [(s, k) for s, keys in novaconf.OWNED_KEYS.items() for k in keys]
+    try:
+        unknown = catalog.unknown_options(release, extra, exempt=exempt)
+        secret = catalog.secret_options(release, extra, exempt=novaconf.OWNED_PAIRS)
+    except catalog.NoCatalogError:
+        return [catalog.no_catalog_refusal(release, extra)]  # fail closed (issue 13): nothing is checked
+    return [catalog.format_unknown(release, s, k) for s, k in unknown] + [
+        catalog.format_secret(s, k) for s, k in secret
+    ]
+
+
+async def _last_good(ctx: PassContext) -> None:
+    """Hand forward what the live API Deployment mounts (nothing on a first install)."""
+    api = ctx.cached(DEPLOYMENTS, naming.deployment_name(ctx.name, Component.API))
+    volumes = (((api or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+    name = next(
+        (v["configMap"]["name"] for v in volumes if v.get("name") == "config" and "configMap" in v), ""
+    )
+    current = ctx.cached(CONFIGMAPS, name) if name else None
+    ctx.state.config_map = name if current is not None else ""
+    ctx.state.config_keys = tuple(sorted((current or {}).get("data") or {}))
+
+
+async def _fail(ctx: PassContext, message: str) -> Result:
+    previous = ctx.initial_condition(CONDITION)
+    repeated = previous is not None and (previous.get("reason"), previous.get("message")) == (
+        CONFIG_ERROR,
+        message,
+    )
+    ctx.set(CONDITION, False, CONFIG_ERROR, message)
+    if not repeated:  # once per distinct problem, so a refused config does not flood the namespace
+        await ctx.emit("Warning", CONFIG_ERROR, message)
+    await _last_good(ctx)
+    return Result()
+
+
+async def _prune(ctx: PassContext, current: str) -> None:
+    """Keep the current ConfigMap and the 3 newest historical ones this CR owns; delete the rest."""
+    labels = {naming.CONFIG_BASE_LABEL: naming.config_base_label(ctx.name)}
+    for name in retention.surplus(ctx.owned(CONFIGMAPS, labels), current, KEEP_HISTORICAL):
+        await ctx.remove(CONFIGMAPS, name)
+
+
+async def reconcile_config(ctx: PassContext) -> Result:
+    extra = _extra_config(ctx)
+    await _extra_config_health(ctx, extra)
+    if problems := _catalog_problems(ctx, extra):
+        return await _fail(ctx, "; ".join(problems))
+    try:
+        data = novaconf.config_data(novaconf.conf_inputs(ctx.nova))
+        desired = novaconf.config_map(ctx.nova, data)
+    except novaconf.ConfigError as exc:
+        return await _fail(ctx, str(exc))
+    new_config = ctx.cached(CONFIGMAPS, desired["metadata"]["name"]) is None
+    try:
+        await ctx.ensure(desired)
+        await _prune(ctx, desired["metadata"]["name"])
+    except KubeError as exc:
+        ctx.set(CONDITION, False, CONFIG_ERROR, f"config ConfigMap: {exc}")
+        raise
+    ctx.state.config_map = desired["metadata"]["name"]
+    ctx.state.config_keys = tuple(sorted(data))
+    if new_config and (release := releases.base(ctx.nova.spec.open_stack_release)) is not None:
+        # admission warnings without a webhook: events, once, when a changed config is written
+        for warning in catalog.admission_warnings(release, extra):
+            await ctx.emit("Warning", EXTRA_CONFIG_WARNING, warning)
+    return Result()

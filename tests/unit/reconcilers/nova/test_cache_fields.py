@@ -1,0 +1,160 @@
+"""What the Nova controller's caches keep of each kind (reconcilers/cache_fields.py): its readers still work.
+
+Every reader of a pruned kind runs here on the object as the cache keeps it; the kinds the
+operator applies, and the Nova itself, are kept whole (``apply.carries`` compares them field by
+field with the desired object, so a pruned field would be a write on every pass).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, cast
+
+from nova_operator import conditions
+from nova_operator.decisions.readiness import custom_resource_ready
+from nova_operator.kube.client import Kube
+from nova_operator.kube.resources import (
+    CLUSTER_SECRET_STORES,
+    MARIADBS,
+    NOVAS,
+    RABBITMQ_CLUSTERS,
+    SECRET_STORES,
+    SECRETS,
+    ResourceRef,
+)
+from nova_operator.metrics import Metrics
+from nova_operator.reconcilers.nova import cache_fields, transport_url_secret
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import (
+    MARIADB_CHILDREN,
+    OWNED,
+    _mariadb_mapper,
+    make_controller_factory,
+)
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.manager import Manager
+from nova_operator.runtime.request import Request
+from nova_operator.runtime.transform import ALL, Transform
+from tests.unit.reconcilers.nova.passes import make_ctx
+
+NS = "ns"
+
+
+def stored(ref: ResourceRef, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the Nova controller's cache of ``ref`` keeps it."""
+    t = Transform()
+    t.keep(cache_fields.kept(ref))
+    return t(obj)
+
+
+def cr(kind: str, api_version: str, ready: str | None, **extra: Any) -> dict[str, Any]:
+    conds = [] if ready is None else [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "db", "namespace": NS, "resourceVersion": "7", "managedFields": [{}]},
+        "spec": {"rootPasswordSecretKeyRef": {"name": "root"}, "storage": {"size": "1Gi"}, "provider": {}},
+        "status": {"conditions": conds, "currentPrimary": "db-0", **extra},
+    }
+
+
+def test_the_ready_gates_read_the_same_from_the_kept_mariadb_and_stores() -> None:
+    for ref in (MARIADBS, SECRET_STORES, CLUSTER_SECRET_STORES):
+        for ready in ("True", "False", None):
+            whole = cr(ref.kind, ref.api_version, ready)
+            kept = stored(ref, cr(ref.kind, ref.api_version, ready))
+            assert custom_resource_ready(kept) == custom_resource_ready(whole) == (ready == "True")
+            assert "spec" not in kept  # what nobody reads is gone
+            assert kept["status"] == {"conditions": whole["status"]["conditions"]}
+            assert kept["metadata"]["resourceVersion"] == "7"
+
+
+def test_the_mariadb_mapper_finds_the_novas_from_the_kept_cluster() -> None:
+    novas = Cache("novas")
+    novas.upsert(
+        {"metadata": {"name": "n", "namespace": NS}, "spec": {"apiDatabase": {"clusterRef": {"name": "db"}}}}
+    )
+    kept = stored(MARIADBS, cr("MariaDB", MARIADBS.api_version, "True"))
+    assert _mariadb_mapper(novas)(kept) == [Request(NS, "n")]
+
+
+def rabbit(secret_reference: dict[str, str] | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": [{"type": "AllReplicasReady", "status": "True"}]}
+    if secret_reference is not None:
+        status["defaultUser"] = {
+            "secretReference": secret_reference,
+            "serviceReference": {"name": "rabbit", "namespace": NS},
+        }
+    return {
+        "apiVersion": RABBITMQ_CLUSTERS.api_version,
+        "kind": "RabbitmqCluster",
+        "metadata": {"name": "rabbit", "namespace": NS, "resourceVersion": "3"},
+        "spec": {"replicas": 3, "override": {"statefulSet": {"spec": {"template": {"spec": {}}}}}},
+        "status": status,
+    }
+
+
+def bus_secret() -> dict[str, Any]:
+    values = {"username": "admin", "password": "pw", "host": "rabbit.ns", "port": "5672"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "rabbit-default-user", "namespace": NS},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }
+
+
+async def _transport(kube: Any, events: Any, cluster: dict[str, Any]) -> Any:
+    ctx = make_ctx(kube, events, bus_secret(), messaging={"clusterRef": {"name": "rabbit"}})
+    rabbits = Cache(str(RABBITMQ_CLUSTERS))
+    rabbits.upsert(stored(RABBITMQ_CLUSTERS, cluster))
+    cast(dict[ResourceRef, Cache], ctx.caches)[RABBITMQ_CLUSTERS] = rabbits
+    ctx.state.digest_key = b"k" * 32
+    result = await transport_url_secret.reconcile_transport_url_secret(ctx)
+    return ctx, result
+
+
+async def test_the_transport_step_builds_its_url_from_the_kept_rabbitmq_cluster(
+    kube: Any, events: Any
+) -> None:
+    ref = {"name": "rabbit-default-user", "namespace": NS, "keys": "ignored"}
+    ctx, result = await _transport(kube, events, rabbit(ref))
+    assert result.requeue_after is None
+    assert ctx.state.transport_url == "rabbit://admin:pw@rabbit.ns:5672/"
+    assert [c for c in kube.calls if c[1] == str(RABBITMQ_CLUSTERS)] == []  # read from the cache
+    kept = stored(RABBITMQ_CLUSTERS, rabbit(ref))
+    assert kept["status"] == {"defaultUser": {"secretReference": ref}}
+    assert "spec" not in kept
+
+
+async def test_a_kept_rabbitmq_cluster_without_a_default_user_still_reads_as_not_published(
+    kube: Any, events: Any
+) -> None:
+    ctx, result = await _transport(kube, events, rabbit(None))
+    assert result.requeue_after == 15.0
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert cond["message"] == f"RabbitmqCluster {NS}/rabbit publishes no default user yet"
+
+
+class NoKube:
+    """What a Manager needs of the client to register informers (no request is sent)."""
+
+    def __init__(self) -> None:
+        self.metrics = Metrics()
+
+
+def test_the_nova_and_every_kind_the_operator_applies_are_kept_whole() -> None:
+    for ref in (NOVAS, SECRETS, *OWNED, *MARIADB_CHILDREN):
+        assert cache_fields.kept(ref) is ALL, ref
+    manager = Manager(cast(Kube, NoKube()))
+    options = NovaOptions(secret_stores=True, cluster_secret_stores=True, rabbitmq_api=True, mariadb_api=True)
+    make_controller_factory(options)(manager)
+    kept = {inf.ref: inf.transform.kept for inf in manager.informers}
+    assert kept[NOVAS] is ALL
+    assert kept[SECRETS] is ALL
+    for ref in (*OWNED, *MARIADB_CHILDREN):
+        assert kept[ref] is ALL, ref
+    for ref in (MARIADBS, SECRET_STORES, CLUSTER_SECRET_STORES, RABBITMQ_CLUSTERS):
+        assert kept[ref] is not ALL, ref
+        assert set(kept[ref]) == {"apiVersion", "kind", "metadata", "status"}, ref  # type: ignore[arg-type]

@@ -4,16 +4,27 @@ The operator binds /metrics to the pod's IP only, so ``kubectl port-forward`` (w
 pod's loopback) cannot reach it; the documented step reads it through the API server's proxy of the
 metrics Service. This test parses that step and checks it against the real helm and kustomize
 renders: the namespace, the Service name and its port name, the port's target being the container's
-metrics port, and that no documented command port-forwards the metrics port.
+metrics port, and that no documented command port-forwards the metrics port. Then it runs the
+documented command itself against a real API server, whose Service fronts a server bound the way the
+operator binds /metrics.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import os
 import pathlib
 import re
+import socket
+import subprocess
+import threading
 from typing import Any
 
-from simcluster.installtools import by_kind, docs, helm_template, run
+import pytest
+from simcluster import ControlPlane
+from simcluster.installtools import bindir, by_kind, docs, helm_template, run
+from simcluster.kube import Kube, KubeError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INSTALL_MD = REPO / "docs" / "install.md"
@@ -78,3 +89,104 @@ def test_no_documented_command_port_forwards_the_metrics_port() -> None:
                         r"(?<![\w/-])(\d+(?::\d+)?)(?![\w-])", line.split("port-forward", 1)[1]
                     )
                     assert all(p.split(":")[-1] != "8080" for p in ports), (page.name, line)
+
+
+def _pod_ip() -> str:
+    """A non-loopback address of this machine, standing in for the pod's IP (the API server does
+    not proxy to loopback)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.254", 9))  # no packet is sent: this only picks the outgoing address
+        ip: str = s.getsockname()[0]
+    assert not ip.startswith("127."), ip
+    return ip
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'nova_operator_leader_election_master_status{name="nova-operator-leader"} 1\n'
+        self.send_response(200 if self.path == "/metrics" else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_documented_metrics_command_reaches_a_server_bound_to_the_pod_ip_only(
+    control_plane: ControlPlane,
+) -> None:
+    """The step's command, run as written (real kubectl, real kube-apiserver), against a metrics
+    Service whose endpoint listens like the operator: on the "pod IP" only, nothing on loopback."""
+    block = _verify_block()
+    lines = block.splitlines()
+    (i,) = [n for n, line in enumerate(lines) if PROXY.search(line)]
+    command = lines[i].rstrip("\\").strip() + " " + lines[i + 1].strip()
+    m = PROXY.search(command)
+    assert m
+    assert "| grep '^nova_operator_leader_election_master_status'" in command
+
+    ip = _pod_ip()
+    server = http.server.HTTPServer((ip, 0), _Metrics)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kube = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    ns, name = m["ns"], m["svc"]
+    # The API server proxies only to an endpoint whose target is a Pod with that IP.
+    pod_name = "nova-operator-5d9c7b8f6-x2kqz"
+    pod = {"kind": "Pod", "namespace": ns, "name": pod_name}
+    pod_doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": ns},
+        "spec": {"nodeName": "node-a", "containers": [{"name": "manager", "image": "nova-operator:test"}]},
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"ports": [{"name": m["port"], "port": 8080, "targetPort": port, "protocol": "TCP"}]},
+    }
+    endpoints = {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": name, "namespace": ns},
+        "subsets": [
+            {"addresses": [{"ip": ip}], "ports": [{"name": m["port"], "port": port, "protocol": "TCP"}]}
+        ],
+    }
+    slice_ = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": f"{name}-1", "namespace": ns, "labels": {"kubernetes.io/service-name": name}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": pod}],
+        "ports": [{"name": m["port"], "port": port, "protocol": "TCP"}],
+    }
+    try:
+        kube.apply(pod_doc, ns)
+        pods = f"/api/v1/namespaces/{ns}/pods/{pod_name}/status"
+        kube.patch(pods, {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}})
+        for doc in (service, endpoints, slice_):
+            kube.apply(doc, ns)
+        with pytest.raises(ConnectionRefusedError):  # like the operator: nothing on the pod's loopback
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        env = {
+            **os.environ,
+            "PATH": f"{bindir()}:{os.environ['PATH']}",
+            "KUBECONFIG": str(control_plane.kubeconfig),
+        }
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == 'nova_operator_leader_election_master_status{name="nova-operator-leader"} 1\n'
+    finally:
+        for doc in (slice_, endpoints, service, pod_doc):
+            with contextlib.suppress(KubeError):
+                # at once: no kubelet here confirms a graceful deletion of the pod
+                kube.delete(f"{kube.collection(doc, ns)}/{doc['metadata']['name']}?gracePeriodSeconds=0")
+        server.shutdown()
+        server.server_close()

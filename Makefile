@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
+.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -105,6 +105,19 @@ bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tie
 
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd
+
+# Deleting a CRD deletes every object of its kind: each Nova and NovaCompute, and through their owner
+# references everything they made. On a terminal it asks first; FORCE=1 (or no terminal) does not ask.
+uninstall:  ## DELETE the CRDs and with them every Nova, NovaCompute and their children (asks first unless FORCE=1)
+	@printf '%s\n' "WARNING: this deletes the CRDs novas.nova.openstack.c5c3.io and novacomputes.nova.openstack.c5c3.io" \
+	  "from the cluster of KUBECONFIG, and with them EVERY Nova and NovaCompute in every namespace and" \
+	  "all their children: Deployments, Jobs, the db-archive CronJob, Services, ConfigMaps, the derived" \
+	  "Secrets (compute contracts), the pools' DaemonSets and the MariaDB Database/User/Grant objects." >&2
+	@if [ "$(FORCE)" != 1 ] && [ -t 0 ]; then \
+	  read -r -p "Type 'yes' to delete them: " answer; \
+	  [ "$$answer" = yes ] || { echo "make uninstall: nothing deleted" >&2; exit 1; }; \
+	fi
+	"$(DEPLOYTOOLS)/kubectl" delete --ignore-not-found -k config/crd
 
 deploy:  ## install CRDs, RBAC and the operator (config/default, namespace nova-system); IMG=repo:tag for another image
 	@set -e; bin="$(DEPLOYTOOLS)"; \

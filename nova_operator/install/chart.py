@@ -42,6 +42,16 @@ def _include(name: str) -> Callable[[int, str], str]:
     return lambda indent, ctx: f'{{{{- include "nova-operator.{name}" {ctx} | nindent {indent} }}}}'
 
 
+def _splice(value: str) -> Callable[[int, str], str]:
+    """The entries of the list ``value`` in place of one list item (nothing when it is empty)."""
+
+    def render(indent: int, ctx: str) -> str:
+        # ``indent`` is the item's content column; the entries' dashes go two columns left of it.
+        return f"{{{{- with {value} }}}}\n{{{{- toYaml . | nindent {indent - 2} }}}}\n{{{{- end }}}}"
+
+    return render
+
+
 def _scheduling(indent: int, ctx: str) -> str:
     keys = ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints")
     return "\n".join(_with(f".Values.{k}", k)(indent, ctx) for k in keys)
@@ -60,6 +70,9 @@ SNIPPETS: dict[str, Callable[[int, str], str]] = {
         f"{{{{- with .Values.priorityClassName }}}}\n{' ' * i}priorityClassName: {{{{ . }}}}\n{{{{- end }}}}"
     ),
     "scheduling": _scheduling,
+    "extraEnv": _splice(".Values.extraEnv"),
+    "extraVolumes": _splice(".Values.extraVolumes"),
+    "extraVolumeMounts": _splice(".Values.extraVolumeMounts"),
 }
 
 _SNIPPET = re.compile(r"^(\s*)(- )?'@@k:([^@]+)@@': null$")
@@ -104,6 +117,8 @@ VALUES: dict[str, Any] = {
     "extraArgs": [],
     "podAnnotations": {},
     "podLabels": {},
+    "podSecurityContext": o.POD_SECURITY_CONTEXT,
+    "securityContext": o.SECURITY_CONTEXT,
     "resources": o.RESOURCES,
     "nodeSelector": {},
     "tolerations": [],
@@ -111,6 +126,9 @@ VALUES: dict[str, Any] = {
     "topologySpreadConstraints": [],
     "priorityClassName": "",
     "terminationGracePeriodSeconds": o.TERMINATION_GRACE_SECONDS,
+    "extraEnv": [],
+    "extraVolumes": [],
+    "extraVolumeMounts": [],
     "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
     "metrics": {"service": {"enabled": True}},
     "serviceMonitor": {"enabled": False, "interval": "30s", "labels": {}},
@@ -130,16 +148,36 @@ VALUES: dict[str, Any] = {
 COMMENTS = {
     "replicaCount": "Operator pods; one leads (leader election), the others wait. A PDB is made when > 1.",
     "image": "The operator's image; tag defaults to the chart's appVersion.",
+    "imagePullSecrets": "Secrets the kubelet pulls the operator's image with, e.g. [{name: regcred}].",
+    "nameOverride": "Replaces the chart name in the objects' names and the app.kubernetes.io/name label.",
+    "fullnameOverride": "Replaces the whole release-chart prefix of the objects' names.",
     "serviceAccount": "create: false uses an existing ServiceAccount (name is then required).",
     "rbac": "scope: cluster (one ClusterRole) or namespaced (a Role in each of watchNamespaces,\n"
     "a ClusterRole for nodes and ClusterSecretStores only).",
     "watchNamespaces": "Namespaces the operator watches (--namespace); empty: all namespaces.",
+    "leaderElection": "enabled: false runs without a Lease (then replicaCount must be 1).",
     "logLevel": "debug, info, warning or error.",
     "novaApiUrl": "The compute API of a Nova, with {name} and {namespace}; empty: its in-cluster Service.",
     "secretRefLabel": "KEY or KEY=VALUE (--secret-ref-label): use a Secret a Nova or NovaCompute names\n"
     "only while it carries this label; empty: any Secret of the CR's namespace.",
     "extraArgs": "More operator flags, e.g. --workers=4.",
+    "podAnnotations": "Annotations added to the operator's pods.",
+    "podLabels": "Labels added to the operator's pods (not to the Deployment's selector).",
+    "podSecurityContext": "The operator pod's securityContext (restricted Pod Security Standard).",
+    "securityContext": "The operator container's securityContext; the default meets the restricted\n"
+    "Pod Security Standard (read-only root filesystem: /tmp is an emptyDir).",
+    "resources": "The operator container's resource requests and limits.",
+    "nodeSelector": "Node labels the operator's pods must match.",
+    "tolerations": "Tolerations of the operator's pods.",
+    "affinity": "Affinity rules of the operator's pods.",
+    "topologySpreadConstraints": "Topology spread constraints of the operator's pods.",
+    "priorityClassName": "PriorityClass of the operator's pods; empty: the cluster's default.",
     "terminationGracePeriodSeconds": "Longer than the operator's drain of in-flight reconciles.",
+    "extraEnv": "More environment variables of the operator container (EnvVar list, after POD_NAMESPACE\n"
+    "and POD_IP), e.g. [{name: HTTPS_PROXY, value: http://proxy:3128}].",
+    "extraVolumes": "More volumes of the operator's pods (Volume list, after tmp).",
+    "extraVolumeMounts": "More volume mounts of the operator container (VolumeMount list, after /tmp).",
+    "podDisruptionBudget": "A PodDisruptionBudget for the operator's pods while replicaCount > 1.",
     "metrics": "The Service in front of /metrics (port 8080; the operator listens on the pod's IP only,\n"
     "not on loopback: use the Service or the pod IP, not kubectl port-forward).",
     "serviceMonitor": "A prometheus-operator ServiceMonitor for the metrics Service.",
@@ -148,9 +186,22 @@ COMMENTS = {
     "ConfigMaps with these labels (namespace: where the sidecar looks; empty: the release's).",
     "networkPolicy": "Ingress to the operator's pods: metrics only, from these peers.",
 }
+"""Every top-level value's description: its comment in values.yaml, its ``description`` in
+values.schema.json and its row in the chart's README.md."""
 
 _LABEL_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _FREE_FORM = {"type": "object"}
+
+
+def _named_list(*required: str) -> dict[str, Any]:
+    """A list of Kubernetes objects that each need a ``name`` (and ``required``), checked no further."""
+    props = {key: {"type": "string", "minLength": 1} for key in ("name", *required)}
+    return {
+        "type": "array",
+        "items": {"type": "object", "properties": props, "required": ["name", *required]},
+    }
+
+
 _SCHEMA_OVERRIDES: dict[str, dict[str, Any]] = {
     "replicaCount": {"type": "integer", "minimum": 0},
     "image.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
@@ -181,12 +232,17 @@ _SCHEMA_OVERRIDES: dict[str, dict[str, Any]] = {
     "extraArgs": {"type": "array", "items": {"type": "string", "pattern": "^--"}},
     "podAnnotations": _LABEL_MAP,
     "podLabels": _LABEL_MAP,
+    "podSecurityContext": _FREE_FORM,
+    "securityContext": _FREE_FORM,
     "resources": _FREE_FORM,
     "nodeSelector": _LABEL_MAP,
     "tolerations": {"type": "array", "items": _FREE_FORM},
     "affinity": _FREE_FORM,
     "topologySpreadConstraints": {"type": "array", "items": _FREE_FORM},
     "terminationGracePeriodSeconds": {"type": "integer", "minimum": 0},
+    "extraEnv": _named_list(),
+    "extraVolumes": _named_list(),
+    "extraVolumeMounts": _named_list("mountPath"),
     "podDisruptionBudget.minAvailable": {
         "oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}]
     },
@@ -224,7 +280,13 @@ def _schema(value: Any, path: str = "") -> dict[str, Any]:
 
 def values_schema() -> dict[str, Any]:
     schema = _schema(VALUES)
-    schema["properties"]["global"] = {"type": "object"}  # what a parent chart passes to every subchart
+    for key, text in COMMENTS.items():
+        prop = schema["properties"][key]
+        schema["properties"][key] = {"description": " ".join(text.splitlines()), **prop}
+    schema["properties"]["global"] = {  # what a parent chart passes to every subchart
+        "description": "Values a parent chart passes to every subchart; this chart reads none.",
+        "type": "object",
+    }
     return {"$schema": "https://json-schema.org/draft-07/schema#", "title": "nova-operator values", **schema}
 
 
@@ -235,6 +297,50 @@ def _values_yaml() -> str:
             parts.append("\n".join(f"# {line}" for line in COMMENTS[key].splitlines()))
         parts.append(yaml.safe_dump({key: value}, sort_keys=False, width=1_000_000).rstrip("\n"))
     return "\n".join(parts) + "\n"
+
+
+def _type(node: dict[str, Any]) -> str:
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    if "oneOf" in node:
+        return " or ".join(_type(n) for n in node["oneOf"])
+    return str(node.get("type", "any"))
+
+
+def _cell(value: Any) -> str:
+    text = json.dumps(value, separators=(", ", ": "))
+    return f"`{text}`".replace("|", "\\|")
+
+
+def chart_readme() -> str:
+    """The chart's README.md: how to install it and every value, from ``values_schema()`` and ``VALUES``."""
+    props = values_schema()["properties"]
+    rows = []
+    for key, node in props.items():
+        if key == "global":
+            continue
+        default = _cell(VALUES[key])
+        rows.append(f"| `{key}` | {_type(node)} | {default} | {node['description']} |")
+        for sub, child in node.get("properties", {}).items():
+            rows.append(f"| `{key}.{sub}` | {_type(child)} | {_cell(VALUES[key][sub])} | |")
+    return (
+        "<!-- Generated by make manifests from nova_operator/install/chart.py; do not edit. -->\n"
+        f"# {o.APP} Helm chart\n\n"
+        "Installs the nova-operator (its CRDs from `crds/`, a ServiceAccount, RBAC, the Deployment, a\n"
+        "PodDisruptionBudget while more than one replica runs and the metrics Service; optionally a\n"
+        "ServiceMonitor, a PrometheusRule, a Grafana dashboard ConfigMap and a NetworkPolicy).\n\n"
+        "```bash\n"
+        "helm install nova-operator charts/nova-operator --namespace nova-system --create-namespace\n"
+        "```\n\n"
+        "Helm installs `crds/` with the release but never upgrades or deletes them: see\n"
+        "`docs/upgrading-operator.md` and `docs/install.md` of the repository.\n\n"
+        "## Values\n\n"
+        "`values.schema.json` refuses unknown keys and wrong types. Nested keys are listed under their\n"
+        "parent; Kubernetes objects (`podSecurityContext`, `securityContext`, `resources`, `affinity`,\n"
+        "the `extra*` lists ...) are passed to the Deployment as they are.\n\n"
+        "| value | type | default | description |\n"
+        "| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    )
 
 
 # -- templates ---------------------------------------------------------------------------------
@@ -412,6 +518,7 @@ def render_chart() -> dict[str, str]:
         ),
         "values.yaml": _values_yaml(),
         "values.schema.json": json.dumps(values_schema(), indent=2) + "\n",
+        "README.md": chart_readme(),
         "templates/_helpers.tpl": _helpers(),
         "templates/deployment.yaml": HEADER + SINGLE_LEADER + helm_yaml(o.deployment(t)),
         "templates/serviceaccount.yaml": _if(".Values.serviceAccount.create", helm_yaml(sa)),

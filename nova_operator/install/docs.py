@@ -2,9 +2,9 @@
 
 ``make manifests`` writes them, ``make verify-manifests`` fails when one is stale (or missing),
 like the manifests: the CRD reference (``crd_reference``), the troubleshooting page
-(``troubleshooting``, from the reason table) and the image contract
-(``image_contract_page``). ``docs/monitoring.md`` has its own command
-(``nova_operator.install.reference``).
+(``troubleshooting``, from the reason table), the image contract
+(``image_contract_page``) and the picture of what a Nova creates (``architecture``).
+``docs/monitoring.md`` has its own command (``nova_operator.install.reference``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from nova_operator.install import crd_reference, image_contract_page, troubleshooting
+from nova_operator.install import architecture, crd_reference, image_contract_page, troubleshooting
 
 
 def pages() -> dict[str, str]:
@@ -22,6 +22,7 @@ def pages() -> dict[str, str]:
         **crd_reference.pages(),
         "troubleshooting.md": troubleshooting.render(),
         "image-contract.md": image_contract_page.render(),
+        "architecture.svg": architecture.render(),
     }
 
 

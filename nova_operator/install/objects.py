@@ -26,6 +26,19 @@ HEALTH_PORT = 8081
 TERMINATION_GRACE_SECONDS = 60
 REPLICAS = 2
 RESOURCES: Obj = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+# The restricted Pod Security Standard, met by the pod and by its one container (the chart's defaults
+# of ``podSecurityContext`` and ``securityContext``).
+POD_SECURITY_CONTEXT: Obj = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+SECURITY_CONTEXT: Obj = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
 # Every flag but --leader-elect/--no-leader-elect (first, a value in the chart) and the chart's extras.
 # /metrics listens on the pod's IP only (the kubelet expands $(POD_IP) from the downward API), not on
 # every address of the pod's network namespace (loopback, extra interfaces, the node's with hostNetwork).
@@ -113,6 +126,11 @@ def service_account(t: Target) -> Obj:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": t.metadata(t.service_account)}
 
 
+def _extras(t: Target, value: str) -> list[Obj]:
+    """The chart's list value ``value`` spliced into a list (nothing for kustomize)."""
+    return [{snippet(value): None}] if t.helm else []
+
+
 def _container(t: Target) -> Obj:
     probe = {
         "httpGet": {"path": "/healthz", "port": "health"},
@@ -129,6 +147,7 @@ def _container(t: Target) -> Obj:
         "env": [
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *_extras(t, "extraEnv"),
         ],
         "ports": [
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
@@ -141,12 +160,8 @@ def _container(t: Target) -> Obj:
             "periodSeconds": 10,
         },
         "resources": block("toYaml .Values.resources") if t.helm else RESOURCES,
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
-        },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": block("toYaml .Values.securityContext") if t.helm else SECURITY_CONTEXT,
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *_extras(t, "extraVolumeMounts")],
     }
 
 
@@ -159,17 +174,12 @@ def deployment(t: Target) -> Obj:
         pod_meta["annotations"][snippet("podAnnotations")] = None
     spec: Obj = {
         "serviceAccountName": t.service_account,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "runAsGroup": 65532,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": block("toYaml .Values.podSecurityContext") if t.helm else POD_SECURITY_CONTEXT,
         "terminationGracePeriodSeconds": scalar(".Values.terminationGracePeriodSeconds")
         if t.helm
         else TERMINATION_GRACE_SECONDS,
         "containers": [_container(t)],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *_extras(t, "extraVolumes")],
     }
     if t.helm:
         spec = {

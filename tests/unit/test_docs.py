@@ -164,7 +164,7 @@ TOOL_FLAGS = frozenset(
         "--all", "--create-namespace", "--field-selector", "--for", "--force-conflicts", "--from",
         "--help", "--live-migration", "--previous", "--reuse-values", "--server-side", "--set",
         "--show-only", "--timeout", "--type", "--http-keepalive", "--http-keepalive-timeout",
-        "--lazy-apps", "--req-logger", "--log-req-encoder", "--log-encoder",
+        "--lazy-apps", "--req-logger", "--log-req-encoder", "--log-encoder", "--raw",
     }
 )  # fmt: skip
 

@@ -285,6 +285,32 @@ MATRIX: dict[str, list[str]] = {
         "extraArgs={--workers=4,--default-image-pull-policy=IfNotPresent}",
     ],
     "no-rbac": ["--set", "rbac.create=false"],
+    "pod-settings": [  # issue 40: every Deployment value of the install surface set at once
+        "--set-json",
+        'podSecurityContext={"runAsUser": 1001, "runAsGroup": null, "fsGroup": 1001}',
+        "--set-json",
+        'securityContext={"readOnlyRootFilesystem": false}',
+        "--set-json",
+        'resources={"requests": {"cpu": "250m", "memory": "300Mi"}, "limits": {"memory": "1Gi"}}',
+        "--set-json",
+        'nodeSelector={"kubernetes.io/os": "linux"}',
+        "--set-json",
+        'tolerations=[{"key": "ops", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]',
+        "--set-json",
+        'affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms":'
+        ' [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}',
+        "--set",
+        "priorityClassName=ops-critical",
+        "--set-json",
+        'imagePullSecrets=[{"name": "regcred"}, {"name": "mirror"}]',
+        "--set-json",
+        'extraEnv=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"},'
+        ' {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]',
+        "--set-json",
+        'extraVolumes=[{"name": "ca", "configMap": {"name": "site-ca"}}]',
+        "--set-json",
+        'extraVolumeMounts=[{"name": "ca", "mountPath": "/etc/site-ca", "readOnly": true}]',
+    ],
 }
 
 
@@ -303,6 +329,28 @@ def test_helm_lint_and_template(case: str) -> None:
     assert pod["metadata"]["labels"].items() >= dep["spec"]["selector"]["matchLabels"].items()
     if case == "defaults":
         check_rbac(objects, "ops")
+        # today's restricted settings are the defaults of the values that now carry them
+        assert pod["spec"]["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert c["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        }
+        assert c["resources"] == {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "512Mi"},
+        }
+        assert [e["name"] for e in c["env"]] == ["POD_NAMESPACE", "POD_IP"]
+        assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+        assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+        assert not {"nodeSelector", "tolerations", "affinity", "priorityClassName", "imagePullSecrets"} & set(
+            pod["spec"]
+        )
         assert dep["spec"]["replicas"] == 2
         assert c["image"].endswith(":" + yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
         assert not by_kind(objects, "ServiceMonitor")
@@ -346,6 +394,39 @@ def test_helm_lint_and_template(case: str) -> None:
             "--default-image-pull-policy=IfNotPresent",
         ]
         assert (settings.queue.workers, settings.default_image_pull_policy) == (4, "IfNotPresent")
+    elif case == "pod-settings":
+        spec = pod["spec"]
+        # Helm merges a map into its default: a key set to null drops a default one
+        assert spec["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 1001,
+            "fsGroup": 1001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        assert c["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": False,
+        }
+        assert c["resources"] == {"requests": {"cpu": "250m", "memory": "300Mi"}, "limits": {"memory": "1Gi"}}
+        assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert spec["tolerations"] == [
+            {"key": "ops", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}
+        ]
+        term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a"]
+        assert spec["priorityClassName"] == "ops-critical"
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror"}]
+        # the extras come after what the operator itself needs, which they do not replace
+        assert [e["name"] for e in c["env"]] == ["POD_NAMESPACE", "POD_IP", "HTTPS_PROXY", "NODE"]
+        assert c["env"][2]["value"] == "http://proxy:3128"
+        assert c["env"][3]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        assert spec["volumes"][1:] == [{"name": "ca", "configMap": {"name": "site-ca"}}]
+        assert [v["name"] for v in spec["volumes"]] == ["tmp", "ca"]
+        assert c["volumeMounts"] == [
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "ca", "mountPath": "/etc/site-ca", "readOnly": True},
+        ]
     elif case == "no-rbac":
         assert not [
             d for d in objects if d["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
@@ -417,6 +498,19 @@ def test_helm_defaults_and_config_default_are_the_same_install() -> None:
         (["--set", "logLevel=verbose"], "/logLevel"),
         (["--set", "novaApiUrl=nova:8774"], "/novaApiUrl"),
         (["--set", "extraArgs={workers}"], "/extraArgs/0"),
+        (["--set", "podSecurityContext=restricted"], "/podSecurityContext"),
+        (["--set", "securityContext=true"], "/securityContext"),
+        (["--set", "resources=1Gi"], "/resources"),
+        (["--set", "nodeSelector=linux"], "/nodeSelector"),
+        (["--set-json", 'nodeSelector={"zone": 1}'], "/nodeSelector/zone"),
+        (["--set-json", 'tolerations={"key": "ops"}'], "/tolerations"),
+        (["--set", "affinity=any"], "/affinity"),
+        (["--set", "priorityClassName=7"], "/priorityClassName"),
+        (["--set-json", 'imagePullSecrets=["regcred"]'], "/imagePullSecrets/0"),
+        (["--set-json", 'extraEnv={"HTTPS_PROXY": "http://proxy:3128"}'], "/extraEnv"),
+        (["--set-json", 'extraEnv=[{"value": "x"}]'], "/extraEnv/0"),
+        (["--set-json", 'extraVolumes=[{"configMap": {"name": "site-ca"}}]'], "/extraVolumes/0"),
+        (["--set-json", 'extraVolumeMounts=[{"name": "ca"}]'], "/extraVolumeMounts/0"),
         (["--set", "rbac.scope=namespaced"], "rbac.scope=namespaced needs watchNamespaces"),
         (["--set", "serviceAccount.create=false"], "serviceAccount.name is required"),
         (["--set", "leaderElection.enabled=false"], "leaderElection.enabled=false allows one replica only"),

@@ -113,7 +113,8 @@ uninstall:  ## DELETE the CRDs and with them every Nova, NovaCompute and their c
 	  "from the cluster of KUBECONFIG, and with them EVERY Nova and NovaCompute in every namespace and" \
 	  "all their children: Deployments, Jobs, the db-archive CronJob, Services, ConfigMaps, the derived" \
 	  "Secrets (compute contracts), the pools' DaemonSets and the MariaDB Database/User/Grant objects." >&2
-	@if [ "$(FORCE)" != 1 ] && [ -t 0 ]; then \
+	@if [ "$(FORCE)" != 1 ]; then \
+	  [ -t 0 ] || { echo "make uninstall: no terminal to confirm on; nothing deleted (FORCE=1 deletes without asking)" >&2; exit 1; }; \
 	  read -r -p "Type 'yes' to delete them: " answer; \
 	  [ "$$answer" = yes ] || { echo "make uninstall: nothing deleted" >&2; exit 1; }; \
 	fi

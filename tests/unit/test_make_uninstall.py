@@ -1,5 +1,5 @@
 """Issue 40: ``make uninstall`` warns that the CRDs take every Nova and NovaCompute with them, asks on a
-terminal, and deletes only with ``yes`` or ``FORCE=1`` (kubectl replaced by a recorder)."""
+terminal, and deletes only with ``yes`` or ``FORCE=1`` (without a terminal: only ``FORCE=1``) (kubectl replaced by a recorder)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,14 @@ def test_force_deletes_without_asking(repo_root: pathlib.Path, kubectl: pathlib.
     assert _calls(kubectl) == ["delete --ignore-not-found -k config/crd"]
 
 
-def test_without_a_terminal_it_warns_and_deletes(repo_root: pathlib.Path, kubectl: pathlib.Path) -> None:
+def test_without_a_terminal_it_deletes_nothing_unless_forced(
+    repo_root: pathlib.Path, kubectl: pathlib.Path
+) -> None:
     code, err = _make(repo_root, kubectl, answer=None)
-    assert code == 0, err
+    assert code != 0
     assert WARNING in err
+    assert "FORCE=1" in err
+    assert _calls(kubectl) == []
+    code, err = _make(repo_root, kubectl, "FORCE=1", answer=None)
+    assert code == 0, err
     assert _calls(kubectl) == ["delete --ignore-not-found -k config/crd"]

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from nova_operator.metrics import Metrics
 from nova_operator.naming import SERVICE_BINARIES
@@ -131,3 +132,9 @@ class StepMetrics:
         self._metrics.step_duration.labels(step).observe(seconds)
         if failed:
             self._metrics.step_errors.labels(step, condition).inc()
+
+
+def operator_families(metrics: Metrics) -> list[MetricWrapperBase]:
+    """Every ``nova_operator_*`` family the operator process registers: the generic ones and these."""
+    values = [*vars(metrics).values(), *vars(NovaMetrics.of(metrics)).values()]
+    return [v for v in values if isinstance(v, MetricWrapperBase)]

@@ -1,5 +1,6 @@
 """Issue 40: ``make uninstall`` warns that the CRDs take every Nova and NovaCompute with them, asks on a
-terminal, and deletes only with ``yes`` or ``FORCE=1`` (without a terminal: only ``FORCE=1``) (kubectl replaced by a recorder)."""
+terminal, and deletes only with ``yes`` or ``FORCE=1``; without a terminal only with ``FORCE=1`` (kubectl
+replaced by a recorder)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from prometheus_client.metrics import MetricWrapperBase
 
 from nova_operator.install.monitoring import NOVA_NAMESPACE, alert_rules, dashboard, panel_queries, selector
 from nova_operator.metrics import Metrics
+from nova_operator.reconcilers.metrics import operator_families
 
 FAMILY = re.compile(r"\b(nova_operator_[a-z_]+)")
 BY = re.compile(r"\bby \(([^)]*)\)")
@@ -18,11 +18,9 @@ SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_s
 
 
 def exported() -> dict[str, set[str]]:
-    """Sample name -> its label names, for every family ``Metrics`` registers."""
+    """Sample name -> its label names, for every family the operator process registers."""
     out: dict[str, set[str]] = {}
-    for value in vars(Metrics()).values():
-        if not isinstance(value, MetricWrapperBase):
-            continue
+    for value in operator_families(Metrics()):
         labels = set(value._labelnames)  # prometheus-client keeps them private
         if "namespace" in labels:  # the Nova's namespace, renamed by the scrape (honorLabels off)
             labels.add(NOVA_NAMESPACE)

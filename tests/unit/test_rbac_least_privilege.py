@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from nova_operator.kube.resources import ACCESS
-from nova_operator.reconcilers import nova
 from nova_operator.reconcilers.compute import controller as novacompute
+from nova_operator.reconcilers.nova import controller as nova
 from nova_operator.runtime import leaderelection
 
 

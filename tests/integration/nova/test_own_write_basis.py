@@ -26,6 +26,7 @@ from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime import Controller, Informer, Request, Result
 from nova_operator.settings import WatchSettings
@@ -122,7 +123,7 @@ class DerivedSecret:
                 now=lambda: datetime.now(UTC),
                 events=None,  # type: ignore[arg-type]  # this controller emits none
                 caches={SECRETS: self.secrets.cache},
-                metrics=self.kube.metrics,
+                metrics=NovaMetrics.of(self.kube.metrics),
                 writes=self.controller.own_writes,
             )
             desired = {

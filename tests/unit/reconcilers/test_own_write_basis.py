@@ -18,6 +18,7 @@ from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import SECRETS, ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.echoes import OwnWrites
@@ -141,7 +142,7 @@ def make_ctx(server: Server, cache: Cache, writes: OwnWrites) -> PassContext:
         now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         events=None,  # type: ignore[arg-type]
         caches={SECRETS: cache},
-        metrics=server.metrics,
+        metrics=NovaMetrics.of(server.metrics),
         writes=writes,
     )
     ctx.state.digest_key = b"digest-key-of-the-nova"  # the Secrets step reads it before any ensure

@@ -27,6 +27,11 @@ def gets(kube: FakeKube) -> int:
 
 
 @pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
 def world(kube: FakeKube) -> tuple[FakeKube, Cache, OwnReads]:
     cache = Cache("novas")
     cache.upsert(kube.put(NOVAS, nova()))

@@ -8,6 +8,7 @@ from typing import Any
 
 from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NOVAS, SECRETS
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
 
@@ -64,7 +65,7 @@ def make_ctx(
         now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         events=events,
         caches=caches,
-        metrics=kube.metrics,
+        metrics=NovaMetrics.of(kube.metrics),
         options=options or NovaOptions(),
     )
 

@@ -11,6 +11,7 @@ import pytest
 from nova_operator import conditions
 from nova_operator.kube.resources import DATABASES, GRANTS, JOBS, MARIADBS, USERS, ResourceRef
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova import database
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime.cache import Cache
@@ -52,7 +53,7 @@ def make_ctx(kube: Any, events: Any, caches: dict[ResourceRef, Cache], **kw: str
         now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         events=events,
         caches=caches,
-        metrics=kube.metrics,
+        metrics=NovaMetrics.of(kube.metrics),
     )
 
 

@@ -24,6 +24,7 @@ from nova_operator.reconcilers.compute.controller import (
     make_controller,
     pool_reads,
 )
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.reconcilers.nova.secret_reads import (
@@ -153,7 +154,7 @@ def ctx_with(kube: RecordingKube, secrets: Cache) -> PassContext:
         now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
         events=None,  # type: ignore[arg-type]
         caches={SECRETS: secrets},
-        metrics=kube.metrics,
+        metrics=NovaMetrics.of(kube.metrics),
     )
 
 

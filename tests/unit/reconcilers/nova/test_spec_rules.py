@@ -15,7 +15,7 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.nova import spec_rules
 from nova_operator.reconcilers.nova.steps import NOVA_GROUP, NOVA_STEPS
 
-SAMPLE = pathlib.Path(__file__).resolve().parents[3] / "config" / "samples" / "nova_minimal.yaml"
+SAMPLE = pathlib.Path(__file__).resolve().parents[4] / "config" / "samples" / "nova_minimal.yaml"
 
 
 def body(**spec: Any) -> dict[str, Any]:

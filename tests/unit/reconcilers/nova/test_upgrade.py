@@ -18,6 +18,7 @@ from nova_operator.kube.resources import DEPLOYMENTS, JOBS, NOVAS, PODS, Resourc
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.claims import job_uid_annotation
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova import upgrade as glue
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.renderers import jobs
@@ -26,7 +27,7 @@ from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request, Result
 from tests.unit.reconcilers.fakes import FakeEvents, FakeKube
 
-SAMPLE = Path(__file__).resolve().parents[1] / "renderers" / "fixtures" / "minimal.yaml"
+SAMPLE = Path(__file__).resolve().parents[2] / "renderers" / "fixtures" / "minimal.yaml"
 NS = "openstack"
 UID = "6f1c2a8e-0000-4000-8000-000000000001"
 T0 = "2026-01-01T00:00:00Z"
@@ -113,7 +114,7 @@ class Env:
             now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
             events=self.events,
             caches=caches,
-            metrics=self.kube.metrics,
+            metrics=NovaMetrics.of(self.kube.metrics),
         )
         ctx.state.config_map = "nova-config-0123"
         return ctx

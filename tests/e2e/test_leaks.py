@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .test_scenarios import DISTINCT, Release, release  # type: ignore[import-not-found]
+from tests.e2e.harness import DISTINCT, Release, release
 
 pytestmark = pytest.mark.e2e
 __all__ = ["release"]  # the fixture, shared with the upgrade scenario of test_scenarios.py

@@ -72,6 +72,7 @@ class Options:
 class Operator:
     process: ManagedProcess
     metrics_url: str
+    led_after: float  # seconds from the process's start until it held the Lease
 
     @property
     def pid(self) -> int:
@@ -157,9 +158,10 @@ def start_operator(handle: SimHandle, opts: Options) -> Operator:
         "--log-format", "json",
         *opts.operator_args,
     ]  # fmt: skip
+    started = time.monotonic()
     p = handle.spawn("operator", argv, cwd=REPO)
     url = f"http://127.0.0.1:{metrics}/metrics"
-    deadline = time.monotonic() + 120
+    deadline = started + 120
     while True:  # up and leading (the leader gauge is 1 once the Lease is ours)
         if not p.alive:
             raise RuntimeError(f"the operator exited:\n{p.output(4000)}")
@@ -171,7 +173,7 @@ def start_operator(handle: SimHandle, opts: Options) -> Operator:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the operator did not become leader in 120 s:\n{p.output(4000)}")
         time.sleep(0.5)
-    return Operator(p, url)
+    return Operator(p, url, time.monotonic() - started)
 
 
 async def _quiet(log: audit.AuditLog, seconds: float, limit: float) -> float:
@@ -304,7 +306,9 @@ def run(opts: Options) -> dict[str, Any]:
         nova = prepare(handle, opts)
         print(f"bench: prerequisites Ready after {time.monotonic() - t_start:.0f} s; starting the operator")
         op = start_operator(handle, opts)
+        print(f"bench: the operator leads {op.led_after:.1f} s after its start", flush=True)
         result = asyncio.run(measure(handle, op, opts, nova))
+        result["operator_led_after_seconds"] = round(op.led_after, 2)
     finally:
         handle.stop()
         # etcd's data is most of the directory (200 MB at N=100); the logs and the audit log stay

@@ -18,38 +18,12 @@ import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from nova_operator.models.crd import render_crds
+from tests.integration.models.bases import _BASES, Obj
 
 if TYPE_CHECKING:
     from conftest import Objects
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
-
-_BASES: dict[str, Obj] = {
-    "novas": {
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "Nova",
-        "metadata": {"name": "nova"},
-        "spec": {
-            "openStackRelease": "2025.2",
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
-            "apiDatabase": {"clusterRef": {"name": "m"}, "database": "nova_api", "secretRef": {"name": "a"}},
-            "database": {"clusterRef": {"name": "m"}, "database": "nova", "secretRef": {"name": "c"}},
-            "cache": {"clusterRef": {"name": "memcached"}},
-            "messaging": {"clusterRef": {"name": "rabbitmq"}},
-            "keystoneEndpoint": "http://keystone:5000/v3",
-            "serviceUser": {"secretRef": {"name": "nova-service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "nova-metadata-proxy"}},
-        },
-    },
-    "novacomputes": {
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "NovaCompute",
-        "metadata": {"name": "pool"},
-        "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {"example.org/pool": "a"}},
-    },
-}
 
 
 def _violation(keyword: str, bound: Any) -> tuple[Any, str]:

@@ -20,8 +20,7 @@ from pydantic import ValidationError
 
 from nova_operator.models import Nova, NovaCompute
 from nova_operator.models.crd import render_crds
-
-from .test_crd_schema_constraints import _BASES  # type: ignore[import-not-found]
+from tests.integration.models.bases import _BASES
 
 if TYPE_CHECKING:
     from conftest import Objects

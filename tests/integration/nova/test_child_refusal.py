@@ -12,19 +12,11 @@ import pytest
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CRONJOBS, DEPLOYMENTS, NOVAS
+from tests.integration.nova.inputs import BAD_TOLERATION, cond, create_inputs, nova_body
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
-
-BAD_TOLERATION = {
-    "key": "example.org/maintenance",
-    "operator": "Equal",
-    "value": "yes",
-    "effect": "NoSchedule",
-    "tolerationSeconds": 30,
-}
 
 
 async def test_a_refused_deployment_is_its_steps_condition_and_the_rest_still_converges(

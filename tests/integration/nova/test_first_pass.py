@@ -13,9 +13,9 @@ from __future__ import annotations
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import CONFIGMAPS, MARIADBS, NOVAS, SECRETS
 from nova_operator.reconcilers.nova.reconciler import FINALIZER
+from tests.integration.nova.inputs import cond, create_inputs, nova_body
 
 from .conftest import Operator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]
 
 
 def passes_by_result(operator: Operator) -> dict[str, float]:

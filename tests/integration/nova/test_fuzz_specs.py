@@ -33,10 +33,9 @@ from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
+from tests.integration.nova.inputs import RecordingKube, cond, create_inputs, nova_body
 
 from .conftest import ok_probe  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]
-from .test_secret_scope import RecordingKube  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 

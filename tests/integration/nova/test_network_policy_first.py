@@ -10,10 +10,9 @@ import pytest
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import JOBS, NETWORK_POLICIES, NOVAS
+from tests.integration.nova.inputs import BAD_TOLERATION, cond, create_inputs, nova_body
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_child_refusal import BAD_TOLERATION  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 

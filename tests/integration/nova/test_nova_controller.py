@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import time
-from typing import Any
 
 from nova_operator import conditions
 from nova_operator.kube import Kube
@@ -13,106 +11,31 @@ from nova_operator.kube.resources import (
     CRONJOBS,
     DATABASES,
     DEPLOYMENTS,
-    EVENTS,
     GRANTS,
     HTTPROUTES,
     JOBS,
-    MARIADBS,
     NOVAS,
     PDBS,
     SECRETS,
     SERVICES,
     USERS,
 )
-from nova_operator.kube.types import Object
+from tests.integration.nova.inputs import (
+    SECRET_VALUES,
+    cond,
+    create_inputs,
+    events_of,
+    is_ready,
+    nova_body,
+    sample_value,
+)
 
 from .conftest import (  # type: ignore[import-not-found]
     Operator,
     Simulator,
     nova_ready_gauge,
-    ready_condition,
     wait_for,
 )
-
-SECRETS_DATA = {
-    "api-db": {"username": "nova_api", "password": "s3cret-api-db-password"},
-    "cell-db": {"username": "nova", "password": "s3cret-cell-db-password"},
-    "service-user": {"password": "s3cret-service-user-password"},
-    "metadata-proxy": {"shared_secret": "s3cret-metadata-shared-secret"},
-    "bus": {"transport_url": "rabbit://nova:s3cret-bus-password@rabbitmq.example.org:5672/"},
-}
-SECRET_VALUES = [v for d in SECRETS_DATA.values() for v in d.values() if "s3cret" in v]
-
-
-def nova_body(name: str = "nova", **spec: Any) -> Object:
-    body: Object = {
-        "apiVersion": NOVAS.api_version,
-        "kind": "Nova",
-        "metadata": {"name": name},
-        "spec": {
-            "openStackRelease": "2025.2",
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
-            "apiDatabase": {
-                "clusterRef": {"name": "mariadb"},
-                "database": "nova_api",
-                "secretRef": {"name": "api-db"},
-            },
-            "database": {
-                "clusterRef": {"name": "mariadb"},
-                "database": "nova",
-                "secretRef": {"name": "cell-db"},
-            },
-            "cache": {"servers": ["memcached:11211"]},
-            "messaging": {"secretRef": {"name": "bus"}},
-            "keystoneEndpoint": "http://keystone.example.org:5000/v3",
-            "serviceUser": {"secretRef": {"name": "service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
-            "api": {"deployment": {"replicas": 1}},
-            "consoleProxy": {"gateway": {"hostname": "novnc.example.org", "parentRef": {"name": "public"}}},
-        },
-    }
-    body["spec"].update(spec)
-    return body
-
-
-def secret(name: str, data: dict[str, str]) -> Object:
-    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": encoded}
-
-
-async def create_inputs(admin: Kube, ns: str, *, skip: tuple[str, ...] = ()) -> None:
-    for name, data in SECRETS_DATA.items():
-        if name not in skip:
-            await admin.create(SECRETS, secret(name, data), ns)
-    mariadb = {
-        "apiVersion": MARIADBS.api_version,
-        "kind": "MariaDB",
-        "metadata": {"name": "mariadb"},
-        "spec": {},
-    }
-    await admin.create(MARIADBS, mariadb, ns)
-    await admin.patch_status(MARIADBS, "mariadb", {"status": {"conditions": ready_condition()}}, ns)
-
-
-def cond(nova: Object, cond_type: str) -> Object:
-    found = conditions.find((nova.get("status") or {}).get("conditions") or [], cond_type)
-    return dict(found) if found is not None else {}
-
-
-def is_ready(nova: Object) -> bool:
-    return cond(nova, "Ready").get("status") == "True"
-
-
-async def events_of(admin: Kube, ns: str) -> list[tuple[str, str, str]]:
-    items = (await admin.list(EVENTS, ns)).get("items") or []
-    return [
-        (e["type"], e["reason"], e["message"]) for e in items if e["involvedObject"].get("kind") == "Nova"
-    ]
-
-
-def sample_value(metrics: Any, name: str, labels: dict[str, str]) -> float:
-    value = metrics.registry.get_sample_value(name, labels)
-    return float(value or 0.0)
 
 
 async def test_a_nova_with_its_secrets_becomes_ready_and_then_stays_quiet(

@@ -22,15 +22,7 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
-
-from .conftest import (  # type: ignore[import-not-found]
-    Operator,
-    Simulator,
-    nova_ready_gauge,
-    now,
-    wait_for,
-)
-from .test_nova_controller import (  # type: ignore[import-not-found]
+from tests.integration.nova.inputs import (
     SECRET_VALUES,
     SECRETS_DATA,
     cond,
@@ -40,6 +32,14 @@ from .test_nova_controller import (  # type: ignore[import-not-found]
     nova_body,
     sample_value,
     secret,
+)
+
+from .conftest import (  # type: ignore[import-not-found]
+    Operator,
+    Simulator,
+    nova_ready_gauge,
+    now,
+    wait_for,
 )
 
 
@@ -267,7 +267,7 @@ async def test_deletion_cleans_up_managed_databases_before_releasing_the_finaliz
     async def gone() -> bool:
         try:
             await admin.get(NOVAS, "nova", ns)
-        except Exception:
+        except NotFound:
             return True
         return False
 
@@ -316,7 +316,7 @@ async def test_a_brownfield_nova_is_ready_without_mariadb_objects_and_leaves_the
     async def gone() -> bool:
         try:
             await admin.get(NOVAS, "nova", ns)
-        except Exception:
+        except NotFound:
             return True
         return False
 

@@ -15,9 +15,9 @@ from nova_operator.kube.resources import (
     SECRETS,
     SERVICES,
 )
+from tests.integration.nova.inputs import cond, create_inputs, is_ready, nova_body, secret
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, is_ready, nova_body, secret  # type: ignore[import-not-found]
 
 
 async def absent(admin: Kube, ref: Any, name: str, ns: str) -> bool:

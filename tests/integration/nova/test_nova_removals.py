@@ -24,9 +24,9 @@ from nova_operator.kube.resources import (
     SECRETS,
 )
 from nova_operator.kube.types import Object
+from tests.integration.nova.inputs import create_inputs, events_of, is_ready, nova_body
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import create_inputs, events_of, is_ready, nova_body  # type: ignore[import-not-found]
 
 PLACEMENT: Object = {
     "priorityClassName": "nova-critical",

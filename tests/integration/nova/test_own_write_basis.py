@@ -30,8 +30,7 @@ from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime import Controller, Informer, Request, Result
 from nova_operator.settings import WatchSettings
-
-from .test_nova_controller import nova_body  # type: ignore[import-not-found]
+from tests.integration.nova.inputs import nova_body
 
 pytestmark = pytest.mark.integration
 

@@ -36,9 +36,9 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
+from tests.integration.nova.inputs import cond, create_inputs, is_ready, nova_body, secret
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, is_ready, nova_body, secret  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 

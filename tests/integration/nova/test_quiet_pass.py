@@ -9,31 +9,26 @@ RabbitmqCluster and its default-user Secret are read on every pass too.
 from __future__ import annotations
 
 import asyncio
-import base64
 from typing import Any
 
 import pytest
 
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import NotFound
-from nova_operator.kube.resources import NOVAS, RABBITMQ_CLUSTERS, SECRETS, SERVICES
-from nova_operator.metrics import Metrics
+from nova_operator.kube.resources import NOVAS, SERVICES
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import probe_namespaces, watches_rabbitmq
+from tests.integration.nova.inputs import (
+    create_bus,
+    create_inputs,
+    grown,
+    is_ready,
+    nova_body,
+    requests_by_verb,
+    settled,
+)
 
-from .conftest import Operator, Simulator, ready_condition, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import create_inputs, is_ready, nova_body  # type: ignore[import-not-found]
-
-Counts = dict[tuple[str, str], float]
-
-
-def requests_by_verb(metrics: Metrics) -> Counts:
-    """Every request the operator sent so far, by (verb, resource), whatever the answer."""
-    return metrics.api_request_counts()
-
-
-def grown(before: Counts, after: Counts) -> Counts:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 
 
 def passes(operator: Operator) -> float:
@@ -43,45 +38,6 @@ def passes(operator: Operator) -> float:
             if s.name == "nova_operator_controller_reconcile_total" and s.labels.get("controller") == "nova":
                 value += s.value
     return value
-
-
-async def settled(operator: Operator, quiet: float = 1.5, within: float = 30) -> None:
-    """Until the operator sent nothing for ``quiet`` seconds (the install's last requeues are done)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    last, since = requests_by_verb(operator.metrics), loop.time()
-    while loop.time() - since < quiet:
-        assert loop.time() < deadline, "the operator never went quiet"
-        await asyncio.sleep(0.1)
-        now = requests_by_verb(operator.metrics)
-        if now != last:
-            last, since = now, loop.time()
-
-
-async def create_bus(admin: Kube, ns: str) -> None:
-    """A RabbitmqCluster whose status publishes its default-user Secret, as its operator would."""
-    data = {"username": "nova", "password": "s3cret-managed-bus", "host": "rabbitmq", "port": "5672"}
-    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "rabbitmq-default-user"}}
-    await admin.create(SECRETS, {**secret, "data": encoded}, ns)
-    cluster = {
-        "apiVersion": RABBITMQ_CLUSTERS.api_version,
-        "kind": "RabbitmqCluster",
-        "metadata": {"name": "rabbitmq"},
-        "spec": {},
-    }
-    await admin.create(RABBITMQ_CLUSTERS, cluster, ns)
-    status = {
-        "conditions": ready_condition(),
-        "defaultUser": {
-            "secretReference": {
-                "name": "rabbitmq-default-user",
-                "namespace": ns,
-                "keys": {"username": "username", "password": "password"},
-            }
-        },
-    }
-    await admin.patch_status(RABBITMQ_CLUSTERS, "rabbitmq", {"status": status}, ns)
 
 
 async def assert_quiet(admin: Kube, operator: Operator, simulator: Simulator, namespace: str) -> None:

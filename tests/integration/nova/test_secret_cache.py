@@ -18,10 +18,18 @@ from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.reconcilers.nova.secret_reads import DERIVED_SUFFIXES
 from nova_operator.runtime.request import Request
+from tests.integration.nova.inputs import (
+    create_bus,
+    create_inputs,
+    grown,
+    is_ready,
+    nova_body,
+    requests_by_verb,
+    secret,
+    settled,
+)
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import create_inputs, is_ready, nova_body, secret  # type: ignore[import-not-found]
-from .test_quiet_pass import create_bus, grown, requests_by_verb, settled  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 

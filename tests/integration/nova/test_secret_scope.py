@@ -27,9 +27,9 @@ from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
+from tests.integration.nova.inputs import RecordingKube, create_inputs, is_ready, nova_body, secret
 
 from .conftest import Operator, Simulator, ok_probe, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import create_inputs, is_ready, nova_body, secret  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.integration
 
@@ -38,16 +38,6 @@ CLUSTER_ROLE_BINDINGS = ResourceRef(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
 )
 ROLE_BINDINGS = ResourceRef("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-
-
-class RecordingKube(Kube):
-    """The operator's client, recording the method and path of every request it sends."""
-
-    sent: list[tuple[str, str]]
-
-    async def _send(self, verb: str, resource: str, method: str, path: str, **kw: Any) -> Any:
-        self.sent.append((method, path))
-        return await super()._send(verb, resource, method, path, **kw)
 
 
 def _role(file: str, name: str) -> dict[str, Any]:

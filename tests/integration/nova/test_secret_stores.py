@@ -13,9 +13,9 @@ from nova_operator.kube import Kube
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, NOVAS, SECRET_STORES, ResourceRef
 from nova_operator.kube.types import Object
+from tests.integration.nova.inputs import cond, create_inputs, nova_body
 
 from .conftest import Operator, ready_condition, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import cond, create_inputs, nova_body  # type: ignore[import-not-found]
 
 CRDS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

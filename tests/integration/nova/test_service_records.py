@@ -21,9 +21,7 @@ from nova_operator import conditions, intervals
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
 from nova_operator.kube.types import Object
-
-from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
-from .test_nova_controller import (  # type: ignore[import-not-found]
+from tests.integration.nova.inputs import (
     SECRETS_DATA,
     cond,
     create_inputs,
@@ -31,6 +29,8 @@ from .test_nova_controller import (  # type: ignore[import-not-found]
     is_ready,
     nova_body,
 )
+
+from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 
 FAKE: dict[str, str] = {}
 

@@ -9,6 +9,7 @@ import pytest
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS
 from nova_operator.metrics import WRITE_VERBS
 from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
+from tests.integration.novacompute.inputs import ready
 
 from .conftest import Env
 
@@ -25,11 +26,6 @@ READY_REASONS = {
     "Ready": "AllReady",
     "ExtraConfigHealthy": "NoOwnedKeysOverridden",
 }
-
-
-async def ready(env: Env, pool: str = "pool") -> bool:
-    cond = await env.condition("Ready", pool)
-    return cond is not None and cond["status"] == "True"
 
 
 async def test_a_pool_comes_up_and_reaches_ready(env: Env) -> None:

@@ -12,9 +12,9 @@ import pytest
 
 from nova_operator.kube.resources import DAEMONSETS
 from nova_operator.metrics import Metrics
+from tests.integration.novacompute.inputs import ready
 
 from .conftest import Env
-from .test_pool import ready
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,7 @@ from nova_operator.runtime import Controller, Request, Result
 from nova_operator.runtime import manager as manager_module
 from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
-
-from .test_informer import restart_apiserver_here
+from tests.integration.runtime.restarts import restart_apiserver_here
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from nova_operator.kube.resources import CONFIGMAPS, ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.informer import Informer, WatchStreamLike
 from nova_operator.settings import WatchSettings
+from tests.integration.runtime.restarts import restart_apiserver_here
 
 from .conftest import Recorder  # type: ignore[import-not-found]
 
@@ -46,15 +47,6 @@ async def running(informer: Informer) -> AsyncIterator[None]:
 
 async def operator_kube(plane: ControlPlane) -> Kube:
     return await Kube.connect(kubeconfig=str(plane.kubeconfig), context="admin", metrics=Metrics())
-
-
-def restart_apiserver_here(plane: ControlPlane) -> None:
-    """Start kube-apiserver from this (the main) thread, blocking the loop for a few seconds.
-
-    The control plane ties each process to the thread that started it (parent-death
-    signal), so starting it from a worker thread would kill it when that thread ends.
-    """
-    plane.start_apiserver()
 
 
 def data_of(informer: Informer, name: str, namespace: str) -> dict[str, str] | None:

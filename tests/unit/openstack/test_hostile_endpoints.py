@@ -193,3 +193,47 @@ async def test_a_keystone_error_body_never_reaches_the_error(nova: HostileServer
     with pytest.raises(ComputeAPIError) as err:
         await connect(nova.url, nova.url)
     assert str(err.value) == "POST /v3/auth/tokens: HTTP 401 Unauthorized"
+
+
+# -- issue 36: a failed Keystone call is reported in fixed words only ---------------------------
+
+
+async def _raw_server(reply: bytes) -> tuple[asyncio.Server, str]:
+    """A TCP server on 127.0.0.1 that answers every connection with ``reply`` and closes it."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"NOT-HTTP " + MARKER.encode() + b"\r\n\r\n", b"HTTP/1.1 201 Created\r\nX-Subject-Token", b""],
+    ids=["garbage status line", "cut in the headers", "closed at once"],
+)
+async def test_a_keystone_that_answers_nonsense_is_one_fixed_text(reply: bytes) -> None:
+    server, url = await _raw_server(reply)
+    try:
+        with pytest.raises(ComputeAPIError) as err:
+            await connect(url, url)
+    finally:
+        server.close()
+        await server.wait_closed()
+    # no exception class, no remote word: only the kind's fixed text
+    assert str(err.value) == "POST /v3/auth/tokens: malformed or interrupted answer"
+    assert err.value.status == 0
+
+
+async def test_a_keystone_that_refuses_the_connection_is_one_fixed_text() -> None:
+    server, url = await _raw_server(b"")
+    server.close()
+    await server.wait_closed()  # the port is closed now: the connection is refused
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(url, url)
+    assert str(err.value) == "POST /v3/auth/tokens: connection failed"

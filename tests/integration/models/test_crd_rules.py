@@ -650,9 +650,21 @@ def _nova_cases() -> Iterator[Case]:
         ),
         both(MESSAGING_TLS, put("spec.remoteCompute", REMOTE)),
     )
+    # issue 36: the password is POSTed to <keystoneEndpoint>/v3/auth/tokens; '?' or '#' would
+    # move that path into a query or a fragment
+    for bad in ("http://k.example/v3?x=/", "http://k.example/v3#", "http://k.example/?"):
+        yield Case(
+            n,
+            "spec.keystoneEndpoint",
+            m("spec.keystoneEndpoint", "a Keystone URL must not contain '?' or '#'"),
+            put("spec.keystoneEndpoint", bad),
+            put("spec.keystoneEndpoint", "http://k.example:5000/identity/v3"),
+        )
     for start, bad in (
         ("must be a valid URL", "https://exa mple.org"),
         ("URL must include a host", "https://"),
+        ("a Keystone URL must not contain '?' or '#'", "https://k.example.org/v3?a=b"),
+        ("a Keystone URL must not contain '?' or '#'", "https://k.example.org/v3#x"),
     ):
         yield Case(
             n,
@@ -888,3 +900,29 @@ async def test_the_api_server_refuses_a_shared_host_in_extra_config(
     good = BASES[plural]()
     good["spec"]["extraConfig"] = {"DEFAULT": {"debug": "true"}}
     await objects.create(plural, good)
+
+
+@pytest.mark.parametrize(
+    ("field", "url"),
+    [
+        ("keystoneEndpoint", "http://keystone.example/v3?"),
+        ("keystoneEndpoint", "http://keystone.example/admin/reset#"),
+        ("remoteCompute", "https://keystone.example.org/x?y=/v3"),
+    ],
+)
+async def test_the_api_server_refuses_a_query_or_fragment_in_a_keystone_endpoint(
+    objects: Objects, field: str, url: str
+) -> None:
+    """Issue 36: the password goes to <keystoneEndpoint>/v3/auth/tokens; with '?' or '#' in the URL
+    that path would become a query or a fragment and the POST would reach the path before it."""
+    bad = minimal_nova()
+    if field == "remoteCompute":
+        MESSAGING_TLS(bad)
+        bad["spec"]["remoteCompute"] = {**REMOTE, "keystoneEndpoint": url}
+    else:
+        bad["spec"][field] = url
+    with pytest.raises(ApiException) as err:
+        await objects.create(NOVAS, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert "a Keystone URL must not contain '?' or '#'" in text, text

@@ -745,6 +745,15 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
         Rule("self.all(s, self[s].all(k, k.size() > 0))", "extraConfig key must not be empty"),
         # oslo.config lowercases section names (but DEFAULT) and ends a key at ':' or '=': a name
         # in any other form would reach a different option than the one the guards check.
+        # Python's str.lower(), which oslo.config applies to section names, folds some letters
+        # outside ASCII into ASCII ones (U+212A KELVIN SIGN becomes 'k'): '[\u212aeystone_authtoken]'
+        # is [keystone_authtoken] to nova but passes every rule here, which compare ASCII names.
+        Rule(
+            "self.all(s, s.matches('^[ -~]*$') && self[s].all(k, k.matches('^[ -~]*$')))",
+            "extraConfig section and key names must be printable ASCII: oslo.config folds some other "
+            "letters into ASCII ones (a Kelvin sign reads as k), so a look-alike name would pass these "
+            "rules and still set the option they refuse",
+        ),
         Rule(
             "self.all(s, s == 'DEFAULT' || s == s.lowerAscii())",
             "extraConfig section name must be DEFAULT or lower case: oslo.config lowercases section names",

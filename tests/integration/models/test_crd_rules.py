@@ -229,6 +229,15 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
         put(path, {"DEFAULT": {"": "b"}}),
         put(path, ok),
     )
+    # issue 36: a Kelvin sign is 'k' once oslo.config lowercases the section
+    for bad in ({"\u212aeystone_authtoken": {"password": "x"}}, {"DEFAULT": {"d\u00e9bug": "1"}}):
+        yield Case(
+            plural,
+            path,
+            message(plural, path, "extraConfig section and key names must be printable ASCII"),
+            put(path, bad),
+            put(path, {"keystone_authtoken": {"memcache_pool_maxsize": "10"}}),
+        )
     yield Case(
         plural,
         path,
@@ -900,6 +909,22 @@ async def test_the_api_server_refuses_a_shared_host_in_extra_config(
     good = BASES[plural]()
     good["spec"]["extraConfig"] = {"DEFAULT": {"debug": "true"}}
     await objects.create(plural, good)
+
+
+async def test_the_api_server_refuses_a_look_alike_section_in_a_pools_extra_config(objects: Objects) -> None:
+    """Issue 36: ``[\u212aeystone_authtoken] password`` is ``[keystone_authtoken] password`` to oslo.config
+    (Python lowercases the Kelvin sign to 'k'), so it would put the service password into the
+    ConfigMap ``view`` reads. The API server refuses the name, whatever the rejected-key rules say."""
+    assert "\u212aeystone_authtoken".lower() == "keystone_authtoken"  # what oslo.config would read
+    bad = minimal_novacompute()
+    bad["spec"]["extraConfig"] = {"\u212aeystone_authtoken": {"password": "s3cret"}}
+    with pytest.raises(ApiException) as err:
+        await objects.create(NOVACOMPUTES, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert "spec.extraConfig: Invalid value" in text, text
+    assert "extraConfig section and key names must be printable ASCII" in text, text
+    assert "s3cret" not in text
 
 
 @pytest.mark.parametrize(

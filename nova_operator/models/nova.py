@@ -58,6 +58,7 @@ from nova_operator.models.common import (
     TransportURLSecretRef,
     UWSGISpec,
     extra_config_shape_rules,
+    rejected_deprecated_name_rules,
     rejected_key_rule,
     secret_options_rule,
 )
@@ -152,6 +153,7 @@ NovaExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
+    *(rule for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS for rule in rejected_deprecated_name_rules(*entry)),
     secret_options_rule((s, k) for s, k, _, _ in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 

@@ -24,6 +24,7 @@ import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from nova_operator.models import Nova, NovaCompute
+from nova_operator.models.common import deprecated_names
 from nova_operator.models.crd import render_crds
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS
@@ -275,6 +276,14 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
         put(path, {"vault": {"root_token_id": "s.x", "kv_mountpoint": "secret"}}),
         put(path, {"vault": {"kv_mountpoint": "secret"}}),
     )
+    # issue 36: a deprecated name of a secret option is the option to oslo.config
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig must not set an option nova marks secret"),
+        put(path, {"keymgr": {"fixed_key": "k3y", "other": "y"}}),  # [key_manager] fixed_key
+        put(path, {"keymgr": {"fixed_key_x": "x", "other": "y"}}),
+    )
     for section, key, owner, impact in rejected:
         yield Case(
             plural,
@@ -283,6 +292,15 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
             put(path, {section: {key: "x", "other": "y"}}),
             put(path, {section: {f"{key}_not_owned": "x", "other": "y"}}),
         )
+        for old_section, old_key in deprecated_names(section, key):  # issue 36: resolved first
+            yield Case(
+                plural,
+                path,
+                f"[{old_section}] {old_key} is a deprecated name of [{section}] {key}, which is managed "
+                f"via {owner} and must not be set in extraConfig ({impact})",
+                put(path, {old_section: {old_key: "x", "other": "y"}}),
+                put(path, {old_section: {f"{old_key}_not_owned": "x", "other": "y"}}),
+            )
 
 
 def _nova_cases() -> Iterator[Case]:
@@ -951,3 +969,26 @@ async def test_the_api_server_refuses_a_query_or_fragment_in_a_keystone_endpoint
     assert err.value.status == 422, err.value.body
     text = json.loads(err.value.body or "{}")["message"]
     assert "a Keystone URL must not contain '?' or '#'" in text, text
+
+
+@pytest.mark.parametrize(
+    ("plural", "section", "key", "what"),
+    [
+        (NOVAS, "DEFAULT", "novncproxy_host", "is a deprecated name of [vnc] novncproxy_host"),
+        (NOVAS, "keymgr", "fixed_key", "must not set an option nova marks secret"),
+        (NOVACOMPUTES, "keymgr", "fixed_key", "must not set an option nova marks secret"),
+    ],
+)
+async def test_the_api_server_refuses_a_deprecated_name_as_it_refuses_the_option(
+    objects: Objects, plural: str, section: str, key: str, what: str
+) -> None:
+    """Issue 36: oslo.config reads a deprecated name as the option it names, so extraConfig's rules
+    resolve it first: [keymgr] fixed_key is [key_manager] fixed_key (secret), [DEFAULT]
+    novncproxy_host is [vnc] novncproxy_host (the operator's)."""
+    bad = BASES[plural]()
+    bad["spec"]["extraConfig"] = {section: {key: "x"}}
+    with pytest.raises(ApiException) as err:
+        await objects.create(plural, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert what in text, text

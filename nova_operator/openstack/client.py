@@ -137,6 +137,12 @@ class ComputeClient:
         The token is the ``X-Subject-Token`` header of a 201; the body (the catalog) is never read.
         """
         what = "POST /v3/auth/tokens"
+        if "?" in credentials.auth_url or "#" in credentials.auth_url:
+            # '/v3/auth/tokens' would land in the query or the fragment, and the password would go
+            # to the path before it; the CRD refuses such a URL, a Nova admitted earlier may hold one
+            raise ComputeAPIError(
+                f"{what}: the Keystone URL holds a query or a fragment ('?' or '#'); nothing was sent"
+            )
         body = {
             "auth": {
                 "identity": {

@@ -295,3 +295,17 @@ async def test_a_malformed_answer_is_a_compute_api_error_in_fixed_words(
     # the original error (whose text may quote the answer) is not chained into a log's traceback
     assert err.value.__cause__ is None
     assert err.value.__suppress_context__ or err.value.__context__ is None
+
+
+@pytest.mark.parametrize("suffix", ["/?", "/v3#", "/admin?reset=1&x="])
+async def test_a_keystone_url_with_a_query_or_fragment_is_not_called(
+    nova: HostileServer, suffix: str
+) -> None:
+    """Issue 36: a Nova admitted before the CRD refused it still must not send the password to the
+    path before the '?' or '#': the client refuses the URL and sends nothing."""
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(nova.url + suffix, nova.url)
+    assert str(err.value) == (
+        "POST /v3/auth/tokens: the Keystone URL holds a query or a fragment ('?' or '#'); nothing was sent"
+    )
+    assert nova.requests() == []

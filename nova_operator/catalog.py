@@ -188,8 +188,10 @@ def secret_config_problems(
     """The ``section.option`` keys of a ``secretConfig`` Secret: ``({key: (section, option)}, problems)``.
 
     A key names one option of the release's catalog (deprecated names included), as oslo.config
-    reads it, and never one the operator sets (``owned``). Without a release catalog nothing can
-    be checked and every key is a problem. Messages name keys, never values.
+    reads it, and never one the operator sets (``owned``). A deprecated name is resolved to the
+    option it names before that check (``DEFAULT.log_config`` is ``[DEFAULT] log_config_append``).
+    Without a release catalog nothing can be checked and every key is a problem. Messages name
+    keys, never values.
     """
     problems: list[str] = []
     pairs: dict[str, tuple[str, str]] = {}
@@ -209,20 +211,21 @@ def secret_config_problems(
         section, option = oslo_name(raw_section, raw_option)
         if not dot or not section or not option or option != raw_option:
             problems.append(f"key {key} is not section.option")
-        elif (section, option) in owned:
+            continue
+        # the environment names only an option's current name: a deprecated one is resolved first,
+        # so the owned check sees the option oslo.config would set
+        alias = catalog.aliases.get(f"{section}/{option}")
+        if option not in catalog.sections.get(section, {}) and alias is not None:
+            section, _, option = alias.partition("/")
+        if (section, option) in owned:
             problems.append(f"key {key}: the operator sets [{section}] {option} from the spec")
         elif not catalog.knows(section, option):
             problems.append(f"key {key}: no such option in the nova {catalog.release} option catalog")
+        elif (section, option) in seen:
+            problems.append(f"keys {seen[(section, option)]} and {key} name the same option")
         else:
-            # the environment names only an option's current name: a deprecated one is resolved
-            alias = catalog.aliases.get(f"{section}/{option}")
-            if option not in catalog.sections.get(section, {}) and alias is not None:
-                section, _, option = alias.partition("/")
-            if (section, option) in seen:
-                problems.append(f"keys {seen[(section, option)]} and {key} name the same option")
-            else:
-                seen[(section, option)] = key
-                pairs[key] = (section, option)
+            seen[(section, option)] = key
+            pairs[key] = (section, option)
     return pairs, problems
 
 

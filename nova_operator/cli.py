@@ -239,7 +239,7 @@ def build_parser() -> _Parser:
     )
     probes = p.add_argument_group("probes and metrics")
     probes.add_argument(
-        "--metrics-bind-address", type=_address, help="host:port for /metrics, 0 to disable (:8080)"
+        "--metrics-bind-address", type=_address, help="host:port for /metrics, 0 to disable (127.0.0.1:8080)"
     )
     probes.add_argument(
         "--health-probe-bind-address",
@@ -300,7 +300,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             [n.strip() for n in env_ns.split(",") if n.strip()] if env_ns else []
         )
         workers = args.workers or _workers(_env("WORKERS") or "2")
-        metrics_addr = args.metrics_bind_address or _address(_env("METRICS_BIND_ADDRESS") or ":8080")
+        metrics_addr = args.metrics_bind_address or _address(
+            _env("METRICS_BIND_ADDRESS") or ServerSettings().metrics_bind_address
+        )
         health_addr = args.health_probe_bind_address or _address(_env("HEALTH_PROBE_BIND_ADDRESS") or ":8081")
         fmt = args.log_format or _env("LOG_FORMAT") or log.default_format()
         level = (args.log_level or _env("LOG_LEVEL") or "info").lower()

@@ -14,7 +14,9 @@ or deleted unless ``holder`` says the object is the CR's:
   ``kubectl delete --cascade=orphan`` and a re-create, which is adopted.
 
 Anything else is reported on the step's condition (reason ``ChildOwnedByAnother``, the message
-names the object and who holds it) and polled: the holder's changes do not wake this CR.
+names the object and, in fixed words, why it is not the CR's) and polled: the holder's changes do
+not wake this CR. The message never names the holder (kind, name, uid): the CR's author may not be
+allowed to read it, and ``kubectl get`` shows it to whoever is.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def holder(obj: Mapping[str, Any], owner_uid: str, marks: Mapping[str, str]) -> str | None:
-    """None when ``obj`` is the owner's to write; else who holds it, in words (for a message).
+    """None when ``obj`` is the owner's to write; else why not, in fixed words (for a message).
 
     ``marks``: the labels every child of the owner carries (an orphan with all of them is the owner's).
     """
@@ -53,8 +55,7 @@ def holder(obj: Mapping[str, Any], owner_uid: str, marks: Mapping[str, str]) -> 
     if ref is not None:
         if ref.get("uid") == owner_uid:
             return None
-        kind, name, uid = ref.get("kind", "?"), ref.get("name", "?"), ref.get("uid", "?")
-        return f"it is controlled by {kind} {name} (uid {uid})"
+        return "another owner controls it"
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if marks and all(labels.get(k) == v for k, v in marks.items()):
         return None

@@ -86,7 +86,8 @@ class LeaderElectionSettings:
 
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
-    metrics_bind_address: str = ":8080"  # "0" disables
+    # loopback: a bare ``nova-operator`` is no more open than the chart, which passes the pod IP
+    metrics_bind_address: str = "127.0.0.1:8080"  # "0" disables
     health_probe_bind_address: str = ":8081"  # "0" disables
 
 

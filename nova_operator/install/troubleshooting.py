@@ -47,8 +47,9 @@ Child names come from the CR's name (`{name}`, `{name}-metadata`, `{name}-comput
 made, can want the same name. The operator never takes such an object over: it writes, adopts and
 deletes (also from the finalizer) only what its controller owner reference says is the CR's, or an
 orphan with the CR's `app.kubernetes.io/name`, `instance` and `managed-by` labels. Anything else is
-left as it is and reported as `ChildOwnedByAnother` on the step's condition, naming the object and
-its owner; the step looks again every 60 s, so deleting a stale object is enough.
+left as it is and reported as `ChildOwnedByAnother` on the step's condition, naming the object but
+not its owner (`kubectl get` it to see its `ownerReferences`); the step looks again every 60 s, so
+deleting a stale object is enough.
 
 What the API server refuses up front (on create; an existing Nova keeps its name): a Nova name
 ending in `-api`, `-metadata`, `-scheduler`, `-conductor`, `-novncproxy`, `-console` (another Nova's

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from nova_operator.kube.paths import check_segment
+from nova_operator.kube.paths import path_segment
 
 SERVICE_ACCOUNT = "nova-operator"
 OPERATOR_NAMESPACE = "nova-system"
@@ -50,15 +50,17 @@ class ResourceRef:
 
         Every namespace, name and subresource must be a valid path segment (``check_segment``):
         a name like ``../../other-ns/secrets/x`` is refused here, before any request is sent.
+        Each is then percent-escaped (``path_segment``), so ``a?labelSelector=x`` is one name,
+        never a name and a query.
         """
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{check_segment(namespace, 'namespace')}"
+            base += f"/namespaces/{path_segment(namespace, 'namespace')}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{check_segment(name, f'{self.kind} name')}"
+            base += f"/{path_segment(name, f'{self.kind} name')}"
             if subresource:
-                base += f"/{check_segment(subresource, 'subresource')}"
+                base += f"/{path_segment(subresource, 'subresource')}"
         return base
 
     def __str__(self) -> str:

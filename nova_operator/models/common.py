@@ -745,6 +745,15 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
         Rule("self.all(s, self[s].all(k, k.size() > 0))", "extraConfig key must not be empty"),
         # oslo.config lowercases section names (but DEFAULT) and ends a key at ':' or '=': a name
         # in any other form would reach a different option than the one the guards check.
+        # Python's str.lower(), which oslo.config applies to section names, folds some letters
+        # outside ASCII into ASCII ones (U+212A KELVIN SIGN becomes 'k'): '[\u212aeystone_authtoken]'
+        # is [keystone_authtoken] to nova but passes every rule here, which compare ASCII names.
+        Rule(
+            "self.all(s, s.matches('^[ -~]*$') && self[s].all(k, k.matches('^[ -~]*$')))",
+            "extraConfig section and key names must be printable ASCII: oslo.config folds some other "
+            "letters into ASCII ones (a Kelvin sign reads as k), so a look-alike name would pass these "
+            "rules and still set the option they refuse",
+        ),
         Rule(
             "self.all(s, s == 'DEFAULT' || s == s.lowerAscii())",
             "extraConfig section name must be DEFAULT or lower case: oslo.config lowercases section names",
@@ -757,22 +766,40 @@ def extra_config_shape_rules() -> tuple[Rule, ...]:
     )
 
 
-def secret_options_rule(rejected: Iterable[tuple[str, str]]) -> Rule:
-    """No option any shipped catalog marks secret (but ``rejected``, refused by their own rules).
+def deprecated_names(section: str, key: str) -> list[tuple[str, str]]:
+    """The deprecated names of ``[section] key`` in any shipped catalog, sorted.
 
-    The Config steps refuse them again against the release's own catalog, deprecated names
-    included; the API server refuses the exact names at once.
+    Only names the shape rules admit (section ``DEFAULT`` or lower case): oslo.config reads such a
+    name as the option itself, so a rule that refuses the option must refuse them too.
     """
-    pairs = sorted(
+    return sorted(
         {
-            (section, key)
+            (old_section, old_key)
             for release in catalog.supported_releases()
-            for section, options in catalog.load_catalog(release).sections.items()
-            for key, info in options.items()
-            if info.secret
+            for old, new in catalog.load_catalog(release).aliases.items()
+            if new == f"{section}/{key}"
+            for old_section, _, old_key in [old.partition("/")]
+            if old_section == "DEFAULT" or old_section == old_section.lower()
         }
-        - set(rejected)
     )
+
+
+def secret_options_rule(rejected: Iterable[tuple[str, str]]) -> Rule:
+    """No option any shipped catalog marks secret, by its name or a deprecated one (but ``rejected``,
+    refused by their own rules).
+
+    The Config steps refuse them again against the release's own catalog; the API server
+    refuses the names at once.
+    """
+    refused = set(rejected)
+    secret = {
+        (section, key)
+        for release in catalog.supported_releases()
+        for section, options in catalog.load_catalog(release).sections.items()
+        for key, info in options.items()
+        if info.secret
+    } - refused
+    pairs = sorted(secret | {old for s, k in secret for old in deprecated_names(s, k)})
     # one map lookup per pair (as the rejected-key rules): no string building, so a constant cost
     rule = " && ".join(f"!('{s}' in self && '{k}' in self['{s}'])" for s, k in pairs)
     return Rule(
@@ -791,6 +818,21 @@ def rejected_key_rule(section: str, key: str, owner: str, impact: str) -> Rule:
         field_path=f"['{section}']['{key}']",
         reason="FieldValueForbidden",
     )
+
+
+def rejected_deprecated_name_rules(section: str, key: str, owner: str, impact: str) -> list[Rule]:
+    """As :func:`rejected_key_rule`, for each deprecated name of ``[section] key`` (oslo.config
+    reads ``[DEFAULT] novncproxy_host`` as ``[vnc] novncproxy_host``)."""
+    return [
+        Rule(
+            f"!('{old_section}' in self) || !('{old_key}' in self['{old_section}'])",
+            f"[{old_section}] {old_key} is a deprecated name of [{section}] {key}, which is managed via "
+            f"{owner} and must not be set in extraConfig ({impact})",
+            field_path=f"['{old_section}']['{old_key}']",
+            reason="FieldValueForbidden",
+        )
+        for old_section, old_key in deprecated_names(section, key)
+    ]
 
 
 ExtraConfigValue = Annotated[

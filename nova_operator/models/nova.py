@@ -58,12 +58,25 @@ from nova_operator.models.common import (
     TransportURLSecretRef,
     UWSGISpec,
     extra_config_shape_rules,
+    rejected_deprecated_name_rules,
     rejected_key_rule,
     secret_options_rule,
 )
 from nova_operator.models.meta import Conditions, Int32, Int64, ObjectMeta
 
 API_VERSION: Final = "nova.openstack.c5c3.io/v1alpha1"
+
+# The operator POSTs the service user's password to <keystoneEndpoint>/v3/auth/tokens: a '?' or a
+# '#' in the URL would turn that path into a query or a fragment, so the password would go to
+# whatever path the author wrote before it (issue 36). The API server refuses both.
+KeystoneURL = Annotated[
+    HttpURL,
+    Rule(
+        "!self.contains('?') && !self.contains('#')",
+        "a Keystone URL must not contain '?' or '#': the operator appends /v3/auth/tokens to it, "
+        "and a query or fragment would send the service user's password to another path",
+    ),
+]
 
 # (section, key, owner, impact): extraConfig keys refused at admission (spec §6.6).
 _CONFIGMAP = "the config ConfigMap every pod mounts"
@@ -140,6 +153,7 @@ NovaExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
+    *(rule for entry in NOVA_REJECTED_EXTRA_CONFIG_KEYS for rule in rejected_deprecated_name_rules(*entry)),
     secret_options_rule((s, k) for s, k, _, _ in NOVA_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 
@@ -352,7 +366,7 @@ class NovaEndpointsSpec(CRDModel):
 
 class NovaRemoteComputeSpec(CRDModel):
     keystone_endpoint: Annotated[
-        HttpURL,
+        KeystoneURL,
         Rule(
             "self.startsWith('https://')",
             "remoteCompute.keystoneEndpoint must use https: the service-user password is sent across a "
@@ -577,8 +591,8 @@ class NovaSpec(CRDModel):
     """Pods of the db-sync, the upgrade Jobs and the db-archive CronJob. Unset placement copies the API
     Deployment's.
     """
-    keystone_endpoint: HttpURL
-    """In-cluster Keystone URL (http or https); every auth_url."""
+    keystone_endpoint: KeystoneURL
+    """In-cluster Keystone URL (http or https), without a query or fragment; every auth_url."""
     keystone_public_endpoint: HttpURL | None = None
     """Keystone URL handed to clients ([keystone_authtoken] www_authenticate_uri). Default: keystoneEndpoint.
     """

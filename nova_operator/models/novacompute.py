@@ -25,6 +25,7 @@ from nova_operator.models.common import (
     Tolerations,
     check_label_map,
     extra_config_shape_rules,
+    rejected_deprecated_name_rules,
     rejected_key_rule,
     secret_options_rule,
 )
@@ -74,6 +75,11 @@ NovaComputeExtraConfig = Annotated[
     Field(max_length=32),
     *extra_config_shape_rules(),
     *(rejected_key_rule(*entry) for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
+    *(
+        rule
+        for entry in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS
+        for rule in rejected_deprecated_name_rules(*entry)
+    ),
     secret_options_rule((s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS),
 ]
 

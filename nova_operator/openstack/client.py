@@ -7,13 +7,19 @@ the API this module offers cannot express any of them.
 Every request goes through ``openstack.http``: a total deadline per request (the token request
 too), a body cap per call, no redirect followed, no remote text in an error. The calls run on the
 event loop (aiohttp), so cancelling a pass really ends its calls: nothing is sent after.
+
+Every failure is a ``ComputeAPIError`` in fixed words: an answer that is JSON but not in the
+documented shape (a field missing, a list where an object belongs, an id that is no number) is
+``<METHOD> <path>: answer is not in the documented shape``, never a ``TypeError`` or ``KeyError``
+and never a value the answer carried (a host name, an id).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
@@ -49,6 +55,21 @@ class ComputeAPIError(Exception):
     def __init__(self, message: str, *, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+
+SHAPE_ERROR: Final = "answer is not in the documented shape"
+
+
+@contextlib.contextmanager
+def _decoding(what: str) -> Iterator[None]:
+    """Turn what a malformed answer raises while it is read into a ``ComputeAPIError`` in fixed words.
+
+    The original exception is dropped (``from None``): its text may quote a value of the answer.
+    """
+    try:
+        yield
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError):
+        raise ComputeAPIError(f"{what}: {SHAPE_ERROR}") from None
 
 
 class AggregateExists(ComputeAPIError):
@@ -116,6 +137,12 @@ class ComputeClient:
         The token is the ``X-Subject-Token`` header of a 201; the body (the catalog) is never read.
         """
         what = "POST /v3/auth/tokens"
+        if "?" in credentials.auth_url or "#" in credentials.auth_url:
+            # '/v3/auth/tokens' would land in the query or the fragment, and the password would go
+            # to the path before it; the CRD refuses such a URL, a Nova admitted earlier may hold one
+            raise ComputeAPIError(
+                f"{what}: the Keystone URL holds a query or a fragment ('?' or '#'); nothing was sent"
+            )
         body = {
             "auth": {
                 "identity": {
@@ -163,19 +190,21 @@ class ComputeClient:
             "GET", "/v2.1/os-services?binary=nova-compute", mv=SERVICES_MICROVERSION, max_body=LIST_BODY
         )
         out: dict[str, ComputeService] = {}
-        for raw in doc.get("services") or []:
-            if raw.get("status") == "UNKNOWN":
-                raise ComputeAPIError(
-                    f"GET /v2.1/os-services: host {raw.get('host')} is in a cell that did not answer "
-                    "(status UNKNOWN)"
+        with _decoding("GET /v2.1/os-services"):
+            for raw in _items(doc, "services"):
+                if raw.get("status") == "UNKNOWN":
+                    # the host is the tenant's API's word: not quoted
+                    raise ComputeAPIError(
+                        "GET /v2.1/os-services: a compute service is in a cell that did not answer "
+                        "(status UNKNOWN)"
+                    )
+                out[str(raw["host"])] = ComputeService(
+                    id=str(raw["id"]),
+                    host=str(raw["host"]),
+                    status=str(raw.get("status") or ""),
+                    state=str(raw.get("state") or ""),
+                    disabled_reason=str(raw.get("disabled_reason") or ""),
                 )
-            out[str(raw["host"])] = ComputeService(
-                id=str(raw["id"]),
-                host=str(raw["host"]),
-                status=str(raw.get("status") or ""),
-                state=str(raw.get("state") or ""),
-                disabled_reason=raw.get("disabled_reason") or "",
-            )
         return out
 
     async def list_all_services(self) -> list[ComputeService]:
@@ -185,18 +214,18 @@ class ComputeClient:
         it is returned that way (id ``""``), for the caller to leave alone.
         """
         doc = await self._call("GET", "/v2.1/os-services", mv=SERVICES_MICROVERSION, max_body=LIST_BODY)
-        return [
-            ComputeService(
-                id=str(raw.get("id") or ""),
-                host=str(raw.get("host") or ""),
-                status=str(raw.get("status") or ""),
-                state=str(raw.get("state") or ""),
-                disabled_reason=raw.get("disabled_reason") or "",
-                binary=str(raw.get("binary") or ""),
-            )
-            for raw in doc.get("services") or []
-            if isinstance(raw, dict)
-        ]
+        with _decoding("GET /v2.1/os-services"):
+            return [
+                ComputeService(
+                    id=str(raw.get("id") or ""),
+                    host=str(raw.get("host") or ""),
+                    status=str(raw.get("status") or ""),
+                    state=str(raw.get("state") or ""),
+                    disabled_reason=str(raw.get("disabled_reason") or ""),
+                    binary=str(raw.get("binary") or ""),
+                )
+                for raw in _items(doc, "services")
+            ]
 
     async def disable_service(self, service_id: str, reason: str) -> None:
         await self._call(
@@ -233,14 +262,15 @@ class ComputeClient:
                 mv=HYPERVISORS_MICROVERSION,
                 max_body=PAGE_BODY,
             )
-            page = doc.get("hypervisors") or []
-            if not page:
-                return hosts
-            for hv in page:
-                host = (hv.get("service") or {}).get("host")
-                if host:
-                    hosts.add(str(host))
-            marker = str(page[-1]["id"])
+            with _decoding("GET /v2.1/os-hypervisors/detail"):
+                page = _items(doc, "hypervisors")
+                if not page:
+                    return hosts
+                for hv in page:
+                    host = (hv.get("service") or {}).get("host")
+                    if host:
+                        hosts.add(str(host))
+                marker = str(page[-1]["id"])
         raise ComputeAPIError(f"GET /v2.1/os-hypervisors/detail: gave up after {HYPERVISOR_MAX_PAGES} pages")
 
     async def count_servers(self, host: str) -> int:
@@ -248,13 +278,15 @@ class ComputeClient:
         doc = await self._call(
             "GET", f"/v2.1/servers?{urlencode({'all_tenants': 1, 'host': host})}", max_body=PAGE_BODY
         )
-        return min(len(doc.get("servers") or []), INT32_MAX)
+        with _decoding("GET /v2.1/servers"):
+            return min(len(_items(doc, "servers")), INT32_MAX)
 
     # -- aggregates --------------------------------------------------------------------------
 
     async def list_aggregates(self) -> list[Aggregate]:
         doc = await self._call("GET", "/v2.1/os-aggregates", max_body=LIST_BODY)
-        return [_aggregate(raw) for raw in doc.get("aggregates") or []]
+        with _decoding("GET /v2.1/os-aggregates"):
+            return [_aggregate(raw) for raw in _items(doc, "aggregates")]
 
     async def create_aggregate(self, name: str, availability_zone: str) -> Aggregate:
         """``POST /os-aggregates``; ``availability_zone`` is omitted when empty. 409: ``AggregateExists``."""
@@ -264,7 +296,8 @@ class ComputeClient:
         status, doc = await self._send("POST", "/v2.1/os-aggregates", body={"aggregate": body}, allow=(409,))
         if status == 409:
             raise AggregateExists(f"POST /v2.1/os-aggregates: HTTP 409: aggregate {name} exists", status=409)
-        return _aggregate(doc.get("aggregate") or {})
+        with _decoding("POST /v2.1/os-aggregates"):
+            return _aggregate(doc.get("aggregate") or {})
 
     async def set_aggregate_metadata(self, aggregate_id: int, metadata: Mapping[str, str]) -> None:
         await self._call(
@@ -329,15 +362,31 @@ class ComputeClient:
             doc = json.loads(reply.body)
         except ValueError:
             raise ComputeAPIError(f"{shown}: response is not JSON") from None
-        return reply.status, doc if isinstance(doc, dict) else {}
+        if not isinstance(doc, dict):  # a list or a scalar is no answer of the compute API
+            raise ComputeAPIError(f"{shown}: {SHAPE_ERROR}")
+        return reply.status, doc
+
+
+def _items(doc: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    """``doc[key]``, a list of objects (missing or null: empty); ``TypeError`` for any other shape."""
+    items = doc.get(key) or []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise TypeError(key)
+    return items
 
 
 def _aggregate(raw: Mapping[str, Any]) -> Aggregate:
+    """One aggregate object; ``TypeError``, ``ValueError`` or ``AttributeError`` for a malformed one."""
+    if not isinstance(raw, Mapping):
+        raise TypeError("aggregate")
+    hosts = raw.get("hosts") or []
+    if not isinstance(hosts, list):
+        raise TypeError("hosts")
     return Aggregate(
         id=int(raw.get("id", 0)),
         name=str(raw.get("name") or ""),
-        availability_zone=raw.get("availability_zone") or "",
-        hosts=tuple(str(h) for h in raw.get("hosts") or ()),
+        availability_zone=str(raw.get("availability_zone") or ""),
+        hosts=tuple(str(h) for h in hosts),
         metadata={str(k): str(v) for k, v in (raw.get("metadata") or {}).items()},
     )
 

@@ -11,8 +11,10 @@ says is trusted to be small, fast or honest:
   no transparent decompression (``Accept-Encoding: identity``), so the cap counts what is kept;
 - **no redirect followed**: a 3xx is returned as it is (callers take it for an error), so no
   request with its body and token is ever re-sent to a host the tenant picks;
-- **no remote text in errors**: a ``TransportError`` names the kind of failure in fixed words;
-  aiohttp's exception texts (which may quote a status line or header the server sent) are not used.
+- **no remote text in errors**: a ``TransportError`` names the kind of failure in fixed words
+  (``Failure``), plus the deadline or cap the operator chose; aiohttp's exception texts (which may
+  quote a status line or header the server sent), their class names and the OS's error text (which
+  tell apart how the far end failed) are not used: the endpoint may be any host a CR author names.
 
 Response headers are bounded by aiohttp itself (128 fields of at most 8,190 bytes).
 """
@@ -96,9 +98,9 @@ async def request(
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc.os_error, socket.gaierror):
             raise TransportError(Failure.DNS, Failure.DNS.value) from exc
-        raise TransportError(Failure.CONNECT, exc.os_error.strerror or Failure.CONNECT.value) from exc
+        raise TransportError(Failure.CONNECT, Failure.CONNECT.value) from exc
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        raise TransportError(Failure.PROTOCOL, f"{Failure.PROTOCOL.value} ({type(exc).__name__})") from exc
+        raise TransportError(Failure.PROTOCOL, Failure.PROTOCOL.value) from exc
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:

@@ -41,7 +41,11 @@ def test_defaults_match_the_documented_values(
     assert s.queue.workers == 2
     assert s.leader_election.enabled
     assert s.leader_election.namespace == "nova-system"
-    assert (s.servers.metrics_bind_address, s.servers.health_probe_bind_address) == (":8080", ":8081")
+    # /metrics on loopback only: a bare nova-operator is never more open than the chart's pod IP
+    assert (s.servers.metrics_bind_address, s.servers.health_probe_bind_address) == (
+        "127.0.0.1:8080",
+        ":8081",
+    )
     assert s.log.level == "info"
     assert s.log.format == "json"  # pytest's stderr is not a TTY
 
@@ -441,3 +445,16 @@ def test_the_documented_flag_table_names_every_flag_and_no_other() -> None:
     assert rows, "no flag table under 'Command line' in docs/running.md"
     documented = {flag for row in rows for flag in re.findall(r"`(--[a-z-]+)", row.split(" | ")[0])}
     assert documented == flags_of_the_parser()
+
+
+def test_the_default_metrics_address_is_loopback_in_the_settings_and_the_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 36 §6: without a flag, /metrics listens on 127.0.0.1, not on every address."""
+    from nova_operator.health import parse_address
+    from nova_operator.settings import ServerSettings
+
+    assert parse_address(ServerSettings().metrics_bind_address) == ("127.0.0.1", 8080)
+    assert cli.main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "host:port for /metrics, 0 to disable (127.0.0.1:8080)" in out

@@ -24,6 +24,7 @@ import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from nova_operator.models import Nova, NovaCompute
+from nova_operator.models.common import deprecated_names
 from nova_operator.models.crd import render_crds
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS
@@ -229,6 +230,15 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
         put(path, {"DEFAULT": {"": "b"}}),
         put(path, ok),
     )
+    # issue 36: a Kelvin sign is 'k' once oslo.config lowercases the section
+    for bad in ({"\u212aeystone_authtoken": {"password": "x"}}, {"DEFAULT": {"d\u00e9bug": "1"}}):
+        yield Case(
+            plural,
+            path,
+            message(plural, path, "extraConfig section and key names must be printable ASCII"),
+            put(path, bad),
+            put(path, {"keystone_authtoken": {"memcache_pool_maxsize": "10"}}),
+        )
     yield Case(
         plural,
         path,
@@ -266,6 +276,14 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
         put(path, {"vault": {"root_token_id": "s.x", "kv_mountpoint": "secret"}}),
         put(path, {"vault": {"kv_mountpoint": "secret"}}),
     )
+    # issue 36: a deprecated name of a secret option is the option to oslo.config
+    yield Case(
+        plural,
+        path,
+        message(plural, path, "extraConfig must not set an option nova marks secret"),
+        put(path, {"keymgr": {"fixed_key": "k3y", "other": "y"}}),  # [key_manager] fixed_key
+        put(path, {"keymgr": {"fixed_key_x": "x", "other": "y"}}),
+    )
     for section, key, owner, impact in rejected:
         yield Case(
             plural,
@@ -274,6 +292,15 @@ def _extra_config_cases(plural: str, rejected: tuple[tuple[str, str, str, str], 
             put(path, {section: {key: "x", "other": "y"}}),
             put(path, {section: {f"{key}_not_owned": "x", "other": "y"}}),
         )
+        for old_section, old_key in deprecated_names(section, key):  # issue 36: resolved first
+            yield Case(
+                plural,
+                path,
+                f"[{old_section}] {old_key} is a deprecated name of [{section}] {key}, which is managed "
+                f"via {owner} and must not be set in extraConfig ({impact})",
+                put(path, {old_section: {old_key: "x", "other": "y"}}),
+                put(path, {old_section: {f"{old_key}_not_owned": "x", "other": "y"}}),
+            )
 
 
 def _nova_cases() -> Iterator[Case]:
@@ -650,9 +677,21 @@ def _nova_cases() -> Iterator[Case]:
         ),
         both(MESSAGING_TLS, put("spec.remoteCompute", REMOTE)),
     )
+    # issue 36: the password is POSTed to <keystoneEndpoint>/v3/auth/tokens; '?' or '#' would
+    # move that path into a query or a fragment
+    for bad in ("http://k.example/v3?x=/", "http://k.example/v3#", "http://k.example/?"):
+        yield Case(
+            n,
+            "spec.keystoneEndpoint",
+            m("spec.keystoneEndpoint", "a Keystone URL must not contain '?' or '#'"),
+            put("spec.keystoneEndpoint", bad),
+            put("spec.keystoneEndpoint", "http://k.example:5000/identity/v3"),
+        )
     for start, bad in (
         ("must be a valid URL", "https://exa mple.org"),
         ("URL must include a host", "https://"),
+        ("a Keystone URL must not contain '?' or '#'", "https://k.example.org/v3?a=b"),
+        ("a Keystone URL must not contain '?' or '#'", "https://k.example.org/v3#x"),
     ):
         yield Case(
             n,
@@ -888,3 +927,68 @@ async def test_the_api_server_refuses_a_shared_host_in_extra_config(
     good = BASES[plural]()
     good["spec"]["extraConfig"] = {"DEFAULT": {"debug": "true"}}
     await objects.create(plural, good)
+
+
+async def test_the_api_server_refuses_a_look_alike_section_in_a_pools_extra_config(objects: Objects) -> None:
+    """Issue 36: ``[\u212aeystone_authtoken] password`` is ``[keystone_authtoken] password`` to oslo.config
+    (Python lowercases the Kelvin sign to 'k'), so it would put the service password into the
+    ConfigMap ``view`` reads. The API server refuses the name, whatever the rejected-key rules say."""
+    assert "\u212aeystone_authtoken".lower() == "keystone_authtoken"  # what oslo.config would read
+    bad = minimal_novacompute()
+    bad["spec"]["extraConfig"] = {"\u212aeystone_authtoken": {"password": "s3cret"}}
+    with pytest.raises(ApiException) as err:
+        await objects.create(NOVACOMPUTES, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert "spec.extraConfig: Invalid value" in text, text
+    assert "extraConfig section and key names must be printable ASCII" in text, text
+    assert "s3cret" not in text
+
+
+@pytest.mark.parametrize(
+    ("field", "url"),
+    [
+        ("keystoneEndpoint", "http://keystone.example/v3?"),
+        ("keystoneEndpoint", "http://keystone.example/admin/reset#"),
+        ("remoteCompute", "https://keystone.example.org/x?y=/v3"),
+    ],
+)
+async def test_the_api_server_refuses_a_query_or_fragment_in_a_keystone_endpoint(
+    objects: Objects, field: str, url: str
+) -> None:
+    """Issue 36: the password goes to <keystoneEndpoint>/v3/auth/tokens; with '?' or '#' in the URL
+    that path would become a query or a fragment and the POST would reach the path before it."""
+    bad = minimal_nova()
+    if field == "remoteCompute":
+        MESSAGING_TLS(bad)
+        bad["spec"]["remoteCompute"] = {**REMOTE, "keystoneEndpoint": url}
+    else:
+        bad["spec"][field] = url
+    with pytest.raises(ApiException) as err:
+        await objects.create(NOVAS, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert "a Keystone URL must not contain '?' or '#'" in text, text
+
+
+@pytest.mark.parametrize(
+    ("plural", "section", "key", "what"),
+    [
+        (NOVAS, "DEFAULT", "novncproxy_host", "is a deprecated name of [vnc] novncproxy_host"),
+        (NOVAS, "keymgr", "fixed_key", "must not set an option nova marks secret"),
+        (NOVACOMPUTES, "keymgr", "fixed_key", "must not set an option nova marks secret"),
+    ],
+)
+async def test_the_api_server_refuses_a_deprecated_name_as_it_refuses_the_option(
+    objects: Objects, plural: str, section: str, key: str, what: str
+) -> None:
+    """Issue 36: oslo.config reads a deprecated name as the option it names, so extraConfig's rules
+    resolve it first: [keymgr] fixed_key is [key_manager] fixed_key (secret), [DEFAULT]
+    novncproxy_host is [vnc] novncproxy_host (the operator's)."""
+    bad = BASES[plural]()
+    bad["spec"]["extraConfig"] = {section: {key: "x"}}
+    with pytest.raises(ApiException) as err:
+        await objects.create(plural, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert what in text, text

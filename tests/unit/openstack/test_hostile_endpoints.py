@@ -193,3 +193,119 @@ async def test_a_keystone_error_body_never_reaches_the_error(nova: HostileServer
     with pytest.raises(ComputeAPIError) as err:
         await connect(nova.url, nova.url)
     assert str(err.value) == "POST /v3/auth/tokens: HTTP 401 Unauthorized"
+
+
+# -- issue 36: a failed Keystone call is reported in fixed words only ---------------------------
+
+
+async def _raw_server(reply: bytes) -> tuple[asyncio.Server, str]:
+    """A TCP server on 127.0.0.1 that answers every connection with ``reply`` and closes it."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"NOT-HTTP " + MARKER.encode() + b"\r\n\r\n", b"HTTP/1.1 201 Created\r\nX-Subject-Token", b""],
+    ids=["garbage status line", "cut in the headers", "closed at once"],
+)
+async def test_a_keystone_that_answers_nonsense_is_one_fixed_text(reply: bytes) -> None:
+    server, url = await _raw_server(reply)
+    try:
+        with pytest.raises(ComputeAPIError) as err:
+            await connect(url, url)
+    finally:
+        server.close()
+        await server.wait_closed()
+    # no exception class, no remote word: only the kind's fixed text
+    assert str(err.value) == "POST /v3/auth/tokens: malformed or interrupted answer"
+    assert err.value.status == 0
+
+
+async def test_a_keystone_that_refuses_the_connection_is_one_fixed_text() -> None:
+    server, url = await _raw_server(b"")
+    server.close()
+    await server.wait_closed()  # the port is closed now: the connection is refused
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(url, url)
+    assert str(err.value) == "POST /v3/auth/tokens: connection failed"
+
+
+# -- issue 36: what the compute API sends never shapes an error --------------------------------
+
+SHAPE_ERROR = "answer is not in the documented shape"
+
+
+async def test_a_down_cells_host_name_is_not_quoted(nova: HostileServer) -> None:
+    down = {"services": [{"host": MARKER, "status": "UNKNOWN", "binary": "nova-compute"}]}
+    nova.on("GET", "/v2.1/os-services", HostileServer.answer(200, down))
+    client = await connect(nova.url, nova.url)
+    with pytest.raises(ComputeAPIError) as err:
+        await client.list_services()
+    assert str(err.value) == (
+        "GET /v2.1/os-services: a compute service is in a cell that did not answer (status UNKNOWN)"
+    )
+
+
+MALFORMED = [
+    ("services", "GET", "/v2.1/os-services", {"services": [{"id": "u1", "status": "enabled"}]}),  # no host
+    ("services", "GET", "/v2.1/os-services", {"services": "MARKER"}),
+    ("services", "GET", "/v2.1/os-services", {"services": [7]}),
+    ("all_services", "GET", "/v2.1/os-services", {"services": 7}),
+    ("all_services", "GET", "/v2.1/os-services", ["MARKER"]),  # not an object at all
+    ("mapped_hosts", "GET", "/v2.1/os-hypervisors/detail", {"hypervisors": [{"service": "MARKER"}]}),
+    ("mapped_hosts", "GET", "/v2.1/os-hypervisors/detail", {"hypervisors": [{"service": {"host": "h"}}]}),
+    ("count_servers", "GET", "/v2.1/servers", {"servers": 5}),
+    ("aggregates", "GET", "/v2.1/os-aggregates", {"aggregates": [{"id": "MARKER"}]}),
+    ("aggregates", "GET", "/v2.1/os-aggregates", {"aggregates": [{"id": None}]}),
+    ("aggregates", "GET", "/v2.1/os-aggregates", {"aggregates": [{"id": 1, "metadata": ["MARKER"]}]}),
+    ("aggregates", "GET", "/v2.1/os-aggregates", {"aggregates": [{"id": 1, "hosts": 3}]}),
+    ("create_aggregate", "POST", "/v2.1/os-aggregates", {"aggregate": "MARKER"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "method", "path", "doc"), MALFORMED, ids=[f"{m[0]}-{i}" for i, m in enumerate(MALFORMED)]
+)
+async def test_a_malformed_answer_is_a_compute_api_error_in_fixed_words(
+    nova: HostileServer, call: str, method: str, path: str, doc: object
+) -> None:
+    nova.on(method, path, HostileServer.answer(200, doc))
+    client = await connect(nova.url, nova.url)
+    calls = {
+        "services": client.list_services,
+        "all_services": client.list_all_services,
+        "mapped_hosts": client.mapped_hosts,
+        "count_servers": lambda: client.count_servers("n1"),
+        "aggregates": client.list_aggregates,
+        "create_aggregate": lambda: client.create_aggregate("az1", "az1"),
+    }
+    with pytest.raises(ComputeAPIError) as err:  # not TypeError, KeyError, ValueError, AttributeError
+        async with asyncio.timeout(GUARD):
+            await calls[call]()
+    assert str(err.value) == f"{method} {path}: {SHAPE_ERROR}"
+    # the original error (whose text may quote the answer) is not chained into a log's traceback
+    assert err.value.__cause__ is None
+    assert err.value.__suppress_context__ or err.value.__context__ is None
+
+
+@pytest.mark.parametrize("suffix", ["/?", "/v3#", "/admin?reset=1&x="])
+async def test_a_keystone_url_with_a_query_or_fragment_is_not_called(
+    nova: HostileServer, suffix: str
+) -> None:
+    """Issue 36: a Nova admitted before the CRD refused it still must not send the password to the
+    path before the '?' or '#': the client refuses the URL and sends nothing."""
+    with pytest.raises(ComputeAPIError) as err:
+        await connect(nova.url + suffix, nova.url)
+    assert str(err.value) == (
+        "POST /v3/auth/tokens: the Keystone URL holds a query or a fragment ('?' or '#'); nothing was sent"
+    )
+    assert nova.requests() == []

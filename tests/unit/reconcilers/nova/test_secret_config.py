@@ -145,6 +145,31 @@ async def test_bad_keys_are_named_and_no_value_is_echoed(kube: Any, events: Any)
     assert (str(SECRETS), NS, "nova-secret-config") not in kube.store
 
 
+@pytest.mark.parametrize("release", catalog.supported_releases())
+def test_a_deprecated_name_of_an_owned_option_is_resolved_before_the_owned_check(release: str) -> None:
+    """Issue 36: ``DEFAULT.log_config`` is oslo.log's old name of ``[DEFAULT] log_config_append``,
+    which the operator sets; the check must see the option the name resolves to, not the name."""
+    from nova_operator.renderers import novaconf
+
+    assert catalog.load_catalog(release).aliases["DEFAULT/log_config"] == "DEFAULT/log_config_append"
+    for key in ("DEFAULT.log_config", "DEFAULT.log-config", "DEFAULT.log_config_append"):
+        pairs, problems = catalog.secret_config_problems(release, [key], owned=novaconf.OWNED_PAIRS)
+        assert pairs == {}
+        assert problems == [f"key {key}: the operator sets [DEFAULT] log_config_append from the spec"]
+
+
+async def test_a_deprecated_name_of_an_owned_option_is_refused_in_the_secret(kube: Any, events: Any) -> None:
+    source = secret("nova-secrets", **{"DEFAULT.log_config": "/tmp/evil.ini"})
+    ctx = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
+    assert (await secrets.run(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["reason"] == "SecretConfigInvalid"
+    assert "key DEFAULT.log_config: the operator sets [DEFAULT] log_config_append" in c["message"]
+    assert "/tmp/evil.ini" not in c["message"]
+    assert (str(SECRETS), NS, "nova-secret-config") not in kube.store
+
+
 async def test_a_missing_secret_config_secret_is_a_wait(kube: Any, events: Any) -> None:
     ctx = make_ctx(kube, events, *ALL_SECRETS, secretConfig={"secretRef": {"name": "absent"}})
     assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0

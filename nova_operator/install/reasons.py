@@ -580,7 +580,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "`<name>-<database>-cell0` of Nova `x` with database `a_nova` and Nova `x-a` with database `nova`), "
         "another controller does, or it has no owner and not this Nova's labels (a Service `web` someone "
         "created before Nova `web`). The operator neither changes, adopts nor deletes it (also not when the "
-        "Nova is deleted) and looks again every 60 s. The message names the object and who controls it.",
+        "Nova is deleted) and looks again every 60 s. The message names the object and says that another "
+        "owner controls it, never which one (a tenant learns nothing of another's objects from it).",
         "Delete the object if it is stale; otherwise recreate the Nova under a name whose children do not "
         'meet it (see "Names two CRs can share" at the end of this page).',
     ),
@@ -789,7 +790,7 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "ChildOwnedByAnother",
         "A DaemonSet named `<pool>-nova-compute` exists and is not this pool's (another owner controls it, "
         "or it has no owner and not the pool's labels). The operator neither changes nor deletes it and "
-        "looks again every 60 s. The message names the DaemonSet and its owner.",
+        "looks again every 60 s. The message names the DaemonSet and says that another owner controls it.",
         "Delete the other DaemonSet if it is stale, or recreate the pool under another name.",
     ),
     # -- VPAReady -----------------------------------------------------------------------------

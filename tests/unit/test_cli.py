@@ -451,7 +451,7 @@ def test_the_default_metrics_address_is_loopback_in_the_settings_and_the_help(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Issue 36 §6: without a flag, /metrics listens on 127.0.0.1, not on every address."""
-    from nova_operator.health import parse_address
+    from nova_operator.runtime.health import parse_address
     from nova_operator.settings import ServerSettings
 
     assert parse_address(ServerSettings().metrics_bind_address) == ("127.0.0.1", 8080)

@@ -58,5 +58,8 @@ if [[ "${ENVTEST_ONLY_CORE:-0}" != 1 ]]; then
   mv "$OUT/kwok-stages.yaml.partial" "$OUT/kwok-stages.yaml"
 fi
 "$OUT/kube-apiserver" --version >&2
-"$OUT/etcd" --version | head -1 >&2
+# The first line of the version only, without a pipe: under pipefail, head closing the pipe early
+# kills the writer with SIGPIPE and the whole script with it, silently (seen on a busy machine).
+version="$("$OUT/etcd" --version)"
+echo "${version%%$'\n'*}" >&2
 echo "$OUT"

@@ -35,5 +35,8 @@ for name in prometheus promtool; do
   mv "$OUT/$name.partial" "$OUT/$name"
   echo "built $name in $((SECONDS - t0)) s" >&2
 done
-"$OUT/prometheus" --version | head -1 >&2
+# The first line of the version only, without a pipe: under pipefail, head closing the pipe early
+# kills the writer with SIGPIPE and the whole script with it, silently (seen on a busy machine).
+version="$("$OUT/prometheus" --version)"
+echo "${version%%$'\n'*}" >&2
 echo "$OUT"

@@ -157,6 +157,11 @@ class Cache:
     def keys_by_index(self, index: str, value: str) -> _Keys:
         return sorted(self._indexes[index].get(value, ()))
 
+    def indexed(self, index: str, value: str) -> bool:
+        """Whether any object has ``value`` in ``index``: one dict lookup, nothing decoded or sorted
+        (for predicates asked of every object an informer receives)."""
+        return bool(self._indexes[index].get(value))
+
     def by_owner(self, uid: str) -> _Objects:
         return self.by_index(OWNER_INDEX, uid)
 

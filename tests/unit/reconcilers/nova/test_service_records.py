@@ -17,6 +17,7 @@ from nova_operator import conditions
 from nova_operator.kube.errors import Forbidden
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova import service_records
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
@@ -105,7 +106,7 @@ class Setup:
             now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
             events=self.events,
             caches={DEPLOYMENTS: self.deployments},
-            metrics=self.kube.metrics,
+            metrics=NovaMetrics.of(self.kube.metrics),
             options=self.options,
         )
         ctx.state.service_user_password = PASSWORD

@@ -536,6 +536,16 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SERVICE_RECORDS_HEALTHY,
         "False",
+        "DeletingStaleServiceRecords",
+        "Nova lists more stale service records of gone control-plane pods than one pass deletes (20 at "
+        "most, each with its `StaleServiceDeleted` event): the message says how many were deleted and how "
+        "many are left; the next look follows after about a second. Not part of `Ready`.",
+        "Nothing; it clears once the last stale record is gone. A long stay means something registers "
+        "records as fast as they are deleted.",
+    ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "False",
         "ComputeAPIError",
         "The Keystone token or a compute API call (list or delete services) failed (the message says "
         "which, with the HTTP code or `timed out`, never the answer's body), so records of gone pods are "

@@ -603,6 +603,16 @@ NOVA: Final[tuple[Reason, ...]] = (
         "Write the value as text (base64 of the UTF-8 string in `data`, or `stringData`).",
     ),
     _nova(
+        ANY_NOVA_STEP,
+        "False",
+        "SecretTooLarge",
+        "A Secret the step reads holds more than 256 KiB of data (decoded, all keys): the operator neither "
+        "caches nor uses it (the message names the Secret, its size and the limit, never its content). "
+        "Looked at again after 60 s and when the Secret changes.",
+        "Keep only the keys the Nova needs in that Secret (a few KiB); a CA bundle larger than 256 KiB "
+        "belongs in a Secret of its own, trimmed to the CAs that sign the servers.",
+    ),
+    _nova(
         (c.SECRETS_READY, c.DATABASE_READY, c.DB_ARCHIVE_READY, ANY_NOVA_STEP),
         "False",
         "ConfigError",
@@ -744,6 +754,15 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "does not carry that label. Requeue 15 s.",
         'Label the Secret if the pool may use it. See docs/install.md, "What a CR author can make the '
         'operator read".',
+    ),
+    _pool(
+        (c.NOVA_REF_READY, c.CONFIG_READY),
+        "False",
+        "SecretTooLarge",
+        "A Secret the pool reads (its Nova's `spec.serviceUser.secretRef`, on NovaReady; the compute "
+        "contract or its own `spec.secretConfig.secretRef`, on ConfigReady) holds more than 256 KiB of "
+        "data: the operator neither caches nor uses it (the message names it, its size and the limit).",
+        "Keep only the keys the pool needs in that Secret.",
     ),
     _pool(
         c.CONFIG_READY,

@@ -32,15 +32,18 @@ from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
 from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
 from nova_operator.reconcilers.metrics import NovaMetrics, StepMetrics
 from nova_operator.renderers import compute_pool
-from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.cache import Bound, Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.events import EventRecorder
 from nova_operator.runtime.manager import ControllerFactory, Manager
 from nova_operator.runtime.predicates import Predicate, ignore_status_only
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL
+from nova_operator.secret_refs import NAMESPACE_SECRET_DATA_LIMIT, SECRET_DATA_LIMIT, secret_data_size
 
 NAME = "novacompute"
+SECRET_BOUND: Final = Bound(secret_data_size, SECRET_DATA_LIMIT, NAMESPACE_SECRET_DATA_LIMIT)
+"""What the shared Secrets cache holds with data (``secret_refs``; both controllers set the same)."""
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=novacompute-operator"
 CONTRACT_SELECTOR = "app.kubernetes.io/component=compute-config"
 CONTRACT_SUFFIX = "-compute-config"
@@ -204,6 +207,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     # controller), the data of those a pool reads only; a namespace not listed yet, or a Secret
     # held without its data, is read with a GET (and handed to the cache: ``fill``).
     contracts = manager.scoped_informer(SECRETS, keep=ALL, when=pool_reads(pools.cache, novas.cache))
+    contracts.bound(SECRET_BOUND)  # no Secret over 256 KiB, 4 MiB per namespace (``secret_refs``)
     contracts.follow(pools)
     caches: dict[ResourceRef, Cache] = {
         DAEMONSETS: daemonsets.cache,

@@ -10,9 +10,11 @@ segments and requests are namespaced).
 A cluster that grants Nova authors less than Secret access narrows it with
 ``--secret-ref-label KEY`` (or ``KEY=VALUE``): then a Secret a CR names is used only while it
 carries that label (with that value); a CR naming another one gets its step's condition False,
-reason ``SecretRefNotLabelled``, and the Secret is not read further. Secrets the operator writes
-itself (derived Secrets, the digest key) and the one a RabbitmqCluster's status names are not CR
-references and are not checked.
+reason ``SecretRefNotLabelled``, and the Secret is not read further. A Secret the CR names that does
+not exist yet is refused the same way (``absent``) until it exists with the label: the pods would
+mount it as soon as it appeared (the database TLS Secrets are mounted, never read), whoever made it.
+Secrets the operator writes itself (derived Secrets, the digest key) and the one a
+RabbitmqCluster's status names are not CR references and are not checked.
 
 What is read is bounded by size too (issue 36: 20 Novas naming 400 Secrets of 1 MiB took the
 operator over its memory limit). A Secret whose data is over ``SECRET_DATA_LIMIT`` (256 KiB,
@@ -94,6 +96,13 @@ class SecretRefPolicy:
         if self.key not in labels:
             return False
         return self.value is None or labels[self.key] == self.value
+
+    def absent(self, field: str, namespace: str, name: str) -> str:
+        """The condition message for a CR naming Secret ``name`` that does not exist (yet)."""
+        return (
+            f"{field}: Secret {namespace}/{name} not found; this operator uses a Secret a CR names only "
+            f"once it exists and carries the label {self} (--secret-ref-label)"
+        )
 
     def refusal(self, field: str, namespace: str, name: str) -> str:
         """The condition message for a CR naming Secret ``name`` without the label (no value in it)."""

@@ -200,6 +200,13 @@ class Metrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.informer_held_bytes = Gauge(
+            "nova_operator_informer_held_bytes",
+            "Size of what a size-bounded informer cache holds whole, by resource (secrets: the decoded "
+            "bytes of the data of the Secrets kept with their data; bounded per Secret and per namespace)",
+            ["resource"],
+            registry=r,
+        )
         self.leader = Gauge(
             "nova_operator_leader_election_master_status",
             "1 while this process holds the lease",

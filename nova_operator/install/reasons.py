@@ -182,8 +182,9 @@ NOVA: Final[tuple[Reason, ...]] = (
         "False",
         "SecretRefNotLabelled",
         "The operator runs with `--secret-ref-label` and a Secret the spec names (the message names the "
-        "field and the Secret) does not carry that label, so the operator does not use it. Requeue 15 s; "
-        "labelling the Secret wakes the Nova at once.",
+        "field and the Secret) does not carry that label, or does not exist yet, so the operator does not "
+        "use it (nor render pods that would mount it). Requeue 15 s; creating or labelling the Secret "
+        "wakes the Nova at once.",
         "Label the Secret (`kubectl label secret <name> <key>=<value>`) if this Nova may use it, or name "
         'another one. See docs/install.md, "What a CR author can make the operator read".',
     ),
@@ -536,6 +537,16 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SERVICE_RECORDS_HEALTHY,
         "False",
+        "DeletingStaleServiceRecords",
+        "Nova lists more stale service records of gone control-plane pods than one pass deletes (20 at "
+        "most, each with its `StaleServiceDeleted` event): the message says how many were deleted and how "
+        "many are left; the next look follows after about a second. Not part of `Ready`.",
+        "Nothing; it clears once the last stale record is gone. A long stay means something registers "
+        "records as fast as they are deleted.",
+    ),
+    _nova(
+        c.SERVICE_RECORDS_HEALTHY,
+        "False",
         "ComputeAPIError",
         "The Keystone token or a compute API call (list or delete services) failed (the message says "
         "which, with the HTTP code or `timed out`, never the answer's body), so records of gone pods are "
@@ -592,6 +603,16 @@ NOVA: Final[tuple[Reason, ...]] = (
         "A referenced Secret's key holds bytes that are not UTF-8 text (the message names the Secret and "
         "key).",
         "Write the value as text (base64 of the UTF-8 string in `data`, or `stringData`).",
+    ),
+    _nova(
+        ANY_NOVA_STEP,
+        "False",
+        "SecretTooLarge",
+        "A Secret the step reads holds more than 256 KiB of data (decoded, all keys): the operator neither "
+        "caches nor uses it (the message names the Secret, its size and the limit, never its content). "
+        "Looked at again after 60 s and when the Secret changes.",
+        "Keep only the keys the Nova needs in that Secret (a few KiB); a CA bundle larger than 256 KiB "
+        "belongs in a Secret of its own, trimmed to the CAs that sign the servers.",
     ),
     _nova(
         (c.SECRETS_READY, c.DATABASE_READY, c.DB_ARCHIVE_READY, ANY_NOVA_STEP),
@@ -735,6 +756,15 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "does not carry that label. Requeue 15 s.",
         'Label the Secret if the pool may use it. See docs/install.md, "What a CR author can make the '
         'operator read".',
+    ),
+    _pool(
+        (c.NOVA_REF_READY, c.CONFIG_READY),
+        "False",
+        "SecretTooLarge",
+        "A Secret the pool reads (its Nova's `spec.serviceUser.secretRef`, on NovaReady; the compute "
+        "contract or its own `spec.secretConfig.secretRef`, on ConfigReady) holds more than 256 KiB of "
+        "data: the operator neither caches nor uses it (the message names it, its size and the limit).",
+        "Keep only the keys the pool needs in that Secret.",
     ),
     _pool(
         c.CONFIG_READY,

@@ -19,6 +19,12 @@ it). Such an entry answers "it exists, at this version" but not "this is its con
 the API server and may hand it back with ``fill`` (kept whole from then on, until an event of the
 object or ``hold`` narrows it again).
 
+A cache may be *bounded* (``bound``): a size function (a Secret's data, say) and two limits. An
+object over the per-object limit is never held whole: it is stored withheld and remembered as
+refused (``oversize`` says its size, so a reader can refuse it without reading it); one that would
+bring the namespace's whole objects over the per-namespace limit is stored withheld too (a reader
+reads it per pass, and ``fill`` does not keep it). ``held_bytes`` is what the whole objects measure.
+
 Indexes: by owner UID (every ``ownerReferences`` entry), by label ``key=value``, and any
 number of named custom indexes (a function from object to index values).
 """
@@ -32,7 +38,7 @@ from typing import Any, NamedTuple
 
 from nova_operator.kube.types import Object
 from nova_operator.runtime.request import Request
-from nova_operator.runtime.transform import drop_bookkeeping
+from nova_operator.runtime.transform import REFERENCE, drop_bookkeeping, prune
 
 IndexFunc = Callable[[Object], Iterable[str]]
 _Objects = list[Object]
@@ -69,6 +75,16 @@ class _Entry(NamedTuple):
     rv: str | None
     data: bytes
     whole: bool = True  # False: withheld (a reference only, see the module docstring)
+    size: int = 0  # what the bound's size function measured (whole entries of a bounded cache only)
+
+
+class Bound(NamedTuple):
+    """What a bounded cache holds whole: ``size(obj)`` at most ``per_object``, and at most
+    ``per_namespace`` summed over the whole objects of a namespace."""
+
+    size: Callable[[Object], int]
+    per_object: int
+    per_namespace: int
 
 
 def encode(obj: Object) -> bytes:
@@ -97,6 +113,46 @@ class Cache:
         self._indexes: dict[str, dict[str, set[Request]]] = {OWNER_INDEX: {}, LABEL_INDEX: {}}
         self._synced = False
         self._covered: set[str] | None = None  # None: every namespace (a plain informer)
+        self._bound: Bound | None = None
+        self._held: dict[str, int] = {}  # namespace -> size of its whole entries (bounded only)
+        self._oversize: dict[Request, int] = {}  # refused for their size: key -> size
+
+    # -- size bound --------------------------------------------------------------------------
+
+    def bound(self, bound: Bound) -> None:
+        """Bound what is held whole (see the module docstring); before anything is stored."""
+        if self._items:
+            raise RuntimeError(f"cache {self.name}: a bound must be set before objects are stored")
+        self._bound = bound
+
+    @property
+    def bounded(self) -> Bound | None:
+        return self._bound
+
+    @property
+    def held_bytes(self) -> int:
+        """The size of every whole object, as the bound measures it (0 when unbounded)."""
+        return sum(self._held.values())
+
+    def held_in(self, namespace: str) -> int:
+        return self._held.get(namespace, 0)
+
+    def oversize(self, name: str, namespace: str = "") -> int | None:
+        """The size of ``namespace/name`` when the bound refused it for being over the per-object
+        limit (None: not refused, or not stored)."""
+        return self._oversize.get(Request(namespace, name))
+
+    def _admit(self, key: Request, obj: Object, whole: bool) -> tuple[Object, bool, int]:
+        """``obj`` as the bound lets it be stored: (object, whole, measured size of a whole one)."""
+        if self._bound is None or not whole:
+            return obj, whole, 0
+        size = self._bound.size(obj)
+        if size > self._bound.per_object:
+            self._oversize[key] = size
+        elif self._held.get(key.namespace, 0) + size <= self._bound.per_namespace:
+            return obj, True, size
+        reference: Object = prune(obj, REFERENCE)
+        return reference, False, 0
 
     # -- scope -------------------------------------------------------------------------------
 
@@ -157,6 +213,11 @@ class Cache:
     def keys_by_index(self, index: str, value: str) -> _Keys:
         return sorted(self._indexes[index].get(value, ()))
 
+    def indexed(self, index: str, value: str) -> bool:
+        """Whether any object has ``value`` in ``index``: one dict lookup, nothing decoded or sorted
+        (for predicates asked of every object an informer receives)."""
+        return bool(self._indexes[index].get(value))
+
     def by_owner(self, uid: str) -> _Objects:
         return self.by_index(OWNER_INDEX, uid)
 
@@ -200,7 +261,10 @@ class Cache:
         """
         key = key_of(strip(obj))
         old = self.remove(key)
-        self._items[key] = _Entry(_rv(obj), encode(obj), whole)
+        obj, whole, size = self._admit(key, obj, whole)
+        self._items[key] = _Entry(_rv(obj), encode(obj), whole, size)
+        if size:
+            self._held[key.namespace] = self._held.get(key.namespace, 0) + size
         for name in self._index_funcs:
             self._index(name, key, obj)
         return old
@@ -220,12 +284,22 @@ class Cache:
         """``obj``, read whole from the API server, in place of its withheld entry (same version
         only: a newer version comes with its watch event). Whether it was stored."""
         key = key_of(obj)
-        return self.withheld(key) and self.hold(drop_bookkeeping(copy_object(obj)), whole=True)
+        if not self.withheld(key):
+            return False
+        self.hold(drop_bookkeeping(copy_object(obj)), whole=True)
+        return not self.withheld(key)  # a bounded cache may keep refusing it
 
     def remove(self, key: Request) -> Object | None:
         entry = self._items.pop(key, None)
         if entry is None:
             return None
+        self._oversize.pop(key, None)
+        if entry.size:
+            left = self._held.get(key.namespace, 0) - entry.size
+            if left > 0:
+                self._held[key.namespace] = left
+            else:
+                self._held.pop(key.namespace, None)
         old = decode(entry)
         self._unindex(key, old)
         return old

@@ -6,11 +6,20 @@ loop does not answer within a second. ``/readyz`` answers 200 once the manager's
 passes, 503 with its reasons before (and while a reflector hears nothing from the API server).
 The metrics endpoint serves the manager's own registry. GET and HEAD only.
 
-Bounded for a hostile network neighbour: at most ``max_connections`` connections at once (one
-more is closed as soon as it is accepted, so a flood of idle connections cannot exhaust the
-process's file descriptors), and a connection that has not sent a whole request within
-``idle_timeout`` seconds (a fresh one, or one kept alive after a response) is closed; request
-lines and headers are capped by aiohttp (8 KiB a line, 128 headers).
+Bounded for a hostile network neighbour: at most ``max_connections`` connections at once, so a
+flood of connections cannot exhaust the process's file descriptors; a connection that has not
+sent a whole request within ``idle_timeout`` seconds (a fresh one, or one kept alive after a
+response) is closed; request lines and headers are capped by aiohttp (8 KiB a line, 128 headers).
+
+The slots are kept for short requests (issue 36: any pod could fill the 64 slots with idle
+connections, and the kubelet's probes were then closed on accept, 19 of 20 failed): a connection
+accepted while every slot is taken takes the slot of the *oldest idle* one (no request being
+answered on it: it sent nothing, part of a request, or is kept alive after its answer), which is
+closed. A probe connects, sends its request at once and is answered in microseconds, so idle
+connections cannot keep it out; only ``max_connections`` requests being answered at that very
+moment could (the new connection is then closed, counted in ``refused``). Probes and ``/metrics``
+are separate servers on separate addresses (``--health-probe-bind-address``,
+``--metrics-bind-address``), so scrapes never take a probe's slot either.
 
 The probe server can run on a thread of its own (``HttpServer(..., check_loop=loop)``): its
 routes are then evaluated on ``loop`` (where the state they read lives) and a loop that does
@@ -82,7 +91,8 @@ IDLE_TIMEOUT = 15.0
 
 
 class _CappedServer(web.Server):
-    """aiohttp's low-level server, closing a connection accepted beyond ``max_connections``."""
+    """aiohttp's low-level server holding ``cap`` connections at most: one accepted beyond it takes
+    the slot of the oldest idle connection (closed), or is closed itself when every one is busy."""
 
     def __init__(
         self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], cap: int, **kw: Any
@@ -90,12 +100,27 @@ class _CappedServer(web.Server):
         super().__init__(handler, **kw)
         self.cap = cap
         self.refused = 0
+        self.evicted = 0
+        self.busy: dict[asyncio.BaseTransport, int] = {}  # transport -> requests being answered on it
+        self._held: dict[RequestHandler, asyncio.Transport] = {}  # open and not aborted, oldest first
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
-        if len(self.connections) > self.cap:
-            self.refused += 1
-            transport.abort()  # frees the descriptor now; connection_lost forgets the handler
+        if len(self._held) >= self.cap:
+            victim = next((h for h, t in self._held.items() if t not in self.busy), None)
+            if victim is None:
+                self.refused += 1
+                transport.abort()  # frees the descriptor now; connection_lost forgets the handler
+                return
+            self.evicted += 1
+            self._held.pop(victim).abort()
+        self._held[handler] = transport
+
+    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        transport = self._held.pop(handler, None)
+        if transport is not None:
+            self.busy.pop(transport, None)
 
 
 class HttpServer:
@@ -128,8 +153,13 @@ class HttpServer:
 
     @property
     def refused(self) -> int:
-        """Connections closed at once because ``max_connections`` were open."""
+        """Connections closed at once because ``max_connections`` requests were being answered."""
         return self._web.refused if self._web is not None else 0
+
+    @property
+    def evicted(self) -> int:
+        """Idle connections closed to give their slot to a new one."""
+        return self._web.evicted if self._web is not None else 0
 
     async def start(self) -> None:
         if self._check_loop is None:
@@ -222,6 +252,23 @@ class HttpServer:
             return 503, TEXT, b"unhealthy:\n- event loop stopped\n"
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        transport, busy = request.transport, self._web.busy if self._web is not None else None
+        if transport is None or busy is None:
+            return await self._respond(request)
+        busy[transport] = busy.get(transport, 0) + 1  # not evicted while it is being answered
+        try:
+            response = await self._respond(request)
+            await response.prepare(request)  # written here, while the connection counts as busy
+            await response.write_eof()
+            return response
+        finally:
+            left = busy.get(transport, 1) - 1
+            if left > 0:
+                busy[transport] = left
+            else:
+                busy.pop(transport, None)
+
+    async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
         route = self._routes.get(request.path)
         if request.method not in ("GET", "HEAD"):
             status, ctype, body = 405, TEXT, b"method not allowed\n"

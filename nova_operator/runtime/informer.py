@@ -60,7 +60,7 @@ from nova_operator.kube.errors import Gone, KubeError, Unreachable
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
-from nova_operator.runtime.cache import Cache, key_of
+from nova_operator.runtime.cache import Bound, Cache, key_of
 from nova_operator.runtime.handlers import EventHandler
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import Admits, Fields, Transform, drop_bookkeeping
@@ -182,6 +182,19 @@ class Informer:
         if self._started and not self.transform.covers(fields):
             raise RuntimeError(f"informer {self.ref}: what is kept must be declared before it runs")
         self.transform.keep(fields, when)
+
+    def bound(self, bound: Bound) -> None:
+        """Bound the size of what the cache holds whole (``Cache.bound``) and serve it as
+        ``nova_operator_informer_held_bytes{resource}``. A second call with the same bound (a
+        shared informer) changes nothing; another bound is refused."""
+        if self.cache.bounded == bound:
+            return
+        if self.cache.bounded is not None:
+            raise RuntimeError(f"informer {self.ref}: bounded already, with other limits")
+        self.cache.bound(bound)
+        if self._metrics is not None:
+            cache = self.cache
+            self._metrics.informer_held_bytes.labels(str(self.ref)).set_function(lambda: cache.held_bytes)
 
     def reconsider(self, keys: Iterable[Request]) -> None:
         """Ask the predicates again about the cached objects of ``keys``: one held whole that no

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -143,22 +144,56 @@ async def test_idle_and_half_sent_connections_are_closed_after_the_idle_timeout(
         await server.stop()
 
 
-async def test_connections_beyond_the_cap_are_closed_at_once_and_probes_answer_after() -> None:
-    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True), max_connections=5, idle_timeout=0.5)
+async def test_a_connection_beyond_the_cap_takes_the_oldest_idle_slot() -> None:
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True), max_connections=5)
     await server.start()
-    held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(8)]
+    held = []
     try:
-        refused = 0
-        for reader, _ in held[5:]:
-            refused += await asyncio.wait_for(reader.read(), 2) == b""
-        assert refused == 3
-        assert server.refused == 3
+        for _ in range(8):
+            held.append(await asyncio.open_connection("127.0.0.1", server.port))
+            await asyncio.sleep(0.01)  # accepted in this order
+        closed = [await _closed(reader) for reader, _ in held]
+        assert closed == [True, True, True, False, False, False, False, False]  # the 3 oldest
+        assert (server.evicted, server.refused) == (3, 0)
         assert server.connections <= 5
-        # The idle ones time out; the server answers again.
-        for reader, _ in held[:5]:
-            assert await asyncio.wait_for(reader.read(), 5) == b""
-        assert await get(server.port, "/healthz") == (200, "ok\n")
+        assert await get(server.port, "/healthz") == (200, "ok\n")  # the idle ones keep no probe out
     finally:
         for _, writer in held:
+            writer.close()
+        await server.stop()
+
+
+async def _closed(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closed the connection (read returns EOF) rather than leaving it open."""
+    try:
+        return await asyncio.wait_for(reader.read(), 0.5) == b""
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("half_sent", [False, True], ids=["idle", "half-sent-requests"])
+async def test_the_kubelets_probes_are_answered_while_a_neighbour_holds_every_slot(half_sent: bool) -> None:
+    """Issue 36 §5: any pod could fill the probe server's 64 slots (idle connections, or requests
+    never finished) and the kubelet's probes were then closed on accept (19 of 20 failed)."""
+    server = HttpServer("127.0.0.1", 0, health_routes(lambda: True), check_loop=asyncio.get_running_loop())
+    await server.start()
+    flood = []
+    try:
+        for _ in range(64):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            if half_sent:
+                writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                await writer.drain()
+            flood.append((reader, writer))
+        answered = 0
+        for _ in range(20):
+            with contextlib.suppress(ConnectionError, IndexError, ValueError):  # closed on accept
+                answered += await asyncio.wait_for(get(server.port, "/healthz"), 5) == (200, "ok\n")
+            # the neighbour refills: one more idle connection after each probe
+            flood.append(await asyncio.open_connection("127.0.0.1", server.port))
+        assert answered == 20, f"{answered} of 20 probes answered"
+        assert server.connections <= 64
+    finally:
+        for _, writer in flood:
             writer.close()
         await server.stop()

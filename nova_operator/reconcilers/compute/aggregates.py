@@ -4,6 +4,10 @@ openstack-hypervisor-operator adds every host to the aggregate named after its z
 ``tenant_filter_tests``, and creates neither. The pool creates them, marks what it created
 with ``c5c3.io:nova=<namespace>/<nova>``, and deletes a marked one once no live pool of the
 Nova needs it and it holds no host. It never adds or removes a host.
+
+A tenant's compute API decides how many aggregates are listed: one pass deletes
+``DELETES_PER_PASS`` at most (one ``AggregateDeleted`` event each) and, when more are left, comes
+back after ``MORE_AFTER`` seconds for the rest (issue 36: one DELETE and one Event per listed record).
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from nova_operator.runtime.request import Result
 
 COND = conditions.AGGREGATES_READY
 TENANT_FILTER_TESTS: Final = "tenant_filter_tests"
+DELETES_PER_PASS: Final = 20
+"""The most unneeded aggregates one pass deletes; the rest are left for the next passes."""
+MORE_AFTER: Final = 1.0
+"""Seconds until the next pass when unneeded aggregates were left for it."""
 
 
 def _zones(entries: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -54,6 +62,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
     if not p.deleting:
         wanted[TENANT_FILTER_TESTS] = ""
     mismatches: list[str] = []
+    more = False  # unneeded aggregates left for the next pass
     try:
         client = await p.compute()
         existing = {a.name: a for a in await client.list_aggregates()}
@@ -77,8 +86,23 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
                     await client.delete_aggregate(created.id)
                 raise
             await p.emit("Normal", "AggregateCreated", _created_message(name, zone))
+        deleted, kept = 0, []
         for agg in sorted(existing.values(), key=lambda a: a.id):
-            await _cleanup(p, agg, marker, required)
+            if not _unneeded(agg, marker, required):
+                continue
+            if _foreign(agg):
+                kept.append(agg)
+                continue
+            if deleted >= DELETES_PER_PASS:
+                more = True
+                continue
+            await client.delete_aggregate(agg.id)
+            deleted += 1
+            await p.emit(
+                "Normal", "AggregateDeleted", f"deleted aggregate {agg.name}: empty and no longer needed"
+            )
+        if kept:
+            await p.emit("Warning", "AggregateKept", _kept_message(kept))
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
         return Result(requeue_after=p.settings.intervals.draining)  # 30 s: a requeue, not an error
@@ -99,25 +123,30 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
     else:
         ensured = ", ".join(sorted(wanted)) or "none"
         p.set(COND, True, "AggregatesEnsured", f"aggregates ensured: {ensured}")
-        p.aggregates_ensured = True
-    return Result()
+        p.aggregates_ensured = not more  # a deleting pool waits for the rest
+    return Result(requeue_after=MORE_AFTER) if more else Result()
 
 
 def _created_message(name: str, zone: str) -> str:
     return f"created aggregate {name} with availability zone {zone}" if zone else f"created aggregate {name}"
 
 
-async def _cleanup(p: ComputePass, agg: Aggregate, marker: str, required: set[str]) -> None:
-    if agg.metadata.get(AGGREGATE_MARKER) != marker or agg.name in required or agg.hosts:
-        return  # not ours (never deleted), still needed, or not empty
-    foreign = sorted(k for k in agg.metadata if k not in (AGGREGATE_MARKER, "availability_zone"))
-    if foreign:
-        await p.emit(
-            "Warning",
-            "AggregateKept",
-            f"aggregate {agg.name} is unneeded but carries foreign metadata {', '.join(foreign)}; kept",
-        )
-        return
-    client = await p.compute()
-    await client.delete_aggregate(agg.id)
-    await p.emit("Normal", "AggregateDeleted", f"deleted aggregate {agg.name}: empty and no longer needed")
+def _unneeded(agg: Aggregate, marker: str, required: set[str]) -> bool:
+    """Ours (marked for this Nova), not needed by a live pool, and empty."""
+    return agg.metadata.get(AGGREGATE_MARKER) == marker and agg.name not in required and not agg.hosts
+
+
+def _foreign(agg: Aggregate) -> list[str]:
+    """The metadata keys of ``agg`` that somebody else set (such an aggregate is never deleted)."""
+    return sorted(k for k in agg.metadata if k not in (AGGREGATE_MARKER, "availability_zone"))
+
+
+KEPT_NAMED: Final = 10
+"""The most kept aggregates the ``AggregateKept`` event names (it counts the others)."""
+
+
+def _kept_message(kept: list[Aggregate]) -> str:
+    """One event for every unneeded aggregate kept for its foreign metadata, however many."""
+    named = "; ".join(f"{agg.name} ({', '.join(_foreign(agg))})" for agg in kept[:KEPT_NAMED])
+    others = f"; and {len(kept) - KEPT_NAMED} more" if len(kept) > KEPT_NAMED else ""
+    return f"unneeded aggregates kept because they carry foreign metadata: {named}{others}"

@@ -17,13 +17,20 @@ from nova_operator import conditions, intervals
 from nova_operator.clock import utcnow
 from nova_operator.decisions.nodeplan import Plan
 from nova_operator.kube.client import Kube
-from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.resources import SECRETS, ResourceRef
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.openstack import ComputeClient, Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.pipeline import StepInputError
 from nova_operator.runtime.events import EventSink, EventType
-from nova_operator.secret_refs import SecretRefPolicy
+from nova_operator.secret_refs import (
+    SECRET_DATA_LIMIT,
+    SECRET_TOO_LARGE,
+    SecretRefPolicy,
+    secret_data_size,
+    too_large,
+)
 
 DRAIN_FINALIZER: Final = "nova.openstack.c5c3.io/compute-drain"
 COMPONENT: Final = "novacompute-controller"
@@ -33,6 +40,14 @@ NOVA_REF_INDEX: Final = "spec.novaRef.name"
 def default_nova_api_url(nova: str, namespace: str) -> str:
     """The Nova API of a local Nova: its Service on port 8774 (§6)."""
     return f"http://{nova}.{namespace}.svc.cluster.local:8774"
+
+
+class SecretTooLarge(StepInputError):
+    """A Secret the pass reads holds more data than ``secret_refs.SECRET_DATA_LIMIT`` (names the
+    Secret, its size and the limit; never its content). Looked at again after 60 s, or when it changes."""
+
+    reason = SECRET_TOO_LARGE
+    requeue_after = intervals.CHILD_OWNED_POLL
 
 
 PoolLister = Callable[[str, str], list[Object]]
@@ -171,8 +186,10 @@ class ComputePass:
         what the GET read is handed to the cache (``fill``: a withheld Secret is kept whole from then on)."""
         cached = self.cached(ref, self.namespace, name)
         if cached is not None:
-            return cached
+            return cached  # a bounded cache holds no Secret over the limit whole
         obj = await self.kube.get(ref, name, self.namespace)
+        if ref == SECRETS and (size := secret_data_size(obj)) > SECRET_DATA_LIMIT:
+            raise SecretTooLarge(too_large(self.namespace, name, size))
         self.fill(ref, obj)
         return obj
 

@@ -12,7 +12,7 @@ from nova_operator.kube import errors
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.models.nova import Nova
 from nova_operator.openstack import Credentials
-from nova_operator.reconcilers.compute.context import ComputePass
+from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
 from nova_operator.renderers.compute_pool import default_image
 from nova_operator.runtime.request import Result
 from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
@@ -60,6 +60,8 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
         secret = await p.read(SECRETS, secret_name)  # cached once the namespace is listed
     except errors.NotFound:
         secret = {}
+    except SecretTooLarge as exc:
+        return _wait(p, exc.reason, f"Nova {ns}/{name} spec.serviceUser.secretRef: {exc}")
     except errors.KubeError as exc:
         p.set(COND, False, "NovaError", f"reading the service-user Secret {ns}/{secret_name}: {exc}")
         raise

@@ -23,7 +23,7 @@ from nova_operator.kube import errors
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
-from nova_operator.reconcilers.compute.context import ComputePass
+from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
 from nova_operator.renderers import compute_pool
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError
@@ -89,6 +89,9 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
             "or it must be copied here by hand",
         )
         return Result(requeue_after=p.settings.intervals.wait)
+    except SecretTooLarge as exc:
+        p.set(COND, False, exc.reason, f"the compute contract: {exc}")
+        return Result(requeue_after=exc.requeue_after)
     except errors.KubeError as exc:
         p.set(COND, False, "ConfigError", f"reading the compute contract Secret {ns}/{secret_name}: {exc}")
         raise
@@ -167,6 +170,8 @@ async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
         source = await p.read(SECRETS, ref)
     except errors.NotFound:
         return secret_config.WAITING_FOR_SECRET_CONFIG, f"{field} not found"
+    except SecretTooLarge as exc:
+        return exc.reason, f"spec.secretConfig.secretRef: {exc}"
     policy = p.settings.secret_refs
     if policy is not None and not policy.permits(source):
         return SECRET_REF_NOT_LABELLED, policy.refusal("spec.secretConfig.secretRef", p.namespace, ref)

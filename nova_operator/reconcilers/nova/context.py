@@ -22,7 +22,7 @@ from typing import Any, Final
 from nova_operator import apply, conditions, intervals, naming, ownership
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
-from nova_operator.kube.resources import ResourceRef, ref_for
+from nova_operator.kube.resources import SECRETS, ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
 from nova_operator.pipeline import StepInputError
@@ -32,7 +32,13 @@ from nova_operator.runtime.cache import Cache, copy_object
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.runtime.request import Request
-from nova_operator.secret_refs import SecretRefPolicy
+from nova_operator.secret_refs import (
+    SECRET_DATA_LIMIT,
+    SECRET_TOO_LARGE,
+    SecretRefPolicy,
+    secret_data_size,
+    too_large,
+)
 from nova_operator.settings import OpenStackSettings
 
 
@@ -159,6 +165,19 @@ class SecretNotText(StepInputError):
     reason = "SecretNotText"
 
 
+class SecretTooLarge(StepInputError):
+    """A Secret the pass reads holds more data than ``secret_refs.SECRET_DATA_LIMIT`` (names the
+    Secret, its size and the limit; never its content). Looked at again after 60 s, or when it changes."""
+
+    reason = SECRET_TOO_LARGE
+    requeue_after = intervals.CHILD_OWNED_POLL
+
+
+def refuse_if_too_large(namespace: str, name: str, size: int | None) -> None:
+    if size is not None and size > SECRET_DATA_LIMIT:
+        raise SecretTooLarge(too_large(namespace, name, size))
+
+
 def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
     """The decoded value of ``key`` (None when the Secret or the key is missing).
 
@@ -264,12 +283,16 @@ class PassContext:
         """
         ns = namespace if namespace is not None else self.namespace
         cache = self.caches.get(ref)
+        if ref == SECRETS and cache is not None:  # refused for its size when it arrived: not read
+            refuse_if_too_large(ns, name, cache.oversize(name, ns))
         if cache is not None and cache.answers(name, ns):
-            return cache.get(name, ns)
+            return cache.get(name, ns)  # a bounded cache holds no Secret over the limit whole
         try:
             obj = await self.kube.get(ref, name, ns)
         except NotFound:
             return None
+        if ref == SECRETS:
+            refuse_if_too_large(ns, name, secret_data_size(obj))
         if cache is not None:
             cache.fill(obj)
         return obj

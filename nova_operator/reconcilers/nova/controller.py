@@ -55,7 +55,7 @@ from nova_operator.reconcilers.nova.secret_reads import (
     reads,
     secret_refs,
 )
-from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.cache import Bound, Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.held import HeldWrites
 from nova_operator.runtime.informer import Informer
@@ -63,10 +63,13 @@ from nova_operator.runtime.manager import ControllerFactory, Manager
 from nova_operator.runtime.predicates import Predicate, ignore_status_only, status_view_changed
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL
+from nova_operator.secret_refs import NAMESPACE_SECRET_DATA_LIMIT, SECRET_DATA_LIMIT, secret_data_size
 
 log = structlog.get_logger("nova_operator.nova")
 
 CONTROLLER_NAME: Final = "nova"
+SECRET_BOUND: Final = Bound(secret_data_size, SECRET_DATA_LIMIT, NAMESPACE_SECRET_DATA_LIMIT)
+"""What the shared Secrets cache holds with data (``secret_refs``; both controllers set the same)."""
 
 
 OWNED: Final[tuple[ResourceRef, ...]] = (
@@ -354,6 +357,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             clusters.add_index(DEFAULT_USER_INDEX, default_user)
         # The data of the Secrets a Nova reads only; the others as references (``secret_reads``).
         secrets = manager.scoped_informer(SECRETS, keep=ALL, when=reads(novas, clusters))
+        secrets.bound(SECRET_BOUND)  # no Secret over 256 KiB, 4 MiB per namespace (``secret_refs``)
         secrets.follow(informers[NOVAS])
         informers[NOVAS].add_handler(Narrower(secrets, clusters))
         informers[SECRETS] = secrets

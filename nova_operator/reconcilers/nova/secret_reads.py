@@ -126,14 +126,14 @@ def reads(novas: Cache, clusters: Cache | None) -> Callable[[Object], bool]:
     def admits(secret: Object) -> bool:
         meta = secret.get("metadata") or {}
         namespace, name = meta.get("namespace") or "", meta.get("name") or ""
-        if novas.keys_by_index(SECRET_INDEX, f"{namespace}/{name}"):
+        if novas.indexed(SECRET_INDEX, f"{namespace}/{name}"):
             return True
         for suffix in DERIVED_SUFFIXES:
             if name.endswith(suffix) and Request(namespace, name[: -len(suffix)]) in novas:
                 return True
         if clusters is not None:
             for cluster in clusters.keys_by_index(DEFAULT_USER_INDEX, f"{namespace}/{name}"):
-                if novas.keys_by_index(CLUSTER_INDEX, f"{namespace}/{cluster.name}"):
+                if novas.indexed(CLUSTER_INDEX, f"{namespace}/{cluster.name}"):
                     return True
         return False
 

@@ -78,13 +78,16 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
 
 async def _label_gate(ctx: PassContext) -> tuple[str, str] | None:
     """With ``--secret-ref-label``: (reason, message) for the first Secret the spec names that lacks
-    the label (``nova_operator.secret_refs``); checked before any step reads or mounts one."""
+    the label or does not exist yet (``nova_operator.secret_refs``); checked before any step reads
+    or mounts one. A Secret that appears later wakes the Nova (``SECRET_INDEX``) and is checked then."""
     policy = ctx.options.secret_refs
     if policy is None:
         return None
     for field, name in secret_ref_fields(ctx.obj):
         secret = await ctx.live(SECRETS, name)
-        if secret is not None and not policy.permits(secret):
+        if secret is None:
+            return SECRET_REF_NOT_LABELLED, policy.absent(field, ctx.namespace, name)
+        if not policy.permits(secret):
             return SECRET_REF_NOT_LABELLED, policy.refusal(field, ctx.namespace, name)
     return None
 

@@ -6,8 +6,10 @@ scale-down leaves ``down`` records behind (``openstack compute service list`` gr
 monitoring that alerts on down services sees them). This step deletes a record exactly when
 ``service_records.judge`` calls it stale: one of this Nova's role binaries (never ``nova-compute``:
 the pools own those), a host shaped like a pod of that role's Deployment, no live pod of that name,
-and Nova reports it down. One Normal event ``StaleServiceDeleted`` and one count of
-``nova_operator_stale_services_deleted_total`` per record deleted.
+and Nova reports it down. One Normal event ``StaleServiceDeleted`` (the recorder's spam filter and
+aggregation bound what reaches the API server) and one count of
+``nova_operator_stale_services_deleted_total`` per record deleted; at most ``DELETES_PER_PASS``
+per pass, the rest after ``MORE_AFTER`` (condition False ``DeletingStaleServiceRecords`` meanwhile).
 
 A look: one Keystone token and one ``GET /os-services`` (2.69); when it lists a record of this
 Nova's roles, one LIST of the Nova's pods (label-selected; pods are not cached: looks are rare, after
@@ -47,6 +49,13 @@ WAITING: Final = "WaitingForServicesDown"
 COMPUTE_API_ERROR: Final = "ComputeAPIError"
 POD_LIST_ERROR: Final = "PodListError"
 DELETED: Final = "StaleServiceDeleted"
+DELETING: Final = "DeletingStaleServiceRecords"
+DELETES_PER_PASS: Final = 20
+"""The most records one look deletes (and so the most ``StaleServiceDeleted`` events it records): a
+tenant's nova-api decides how many it lists, the pass must not (issue 36: 3,000 DELETEs and Events
+per look). The rest are deleted by the next passes, ``MORE_AFTER`` apart."""
+MORE_AFTER: Final = 1.0
+"""Seconds until the next look when stale records were left for it (the pass's status is written between)."""
 DEADLINE: Final = 20.0
 """The longest one look may take (each call has its own 10 s deadline too): the concurrent group, and
 so the status write of the pass, never waits longer on an unreachable compute API."""
@@ -112,12 +121,13 @@ def _pod_view(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _look(ctx: PassContext) -> list[ComputeService]:
-    """One look: delete what is stale; the records left waiting."""
+async def _look(ctx: PassContext) -> tuple[list[ComputeService], int, int]:
+    """One look: delete what is stale, ``DELETES_PER_PASS`` at most; the records left waiting, how
+    many were deleted and how many stale ones are left for the next look."""
     client = await ComputeClient.connect(_credentials(ctx), ctx.options.nova_api_url(ctx.name, ctx.namespace))
     records = await client.list_all_services()
     if not candidates(ctx.name, records):
-        return []
+        return [], 0, 0
     selector = ",".join(f"{k}={v}" for k, v in sorted(ctx.marks.items()))
     try:
         pods = await ctx.kube.list(PODS, ctx.namespace, label_selector=selector, each=_pod_view)
@@ -125,11 +135,13 @@ async def _look(ctx: PassContext) -> list[ComputeService]:
         raise _PodListError(f"listing the pods of Nova {ctx.namespace}/{ctx.name}: {exc}") from exc
     verdict = judge(ctx.name, records, live_hosts(pods.get("items") or []))
     waiting = list(verdict.waiting)
-    for record in verdict.stale:
+    deleted = 0
+    for record in verdict.stale[:DELETES_PER_PASS]:
         outcome = await client.delete_service(record.id)
         if outcome is DeleteOutcome.CONFLICT:  # only nova-compute deletes answer 409; judged again later
             waiting.append(record)
         elif outcome is DeleteOutcome.DELETED:  # GONE: somebody else deleted it
+            deleted += 1
             component = naming.SERVICE_BINARIES[record.binary]
             ctx.metrics.stale_services_deleted.labels(ctx.name, ctx.namespace, record.binary).inc()
             await ctx.emit(
@@ -139,7 +151,7 @@ async def _look(ctx: PassContext) -> list[ComputeService]:
                 f"Deployment {naming.deployment_name(ctx.name, component)} has that name any more and Nova "
                 "reports it down",
             )
-    return waiting
+    return waiting, deleted, max(0, len(verdict.stale) - DELETES_PER_PASS)
 
 
 def _failed(
@@ -175,7 +187,7 @@ async def reconcile_service_records(ctx: PassContext) -> Result:
             return Result(requeue_after=wait or None)
     try:
         async with asyncio.timeout(DEADLINE):
-            waiting = await _look(ctx)
+            waiting, deleted, left = await _look(ctx)
     except ComputeAPIError as exc:
         return _failed(ctx, last, current, COMPUTE_API_ERROR, str(exc))
     except TimeoutError:
@@ -184,6 +196,16 @@ async def reconcile_service_records(ctx: PassContext) -> Result:
         )
     except _PodListError as exc:
         return _failed(ctx, last, current, POD_LIST_ERROR, str(exc))
+    if left:
+        ctx.options.sweeps.looks[ctx.uid] = Sweep(current, clean=False, due=clock() + MORE_AFTER)
+        ctx.set(
+            CONDITION,
+            False,
+            DELETING,
+            f"deleted {deleted} service records of gone control-plane pods in this pass; {left} more are "
+            f"stale and are deleted by the next passes ({DELETES_PER_PASS} per pass at most)",
+        )
+        return Result(requeue_after=MORE_AFTER)
     if waiting:
         ctx.options.sweeps.looks[ctx.uid] = Sweep(
             current, clean=False, due=clock() + intervals.SERVICE_RECORDS_WAIT

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from nova_operator.openstack import Aggregate, ComputeAPIError
-from nova_operator.reconcilers.compute.aggregates import reconcile_aggregates, required_names
+from nova_operator.reconcilers.compute.aggregates import (
+    DELETES_PER_PASS,
+    MORE_AFTER,
+    reconcile_aggregates,
+    required_names,
+)
 from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 
 MARK = {"c5c3.io:nova": "ns/nova"}
@@ -125,3 +130,29 @@ async def test_a_deleting_pool_ensures_nothing_and_the_last_one_cleans_up() -> N
     p, _ = make_pass([], compute=compute, deleting=True, siblings=[sibling([{"name": "x", "zone": "az1"}])])
     await reconcile_aggregates(p)
     assert "delete_aggregate" not in compute.names()  # a live sibling still needs both
+
+
+async def test_one_pass_deletes_a_bounded_number_of_aggregates_and_comes_back_for_the_rest() -> None:
+    """Issue 36 §5: a tenant's API listing 3,000 unneeded marked aggregates made 3,000 DELETEs and
+    Events in one pass. One pass deletes ``DELETES_PER_PASS``, is requeued promptly, and a deleting
+    pool keeps its finalizer until the last one went."""
+    listed = [agg(index, f"az-gone-{index}") for index in range(1, 3001)]
+    listed += [agg(4000 + index, f"az-foreign-{index}", metadata={**MARK, "x": "y"}) for index in range(50)]
+    compute = FakeCompute(aggregates=listed)
+    p, events = make_pass([], compute=compute, deleting=True)
+    result = await reconcile_aggregates(p)
+    deletes = [c[1] for c in compute.calls if c[0] == "delete_aggregate"]
+    assert len(deletes) == DELETES_PER_PASS, f"{len(deletes)} DELETEs in one pass"
+    assert deletes == list(range(1, DELETES_PER_PASS + 1))
+    assert result.requeue_after == MORE_AFTER
+    assert not p.aggregates_ensured  # the teardown waits for the rest
+    assert events.reasons().count("AggregateDeleted") == DELETES_PER_PASS
+    assert events.reasons().count("AggregateKept") == 1  # one event names the kept ones
+    passes = 1
+    while result.requeue_after is not None:
+        p, events = make_pass([], compute=compute, deleting=True)
+        result = await reconcile_aggregates(p)
+        passes += 1
+    assert passes == 3000 // DELETES_PER_PASS
+    assert p.aggregates_ensured
+    assert {a.name for a in compute.aggregates} == {f"az-foreign-{index}" for index in range(50)}

@@ -9,6 +9,7 @@ import pytest
 
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
+from nova_operator.secret_refs import SECRET_DATA_LIMIT
 from tests.unit.reconcilers.compute.fakes import FakeCompute, FakeKube, make_pass, nova
 
 
@@ -68,3 +69,15 @@ async def test_spec_image_wins() -> None:
     p.pool = NovaCompute.model_validate(cr)
     await reconcile_nova_ref(p)
     assert p.image == "registry.example/nc@sha256:" + "a" * 64
+
+
+async def test_a_service_user_secret_over_the_size_limit_is_refused_by_name() -> None:
+    """Issue 36 §5: a pool does not use (nor cache) a Secret over ``SECRET_DATA_LIMIT``."""
+    kube = world(release="2026.1", password="p" * (SECRET_DATA_LIMIT + 1))
+    p, _ = make_pass([], compute=FakeCompute(), kube=kube)
+    assert (await reconcile_nova_ref(p)).requeue_after == 15
+    c = p.condition("NovaReady")
+    assert (c["status"], c["reason"]) == ("False", "SecretTooLarge")
+    assert f"Secret ns/nova-service-user holds {SECRET_DATA_LIMIT + 1} bytes" in c["message"]
+    assert "ppp" not in c["message"]
+    assert p.credentials is None

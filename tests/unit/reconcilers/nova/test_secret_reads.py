@@ -19,8 +19,10 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.compute.context import NOVA_REF_INDEX, ComputeSettings
 from nova_operator.reconcilers.compute.controller import (
     COMPUTE_READS_INDEX,
+    POOL_SECRETS_INDEX,
     _by_nova_ref,
     _compute_reads,
+    _pool_secrets,
     make_controller,
     pool_reads,
 )
@@ -240,6 +242,7 @@ def pool(name: str, nova: str) -> dict[str, Any]:
 def test_a_pool_reads_its_novas_service_user_and_contract_only() -> None:
     pools = Cache(str(NOVACOMPUTES))
     pools.add_index(NOVA_REF_INDEX, _by_nova_ref)
+    pools.add_index(POOL_SECRETS_INDEX, _pool_secrets)
     novas = Cache(str(NOVAS))
     novas.add_index(COMPUTE_READS_INDEX, _compute_reads)
     nova = managed_nova()

@@ -319,3 +319,38 @@ async def test_the_step_can_be_turned_off(setup: Setup) -> None:
     assert result.requeue_after is None
     assert setup.status == {}
     assert setup.fake.calls() == []
+
+
+async def test_one_look_deletes_a_bounded_number_of_records_and_the_next_comes_promptly(setup: Setup) -> None:
+    """Issue 36 §5: a tenant's nova-api listing thousands of stale records made one DELETE and one
+    Event each in one look, every 30 s. One look deletes ``DELETES_PER_PASS``; the next follows
+    after ``MORE_AFTER`` seconds (the Deployments unchanged) until none is left."""
+    alphabet = "bcdfghjklmnpqrstvwxz"
+    stale = 2 * service_records.DELETES_PER_PASS + 5
+    for index in range(stale):
+        host = f"nova-scheduler-7d9f8c6b5d-{alphabet[index // 20]}{alphabet[index % 20]}x4z"
+        setup.fake.add_service(host, "nova-scheduler", state="down")
+    setup.fake.add_service(NEW_SCHEDULER, "nova-scheduler")
+    setup.pods(pod(NEW_SCHEDULER, "scheduler"))
+
+    requeue, cond = await setup.run()
+    assert len(setup.fake.calls("DELETE", "/v2.1/os-services/")) == service_records.DELETES_PER_PASS
+    assert (requeue, cond["status"], cond["reason"]) == (
+        service_records.MORE_AFTER,
+        "False",
+        "DeletingStaleServiceRecords",
+    )
+    assert f"deleted {service_records.DELETES_PER_PASS} " in cond["message"]
+    assert f"{stale - service_records.DELETES_PER_PASS} more" in cond["message"]
+    assert len(setup.events.emitted) == service_records.DELETES_PER_PASS
+
+    looks = 1
+    while requeue == service_records.MORE_AFTER:
+        setup.clock.now += service_records.MORE_AFTER
+        requeue, cond = await setup.run()
+        looks += 1
+    assert looks == 3
+    assert (requeue, cond["reason"]) == (None, "NoStaleServiceRecords")
+    assert setup.hosts("nova-scheduler") == [NEW_SCHEDULER]
+    assert len(setup.fake.calls("DELETE", "/v2.1/os-services/")) == stale
+    assert setup.deleted_metric("nova-scheduler") == stale

@@ -19,6 +19,13 @@ of owned or mapped objects are held ``coalesce`` seconds (the first one's deadli
 them, such as several children turning ready one after the other, is one pass; the primary's own
 events (a new CR, a spec change) are handed out at once.
 
+Fair shares: the queue's flows are the keys' namespaces (one tenant each). The namespaces with keys
+waiting take turns for the workers, one pass per turn (``runtime.workqueue``), so a namespace whose
+passes are slow, or which holds many keys, delays another namespace's event by at most one pass of
+its own besides the passes already running; the pass's budget (the reconciler's: well below
+``reconcile_timeout``) bounds how long that pass is. Polls and retries of one namespace go before
+another's event only once they have waited ``later_max_wait``, and then in turn too.
+
 The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
 the queue down: workers finish their current key and exit. Every log line of one
 reconcile carries controller, namespace, name and reconcile_id (structlog contextvars).
@@ -55,6 +62,11 @@ from nova_operator.settings import QueueSettings
 log = structlog.get_logger("nova_operator.controller")
 
 
+def _namespace(request: Request) -> str:
+    """A key's flow in the queue's fair shares: its namespace (one tenant)."""
+    return request.namespace
+
+
 class ReconcileTimeout(Exception):
     """A reconcile outlived the controller's ``reconcile_timeout``."""
 
@@ -86,7 +98,7 @@ class Controller:
             base=s.backoff_base, cap=s.backoff_cap, rate=s.bucket_rate, burst=s.bucket_burst, clock=clock
         )
         self.queue: WorkQueue[Request] = WorkQueue(
-            name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics
+            name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics, flow=_namespace
         )
         self.primary: Informer | None = None
         self._busy: dict[Request, float] = {}  # key -> when a worker took it (monotonic)

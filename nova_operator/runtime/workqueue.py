@@ -1,7 +1,7 @@
 """A work queue with client-go semantics.
 
 Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``processing``
-(keys a worker holds) and the FIFO ``queue`` (dirty keys not being processed).
+(keys a worker holds) and the FIFO lanes of each flow (dirty keys not being processed).
 
 - Duplicates collapse: adding a key that is already dirty does nothing.
 - A key is never handed to two workers at once: a key added while it is processing
@@ -11,15 +11,27 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
   whose ``add_after`` deadline came (a requeue timer, a backoff retry, a damped event), so with
   many keys waiting a hand-off is not queued behind polls that would find nothing new. An event
   for a key already waiting in the timer lane moves it up. A timer key is never starved: once it
-  has waited ``later_max_wait`` seconds it goes next. With few keys both lanes are served at once.
+  has waited ``later_max_wait`` seconds it goes next (in its flow's turn, below). With few keys both
+  lanes are served at once.
 - ``add_after(..., prompt=True)`` parks a key that is not a poll: work due after a delay (a
   pass that must see its own write first, events held back to be handled together). When its time
   comes it joins the event lane, in turn with the events, not the timer lane behind them.
-- Fair shares: the event lane is first in, first out and holds a key at most once, so a key added
-  (a new CR's first event) waits for at most one pass of each key that was waiting before it; a key
-  handed out and added again goes to the back, behind every key that was waiting meanwhile.
-- ``expedite`` moves a key waiting in the event lane to its head: the one exception to the fair
-  shares, for a key whose pass is overdue (a status report held for that pass, ``runtime.held``).
+- Fair shares across flows: ``flow(key)`` names the key's flow (the controller's is the key's
+  namespace: one tenant); without it every key is of one flow. Each flow has its own two lanes,
+  and the flows with keys waiting take turns, as the API server's priority and fairness queues
+  take turns across flows: the next key is that of the first flow in turn that has an event waiting,
+  or a timer key that has waited ``later_max_wait``; when none has, the first flow's timer key. A
+  flow served goes to the back of the turn. So a flow whose passes are slow, or which holds many
+  keys, delays another flow's event by at most one pass of its own (besides the passes already
+  running); polls, however many, never go before another flow's event until they are old; and
+  within one flow the lanes behave as above.
+- Fair shares within a flow: its event lane is first in, first out and holds a key at most once, so a
+  key added (a new CR's first event) waits for at most one pass of each key of its flow that was
+  waiting before it; a key handed out and added again goes to the back, behind every key that was
+  waiting meanwhile.
+- ``expedite`` moves a key waiting in the event lane to its head, and its flow to the head of the
+  turn: the one exception to the fair shares, for a key whose pass is overdue (a status report held
+  for that pass, ``runtime.held``).
 - ``shutdown`` stops handing out work (``get`` raises ``ShutDown``) and drops parked
   keys; ``drain`` waits until every held key is ``done``.
 
@@ -32,8 +44,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections import deque
-from collections.abc import Hashable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from nova_operator.clock import Clock, LoopClock, Timer
@@ -49,6 +61,23 @@ class ShutDown(Exception):
     """The queue is shut down: no more work."""
 
 
+def _one_flow(_item: Hashable) -> Hashable:
+    return None
+
+
+class _Flow(Generic[T]):
+    """The keys of one flow waiting to be handed out: its event lane and its timer lane."""
+
+    __slots__ = ("events", "later")
+
+    def __init__(self) -> None:
+        self.events: deque[T] = deque()
+        self.later: deque[T] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.later)
+
+
 class WorkQueue(Generic[T]):
     def __init__(
         self,
@@ -58,14 +87,16 @@ class WorkQueue(Generic[T]):
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         later_max_wait: float = LATER_MAX_WAIT,
+        flow: Callable[[T], Hashable] = _one_flow,
     ) -> None:
         self.name = name
+        self._flow_of = flow
         self._later_max_wait = later_max_wait
         self._clock = clock if clock is not None else LoopClock()
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter(clock=self._clock)
         self._metrics = metrics
-        self._queue: deque[T] = deque()  # the event lane
-        self._later: deque[T] = deque()  # the timer lane
+        self._flows: OrderedDict[Hashable, _Flow[T]] = OrderedDict()  # flows with keys waiting, in turn
+        self._ready = 0  # keys waiting in every flow's lanes
         self._urgent: set[T] = set()  # dirty keys an event added (they belong in the event lane)
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
@@ -97,8 +128,9 @@ class WorkQueue(Generic[T]):
             if urgent and item not in self._urgent:
                 self._urgent.add(item)
                 if item not in self._processing:  # waiting in the timer lane: move it up
-                    self._later.remove(item)
-                    self._queue.append(item)
+                    flow = self._flows[self._flow_of(item)]
+                    flow.later.remove(item)
+                    flow.events.append(item)
             return
         self._dirty.add(item)
         if urgent:
@@ -108,9 +140,7 @@ class WorkQueue(Generic[T]):
         self._added_at.setdefault(item, self._clock.now())
         if item in self._processing:
             return
-        (self._queue if urgent else self._later).append(item)
-        self._set_depth()
-        self._wake_one()
+        self._line_up(item, urgent=urgent)
 
     def add_after(self, item: T, delay: float, *, prompt: bool = False) -> None:
         """``item`` after ``delay`` seconds, in the timer lane (a poll, a retry) or, ``prompt``, the
@@ -147,18 +177,23 @@ class WorkQueue(Generic[T]):
         its time (a pass that must see its own write waits for it even so)."""
         if self._shutting_down or item in self._processing or item not in self._urgent:
             return False
+        key = self._flow_of(item)
+        flow = self._flows.get(key)
         try:
-            self._queue.remove(item)
+            if flow is None:
+                raise ValueError(item)
+            flow.events.remove(item)
         except ValueError:  # not in the lane after all: leave the order alone
             return False
-        self._queue.appendleft(item)
+        flow.events.appendleft(item)
+        self._flows.move_to_end(key, last=False)  # its flow's turn comes first
         return True
 
     # -- processing --------------------------------------------------------------------------
 
     async def get(self) -> T:
         """The next key; the caller must call ``done(key)`` when finished with it."""
-        while not self._queue and not self._later:
+        while not self._ready:
             if self._shutting_down:
                 raise ShutDown(self.name)
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -189,12 +224,37 @@ class WorkQueue(Generic[T]):
         return item
 
     def _next(self, now: float) -> T:
-        """The event lane's head, unless the timer lane is all there is or its head waited too long."""
-        if self._later and (
-            not self._queue or now - self._added_at.get(self._later[0], now) >= self._later_max_wait
-        ):
-            return self._later.popleft()
-        return self._queue.popleft()
+        """The key of the first flow in turn that has an event waiting or an old timer key (or of the
+        first flow, when none has); that flow's turn is over."""
+        chosen = next(iter(self._flows))
+        for key, flow in self._flows.items():
+            if flow.events or self._old(flow, now):
+                chosen = key
+                break
+        flow = self._flows.pop(chosen)
+        if flow.later and (not flow.events or self._old(flow, now)):
+            item = flow.later.popleft()
+        else:
+            item = flow.events.popleft()
+        if flow:
+            self._flows[chosen] = flow  # the back of the turn
+        self._ready -= 1
+        return item
+
+    def _old(self, flow: _Flow[T], now: float) -> bool:
+        """Whether the head of ``flow``'s timer lane has waited long enough to go before events."""
+        return bool(flow.later) and now - self._added_at.get(flow.later[0], now) >= self._later_max_wait
+
+    def _line_up(self, item: T, *, urgent: bool) -> None:
+        """``item`` joins its flow's lane; a flow that had no key waiting joins the turn at its back."""
+        key = self._flow_of(item)
+        flow = self._flows.get(key)
+        if flow is None:
+            flow = self._flows[key] = _Flow()
+        (flow.events if urgent else flow.later).append(item)
+        self._ready += 1
+        self._set_depth()
+        self._wake_one()
 
     def done(self, item: T) -> None:
         self._processing.discard(item)
@@ -202,9 +262,7 @@ class WorkQueue(Generic[T]):
         if self._metrics is not None and started is not None:
             self._metrics.queue_work.labels(self.name).observe(self._clock.now() - started)
         if item in self._dirty and not self._shutting_down:
-            (self._queue if item in self._urgent else self._later).append(item)
-            self._set_depth()
-            self._wake_one()
+            self._line_up(item, urgent=item in self._urgent)
         if not self._processing:
             for fut in self._drainers:
                 if not fut.done():
@@ -244,7 +302,7 @@ class WorkQueue(Generic[T]):
 
     def __len__(self) -> int:
         """Keys ready to be handed out (the depth, both lanes)."""
-        return len(self._queue) + len(self._later)
+        return self._ready
 
     def parked(self) -> int:
         """Keys waiting for their ``add_after`` deadline."""

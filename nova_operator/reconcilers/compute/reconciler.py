@@ -193,6 +193,7 @@ class NovaComputeReconciler:
         await self._reap_mirrors(cr)
         # Local children go by garbage collection through their owner references.
         await remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
+        self.settings.resume.finished(cr["metadata"]["namespace"], cr["metadata"]["name"])
         return Result()
 
     async def _nova_exists(self, cr: Object) -> bool:

@@ -4,6 +4,11 @@ openstack-hypervisor-operator adds every host to the aggregate named after its z
 ``tenant_filter_tests``, and creates neither. The pool creates them, marks what it created
 with ``c5c3.io:nova=<namespace>/<nova>``, and deletes a marked one once no live pool of the
 Nova needs it and it holds no host. It never adds or removes a host.
+
+The creates and deletes are bounded by the pass's budget (``pipeline.Budget``): the aggregates are
+as many as the zones and as the tenant's compute API lists. Once it is spent, no further aggregate
+is created or deleted (at least one is, so every pass moves on) and the pass ends with a requeue at
+once; what was done is in Nova, so the next pass goes on from there.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, Final
 from nova_operator import conditions
 from nova_operator.decisions import nodeplan
 from nova_operator.openstack import AGGREGATE_MARKER, Aggregate, AggregateExists, ComputeAPIError
+from nova_operator.pipeline import LEFT_OVER
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result
 
@@ -54,6 +60,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
     if not p.deleting:
         wanted[TENANT_FILTER_TESTS] = ""
     mismatches: list[str] = []
+    calls = 0  # creates and deletes this pass
     try:
         client = await p.compute()
         existing = {a.name: a for a in await client.list_aggregates()}
@@ -64,6 +71,9 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
                 if found.availability_zone != zone:
                     mismatches.append(f"{name} (availability zone {found.availability_zone or '<none>'!s})")
                 continue
+            if calls and p.budget.spent():
+                return LEFT_OVER  # the rest next pass; the condition is that pass's to set
+            calls += 1
             try:
                 created = await client.create_aggregate(name, zone)
             except AggregateExists:
@@ -78,7 +88,9 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
                 raise
             await p.emit("Normal", "AggregateCreated", _created_message(name, zone))
         for agg in sorted(existing.values(), key=lambda a: a.id):
-            await _cleanup(p, agg, marker, required)
+            if _deletable(agg, marker, required) and calls and p.budget.spent():
+                return LEFT_OVER
+            calls += await _cleanup(p, agg, marker, required)
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
         return Result(requeue_after=p.settings.intervals.draining)  # 30 s: a requeue, not an error
@@ -107,17 +119,32 @@ def _created_message(name: str, zone: str) -> str:
     return f"created aggregate {name} with availability zone {zone}" if zone else f"created aggregate {name}"
 
 
-async def _cleanup(p: ComputePass, agg: Aggregate, marker: str, required: set[str]) -> None:
-    if agg.metadata.get(AGGREGATE_MARKER) != marker or agg.name in required or agg.hosts:
-        return  # not ours (never deleted), still needed, or not empty
-    foreign = sorted(k for k in agg.metadata if k not in (AGGREGATE_MARKER, "availability_zone"))
+def _unneeded(agg: Aggregate, marker: str, required: set[str]) -> bool:
+    """Ours, no longer needed and empty (one not ours is never deleted)."""
+    return agg.metadata.get(AGGREGATE_MARKER) == marker and agg.name not in required and not agg.hosts
+
+
+def _foreign(agg: Aggregate) -> list[str]:
+    return sorted(k for k in agg.metadata if k not in (AGGREGATE_MARKER, "availability_zone"))
+
+
+def _deletable(agg: Aggregate, marker: str, required: set[str]) -> bool:
+    return _unneeded(agg, marker, required) and not _foreign(agg)
+
+
+async def _cleanup(p: ComputePass, agg: Aggregate, marker: str, required: set[str]) -> int:
+    """Delete ``agg`` when it is ours, unneeded, empty and carries nothing else; 1 when it was."""
+    if not _unneeded(agg, marker, required):
+        return 0
+    foreign = _foreign(agg)
     if foreign:
         await p.emit(
             "Warning",
             "AggregateKept",
             f"aggregate {agg.name} is unneeded but carries foreign metadata {', '.join(foreign)}; kept",
         )
-        return
+        return 0
     client = await p.compute()
     await client.delete_aggregate(agg.id)
     await p.emit("Normal", "AggregateDeleted", f"deleted aggregate {agg.name}: empty and no longer needed")
+    return 1

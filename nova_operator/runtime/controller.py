@@ -20,9 +20,10 @@ them, such as several children turning ready one after the other, is one pass; t
 events (a new CR, a spec change) are handed out at once.
 
 Fair shares: the queue's flows are the keys' namespaces (one tenant each). The namespaces with keys
-waiting take turns for the workers, one pass per turn (``runtime.workqueue``), so a namespace whose
-passes are slow, or which holds many keys, delays another namespace's event by at most one pass of
-its own besides the passes already running; the pass's budget (the reconciler's: well below
+waiting take turns for the workers, one pass per turn, and a free worker goes first to a namespace
+with nothing running (``runtime.workqueue``), so a namespace whose passes are slow, or which holds
+many keys, delays another namespace's event by at most one pass of its own besides the passes
+already running; the pass's budget (the reconciler's: well below
 ``reconcile_timeout``) bounds how long that pass is. Polls and retries of one namespace go before
 another's event only once they have waited ``later_max_wait``, and then in turn too.
 

@@ -20,11 +20,13 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
   namespace: one tenant); without it every key is of one flow. Each flow has its own two lanes,
   and the flows with keys waiting take turns, as the API server's priority and fairness queues
   take turns across flows: the next key is that of the first flow in turn that has an event waiting,
-  or a timer key that has waited ``later_max_wait``; when none has, the first flow's timer key. A
-  flow served goes to the back of the turn. So a flow whose passes are slow, or which holds many
-  keys, delays another flow's event by at most one pass of its own (besides the passes already
-  running); polls, however many, never go before another flow's event until they are old; and
-  within one flow the lanes behave as above.
+  or a timer key that has waited ``later_max_wait``; when none has, the first flow's timer key. Of
+  those, a flow none of whose keys is being processed goes first (as fair queuing counts the seats
+  a flow holds): a free worker goes to a tenant waiting with nothing running before it goes to one
+  more pass of a tenant already served. A flow served goes to the back of the turn. So a flow whose
+  passes are slow, or which holds many keys, delays another flow's event by at most one pass of its
+  own (in fact only by the passes it has running); polls, however many, never go before another
+  flow's event until they are old; and within one flow the lanes behave as above.
 - Fair shares within a flow: its event lane is first in, first out and holds a key at most once, so a
   key added (a new CR's first event) waits for at most one pass of each key of its flow that was
   waiting before it; a key handed out and added again goes to the back, behind every key that was
@@ -65,6 +67,9 @@ def _one_flow(_item: Hashable) -> Hashable:
     return None
 
 
+_NONE: Hashable = object()  # no flow chosen yet
+
+
 class _Flow(Generic[T]):
     """The keys of one flow waiting to be handed out: its event lane and its timer lane."""
 
@@ -97,6 +102,7 @@ class WorkQueue(Generic[T]):
         self._metrics = metrics
         self._flows: OrderedDict[Hashable, _Flow[T]] = OrderedDict()  # flows with keys waiting, in turn
         self._ready = 0  # keys waiting in every flow's lanes
+        self._running: dict[Hashable, int] = {}  # keys being processed, by flow
         self._urgent: set[T] = set()  # dirty keys an event added (they belong in the event lane)
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
@@ -225,12 +231,21 @@ class WorkQueue(Generic[T]):
 
     def _next(self, now: float) -> T:
         """The key of the first flow in turn that has an event waiting or an old timer key (or of the
-        first flow, when none has); that flow's turn is over."""
-        chosen = next(iter(self._flows))
+        first flow, when none has), one with no key being processed first; that flow's turn is over."""
+        due: Hashable = _NONE
+        idle: Hashable = _NONE
         for key, flow in self._flows.items():
             if flow.events or self._old(flow, now):
-                chosen = key
-                break
+                if due is _NONE:
+                    due = key
+                if key not in self._running:
+                    idle = key
+                    break
+        if due is _NONE:  # only young polls: the first flow in turn with none running, else the first
+            due = next(iter(self._flows))
+            idle = next((key for key in self._flows if key not in self._running), due)
+        chosen = idle if idle is not _NONE else due
+        self._running[chosen] = self._running.get(chosen, 0) + 1
         flow = self._flows.pop(chosen)
         if flow.later and (not flow.events or self._old(flow, now)):
             item = flow.later.popleft()
@@ -257,6 +272,13 @@ class WorkQueue(Generic[T]):
         self._wake_one()
 
     def done(self, item: T) -> None:
+        if item in self._processing:
+            key = self._flow_of(item)
+            left = self._running.get(key, 1) - 1
+            if left > 0:
+                self._running[key] = left
+            else:
+                self._running.pop(key, None)
         self._processing.discard(item)
         started = self._started_at.pop(item, None)
         if self._metrics is not None and started is not None:

@@ -363,10 +363,30 @@ async def test_a_flow_with_many_keys_delays_another_flows_event_by_at_most_one_o
     for i in range(100):
         q.add(f"big/{i}")
     assert await get_now(q) == "big/0"
+    q.done("big/0")
     q.add("small/a")
     q.add("other/a")
     assert [await get_now(q) for _ in range(5)] == ["big/1", "small/a", "other/a", "big/2", "big/3"]
     assert len(q) == 100 - 4
+
+
+async def test_a_free_worker_goes_to_a_flow_with_nothing_running_first() -> None:
+    """As fair queuing counts the seats a flow holds: while one of big's passes runs, the flows
+    waiting with nothing running go first, though big is ahead of them in turn."""
+    q = by_tenant()
+    for i in range(100):
+        q.add(f"big/{i}")
+    assert await get_now(q) == "big/0"  # running
+    q.add("small/a")
+    q.add("other/a")
+    assert [await get_now(q) for _ in range(2)] == ["small/a", "other/a"]
+    q.add("late/a")
+    assert await get_now(q) == "late/a"
+    assert await get_now(q) == "big/1"  # every flow waiting runs a pass: big is first in turn again
+    q.done("small/a")
+    q.add("small/b")
+    assert await get_now(q) == "small/b"  # nothing of small's runs any more
+    assert await get_now(q) == "big/2"  # only big has keys waiting
 
 
 async def test_flows_take_turns_and_a_flow_served_goes_to_the_back() -> None:

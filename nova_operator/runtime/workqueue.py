@@ -2,6 +2,7 @@
 
 Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``processing``
 (keys a worker holds) and the FIFO lanes of each flow (dirty keys not being processed).
+``_event_turn`` and ``_timer_turn`` order the flows with keys in those lanes (see fair shares).
 
 - Duplicates collapse: adding a key that is already dirty does nothing.
 - A key is never handed to two workers at once: a key added while it is processing
@@ -17,16 +18,18 @@ Three sets carry the invariants: ``dirty`` (keys waiting to be processed), ``pro
   pass that must see its own write first, events held back to be handled together). When its time
   comes it joins the event lane, in turn with the events, not the timer lane behind them.
 - Fair shares across flows: ``flow(key)`` names the key's flow (the controller's is the key's
-  namespace: one tenant); without it every key is of one flow. Each flow has its own two lanes,
-  and the flows with keys waiting take turns, as the API server's priority and fairness queues
-  take turns across flows: the next key is that of the first flow in turn that has an event waiting,
-  or a timer key that has waited ``later_max_wait``; when none has, the first flow's timer key. Of
-  those, a flow none of whose keys is being processed goes first (as fair queuing counts the seats
-  a flow holds): a free worker goes to a tenant waiting with nothing running before it goes to one
-  more pass of a tenant already served. A flow served goes to the back of the turn. So a flow whose
-  passes are slow, or which holds many keys, delays another flow's event by at most one pass of its
-  own (in fact only by the passes it has running); polls, however many, never go before another
-  flow's event until they are old; and within one flow the lanes behave as above.
+  namespace: one tenant); without it every key is of one flow, and the queue behaves as described
+  above and below. Each flow has its own two lanes, and the flows with keys waiting take turns, as
+  the API server's priority and fairness queues take turns across flows. Whose turn it is: the
+  first flow with an event waiting, in the order the flows came to have one; or the first flow with
+  timer keys, in the order they came to have them, when its timer key has waited
+  ``later_max_wait``; of those two, the one first in turn (a flow served goes to the back: it takes
+  a new ticket). A flow none of whose keys is being processed goes first, as fair queuing counts the
+  seats a flow holds: before running flows it follows in its order, and of the two. With neither,
+  the first flow with timer keys. So a flow whose passes are slow, or which holds many keys, delays
+  another flow's event by at most one pass of its own besides the passes it has running; polls,
+  however many, go before another flow's event only once they are old, and then in turn; and a pick
+  looks at no flow it passes over but flows with keys being processed (no more than keys are).
 - Fair shares within a flow: its event lane is first in, first out and holds a key at most once, so a
   key added (a new CR's first event) waits for at most one pass of each key of its flow that was
   waiting before it; a key handed out and added again goes to the back, behind every key that was
@@ -73,11 +76,12 @@ _NONE: Hashable = object()  # no flow chosen yet
 class _Flow(Generic[T]):
     """The keys of one flow waiting to be handed out: its event lane and its timer lane."""
 
-    __slots__ = ("events", "later")
+    __slots__ = ("events", "later", "ticket")
 
-    def __init__(self) -> None:
+    def __init__(self, ticket: int) -> None:
         self.events: deque[T] = deque()
         self.later: deque[T] = deque()
+        self.ticket = ticket  # its place in the turn: taken when it joined or was last served
 
     def __bool__(self) -> bool:
         return bool(self.events or self.later)
@@ -100,7 +104,14 @@ class WorkQueue(Generic[T]):
         self._clock = clock if clock is not None else LoopClock()
         self._limiter = rate_limiter if rate_limiter is not None else default_rate_limiter(clock=self._clock)
         self._metrics = metrics
-        self._flows: OrderedDict[Hashable, _Flow[T]] = OrderedDict()  # flows with keys waiting, in turn
+        self._flows: dict[Hashable, _Flow[T]] = {}  # flows with keys waiting
+        # The turn, in two orders so that a pick looks at no flow it passes over but running ones:
+        # the flows with an event waiting, and the flows with a timer key waiting, each in the order
+        # they joined it (a flow served goes to the back of both); the tickets order the two.
+        self._event_turn: OrderedDict[Hashable, None] = OrderedDict()
+        self._timer_turn: OrderedDict[Hashable, None] = OrderedDict()
+        self._tickets = itertools.count()
+        self._front = 0  # tickets below every other: ``expedite``
         self._ready = 0  # keys waiting in every flow's lanes
         self._running: dict[Hashable, int] = {}  # keys being processed, by flow
         self._urgent: set[T] = set()  # dirty keys an event added (they belong in the event lane)
@@ -134,9 +145,13 @@ class WorkQueue(Generic[T]):
             if urgent and item not in self._urgent:
                 self._urgent.add(item)
                 if item not in self._processing:  # waiting in the timer lane: move it up
-                    flow = self._flows[self._flow_of(item)]
+                    key = self._flow_of(item)
+                    flow = self._flows[key]
                     flow.later.remove(item)
                     flow.events.append(item)
+                    if not flow.later:
+                        del self._timer_turn[key]
+                    self._event_turn.setdefault(key)
             return
         self._dirty.add(item)
         if urgent:
@@ -192,7 +207,9 @@ class WorkQueue(Generic[T]):
         except ValueError:  # not in the lane after all: leave the order alone
             return False
         flow.events.appendleft(item)
-        self._flows.move_to_end(key, last=False)  # its flow's turn comes first
+        self._event_turn.move_to_end(key, last=False)  # its flow's turn comes first
+        self._front -= 1
+        flow.ticket = self._front
         return True
 
     # -- processing --------------------------------------------------------------------------
@@ -230,43 +247,75 @@ class WorkQueue(Generic[T]):
         return item
 
     def _next(self, now: float) -> T:
-        """The key of the first flow in turn that has an event waiting or an old timer key (or of the
-        first flow, when none has), one with no key being processed first; that flow's turn is over."""
-        due: Hashable = _NONE
-        idle: Hashable = _NONE
-        for key, flow in self._flows.items():
-            if flow.events or self._old(flow, now):
-                if due is _NONE:
-                    due = key
-                if key not in self._running:
-                    idle = key
-                    break
-        if due is _NONE:  # only young polls: the first flow in turn with none running, else the first
-            due = next(iter(self._flows))
-            idle = next((key for key in self._flows if key not in self._running), due)
-        chosen = idle if idle is not _NONE else due
-        self._running[chosen] = self._running.get(chosen, 0) + 1
-        flow = self._flows.pop(chosen)
+        """The key of the flow whose turn it is (``_turn``); that flow goes to the back of the turn."""
+        chosen = self._turn(now)
+        flow = self._flows[chosen]
         if flow.later and (not flow.events or self._old(flow, now)):
             item = flow.later.popleft()
         else:
             item = flow.events.popleft()
-        if flow:
-            self._flows[chosen] = flow  # the back of the turn
+        self._running[chosen] = self._running.get(chosen, 0) + 1
+        self._event_turn.pop(chosen, None)
+        self._timer_turn.pop(chosen, None)
+        if flow:  # the back of the turn
+            flow.ticket = next(self._tickets)
+            if flow.events:
+                self._event_turn[chosen] = None
+            if flow.later:
+                self._timer_turn[chosen] = None
+        else:
+            del self._flows[chosen]
         self._ready -= 1
         return item
+
+    def _turn(self, now: float) -> Hashable:
+        """The flow whose turn it is. An expedited flow (a ticket below every other) first, running or
+        not. Else the candidates: the first flow in the event turn, and the first in the timer turn
+        when its timer key is old; in each, a flow with nothing running goes before the running ones
+        it follows (``_first``). Of two, the one with nothing running, else the one first in turn (the
+        lower ticket). With neither, the timer turn's first flow."""
+        head = next(iter(self._event_turn), _NONE)
+        if head is not _NONE and self._flows[head].ticket < 0:
+            return head
+        event = self._first(self._event_turn, lambda _flow: True)
+        timer = self._first(self._timer_turn, lambda flow: self._old(flow, now))
+        if event is _NONE:
+            return timer if timer is not _NONE else self._first(self._timer_turn, lambda _flow: True)
+        if timer is _NONE:
+            return event
+        if (event in self._running) != (timer in self._running):
+            return timer if event in self._running else event
+        return event if self._flows[event].ticket <= self._flows[timer].ticket else timer
+
+    def _first(self, turn: OrderedDict[Hashable, None], eligible: Callable[[_Flow[T]], bool]) -> Hashable:
+        """The first flow of ``turn`` with nothing running, looking past running flows only (and
+        stopping at the first other flow); else the first eligible running flow it passed."""
+        passed: Hashable = _NONE
+        for key in turn:
+            flow = self._flows[key]
+            if key not in self._running:
+                return key if eligible(flow) else passed
+            if passed is _NONE and eligible(flow):
+                passed = key
+        return passed
 
     def _old(self, flow: _Flow[T], now: float) -> bool:
         """Whether the head of ``flow``'s timer lane has waited long enough to go before events."""
         return bool(flow.later) and now - self._added_at.get(flow.later[0], now) >= self._later_max_wait
 
     def _line_up(self, item: T, *, urgent: bool) -> None:
-        """``item`` joins its flow's lane; a flow that had no key waiting joins the turn at its back."""
+        """``item`` joins its flow's lane; a flow joins the turn of that lane at its back when it was
+        not in it (a flow new to the turn takes the next ticket)."""
         key = self._flow_of(item)
         flow = self._flows.get(key)
         if flow is None:
-            flow = self._flows[key] = _Flow()
-        (flow.events if urgent else flow.later).append(item)
+            flow = self._flows[key] = _Flow(next(self._tickets))
+        if urgent:
+            flow.events.append(item)
+            self._event_turn.setdefault(key)
+        else:
+            flow.later.append(item)
+            self._timer_turn.setdefault(key)
         self._ready += 1
         self._set_depth()
         self._wake_one()

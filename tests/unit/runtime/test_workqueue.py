@@ -451,6 +451,15 @@ async def test_expedite_puts_the_keys_flow_first_in_turn() -> None:
     assert q.expedite("c/1") is False  # handed out: nothing to move
 
 
+async def test_an_expedited_key_goes_next_though_its_flow_has_a_key_running() -> None:
+    q = by_tenant()
+    for key in ("a/1", "a/2", "b/1", "c/1"):
+        q.add(key)
+    assert await get_now(q) == "a/1"  # running
+    assert q.expedite("a/2") is True
+    assert [await get_now(q) for _ in range(3)] == ["a/2", "b/1", "c/1"]
+
+
 async def test_a_key_of_a_flow_is_never_handed_out_twice_and_readds_collapse() -> None:
     q = by_tenant()
     q.add("a/1")

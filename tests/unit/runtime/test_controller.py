@@ -395,3 +395,30 @@ async def test_a_busy_namespace_delays_another_namespaces_event_by_at_most_one_p
     delays = {str(key): served[key] - added[key] for key in served}
     assert max(delays.values()) <= 1, delays  # at most one more busy pass began before each
     assert len(busy_passes) > 12  # and the busy namespace was served meanwhile, not starved
+
+
+async def test_the_rest_of_a_pass_cut_by_its_budget_comes_at_once_but_in_its_namespaces_turn() -> None:
+    """A pass whose budget ran out returns a requeue of 0 s (``pipeline.LEFT_OVER``): the rest is
+    due work, handed out without delay, yet in its namespace's turn: another namespace's event,
+    added behind the three pools of a busy namespace, waits for one pass of theirs, not three."""
+    clock = FakeClock()
+    passes: list[str] = []
+
+    class Cut:
+        async def reconcile(self, request: Request) -> Result:
+            passes.append(str(request))
+            if request.namespace == "big" and passes.count(str(request)) < 2:
+                return Result(requeue_after=0.0)  # the budget ran out: the rest next pass
+            return Result()
+
+    ctl = Controller("test", Cut(), clock=clock, metrics=Metrics(), settings=QueueSettings(workers=1))
+    for name in ("p1", "p2", "p3"):
+        ctl.enqueue(Request("big", name))
+    ctl.enqueue(Request("small", "nova"))
+    task = asyncio.create_task(ctl.run())
+    try:
+        await run_clock(clock, 1)
+    finally:
+        ctl.stop()
+        await asyncio.wait_for(task, 1)
+    assert passes == ["big/p1", "small/nova", "big/p2", "big/p3", "big/p1", "big/p2", "big/p3"]

@@ -49,7 +49,7 @@ from nova_operator.runtime.request import Result
 
 CHILD_REJECTED = "ChildRejected"
 _REFUSALS = frozenset({400, 422})
-LEFT_OVER = Result(requeue_after=0.0)
+LEFT_OVER = Result(requeue_after=0.0, left_over=True)
 """The result of a pass whose budget ran out: the rest in the key's next turn (a prompt requeue)."""
 
 log = structlog.get_logger("nova_operator.pipeline")
@@ -259,8 +259,9 @@ async def _speculate(
 
 
 def shortest(results: Sequence[Result]) -> Result:
-    delays = [r.requeue_after for r in results if r.requeue_after is not None]
-    return Result(requeue_after=min(delays)) if delays else Result()
+    """The result with the shortest requeue (work left over first among equals), else ``Result()``."""
+    timed = [r for r in results if r.requeue_after is not None]
+    return min(timed, key=lambda r: (r.requeue_after, not r.left_over)) if timed else Result()
 
 
 async def _member(step: Step[GroupCtx], ctx: GroupCtx, observer: StepObserver) -> Result:

@@ -10,7 +10,8 @@ then ``_settle`` (the one place that decides what happens next) picks the outcom
                               only the worker's own cancellation ends a worker
     Result(requeue_after)  -> forget the backoff, add_after(requeue_after); a short one (at most
                               ``prompt_requeue``: the next pass that must see this one's write)
-                              is work, not a poll: it joins the event lane when due
+                              is work, not a poll: it joins the event lane when due; one marked
+                              ``left_over`` (the pass's budget ran out) is counted too
     Result()               -> forget the backoff; done until the next event
 
 Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
@@ -292,6 +293,8 @@ class Controller:
             self.queue.add_rate_limited(request)
             return "error"
         if result is not None and result.requeue_after is not None and result.requeue_after >= 0:
+            if result.left_over:
+                self.metrics.passes_left_over.labels(self.name).inc()
             self.queue.forget(request)
             prompt = result.requeue_after <= self.prompt_requeue
             self.queue.add_after(request, result.requeue_after, prompt=prompt)

@@ -287,7 +287,9 @@ def test_reconcile_timeout_defaults_to_five_minutes_below_the_stuck_worker_check
     assert cli.parse_settings(["--reconcile-timeout", "120.5"]).queue.reconcile_timeout == 120.5
 
 
-def test_the_pass_budget_defaults_to_30_s_and_reaches_both_controllers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pass_budget_defaults_to_30_s_and_reaches_both_controllers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from nova_operator.controllers import compute_settings, with_settings
     from nova_operator.reconcilers.nova.context import NovaOptions
 

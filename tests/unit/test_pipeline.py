@@ -268,7 +268,7 @@ async def test_a_sequence_begins_no_step_after_its_budget_and_requeues_the_rest_
     budget = Budget.of(30.0, ticks)
     steps = [slow("A", ticks, 20), slow("B", ticks, 20), slow("C", ticks, 1)]
     assert await run_sequence(steps, ctx, Recorder(), budget=budget) == LEFT_OVER
-    assert Result(requeue_after=0.0) == LEFT_OVER
+    assert (LEFT_OVER.requeue_after, LEFT_OVER.left_over) == (0.0, True)
     assert ctx.ran == ["A", "B"]  # B began at 20 s, within the budget; C would begin at 40 s
     spent = Ctx()
     assert await run_sequence(steps, spent, Recorder(), budget=budget) == LEFT_OVER

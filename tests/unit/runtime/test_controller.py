@@ -398,9 +398,10 @@ async def test_a_busy_namespace_delays_another_namespaces_event_by_at_most_one_p
 
 
 async def test_the_rest_of_a_pass_cut_by_its_budget_comes_at_once_but_in_its_namespaces_turn() -> None:
-    """A pass whose budget ran out returns a requeue of 0 s (``pipeline.LEFT_OVER``): the rest is
-    due work, handed out without delay, yet in its namespace's turn: another namespace's event,
-    added behind the three pools of a busy namespace, waits for one pass of theirs, not three."""
+    """A pass whose budget ran out returns a requeue of 0 s marked left over (``pipeline.LEFT_OVER``,
+    counted): the rest is due work, handed out without delay, yet in its namespace's turn: another
+    namespace's event, added behind the three pools of a busy namespace, waits for one pass of
+    theirs, not three."""
     clock = FakeClock()
     passes: list[str] = []
 
@@ -408,7 +409,7 @@ async def test_the_rest_of_a_pass_cut_by_its_budget_comes_at_once_but_in_its_nam
         async def reconcile(self, request: Request) -> Result:
             passes.append(str(request))
             if request.namespace == "big" and passes.count(str(request)) < 2:
-                return Result(requeue_after=0.0)  # the budget ran out: the rest next pass
+                return Result(requeue_after=0.0, left_over=True)  # the budget ran out
             return Result()
 
     ctl = Controller("test", Cut(), clock=clock, metrics=Metrics(), settings=QueueSettings(workers=1))
@@ -422,3 +423,7 @@ async def test_the_rest_of_a_pass_cut_by_its_budget_comes_at_once_but_in_its_nam
         ctl.stop()
         await asyncio.wait_for(task, 1)
     assert passes == ["big/p1", "small/nova", "big/p2", "big/p3", "big/p1", "big/p2", "big/p3"]
+    left_over = ctl.metrics.registry.get_sample_value(
+        "nova_operator_controller_passes_left_over_total", {"controller": "test"}
+    )
+    assert left_over == 3

@@ -29,6 +29,7 @@ from nova_operator.runtime.manager import CacheSyncTimeout, ControllerFactory, C
 from nova_operator.secret_refs import parse_policy
 from nova_operator.settings import (
     DEFAULT_NOVA_API_URL,
+    DEFAULT_PASS_BUDGET,
     DEFAULT_RECONCILE_TIMEOUT,
     KubeSettings,
     LeaderElectionSettings,
@@ -230,6 +231,14 @@ def build_parser() -> _Parser:
         f"stuck (default: {DEFAULT_RECONCILE_TIMEOUT:g})",
     )
     queue.add_argument(
+        "--pass-budget",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="a pass begins no more work after this long (the steps left, the nodes not walked): the "
+        "rest goes to its next pass, in its namespace's next turn; below --reconcile-timeout "
+        f"(default: {DEFAULT_PASS_BUDGET:g})",
+    )
+    queue.add_argument(
         "--watch-inactivity-timeout",
         type=_positive_seconds,
         metavar="SECONDS",
@@ -324,6 +333,10 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
                 DEFAULT_RECONCILE_TIMEOUT,
             )
         )
+        pass_budget = _pass_budget(
+            _from_env_or(args.pass_budget, "PASS_BUDGET", _positive_seconds, DEFAULT_PASS_BUDGET),
+            reconcile_timeout,
+        )
         timing = _lease_timing(args)
         pull_policy = args.default_image_pull_policy or _env_parsed("DEFAULT_IMAGE_PULL_POLICY", _pull_policy)
         secret_refs = parse_policy(
@@ -349,7 +362,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             inactivity_timeout=inactivity,
             open_timeout=min(WatchSettings().open_timeout, inactivity),
         ),
-        queue=QueueSettings(workers=workers, reconcile_timeout=reconcile_timeout),
+        queue=QueueSettings(workers=workers, reconcile_timeout=reconcile_timeout, pass_budget=pass_budget),
         leader_election=LeaderElectionSettings(
             enabled=leader_elect,
             namespace=args.leader_election_namespace or _env("LEADER_ELECTION_NAMESPACE") or own_namespace,
@@ -371,6 +384,14 @@ def _reconcile_timeout(seconds: float) -> float:
     if seconds >= stuck:
         raise ValueError(
             f"--reconcile-timeout {seconds:g}: want less than {stuck:g} s (the stuck-worker check)"
+        )
+    return seconds
+
+
+def _pass_budget(seconds: float, reconcile_timeout: float) -> float:
+    if seconds >= reconcile_timeout:
+        raise ValueError(
+            f"--pass-budget {seconds:g}: want less than --reconcile-timeout ({reconcile_timeout:g} s)"
         )
     return seconds
 

@@ -25,6 +25,7 @@ def with_settings(options: NovaOptions, settings: Settings) -> NovaOptions:
         nova_api_url=settings.openstack.nova_api_url_for,
         namespaced=bool(settings.watch.namespaces),
         secret_refs=settings.secret_refs,
+        pass_budget=settings.queue.pass_budget,
     )
 
 
@@ -49,4 +50,5 @@ def compute_settings(settings: Settings) -> ComputeSettings:
         nova_api_url=settings.openstack.nova_api_url_for,
         default_pull_policy=settings.default_image_pull_policy,
         secret_refs=settings.secret_refs,
+        pass_budget=settings.queue.pass_budget,
     )

@@ -119,6 +119,12 @@ class Metrics:
             ["controller"],
             registry=r,
         )
+        self.passes_left_over = Counter(
+            "nova_operator_controller_passes_left_over_total",
+            "Passes that stopped at their time budget (--pass-budget) with work left, requeued at once",
+            ["controller"],
+            registry=r,
+        )
         self.reconcile_total = Counter(
             "nova_operator_controller_reconcile_total",
             "Reconciles by controller and outcome",
@@ -227,6 +233,7 @@ class Metrics:
         self.queue_adds.labels(name)
         self.queue_retries.labels(name)
         self.damped_events.labels(name)
+        self.passes_left_over.labels(name)
 
     def count_request(self, verb: str, resource: str, code: str) -> None:
         """One API request sent (``code``: the HTTP status, or 'error' when there was no answer)."""

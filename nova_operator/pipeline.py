@@ -21,21 +21,60 @@ and the steps after it leave no trace in the status. What running them at once c
 the wire: a later step's writes may already have been sent in a pass that stops earlier (the
 next pass would send them anyway). Steps whose outputs a later step consumes, or that patch
 the CR itself, must not share a batch.
+
+A pass has a time ``Budget`` (``--pass-budget``, well below the reconcile timeout): the work a
+tenant's objects decide the size of must not hold a worker for long, since the queue's fair shares
+promise another namespace's event at most one pass of waiting (``runtime.workqueue``). The budget is
+checked, never enforced by cancelling: ``run_sequence`` begins a step after the first only while the
+budget lasts and ``run_group`` begins only while it lasts; a step's own long loops (one call per
+node, per aggregate) ask ``budget.spent()`` before each costly item after their first. What is left
+over ends the pass with ``LEFT_OVER``, a requeue at once, which the controller hands out in the
+namespace's next turn; every step is idempotent, so the next pass goes through the steps done
+already without requests and continues where this one stopped (a loop that stopped remembers where).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
+
+import structlog
 
 from nova_operator.kube.errors import KubeError
 from nova_operator.runtime.request import Result
 
 CHILD_REJECTED = "ChildRejected"
 _REFUSALS = frozenset({400, 422})
+LEFT_OVER = Result(requeue_after=0.0, left_over=True)
+"""The result of a pass whose budget ran out: the rest in the key's next turn (a prompt requeue)."""
+
+log = structlog.get_logger("nova_operator.pipeline")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a pass stops beginning work: ``ends`` on the monotonic ``clock`` (inf: never)."""
+
+    ends: float = math.inf
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+    @classmethod
+    def of(cls, seconds: float | None, clock: Callable[[], float] = time.monotonic) -> Budget:
+        """A budget of ``seconds`` from now; None or 0: unlimited."""
+        return cls(clock() + seconds if seconds else math.inf, clock)
+
+    def spent(self) -> bool:
+        return self.clock() >= self.ends
+
+    def left(self) -> float:
+        return max(0.0, self.ends - self.clock())
+
+
+UNLIMITED = Budget()
 
 
 class StepObserver(Protocol):
@@ -161,8 +200,12 @@ async def run_sequence(
     *,
     at_once: Callable[[Ctx, str], bool] | None = None,
     carried: list[Result] | None = None,
+    budget: Budget = UNLIMITED,
 ) -> Result:
     """Run ``steps`` in order; the first non-zero result or error ends the sequence.
+
+    The first step always begins; a later one only while ``budget`` lasts, else the sequence ends
+    with ``LEFT_OVER`` (the next pass goes on from there).
 
     A run of consecutive steps with the same non-empty ``batch`` runs at once when
     ``at_once(ctx, batch)`` is true at its start (the context must be ``Speculative``).
@@ -176,6 +219,9 @@ async def run_sequence(
     own = carried if carried is not None else []
     while i < len(steps):
         step = steps[i]
+        if i > 0 and budget.spent():
+            log.info("the pass's budget is spent; the steps left go to its next pass", next_step=step.name)
+            return LEFT_OVER
         end = i + 1
         while step.batch and end < len(steps) and steps[end].batch == step.batch:
             end += 1
@@ -213,8 +259,9 @@ async def _speculate(
 
 
 def shortest(results: Sequence[Result]) -> Result:
-    delays = [r.requeue_after for r in results if r.requeue_after is not None]
-    return Result(requeue_after=min(delays)) if delays else Result()
+    """The result with the shortest requeue (work left over first among equals), else ``Result()``."""
+    timed = [r for r in results if r.requeue_after is not None]
+    return min(timed, key=lambda r: (r.requeue_after, not r.left_over)) if timed else Result()
 
 
 async def _member(step: Step[GroupCtx], ctx: GroupCtx, observer: StepObserver) -> Result:
@@ -222,8 +269,14 @@ async def _member(step: Step[GroupCtx], ctx: GroupCtx, observer: StepObserver) -
     return result
 
 
-async def run_group(members: Sequence[Step[GroupCtx]], ctx: GroupCtx, observer: StepObserver) -> Result:
-    """Run every member concurrently on its own fork; merge each member's condition back into ``ctx``."""
+async def run_group(
+    members: Sequence[Step[GroupCtx]], ctx: GroupCtx, observer: StepObserver, *, budget: Budget = UNLIMITED
+) -> Result:
+    """Run every member concurrently on its own fork; merge each member's condition back into ``ctx``.
+    A group begins only while ``budget`` lasts: else nothing runs, and the result is ``LEFT_OVER``."""
+    if budget.spent():
+        log.info("the pass's budget is spent; the group goes to its next pass", steps=len(members))
+        return LEFT_OVER
     forks = [ctx.fork() for _ in members]
     tasks = [
         asyncio.create_task(_member(m, f, observer), name=f"step:{m.name}")

@@ -45,6 +45,7 @@ class WatchSettings:
 
 
 DEFAULT_RECONCILE_TIMEOUT = 300.0
+DEFAULT_PASS_BUDGET = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,11 @@ class QueueSettings:
     # so a pass that hangs frees its worker long before /healthz calls the worker stuck.
     reconcile_timeout: float | None = DEFAULT_RECONCILE_TIMEOUT  # None: no per-reconcile timeout
     stuck_after: float = 600.0  # one key held longer than this: the worker is stuck (/healthz 503)
+    # --pass-budget: a pass begins no more work after this long (``pipeline.Budget``): what is left
+    # goes to the key's next pass, in its namespace's next turn. Well below ``reconcile_timeout``: the
+    # queue's fair shares promise another namespace's event at most one pass of waiting. Read by the
+    # reconcilers (the controllers hand it to them), never enforced by the controller.
+    pass_budget: float = DEFAULT_PASS_BUDGET
     hot_after: int = 30  # a key passed more often than this, each < 1 s after the last, is hot
     hot_delay_cap: float = 10.0  # events for a hot key wait 0.5 s doubling to this
     # A requeue of at most this many seconds continues its pass's work (reconciler.md's 1 s "next

@@ -10,7 +10,8 @@ then ``_settle`` (the one place that decides what happens next) picks the outcom
                               only the worker's own cancellation ends a worker
     Result(requeue_after)  -> forget the backoff, add_after(requeue_after); a short one (at most
                               ``prompt_requeue``: the next pass that must see this one's write)
-                              is work, not a poll: it joins the event lane when due
+                              is work, not a poll: it joins the event lane when due; one marked
+                              ``left_over`` (the pass's budget ran out) is counted too
     Result()               -> forget the backoff; done until the next event
 
 Events for a key re-triggered pass after pass (two writers fighting over a field) are delayed
@@ -18,6 +19,14 @@ with a growing backoff (``runtime.damping``); requeues the reconciler asks for a
 of owned or mapped objects are held ``coalesce`` seconds (the first one's deadline), so a burst of
 them, such as several children turning ready one after the other, is one pass; the primary's own
 events (a new CR, a spec change) are handed out at once.
+
+Fair shares: the queue's flows are the keys' namespaces (one tenant each). The namespaces with keys
+waiting take turns for the workers, one pass per turn, and a free worker goes first to a namespace
+with nothing running (``runtime.workqueue``), so a namespace whose passes are slow, or which holds
+many keys, delays another namespace's event by at most one pass of its own besides the passes
+already running; the pass's budget (the reconciler's: well below
+``reconcile_timeout``) bounds how long that pass is. Polls and retries of one namespace go before
+another's event only once they have waited ``later_max_wait``, and then in turn too.
 
 The queue guarantees a key is never reconciled by two workers at once. ``stop()`` shuts
 the queue down: workers finish their current key and exit. Every log line of one
@@ -55,6 +64,11 @@ from nova_operator.settings import QueueSettings
 log = structlog.get_logger("nova_operator.controller")
 
 
+def _namespace(request: Request) -> str:
+    """A key's flow in the queue's fair shares: its namespace (one tenant)."""
+    return request.namespace
+
+
 class ReconcileTimeout(Exception):
     """A reconcile outlived the controller's ``reconcile_timeout``."""
 
@@ -86,7 +100,7 @@ class Controller:
             base=s.backoff_base, cap=s.backoff_cap, rate=s.bucket_rate, burst=s.bucket_burst, clock=clock
         )
         self.queue: WorkQueue[Request] = WorkQueue(
-            name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics
+            name=name, rate_limiter=limiter, clock=clock, metrics=self.metrics, flow=_namespace
         )
         self.primary: Informer | None = None
         self._busy: dict[Request, float] = {}  # key -> when a worker took it (monotonic)
@@ -279,6 +293,8 @@ class Controller:
             self.queue.add_rate_limited(request)
             return "error"
         if result is not None and result.requeue_after is not None and result.requeue_after >= 0:
+            if result.left_over:
+                self.metrics.passes_left_over.labels(self.name).inc()
             self.queue.forget(request)
             prompt = result.requeue_after <= self.prompt_requeue
             self.queue.add_after(request, result.requeue_after, prompt=prompt)

@@ -21,9 +21,12 @@ class Result:
     """``requeue_after=None``: done until the next event. Otherwise reconcile again after that many seconds.
 
     A requeue-after bypasses the failure backoff (the rate limiter is reset for the key).
+    ``left_over``: the pass stopped at its time budget with work left (counted by the controller in
+    ``nova_operator_controller_passes_left_over_total``); it comes with a requeue, normally at once.
     """
 
     requeue_after: float | None = None
+    left_over: bool = False
 
 
 class TerminalError(Exception):

@@ -291,9 +291,36 @@ def test_reconcile_timeout_defaults_to_five_minutes_below_the_stuck_worker_check
     assert cli.parse_settings(["--reconcile-timeout", "120.5"]).queue.reconcile_timeout == 120.5
 
 
+def test_the_pass_budget_defaults_to_30_s_and_reaches_both_controllers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nova_operator.controllers import compute_settings, with_settings
+    from nova_operator.reconcilers.nova.context import NovaOptions
+
+    for var in ("PASS_BUDGET", "RECONCILE_TIMEOUT"):
+        monkeypatch.delenv(cli.ENV_PREFIX + var, raising=False)
+    s = cli.parse_settings([])
+    assert s.queue.pass_budget == 30.0
+    assert s.queue.pass_budget < s.queue.reconcile_timeout
+    monkeypatch.setenv("NOVA_OPERATOR_PASS_BUDGET", "12")
+    assert cli.parse_settings([]).queue.pass_budget == 12.0
+    s = cli.parse_settings(["--pass-budget", "7.5"])
+    assert s.queue.pass_budget == 7.5
+    assert with_settings(NovaOptions(), s).pass_budget == 7.5
+    assert compute_settings(s).pass_budget == 7.5
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
+        (["--pass-budget", "0"], {}, "want more than 0"),
+        (["--pass-budget", "300"], {}, "--pass-budget 300: want less than --reconcile-timeout (300 s)"),
+        (
+            ["--pass-budget", "60", "--reconcile-timeout", "45"],
+            {},
+            "--pass-budget 60: want less than --reconcile-timeout (45 s)",
+        ),
+        ([], {"NOVA_OPERATOR_PASS_BUDGET": "soon"}, "NOVA_OPERATOR_PASS_BUDGET: invalid number"),
         (["--reconcile-timeout", "0"], {}, "want more than 0"),
         (["--reconcile-timeout", "600"], {}, "--reconcile-timeout 600: want less than 600 s"),
         ([], {"NOVA_OPERATOR_RECONCILE_TIMEOUT": "never"}, "NOVA_OPERATOR_RECONCILE_TIMEOUT: invalid number"),
@@ -405,6 +432,7 @@ HELP_GROUPS = {
         "--max-concurrent-reconciles",
         "--drain-timeout",
         "--reconcile-timeout",
+        "--pass-budget",
         "--watch-inactivity-timeout",
     ],
     "probes and metrics": ["--metrics-bind-address", "--health-probe-bind-address"],

@@ -240,3 +240,60 @@ async def test_all_in_order_waits_for_every_call_and_raises_the_first_error_by_p
     with pytest.raises(KeyError):
         await all_in_order(call("x", 0.02, KeyError("x")), call("y", 0.0, ValueError("y")), call("z", 0.03))
     assert finished[-3:] == ["y", "x", "z"]
+
+
+class Ticks:
+    """A monotonic clock that moves when told (a step's slow work)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def slow(name: str, ticks: Ticks, seconds: float, result: Result | None = None) -> Step[Ctx]:
+    async def run(ctx: Ctx) -> Result:
+        ctx.ran.append(name)
+        ticks.now += seconds
+        return result or Result()
+
+    return Step(name, f"{name}Ready", run)
+
+
+async def test_a_sequence_begins_no_step_after_its_budget_and_requeues_the_rest_at_once() -> None:
+    from nova_operator.pipeline import LEFT_OVER, Budget
+
+    ticks, ctx = Ticks(), Ctx()
+    budget = Budget.of(30.0, ticks)
+    steps = [slow("A", ticks, 20), slow("B", ticks, 20), slow("C", ticks, 1)]
+    assert await run_sequence(steps, ctx, Recorder(), budget=budget) == LEFT_OVER
+    assert (LEFT_OVER.requeue_after, LEFT_OVER.left_over) == (0.0, True)
+    assert ctx.ran == ["A", "B"]  # B began at 20 s, within the budget; C would begin at 40 s
+    spent = Ctx()
+    assert await run_sequence(steps, spent, Recorder(), budget=budget) == LEFT_OVER
+    assert spent.ran == ["A"]  # the first step always begins: every pass moves on
+
+
+async def test_a_group_begins_only_while_the_budget_lasts() -> None:
+    from nova_operator.pipeline import LEFT_OVER, Budget
+
+    ticks, ctx = Ticks(), Ctx()
+    members = [slow("M", ticks, 1), slow("N", ticks, 1)]
+    assert await run_group(members, ctx, Recorder(), budget=Budget.of(5.0, ticks)) == Result()
+    assert sorted(ctx.ran) == ["M", "N"]
+    spent = Budget.of(5.0, ticks)
+    ticks.now += 5.0
+    late = Ctx()
+    assert await run_group(members, late, Recorder(), budget=spent) == LEFT_OVER
+    assert late.ran == []
+
+
+def test_a_budget_of_nothing_is_unlimited() -> None:
+    from nova_operator.pipeline import Budget
+
+    ticks = Ticks()
+    for seconds in (None, 0.0):
+        budget = Budget.of(seconds, ticks)
+        ticks.now += 1e9
+        assert not budget.spent()

@@ -8,6 +8,9 @@ Nova needs it and it holds no host. It never adds or removes a host.
 A tenant's compute API decides how many aggregates are listed: one pass deletes
 ``DELETES_PER_PASS`` at most (one ``AggregateDeleted`` event each) and, when more are left, comes
 back after ``MORE_AFTER`` seconds for the rest (issue 36: one DELETE and one Event per listed record).
+The creates and deletes are also bounded by the pass's budget (``pipeline.Budget``): once it is
+spent, no further aggregate is created or deleted (at least one is, so every pass moves on) and the
+pass ends with a requeue at once; what was done is in Nova, so the next pass goes on from there.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Final
 from nova_operator import conditions
 from nova_operator.decisions import nodeplan
 from nova_operator.openstack import AGGREGATE_MARKER, Aggregate, AggregateExists, ComputeAPIError
+from nova_operator.pipeline import LEFT_OVER
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result
 
@@ -63,6 +67,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
         wanted[TENANT_FILTER_TESTS] = ""
     mismatches: list[str] = []
     more = False  # unneeded aggregates left for the next pass
+    calls = 0  # creates and deletes this pass (the budget always lets one through)
     try:
         client = await p.compute()
         existing = {a.name: a for a in await client.list_aggregates()}
@@ -73,6 +78,9 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
                 if found.availability_zone != zone:
                     mismatches.append(f"{name} (availability zone {found.availability_zone or '<none>'!s})")
                 continue
+            if calls and p.budget.spent():
+                return LEFT_OVER  # the rest next pass; the condition is that pass's to set
+            calls += 1
             try:
                 created = await client.create_aggregate(name, zone)
             except AggregateExists:
@@ -96,8 +104,11 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
             if deleted >= DELETES_PER_PASS:
                 more = True
                 continue
+            if calls and p.budget.spent():
+                return LEFT_OVER
             await client.delete_aggregate(agg.id)
             deleted += 1
+            calls += 1
             await p.emit(
                 "Normal", "AggregateDeleted", f"deleted aggregate {agg.name}: empty and no longer needed"
             )

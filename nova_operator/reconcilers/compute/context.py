@@ -8,6 +8,7 @@ Services steps, so a pass asks Keystone for one token.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +23,7 @@ from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.openstack import ComputeClient, Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
-from nova_operator.pipeline import StepInputError
+from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
 from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.secret_refs import (
     SECRET_DATA_LIMIT,
@@ -31,6 +32,7 @@ from nova_operator.secret_refs import (
     secret_data_size,
     too_large,
 )
+from nova_operator.settings import DEFAULT_PASS_BUDGET
 
 DRAIN_FINALIZER: Final = "nova.openstack.c5c3.io/compute-drain"
 COMPONENT: Final = "novacompute-controller"
@@ -92,6 +94,27 @@ class ComputeIntervals:
         return ComputeIntervals(*(getattr(self, f) * factor for f in self.__dataclass_fields__))
 
 
+class WalkResume:
+    """The ledger entry after which a pool's next pass walks first, for a walk the budget stopped.
+    Kept across passes on purpose (the queue never runs one pool's passes at once); a pool's entry is
+    dropped when a walk ends without the budget stopping it, and by the pool's release."""
+
+    def __init__(self) -> None:
+        self._after: dict[tuple[str, str], str] = {}
+
+    def after(self, namespace: str, name: str) -> str | None:
+        return self._after.get((namespace, name))
+
+    def stopped(self, namespace: str, name: str, last: str) -> None:
+        self._after[(namespace, name)] = last
+
+    def finished(self, namespace: str, name: str) -> None:
+        self._after.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        return len(self._after)
+
+
 @dataclass(frozen=True)
 class ComputeSettings:
     """Knobs of the NovaCompute controller; production defaults, tests inject faster ones."""
@@ -103,6 +126,10 @@ class ComputeSettings:
     config_map_history: int = 3
     secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     intervals: ComputeIntervals = field(default_factory=ComputeIntervals)
+    pass_budget: float | None = DEFAULT_PASS_BUDGET  # --pass-budget (``pipeline.Budget``); None: unlimited
+    monotonic: Callable[[], float] = time.monotonic  # the budget's clock
+    # Where a walk the budget stopped goes on in the pool's next pass (``services``), by pool.
+    resume: WalkResume = field(default_factory=WalkResume)
 
 
 @dataclass
@@ -120,6 +147,7 @@ class ComputePass:
     listed: Listing = no_listing
     fill: Fill = no_fill
     now: datetime = field(default_factory=utcnow)
+    budget: Budget = UNLIMITED  # when the pass stops beginning work (``pipeline.Budget``)
 
     # handed forward (per pass)
     nova: Object | None = None

@@ -21,7 +21,7 @@ from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.pipeline import Step, StepObserver, run_sequence
+from nova_operator.pipeline import Budget, Step, StepObserver, run_sequence
 from nova_operator.reconcilers.compute.context import (
     DRAIN_FINALIZER,
     ComputePass,
@@ -131,6 +131,7 @@ class NovaComputeReconciler:
             status=snapshot_status(cr),
             pools=self.pools,
             now=self.settings.clock(),
+            budget=Budget.of(self.settings.pass_budget, self.settings.monotonic),
             cached=self.cached or no_cache,
             listed=self.listed or no_listing,
             fill=self.fill or no_fill,
@@ -142,7 +143,7 @@ class NovaComputeReconciler:
         failure: Exception | None = None
         result = Result()
         try:
-            result = await run_sequence(steps, p, self.observer)
+            result = await run_sequence(steps, p, self.observer, budget=p.budget)
         except Exception as exc:
             failure = exc
         finally:
@@ -192,6 +193,7 @@ class NovaComputeReconciler:
         await self._reap_mirrors(cr)
         # Local children go by garbage collection through their owner references.
         await remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
+        self.settings.resume.finished(cr["metadata"]["namespace"], cr["metadata"]["name"])
         return Result()
 
     async def _nova_exists(self, cr: Object) -> bool:

@@ -7,6 +7,13 @@ Releasing: its pod goes, and once no pod of the pool runs on it the service is d
 (409 sends the node back to Draining, 404 counts as done). A failed call stops the walk and
 leaves every entry not yet walked exactly as it was.
 
+The walk is bounded by the pass's budget (``pipeline.Budget``): a leaving node costs calls to the
+tenant's compute API (a disable, a server count, a delete: up to 10 s each), and a pool may hold
+hundreds. Once the budget is spent no further leaving node is walked (at least one is, so every pass
+moves on); they keep their entries as they were, the pass ends with a requeue at once, and the next
+pass walks the leaving nodes after the last one this pass reached first (``WalkResume``), so every
+node's turn comes. Nodes that cost no call (Pending, Active) are walked whatever the budget.
+
 A Pending node stays Pending until its host is mapped into the cell (it shows in the
 hypervisor list). The scheduler's periodic discovery (300 s, the seed) maps it; while some
 host waits, the pool also runs the Nova's shared ``{nova}-discover-hosts`` Job (§15,
@@ -25,6 +32,7 @@ from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
 from nova_operator.kube.types import Object
 from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, DeleteOutcome
+from nova_operator.pipeline import LEFT_OVER
 from nova_operator.reconcilers.compute import host_discovery
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass
 from nova_operator.renderers import compute_pool
@@ -33,6 +41,7 @@ from nova_operator.runtime.request import Result
 COND = conditions.SERVICES_READY
 log = structlog.get_logger("nova_operator.novacompute")
 _SERVICE_FIELDS = ("serviceID", "serviceStatus", "serviceState", "disabledReason")
+_COSTLY = (nodeplan.DRAINING, nodeplan.RELEASING)  # entries whose walk calls the compute API
 
 
 def poll_interval(ledger: list[Object], every: ComputeIntervals) -> float:
@@ -92,22 +101,47 @@ class _Walk:
         self.mapped = mapped
         self.unmapped: list[str] = []
         self.failure: Exception | None = None
+        self.stopped = False  # the budget ran out: some leaving nodes were not walked
         self._pod_nodes: set[str] | None = None
         self._releasing_at_start = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.RELEASING]
 
     async def run(self) -> list[Object]:
-        out: list[Object] = []
-        entries = [dict(e) for e in self.p.nodes]
-        for i, entry in enumerate(entries):
+        """The ledger after the walk, in its own order; an entry not walked is kept as it was."""
+        p = self.p
+        entries = [dict(e) for e in p.nodes]
+        after = p.settings.resume.after(p.namespace, p.name)
+        order = list(range(len(entries)))
+        if after is not None:  # the leaving nodes after the last one the previous pass reached, first
+            order.sort(key=lambda i: (entries[i]["name"] <= after, entries[i]["name"]))
+        walked: dict[int, bool] = {}  # index -> kept
+        last = ""
+        for i in order:
+            entry = entries[i]
+            costly = entry.get("phase") in _COSTLY
+            if costly and (self.stopped or (last and p.budget.spent())):
+                self.stopped = True
+                continue
             try:
-                kept = await self._one(entry)
+                walked[i] = await self._one(entry)
             except (ComputeAPIError, _PodListError) as exc:
-                self.failure = exc
-                out.extend(self.p.nodes[i:])  # this and every later entry: unchanged
-                return out
-            if kept:
-                out.append(entry)
-        return out
+                self.failure = exc  # this and every entry not walked yet: unchanged
+                break
+            if costly:
+                last = entry["name"]
+        if self.stopped and self.failure is None:
+            p.settings.resume.stopped(p.namespace, p.name, last)
+            log.info(
+                "the pass's budget is spent; the leaving nodes left are walked in the next pass",
+                walked_after=after,
+                walked_to=last,
+            )
+        elif self.failure is None:
+            p.settings.resume.finished(p.namespace, p.name)
+        return [
+            (entries[i] if i in walked else original)
+            for i, original in enumerate(p.nodes)
+            if walked.get(i, True)
+        ]
 
     async def _one(self, entry: Object) -> bool:
         """Walk one entry (changed in place); False drops it from the ledger."""
@@ -233,7 +267,7 @@ async def reconcile_services(p: ComputePass) -> Result:
             return Result(requeue_after=min(poll, every.draining))
         poll = min(poll, every.releasing)
     _condition(p, walk.unmapped, note)
-    return Result(requeue_after=poll)
+    return LEFT_OVER if walk.stopped else Result(requeue_after=poll)
 
 
 def _condition(p: ComputePass, unmapped: list[str], note: str) -> None:

@@ -2,8 +2,9 @@
 
     NovaRef -> Nodes -> PoolConfig -> DaemonSet -> ComputeVPA -> Aggregates -> Services
 
-The first step that asks for a requeue or raises ends the pass. The drain lives in the last
-step, so any earlier stop pauses it for that pass.
+The first step that asks for a requeue or raises ends the pass, and so does the pass's budget
+(``pipeline.Budget``) before a step after the first. The drain lives in the last step, so any
+earlier stop pauses it for that pass.
 """
 
 from __future__ import annotations

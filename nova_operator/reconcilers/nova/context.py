@@ -25,7 +25,7 @@ from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import SECRETS, ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
-from nova_operator.pipeline import StepInputError
+from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.renderers.workload import Digests, WorkloadInputs
 from nova_operator.runtime.cache import Cache, copy_object
@@ -39,7 +39,7 @@ from nova_operator.secret_refs import (
     secret_data_size,
     too_large,
 )
-from nova_operator.settings import OpenStackSettings
+from nova_operator.settings import DEFAULT_PASS_BUDGET, OpenStackSettings
 
 
 class ProbeError(Exception):
@@ -117,6 +117,7 @@ class NovaOptions:
     taken: ownership.Taken = field(default_factory=ownership.Taken)  # names a create was refused for
     # seconds a progress-only status write is held for the next pass to supersede (0: never held)
     status_hold: float = intervals.STATUS_HOLD
+    pass_budget: float | None = DEFAULT_PASS_BUDGET  # --pass-budget (``pipeline.Budget``); None: unlimited
 
 
 @dataclass
@@ -214,6 +215,7 @@ class PassContext:
     initial: Mapping[str, Any] = field(default_factory=dict)  # the status as the pass found it
     forked: Mapping[str, Any] | None = None  # a fork: the status it started from (``adopt_step``)
     writes: OwnWrites | None = None  # the controller's record of its own writes (``runtime.echoes``)
+    budget: Budget = UNLIMITED  # when the pass stops beginning work (``pipeline.Budget``)
 
     # -- identity ------------------------------------------------------------------------------
 

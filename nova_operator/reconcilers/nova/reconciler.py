@@ -19,6 +19,7 @@ shared on purpose: the informer caches, the event recorder, the health-probe cac
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -40,7 +41,7 @@ from nova_operator.kube.resources import (
     ResourceRef,
 )
 from nova_operator.models.nova import Nova
-from nova_operator.pipeline import run_group, run_sequence, shortest
+from nova_operator.pipeline import Budget, run_group, run_sequence, shortest
 from nova_operator.reconcilers.finalizers import ensure_finalizer, has_finalizer, remove_finalizer
 from nova_operator.reconcilers.metrics import NovaMetrics, StepMetrics
 from nova_operator.reconcilers.nova import spec_rules, status_hold
@@ -129,14 +130,16 @@ class NovaReconciler:
                 options=self.options,
                 initial=snapshot,
                 writes=self.writes,
+                budget=Budget.of(self.options.pass_budget, self.options.monotonic or time.monotonic),
             )
             try:
                 polls: list[Result] = []  # refusals the sequence went on past (ChildOwnedByAnother)
                 result = await run_sequence(
-                    steps, ctx, self.observer, at_once=workloads_at_once, carried=polls
+                    steps, ctx, self.observer, at_once=workloads_at_once, carried=polls, budget=ctx.budget
                 )
                 if result.requeue_after is None:
-                    result = shortest([await run_group(group, ctx, self.observer), *polls])
+                    grouped = await run_group(group, ctx, self.observer, budget=ctx.budget)
+                    result = shortest([grouped, *polls])
             except Exception as exc:
                 error = exc
         try:

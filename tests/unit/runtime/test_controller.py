@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -342,3 +343,87 @@ async def test_events_of_children_within_the_coalescing_window_make_one_pass() -
     )
     unheld.enqueue_together(KEY)
     assert len(unheld.queue) == 1
+
+
+async def run_clock(clock: FakeClock, seconds: float) -> None:
+    """Advance ``clock`` one second at a time, letting the workers run between steps."""
+    for _ in range(round(seconds)):
+        for _ in range(30):
+            await asyncio.sleep(0)
+        clock.advance(1.0)
+    for _ in range(30):
+        await asyncio.sleep(0)
+
+
+async def test_a_busy_namespace_delays_another_namespaces_event_by_at_most_one_pass_of_its_own() -> None:
+    """Issue 36, queue starvation: ten slow Novas in one namespace (60 s passes, each asking for
+    a poll 5 s after it) kept both workers: their timer keys had always waited past the timer
+    lane's 30 s, so they went next every time, and 0 of 20 other namespaces' events were served
+    in 10 minutes. Fair queuing across namespaces serves each of the 20 after at most one more
+    pass of the busy namespace."""
+    clock = FakeClock()
+    busy_passes: list[float] = []  # when each pass of the busy namespace began
+    added: dict[Request, int] = {}  # other namespaces' events: busy passes begun before the event
+    served: dict[Request, int] = {}  # ... and before its pass
+
+    class Tenants:
+        async def reconcile(self, request: Request) -> Result:
+            if request.namespace == "busy":
+                busy_passes.append(clock.now())
+                await clock.sleep(60.0)
+                return Result(requeue_after=5.0)
+            served[request] = len(busy_passes)
+            await clock.sleep(1.0)
+            return Result()
+
+    ctl = Controller("test", Tenants(), clock=clock, metrics=Metrics(), settings=QueueSettings(workers=2))
+    for i in range(10):
+        ctl.enqueue(Request("busy", f"nova-{i}"))
+    task = asyncio.create_task(ctl.run())
+    try:
+        await run_clock(clock, 120)  # the busy namespace's keys are cycling
+        for i in range(20):
+            key = Request(f"tenant-{i}", "nova")
+            added[key] = len(busy_passes)
+            ctl.enqueue(key)
+        await run_clock(clock, 600)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert sorted(served, key=str) == sorted(added, key=str)  # all 20 served within 10 minutes
+    delays = {str(key): served[key] - added[key] for key in served}
+    assert max(delays.values()) <= 1, delays  # at most one more busy pass began before each
+    assert len(busy_passes) > 12  # and the busy namespace was served meanwhile, not starved
+
+
+async def test_the_rest_of_a_pass_cut_by_its_budget_comes_at_once_but_in_its_namespaces_turn() -> None:
+    """A pass whose budget ran out returns a requeue of 0 s marked left over (``pipeline.LEFT_OVER``,
+    counted): the rest is due work, handed out without delay, yet in its namespace's turn: another
+    namespace's event, added behind the three pools of a busy namespace, waits for one pass of
+    theirs, not three."""
+    clock = FakeClock()
+    passes: list[str] = []
+
+    class Cut:
+        async def reconcile(self, request: Request) -> Result:
+            passes.append(str(request))
+            if request.namespace == "big" and passes.count(str(request)) < 2:
+                return Result(requeue_after=0.0, left_over=True)  # the budget ran out
+            return Result()
+
+    ctl = Controller("test", Cut(), clock=clock, metrics=Metrics(), settings=QueueSettings(workers=1))
+    for name in ("p1", "p2", "p3"):
+        ctl.enqueue(Request("big", name))
+    ctl.enqueue(Request("small", "nova"))
+    task = asyncio.create_task(ctl.run())
+    try:
+        await run_clock(clock, 1)
+    finally:
+        ctl.stop()
+        await asyncio.wait_for(task, 1)
+    assert passes == ["big/p1", "small/nova", "big/p2", "big/p3", "big/p1", "big/p2", "big/p3"]
+    left_over = ctl.metrics.registry.get_sample_value(
+        "nova_operator_controller_passes_left_over_total", {"controller": "test"}
+    )
+    assert left_over == 3

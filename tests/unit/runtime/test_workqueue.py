@@ -345,3 +345,131 @@ async def test_expedite_leaves_alone_what_is_not_waiting_in_the_event_lane() -> 
     assert [await get_now(q) for _ in range(3)] == ["event", "running", "poll"]
     clock.advance(1.0)
     assert await get_now(q) == "parked"  # at its time, not before
+
+
+def by_tenant(clock: FakeClock | None = None, later_max_wait: float = 30.0) -> WorkQueue[str]:
+    """Keys "tenant/name"; the flow is the tenant."""
+    return WorkQueue(
+        name="q",
+        rate_limiter=ItemExponential(),
+        clock=clock or FakeClock(),
+        later_max_wait=later_max_wait,
+        flow=lambda key: key.split("/")[0],
+    )
+
+
+async def test_a_flow_with_many_keys_delays_another_flows_event_by_at_most_one_of_its_passes() -> None:
+    q = by_tenant()
+    for i in range(100):
+        q.add(f"big/{i}")
+    assert await get_now(q) == "big/0"
+    q.done("big/0")
+    q.add("small/a")
+    q.add("other/a")
+    assert [await get_now(q) for _ in range(5)] == ["big/1", "small/a", "other/a", "big/2", "big/3"]
+    assert len(q) == 100 - 4
+
+
+async def test_a_free_worker_goes_to_a_flow_with_nothing_running_first() -> None:
+    """As fair queuing counts the seats a flow holds: while one of big's passes runs, the flows
+    waiting with nothing running go first, though big is ahead of them in turn."""
+    q = by_tenant()
+    for i in range(100):
+        q.add(f"big/{i}")
+    assert await get_now(q) == "big/0"  # running
+    q.add("small/a")
+    q.add("other/a")
+    assert [await get_now(q) for _ in range(2)] == ["small/a", "other/a"]
+    q.add("late/a")
+    assert await get_now(q) == "late/a"
+    assert await get_now(q) == "big/1"  # every flow waiting runs a pass: big is first in turn again
+    q.done("small/a")
+    q.add("small/b")
+    assert await get_now(q) == "small/b"  # nothing of small's runs any more
+    assert await get_now(q) == "big/2"  # only big has keys waiting
+
+
+async def test_flows_take_turns_and_a_flow_served_goes_to_the_back() -> None:
+    q = by_tenant()
+    for key in ("a/1", "a/2", "a/3", "b/1", "b/2", "c/1"):
+        q.add(key)
+    order = [await get_now(q) for _ in range(6)]
+    assert order == ["a/1", "b/1", "c/1", "a/2", "b/2", "a/3"]
+
+
+async def test_a_flows_passes_readded_each_time_do_not_keep_another_flows_event_waiting() -> None:
+    """A flow whose every pass brings another event for each of its keys (slow passes, children
+    that keep changing) is served one pass per turn; the other flow's event goes next."""
+    q = by_tenant()
+    for i in range(10):
+        q.add(f"busy/{i}")
+    served: list[str] = []
+    while "quiet/a" not in served:
+        key = await get_now(q)
+        served.append(key)
+        if len(served) == 3:
+            q.add("quiet/a")
+        if key.startswith("busy/"):
+            q.add(key)
+        q.done(key)
+    assert served == ["busy/0", "busy/1", "busy/2", "busy/3", "quiet/a"]
+
+
+async def test_another_flows_young_polls_wait_behind_an_event_and_old_ones_go_in_turn() -> None:
+    clock = FakeClock()
+    q = by_tenant(clock, later_max_wait=5.0)
+    for i in range(3):
+        q.add_after(f"polls/{i}", 1.0)
+    clock.advance(1.0)  # "polls" is first in turn, with only timer keys
+    q.add("events/1")
+    q.add("events/2")
+    assert await get_now(q) == "events/1"  # young polls do not go before another flow's event
+    clock.advance(5.0)  # now the polls are old: their flow goes in turn, one pass per turn
+    q.add("events/3")
+    assert [await get_now(q) for _ in range(5)] == ["polls/0", "events/2", "polls/1", "events/3", "polls/2"]
+
+
+async def test_within_a_flow_the_lanes_keep_their_rules() -> None:
+    clock = FakeClock()
+    q = by_tenant(clock, later_max_wait=5.0)
+    q.add_after("a/poll", 0.5)
+    clock.advance(0.5)
+    q.add("a/e0")
+    q.add("a/e1")
+    q.add("b/e0")
+    assert [await get_now(q) for _ in range(2)] == ["a/e0", "b/e0"]
+    clock.advance(5.0)
+    assert [await get_now(q) for _ in range(2)] == ["a/poll", "a/e1"]
+
+
+async def test_expedite_puts_the_keys_flow_first_in_turn() -> None:
+    q = by_tenant()
+    for key in ("a/1", "b/1", "c/1", "c/2"):
+        q.add(key)
+    assert q.expedite("c/2") is True
+    assert [await get_now(q) for _ in range(4)] == ["c/2", "a/1", "b/1", "c/1"]
+    assert q.expedite("c/1") is False  # handed out: nothing to move
+
+
+async def test_an_expedited_key_goes_next_though_its_flow_has_a_key_running() -> None:
+    q = by_tenant()
+    for key in ("a/1", "a/2", "b/1", "c/1"):
+        q.add(key)
+    assert await get_now(q) == "a/1"  # running
+    assert q.expedite("a/2") is True
+    assert [await get_now(q) for _ in range(3)] == ["a/2", "b/1", "c/1"]
+
+
+async def test_a_key_of_a_flow_is_never_handed_out_twice_and_readds_collapse() -> None:
+    q = by_tenant()
+    q.add("a/1")
+    q.add("b/1")
+    assert await get_now(q) == "a/1"
+    q.add("a/1")  # during its pass: dirty only
+    q.add("a/1")
+    assert len(q) == 1
+    assert await get_now(q) == "b/1"
+    assert len(q) == 0
+    q.done("a/1")
+    assert len(q) == 1
+    assert await get_now(q) == "a/1"

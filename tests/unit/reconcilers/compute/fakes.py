@@ -171,6 +171,7 @@ def make_pass(
     deleting: bool = False,
     plan: Plan | None = None,
     now: datetime | None = None,
+    settings: ComputeSettings | None = None,
 ) -> tuple[ComputePass, FakeEvents]:
     cr: Object = {
         "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
@@ -184,7 +185,7 @@ def make_pass(
     p = ComputePass(
         kube=kube or FakeKube(),  # type: ignore[arg-type]
         events=events,
-        settings=ComputeSettings(),
+        settings=settings or ComputeSettings(),
         cr=cr,
         pool=NovaCompute.model_validate(cr),
         status={"nodes": [dict(n) for n in nodes]},

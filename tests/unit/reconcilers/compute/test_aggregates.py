@@ -12,6 +12,7 @@ from nova_operator.reconcilers.compute.aggregates import (
 from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 
 MARK = {"c5c3.io:nova": "ns/nova"}
+TFT = "tenant_filter_tests"
 
 
 def agg(
@@ -156,3 +157,57 @@ async def test_one_pass_deletes_a_bounded_number_of_aggregates_and_comes_back_fo
     assert passes == 3000 // DELETES_PER_PASS
     assert p.aggregates_ensured
     assert {a.name for a in compute.aggregates} == {f"az-foreign-{index}" for index in range(50)}
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowCompute(FakeCompute):
+    """Every create and delete takes 4 s."""
+
+    def __init__(self, ticks: Ticks, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.ticks = ticks
+
+    async def create_aggregate(self, name: str, zone: str) -> Aggregate:
+        self.ticks.now += 4.0
+        return await super().create_aggregate(name, zone)
+
+    async def delete_aggregate(self, aggregate_id: int):  # type: ignore[no-untyped-def]
+        self.ticks.now += 4.0
+        return await super().delete_aggregate(aggregate_id)
+
+
+async def test_creates_and_deletes_stop_at_the_budget_and_the_next_pass_goes_on() -> None:
+    """Issue 36: the aggregates are as many as the zones and as the tenant's compute API lists. A
+    pass creates or deletes until its budget is spent (at least one), then requeues at once."""
+    from nova_operator.pipeline import LEFT_OVER, Budget
+
+    ticks = Ticks()
+    stale = [agg(100 + i, f"old-{i}") for i in range(10)]  # ours, empty, no longer needed
+    compute = SlowCompute(ticks, aggregates=list(stale))
+    nodes = [{"name": f"n{i}", "phase": "Active", "zone": f"az{i}"} for i in range(9)]
+    creates: list[int] = []
+    deletes: list[int] = []
+    results = []
+    for _ in range(10):
+        p, _events = make_pass(nodes, compute=compute)
+        p.budget = Budget.of(10.0, ticks)
+        compute.calls.clear()
+        results.append(await reconcile_aggregates(p))
+        creates.append(compute.names().count("create_aggregate"))
+        deletes.append(compute.names().count("delete_aggregate"))
+        if results[-1] != LEFT_OVER:
+            break
+    # 9 zones and tenant_filter_tests to create, then 10 to delete; 3 calls of 4 s per 10 s pass
+    assert creates == [3, 3, 3, 1, 0, 0, 0]
+    assert deletes == [0, 0, 0, 2, 3, 3, 2]
+    assert results == [LEFT_OVER] * 6 + [results[-1]]
+    assert results[-1].requeue_after is None
+    assert p.condition("AggregatesReady")["reason"] == "AggregatesEnsured"
+    assert sorted(a.name for a in compute.aggregates) == sorted([f"az{i}" for i in range(9)] + [TFT])

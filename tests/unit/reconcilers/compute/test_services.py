@@ -358,3 +358,69 @@ async def test_no_nodes_is_services_up() -> None:
     p, _ = make_pass([], compute=FakeCompute())
     assert (await reconcile_services(p)).requeue_after == 60
     assert cond(p) == ("True", "ServicesUp")
+
+
+class Ticks:
+    """The budget's monotonic clock; the compute API's slow calls move it."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowCounts(FakeCompute):
+    """Counting the servers of a host takes 5 s (a slow or loaded compute API)."""
+
+    ticks: Ticks = Ticks()
+
+    async def count_servers(self, host: str) -> int:
+        self.ticks.now += 5.0
+        return await super().count_servers(host)
+
+
+async def test_a_walk_over_many_slow_leaving_nodes_ends_at_the_budget_and_the_next_pass_goes_on() -> None:
+    """Issue 36 (no budget for a NovaCompute pass): 20 leaving nodes at 5 s a server count held a
+    worker 100 s. With a 30 s budget a pass walks 6 of them, keeps the others as they were and
+    requeues at once; each next pass begins after the last node the previous one reached."""
+    from nova_operator.pipeline import LEFT_OVER, Budget
+    from nova_operator.reconcilers.compute.context import ComputeSettings
+
+    hosts = [f"n{i:02}" for i in range(20)]
+    ticks = Ticks()
+    compute = SlowCounts(services={h: service(h, status="disabled", reason=REASON) for h in hosts})
+    compute.ticks = ticks
+    settings = ComputeSettings(pass_budget=30.0, monotonic=ticks)
+    ledger = [{"name": h, "phase": "Draining"} for h in hosts] + [{"name": "p0", "phase": "Pending"}]
+    compute.services["p0"] = service("p0")
+    compute.mapped = {"p0"}
+    counted: list[list[str]] = []
+    results = []
+    for _ in range(5):
+        p, _events = make_pass(ledger, compute=compute, settings=settings)
+        p.budget = Budget.of(settings.pass_budget, ticks)
+        compute.calls.clear()
+        results.append(await reconcile_services(p))
+        counted.append([arg for name, arg in compute.calls if name == "count_servers"])
+        ledger = p.nodes
+        reached = {host for chunk in counted for host in chunk}
+        untouched = [e for e in ledger if e["name"] not in reached and e["name"] != "p0"]
+        assert all(e == {"name": e["name"], "phase": "Draining"} for e in untouched)  # as they were
+        assert next(e for e in ledger if e["name"] == "p0")["phase"] == "Active"  # walked every pass
+    assert counted == [hosts[0:6], hosts[6:12], hosts[12:18], hosts[18:20], []]
+    assert results[:3] == [LEFT_OVER] * 3
+    # the fourth pass counted the last two and went on to release the first 18 (no slow call)
+    assert results[3] != LEFT_OVER
+    assert [(e["name"], e["phase"]) for e in ledger] == [("p0", "Active")]  # the fifth released the rest
+    assert len(settings.resume) == 0  # a walk that ran to its end leaves nothing to resume
+
+
+async def test_a_walk_without_a_budget_walks_every_node_in_one_pass() -> None:
+    hosts = [f"n{i:02}" for i in range(20)]
+    compute = SlowCounts(services={h: service(h, status="disabled", reason=REASON) for h in hosts})
+    compute.servers = dict.fromkeys(hosts, 1)
+    p, _ = make_pass([{"name": h, "phase": "Draining"} for h in hosts], compute=compute)
+    result = await reconcile_services(p)
+    assert result.requeue_after == 30  # the Draining poll: no budget, no requeue at once
+    assert [arg for name, arg in compute.calls if name == "count_servers"] == hosts

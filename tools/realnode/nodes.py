@@ -1,0 +1,789 @@
+"""Real nodes: a kubelet on containerd per node, a CNI bridge network and kube-proxy, in namespaces of
+their own, joined to a control plane the project starts (``simcluster.SimCluster``).
+
+``RealNodes(cluster, workdir, count=N).start()`` returns once every node is Ready and schedulable;
+``stop()`` ends every process it started and every container, removes the cgroups, and leaves nothing
+behind; ``leftovers()`` says what is left, if anything (for tests). Recipe and traps:
+``/work/shared/design/real-kubelet.md`` (numbers below refer to its traps).
+
+Layout:
+
+* One network namespace, held by a ``sleep`` started with ``unshare --net`` (no ``ip netns add``:
+  no bind mount on the host). In it: ``lo``; a veth pair whose two ends both stay inside (this
+  kernel has no dummy driver, trap 3), carrying node *n*'s IP ``10.87.0.(n+1)``; one bridge per node
+  for its pods' ``10.88.(n-1).0/24``; kube-proxy's nftables table (trap 9).
+* The host's API server is reached at its own address, ``127.0.0.1:<port>``, through
+  ``realnode.forward``: the kubeconfigs and the serving certificate stay those of the control plane.
+* Per node, a mount namespace prepared by ``node-init.sh``: its own ``/sys`` with the host's cgroup
+  mounts (trap 2), ``/var/lib`` (overlay), ``/var/log`` and ``/run/containerd`` redirected to the
+  node's state directory (trap 6), the global sysctls the kubelet sets masked (trap 5).
+  containerd and the kubelet run in it; each node has a cgroup root of its own in every hierarchy.
+* The kubelets and kube-proxy authenticate with ServiceAccount tokens bound to the ``system:node``
+  and ``system:node-proxier`` ClusterRoles (the control plane knows static tokens only).
+
+Known limit of this step: the API server runs on the host, so it cannot reach a kubelet's port
+(``kubectl logs``/``exec``/``port-forward``); tests read what a container says from its
+termination message instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from simcluster import SimCluster
+from simcluster.controlplane import DEATH_SIGNAL, REPO
+from simcluster.kube import KubeError
+
+from realnode import images
+from realnode.images import ImageSpec
+
+HERE = pathlib.Path(__file__).resolve().parent
+NODE_INIT = HERE / "node-init.sh"
+NICE = ["nice", "-n", "10"]  # containers inherit it through the shim (trap 17)
+POD_CIDR = "10.88.0.0/16"
+CNI_BIN = pathlib.Path("/usr/lib/cni")
+# The global kernel settings a kubelet or kube-proxy would write (traps 5 and 7): never changed on the host.
+GLOBAL_SETTINGS = (
+    "/proc/sys/vm/overcommit_memory",
+    "/proc/sys/vm/panic_on_oom",
+    "/proc/sys/kernel/panic",
+    "/proc/sys/kernel/panic_on_oops",
+    "/proc/sys/kernel/keys/root_maxkeys",
+    "/proc/sys/kernel/keys/root_maxbytes",
+    "/proc/sys/net/netfilter/nf_conntrack_max",
+    "/sys/module/nf_conntrack/parameters/hashsize",
+)
+# Host paths the daemons write to despite their flags (trap 6): redirected inside each node.
+HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/var/lib/containerd",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/run/containerd",
+    "/run/netns",
+    "/usr/libexec/kubernetes",
+)
+KUBE_SYSTEM = "kube-system"
+
+
+class RealNodeError(RuntimeError):
+    """A node's process failed to start, or a node did not turn Ready."""
+
+
+def find_binaries() -> pathlib.Path:
+    """kubelet, kube-proxy and pause: ``$REALNODE_BIN``, or ``tools/realnode/build.sh``'s output."""
+    env = os.environ.get("REALNODE_BIN")
+    if env:
+        return pathlib.Path(env)
+    out = subprocess.run(
+        ["bash", str(REPO / "tools" / "realnode" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def _ns_inode(pid: int, kind: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _alive(popen: subprocess.Popen[bytes] | None) -> bool:
+    return popen is not None and popen.poll() is None
+
+
+def _stop(popen: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
+    if popen is None or popen.poll() is not None:
+        return
+    popen.send_signal(signal.SIGTERM)
+    try:
+        popen.wait(grace)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait()
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RealNodeError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def _write_if_changed(path: pathlib.Path, text: str) -> None:
+    """kube-proxy exits when its config file is rewritten, even unchanged (trap 8)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+@dataclass
+class Node:
+    """One node's names, addresses, directories and processes."""
+
+    index: int  # 1-based
+    tag: str  # the cluster's, in every name visible outside the namespaces
+    state: pathlib.Path
+    init: subprocess.Popen[bytes] | None = None
+    containerd: subprocess.Popen[bytes] | None = None
+    kubelet: subprocess.Popen[bytes] | None = None
+    mnt_inode: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"realnode-{self.index}"
+
+    @property
+    def ip(self) -> str:
+        return f"10.87.0.{self.index + 1}"
+
+    @property
+    def pod_subnet(self) -> str:
+        return f"10.88.{self.index - 1}.0/24"
+
+    @property
+    def bridge(self) -> str:
+        return f"rb{self.tag}{self.index}"
+
+    @property
+    def cgroup_root(self) -> str:
+        return f"realnode-{self.tag}-{self.index}"
+
+    @property
+    def socket(self) -> pathlib.Path:
+        return self.state / "containerd" / "containerd.sock"
+
+    def ctr(self, *args: str) -> list[str]:
+        return ["ctr", "--address", str(self.socket), "-n", "k8s.io", *args]
+
+
+@dataclass
+class RealNodes:
+    """``count`` real nodes for ``cluster`` (started), with state and logs in ``workdir``."""
+
+    cluster: SimCluster
+    workdir: pathlib.Path
+    count: int = 1
+    bindir: pathlib.Path | None = None
+    image_specs: Sequence[ImageSpec] = ()
+    ready_timeout: float = 180.0
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    nodes: list[Node] = field(default_factory=list)
+    netns_holder: subprocess.Popen[bytes] | None = None
+    net_inode: int | None = None
+    forwarder: subprocess.Popen[bytes] | None = None
+    kube_proxy: subprocess.Popen[bytes] | None = None
+    startup_seconds: float = 0.0
+    _host_settings: dict[str, str] = field(default_factory=dict)
+    _host_paths_before: set[str] = field(default_factory=set)
+    _started: bool = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> RealNodes:
+        t0 = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.bindir is None:
+            self.bindir = find_binaries()
+        self._host_settings = self.host_settings()
+        self._host_paths_before = {p for p in HOST_PATHS if os.path.lexists(p)}
+        self._started = True
+        atexit.register(self.stop)
+        try:
+            specs = [images.pause_image(self.bindir), *self.image_specs]
+            tars = [images.build(spec) for spec in specs]
+            self._network()
+            self._forward()
+            kubelet_token, proxy_token = self._identities()
+            for n in range(1, self.count + 1):
+                node = Node(n, self.tag, self.workdir / f"node-{n}")
+                self.nodes.append(node)
+                self._node_up(node, kubelet_token, list(zip(specs, tars, strict=True)))
+            self._kube_proxy(proxy_token)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Stop kube-proxy, the kubelets, every container, containerd, the namespaces; remove the
+        cgroups. Idempotent."""
+        if not self._started:
+            return
+        self._started = False
+        atexit.unregister(self.stop)
+        _stop(self.kube_proxy)
+        for node in self.nodes:
+            _stop(node.kubelet)
+        for node in self.nodes:
+            self._kill_cgroup_members(node)
+            _stop(node.containerd)
+        # What containerd leaves (shims, trap 14) and the node-init holders: every process in the
+        # namespaces.
+        self._kill_in_namespaces()
+        for node in self.nodes:
+            _stop(node.init, 5)
+        _stop(self.forwarder, 5)
+        _stop(self.netns_holder, 5)
+        for node in self.nodes:
+            self._remove_cgroups(node)
+
+    def __enter__(self) -> RealNodes:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- access ----------------------------------------------------------------------------
+
+    def in_netns(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run in the nodes' network namespace (the host's mount namespace)."""
+        assert self.netns_holder is not None
+        return ["nsenter", f"--net=/proc/{self.netns_holder.pid}/ns/net", "--", *argv]
+
+    def logs(self, tail_bytes: int = 8000) -> str:
+        parts = []
+        for log in sorted(self.workdir.glob("**/*.log")):
+            data = log.read_bytes()[-tail_bytes:]
+            parts.append(f"===== {log.relative_to(self.workdir)} =====\n{data.decode(errors='replace')}")
+        return "\n".join(parts)
+
+    @staticmethod
+    def host_settings() -> dict[str, str]:
+        out = {}
+        for path in GLOBAL_SETTINGS:
+            with contextlib.suppress(OSError):
+                out[path] = pathlib.Path(path).read_text().strip()
+        return out
+
+    def changed_host_settings(self) -> list[str]:
+        """The global kernel settings (``GLOBAL_SETTINGS``) that differ from before ``start()``."""
+        now = self.host_settings()
+        return [f"{p}: {v} -> {now.get(p)}" for p, v in self._host_settings.items() if now.get(p) != v]
+
+    def leftovers(self) -> list[str]:
+        """What of these nodes is still there: processes in their namespaces or cgroups, cgroups,
+        host mounts under the workdir, host paths they created, changed global settings, host
+        links or nftables tables with their names."""
+        found: list[str] = []
+        mnt = {n.mnt_inode for n in self.nodes if n.mnt_inode is not None}
+        roots = [n.cgroup_root for n in self.nodes]
+        for pid in _pids():
+            if self.net_inode is not None and _ns_inode(pid, "net") == self.net_inode:
+                found.append(f"process {pid} in the nodes' network namespace: {_cmdline(pid)}")
+            elif _ns_inode(pid, "mnt") in mnt:
+                found.append(f"process {pid} in a node's mount namespace: {_cmdline(pid)}")
+            else:
+                try:
+                    cgroups = pathlib.Path(f"/proc/{pid}/cgroup").read_text()
+                except OSError:
+                    continue
+                if any(f"/{root}/" in cgroups or cgroups.endswith(f"/{root}\n") for root in roots):
+                    found.append(f"process {pid} in a node's cgroup: {_cmdline(pid)}")
+        for root in roots:
+            found += [f"cgroup {d}" for d in pathlib.Path("/sys/fs/cgroup").glob(f"*/{root}")]
+        mounts = pathlib.Path("/proc/self/mountinfo").read_text()
+        found += [
+            f"host mount {line.split()[4]}" for line in mounts.splitlines() if str(self.workdir) in line
+        ]
+        found += [
+            f"host path {p}" for p in HOST_PATHS if os.path.lexists(p) and p not in self._host_paths_before
+        ]
+        found += self.changed_host_settings()
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+        found += [f"host link {w}" for w in links.split() if self.tag in w]
+        tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+        found += [f"host nftables {line}" for line in tables.splitlines() if "kube-proxy" in line]
+        return found
+
+    # -- network ---------------------------------------------------------------------------
+
+    def _spawn(
+        self, name: str, argv: Sequence[str], log: pathlib.Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = log or self.workdir / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as fh:
+            return subprocess.Popen(
+                [*DEATH_SIGNAL, *argv],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _run_in_netns(self, *argv: str) -> None:
+        subprocess.run(self.in_netns(argv), check=True, capture_output=True)
+
+    def _network(self) -> None:
+        self.netns_holder = self._spawn("netns", ["unshare", "--net", "--", "sleep", "infinity"])
+        holder = self.netns_holder.pid
+        host = _ns_inode(os.getpid(), "net")
+        _wait(
+            lambda: _ns_inode(holder, "net") not in (None, host) or not _alive(self.netns_holder),
+            10,
+            "the network namespace",
+            0.02,
+        )
+        if not _alive(self.netns_holder):
+            raise RealNodeError(f"unshare --net failed\n{self.logs()}")
+        self.net_inode = _ns_inode(holder, "net")
+        a, b = f"rn{self.tag}a", f"rn{self.tag}b"
+        self._run_in_netns("ip", "link", "set", "lo", "up")
+        self._run_in_netns("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        for n in range(1, self.count + 1):
+            self._run_in_netns("ip", "addr", "add", f"10.87.0.{n + 1}/24", "dev", a)
+        self._run_in_netns("ip", "link", "set", a, "up")
+        self._run_in_netns("ip", "link", "set", b, "up")
+        # the node itself routes to ClusterIPs through a default route (kube-proxy's DNAT does the rest)
+        self._run_in_netns("ip", "route", "add", "default", "dev", a)
+        # per-namespace: bridged pod-to-pod replies pass kube-proxy's DNAT (trap 9)
+        self._run_in_netns("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1")
+
+    def _forward(self) -> None:
+        assert self.netns_holder is not None
+        port = self.cluster.control_plane.api_port
+        env_path = os.pathsep.join(p for p in (str(REPO / "tools"), os.environ.get("PYTHONPATH", "")) if p)
+        log = self.workdir / "forward.log"
+        with log.open("ab") as fh:
+            self.forwarder = subprocess.Popen(
+                [
+                    *DEATH_SIGNAL,
+                    sys.executable,
+                    "-m",
+                    "realnode.forward",
+                    f"/proc/{self.netns_holder.pid}/ns/net",
+                    str(port),
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": env_path},
+            )
+        _wait(
+            lambda: "ready" in log.read_text() or not _alive(self.forwarder),
+            30,
+            "the API server's forwarder",
+        )
+        if not _alive(self.forwarder):
+            raise RealNodeError(f"the forwarder exited\n{log.read_text()}")
+
+    # -- identities ------------------------------------------------------------------------
+
+    def _identities(self) -> tuple[str, str]:
+        """ServiceAccount tokens for the kubelets and kube-proxy, bound to the stock ClusterRoles."""
+        kube = self.cluster.kube
+        tokens = []
+        for account, role in (("realnode-kubelet", "system:node"), ("realnode-proxy", "system:node-proxier")):
+            kube.apply(
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+                namespace=KUBE_SYSTEM,
+            )
+            kube.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": account},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": KUBE_SYSTEM}],
+                }
+            )
+            req = kube.post(
+                f"/api/v1/namespaces/{KUBE_SYSTEM}/serviceaccounts/{account}/token",
+                {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": 86400},
+                },
+            )
+            tokens.append(str(req["status"]["token"]))
+        return tokens[0], tokens[1]
+
+    def _kubeconfig(self, path: pathlib.Path, user: str, token: str) -> pathlib.Path:
+        cp = self.cluster.control_plane
+        path.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f'clusters:\n- name: local\n  cluster:\n    server: "{cp.server}"\n'
+            f'    certificate-authority: "{cp.ca_file}"\n'
+            f'users:\n- name: {user}\n  user:\n    token: "{token}"\n'
+            f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
+            "current-context: local\n"
+        )
+        return path
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _node_up(self, node: Node, token: str, image_tars: Iterable[tuple[ImageSpec, pathlib.Path]]) -> None:
+        assert self.netns_holder is not None
+        assert self.bindir is not None
+        node.state.mkdir(parents=True, exist_ok=True)
+        etc = node.state / "etc"
+        (etc / "cni").mkdir(parents=True, exist_ok=True)
+        log = node.state / "node-init.log"
+        node.init = self._spawn(
+            f"{node.name}-init",
+            [
+                "nsenter",
+                f"--net=/proc/{self.netns_holder.pid}/ns/net",
+                "--",
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "bash",
+                str(NODE_INIT),
+                str(node.state),
+                node.cgroup_root,
+            ],
+            log,
+        )
+        _wait(
+            lambda: "ready\n" in log.read_text() or not _alive(node.init),
+            30,
+            f"{node.name}'s mount namespace",
+        )
+        if not _alive(node.init):
+            raise RealNodeError(f"node-init.sh failed for {node.name}:\n{log.read_text()}")
+        assert node.init is not None
+        node.mnt_inode = _ns_inode(node.init.pid, "mnt")
+        enter = [
+            "nsenter",
+            f"--net=/proc/{self.netns_holder.pid}/ns/net",
+            f"--mount=/proc/{node.init.pid}/ns/mnt",
+            "--",
+            *NICE,
+        ]
+        (etc / "containerd.toml").write_text(containerd_config(node))
+        (etc / "cni" / "10-realnode.conflist").write_text(cni_config(node))
+        (etc / "kubelet.yaml").write_text(kubelet_config(node))
+        node.containerd = self._spawn(
+            f"{node.name}-containerd",
+            [*enter, "containerd", "--config", str(etc / "containerd.toml")],
+            node.state / "containerd.log",
+        )
+        _wait(
+            lambda: (
+                not _alive(node.containerd)
+                or subprocess.run(node.ctr("version"), capture_output=True).returncode == 0
+            ),
+            60,
+            f"{node.name}'s containerd",
+        )
+        if not _alive(node.containerd):
+            raise RealNodeError(f"containerd of {node.name} exited\n{self.logs()}")
+        for spec, tar in image_tars:
+            subprocess.run(
+                node.ctr("images", "import", "--base-name", spec.repo, str(tar)),
+                check=True,
+                capture_output=True,
+            )
+        kubeconfig = self._kubeconfig(node.state / "kubelet.kubeconfig", "kubelet", token)
+        node.kubelet = self._spawn(
+            f"{node.name}-kubelet",
+            [
+                *enter,
+                str(self.bindir / "kubelet"),
+                f"--config={etc / 'kubelet.yaml'}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={node.state / 'kubelet'}",
+                f"--cert-dir={node.state / 'kubelet' / 'pki'}",
+                f"--hostname-override={node.name}",
+                f"--node-ip={node.ip}",
+                "--v=1",
+            ],
+            node.state / "kubelet.log",
+        )
+
+    def _kube_proxy(self, token: str) -> None:
+        assert self.netns_holder is not None
+        assert self.bindir is not None
+        first = self.nodes[0]
+        kubeconfig = self._kubeconfig(self.workdir / "kube-proxy.kubeconfig", "kube-proxy", token)
+        config = self.workdir / "kube-proxy.yaml"
+        _write_if_changed(config, kube_proxy_config(first, kubeconfig))
+        self.kube_proxy = self._spawn(
+            "kube-proxy",
+            [
+                "nsenter",
+                f"--net=/proc/{self.netns_holder.pid}/ns/net",
+                "--",
+                *NICE,
+                str(self.bindir / "kube-proxy"),
+                f"--config={config}",
+                "--v=1",
+            ],
+        )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        for node in self.nodes:
+            while True:
+                for proc, what in ((node.kubelet, "kubelet"), (node.containerd, "containerd")):
+                    if not _alive(proc):
+                        raise RealNodeError(f"the {what} of {node.name} exited\n{self.logs()}")
+                if not _alive(self.kube_proxy):
+                    raise RealNodeError(f"kube-proxy exited\n{self.logs()}")
+                try:
+                    if _schedulable(self.cluster.kube.get(f"/api/v1/nodes/{node.name}")):
+                        break
+                except KubeError as exc:
+                    if exc.status != 404:
+                        raise
+                if time.monotonic() > deadline:
+                    raise RealNodeError(
+                        f"{node.name} not Ready after {self.ready_timeout:.0f} s\n{self.logs()}"
+                    )
+                time.sleep(0.5)
+
+    # -- teardown --------------------------------------------------------------------------
+
+    def _cgroup_members(self, node: Node) -> set[int]:
+        pids: set[int] = set()
+        for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
+            root = hierarchy / node.cgroup_root
+            if not root.is_dir():
+                continue
+            for procs in root.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    pids.update(int(p) for p in procs.read_text().split())
+        return pids
+
+    def _kill_cgroup_members(self, node: Node) -> None:
+        """SIGKILL every container and sandbox process of the node (its cgroup tree)."""
+        deadline = time.monotonic() + 20
+        while (members := self._cgroup_members(node)) and time.monotonic() < deadline:
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def _kill_in_namespaces(self) -> None:
+        ours = {
+            p.pid for p in (self.netns_holder, self.forwarder, *(n.init for n in self.nodes)) if p is not None
+        }
+        mnt = {n.mnt_inode for n in self.nodes if n.mnt_inode is not None}
+
+        def strays() -> list[int]:
+            return [
+                pid
+                for pid in _pids()
+                if pid not in ours
+                and (
+                    (self.net_inode is not None and _ns_inode(pid, "net") == self.net_inode)
+                    or _ns_inode(pid, "mnt") in mnt
+                )
+                and not _zombie(pid)
+            ]
+
+        deadline = time.monotonic() + 15
+        while (left := strays()) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def _remove_cgroups(self, node: Node) -> None:
+        """Depth first, in every hierarchy; a cgroup whose last process just died may stay busy a moment."""
+        deadline = time.monotonic() + 10
+        while True:
+            busy = []
+            for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
+                root = hierarchy / node.cgroup_root
+                if not root.is_dir():
+                    continue
+                for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(FileNotFoundError):
+                        try:
+                            d.rmdir()
+                        except OSError:
+                            busy.append(d)
+                try:
+                    root.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    busy.append(root)
+            if not busy or time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            pathlib.Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode(errors="replace")[:200]
+        )
+    except OSError:
+        return "?"
+
+
+def _schedulable(node: dict[str, object]) -> bool:
+    status = node.get("status")
+    spec = node.get("spec")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    taints = spec.get("taints", []) if isinstance(spec, dict) else []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and not any(str(t.get("key", "")).startswith("node.kubernetes.io/") for t in taints)
+
+
+# -- configuration files --------------------------------------------------------------------------
+
+
+def containerd_config(node: Node) -> str:
+    """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
+    is the node's."""
+    s = node.state / "containerd"
+    return f"""version = 2
+root = "{s / "root"}"
+state = "{s / "state"}"
+oom_score = 0
+[grpc]
+  address = "{node.socket}"
+[ttrpc]
+  address = "{node.socket}.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{s / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{images.SANDBOX_IMAGE}"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  disable_apparmor = true
+  # pod network namespaces under the state directory, not the host's /run/netns
+  netns_mounts_under_state_dir = true
+  # root here lacks CAP_SYS_RESOURCE: runc cannot lower a sandbox's oom_score_adj to the kubelet's
+  # -998 and every sandbox fails ("can't get final child's PID from pipe"). Clamp (trap 1).
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "{s / "runc"}"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{node.state / "etc" / "cni"}"
+    max_conf_num = 1
+"""
+
+
+def cni_config(node: Node) -> str:
+    """A bridge per node with host-local IPAM; no ipMasq (it would need iptables, trap 9)."""
+    gateway = node.pod_subnet.replace(".0/24", ".1")
+    return f"""{{
+  "cniVersion": "1.0.0",
+  "name": "realnode",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "{node.bridge}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "{node.pod_subnet}", "gateway": "{gateway}"}}]],
+        "routes": [{{"dst": "0.0.0.0/0"}}],
+        "dataDir": "{node.state / "cni-ipam"}"
+      }}
+    }}
+  ]
+}}
+"""
+
+
+def kubelet_config(node: Node) -> str:
+    """kubelet v1.37 on cgroup v1 (``failCgroupV1: false``, trap 4) with the cgroupfs driver
+    (containerd 1.6 has no RuntimeConfig RPC, trap 10)."""
+    return f"""apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://{node.socket}
+cgroupDriver: cgroupfs
+cgroupRoot: /{node.cgroup_root}
+cgroupsPerQOS: true
+enforceNodeAllocatable: [pods]
+failCgroupV1: false
+failSwapOn: false
+address: {node.ip}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: {10148 + 100 * node.index}
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+podLogsDir: /var/log/pods
+volumePluginDir: {node.state / "kubelet" / "volume-plugins"}
+serializeImagePulls: false
+rotateCertificates: false
+serverTLSBootstrap: false
+registerNode: true
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+fileCheckFrequency: 20s
+imageGCHighThresholdPercent: 100
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+"""
+
+
+def kube_proxy_config(node: Node, kubeconfig: pathlib.Path) -> str:
+    """nftables mode (only the nft binary is needed); conntrack left alone: its limits are global (trap 7)."""
+    return f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection:
+  kubeconfig: {kubeconfig}
+hostnameOverride: {node.name}
+bindAddress: {node.ip}
+clusterCIDR: {POD_CIDR}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+"""

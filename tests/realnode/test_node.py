@@ -149,7 +149,7 @@ def test_a_pod_from_a_local_image_runs_restricted_with_its_volumes_and_probes(no
     kube.post(
         f"/api/v1/namespaces/{NS}/pods",
         {
-            "metadata": {"name": "app"},
+            "metadata": {"name": "app", "labels": {"app": "web"}},
             "spec": {
                 "securityContext": {
                     "runAsNonRoot": True,
@@ -224,6 +224,26 @@ def test_a_pod_from_a_local_image_runs_restricted_with_its_volumes_and_probes(no
     never = _pod(kube, "never-ready")
     assert not _ready(never)
     assert _container(never, "web")["ready"] is False
+
+
+def test_a_service_reaches_the_pod_through_kube_proxy(nodes: RealNodes) -> None:
+    """kube-proxy's nftables rules, in the nodes' namespace, send a ClusterIP to the pod's httpd."""
+    kube = nodes.cluster.kube
+    service = kube.post(
+        f"/api/v1/namespaces/{NS}/services",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    )
+    url = f"http://{service['spec']['clusterIP']}/index.html"
+
+    def answered() -> bool:
+        # busybox's own wget -T crashes (trap 15): timeout(1) bounds it instead
+        get = nodes.in_netns(["timeout", "5", "busybox", "wget", "-q", "-O", "-", url])
+        return subprocess.run(get, capture_output=True, text=True).stdout == "hello from a ConfigMap\n"
+
+    Kube.wait(answered, POD_TIMEOUT, f"{url} answered from the nodes' namespace", interval=1)
 
 
 def test_a_memory_limit_oom_kills_the_container(nodes: RealNodes) -> None:

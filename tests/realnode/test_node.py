@@ -14,19 +14,25 @@ CNI plugins and busybox-static; ``tools/realnode/build.sh`` builds the kubelet (
 
 from __future__ import annotations
 
+import os
 import pathlib
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
+from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from simcluster import SimCluster, find_binaries
+from simcluster.controlplane import REPO
 from simcluster.kube import Kube, KubeError
 
 pytestmark = pytest.mark.realnova
 
+OWNER = pathlib.Path(__file__).with_name("owner.py")
 NS = "realnode-test"
 APP_UID = 42424
 FS_GROUP = 4242
@@ -271,6 +277,40 @@ def test_a_memory_limit_oom_kills_the_container(nodes: RealNodes) -> None:
     assert pod["status"]["phase"] == "Failed", terminated
     assert terminated["reason"] == "OOMKilled", terminated
     assert terminated["exitCode"] == 137, terminated
+
+
+def test_a_killed_owner_leaves_nothing_behind_either(nodes: RealNodes, tmp_path: pathlib.Path) -> None:
+    """A process that started a node and a pod dies by SIGKILL: the parent-death signal ends what it
+    started, and its janitor what containerd started (shims, containers), then the cgroups."""
+    cp = nodes.cluster.control_plane
+    owner = subprocess.run(
+        [
+            sys.executable,
+            str(OWNER),
+            str(tmp_path),
+            str(cp.workdir),
+            str(cp.bindir),
+            str(cp.api_port),
+            cp.admin_token,
+            NS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tools"), str(REPO)])},
+    )
+    assert owner.returncode == -signal.SIGKILL, owner.stderr
+    assert owner.stdout == "running\n"
+    traces = Traces.load(tmp_path / "traces.json")
+    assert traces.net_inode is not None
+    assert len(traces.mnt_inodes) == 1
+
+    def gone() -> bool:
+        alive = [p for p in pids() if not zombie(p) and belongs(p, traces)]
+        return not alive and not any(cgroup_dirs(root) for root in traces.cgroup_roots)
+
+    Kube.wait(gone, 60, "the janitor's sweep after the owner's death", interval=0.5)
+    nodes.cluster.kube.delete("/api/v1/nodes/orphan-1")
 
 
 def test_stopping_the_node_leaves_nothing_behind(nodes: RealNodes) -> None:

@@ -21,6 +21,9 @@ Layout:
 * The kubelets and kube-proxy authenticate with ServiceAccount tokens bound to the ``system:node``
   and ``system:node-proxier`` ClusterRoles (the control plane knows static tokens only).
 
+A janitor process (``realnode.janitor``) outlives the owner: if the owner dies without ``stop()``,
+even by SIGKILL, it ends what containerd started (shims, containers) and removes the cgroups.
+
 Known limit of this step: the API server runs on the host, so it cannot reach a kubelet's port
 (``kubectl logs``/``exec``/``port-forward``); tests read what a container says from its
 termination message instead.
@@ -39,12 +42,12 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from simcluster import SimCluster
-from simcluster.controlplane import DEATH_SIGNAL, REPO
-from simcluster.kube import KubeError
+from simcluster.controlplane import DEATH_SIGNAL, REPO, ControlPlane
+from simcluster.kube import Kube, KubeError
 
-from realnode import images
+from realnode import cleanup, images
 from realnode.images import ImageSpec
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -77,6 +80,14 @@ HOST_PATHS = (
 KUBE_SYSTEM = "kube-system"
 
 
+class Cluster(Protocol):
+    """What the nodes need of a started control plane: ``simcluster.SimCluster`` has it (its controller
+    manager clears a new node's not-ready taint, its scheduler places pods)."""
+
+    control_plane: ControlPlane
+    kube: Kube
+
+
 class RealNodeError(RuntimeError):
     """A node's process failed to start, or a node did not turn Ready."""
 
@@ -92,15 +103,10 @@ def find_binaries() -> pathlib.Path:
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
 
-def _ns_inode(pid: int, kind: str) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
-    except OSError:
-        return None
-
-
-def _pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+def _python_env() -> dict[str, str]:
+    """This environment with ``tools/`` on the path, for the helpers run as ``python -m realnode.*``."""
+    path = os.pathsep.join(p for p in (str(REPO / "tools"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def _alive(popen: subprocess.Popen[bytes] | None) -> bool:
@@ -143,10 +149,11 @@ class Node:
     containerd: subprocess.Popen[bytes] | None = None
     kubelet: subprocess.Popen[bytes] | None = None
     mnt_inode: int | None = None
+    prefix: str = "realnode"
 
     @property
     def name(self) -> str:
-        return f"realnode-{self.index}"
+        return f"{self.prefix}-{self.index}"
 
     @property
     def ip(self) -> str:
@@ -176,16 +183,18 @@ class Node:
 class RealNodes:
     """``count`` real nodes for ``cluster`` (started), with state and logs in ``workdir``."""
 
-    cluster: SimCluster
+    cluster: Cluster
     workdir: pathlib.Path
     count: int = 1
     bindir: pathlib.Path | None = None
     image_specs: Sequence[ImageSpec] = ()
     ready_timeout: float = 180.0
+    name_prefix: str = "realnode"  # node names are <prefix>-<n>
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     nodes: list[Node] = field(default_factory=list)
     netns_holder: subprocess.Popen[bytes] | None = None
     net_inode: int | None = None
+    janitor: subprocess.Popen[bytes] | None = None
     forwarder: subprocess.Popen[bytes] | None = None
     kube_proxy: subprocess.Popen[bytes] | None = None
     startup_seconds: float = 0.0
@@ -205,13 +214,15 @@ class RealNodes:
         self._started = True
         atexit.register(self.stop)
         try:
+            self._start_janitor()
             specs = [images.pause_image(self.bindir), *self.image_specs]
             tars = [images.build(spec) for spec in specs]
             self._network()
+            self.traces.save(self.traces_file)
             self._forward()
             kubelet_token, proxy_token = self._identities()
             for n in range(1, self.count + 1):
-                node = Node(n, self.tag, self.workdir / f"node-{n}")
+                node = Node(n, self.tag, self.workdir / f"node-{n}", prefix=self.name_prefix)
                 self.nodes.append(node)
                 self._node_up(node, kubelet_token, list(zip(specs, tars, strict=True)))
             self._kube_proxy(proxy_token)
@@ -233,17 +244,18 @@ class RealNodes:
         for node in self.nodes:
             _stop(node.kubelet)
         for node in self.nodes:
-            self._kill_cgroup_members(node)
             _stop(node.containerd)
-        # What containerd leaves (shims, trap 14) and the node-init holders: every process in the
-        # namespaces.
-        self._kill_in_namespaces()
+        # What containerd leaves (its shims, trap 14), the containers and the node-init holders: every
+        # process in the namespaces or the cgroups.
+        spare = {p.pid for p in (self.forwarder, self.netns_holder, self.janitor) if p is not None}
+        cleanup.sweep(self.traces, spare)
         for node in self.nodes:
             _stop(node.init, 5)
         _stop(self.forwarder, 5)
         _stop(self.netns_holder, 5)
-        for node in self.nodes:
-            self._remove_cgroups(node)
+        if self.janitor is not None and self.janitor.stdin is not None:
+            self.janitor.stdin.close()  # it sweeps once more, finds nothing, and exits
+            _stop(self.janitor, 30)
 
     def __enter__(self) -> RealNodes:
         return self.start()
@@ -252,6 +264,19 @@ class RealNodes:
         self.stop()
 
     # -- access ----------------------------------------------------------------------------
+
+    @property
+    def traces(self) -> cleanup.Traces:
+        """What identifies these nodes' processes and cgroups (``realnode.cleanup``)."""
+        return cleanup.Traces(
+            self.net_inode,
+            [n.mnt_inode for n in self.nodes if n.mnt_inode is not None],
+            [Node(n, self.tag, self.workdir).cgroup_root for n in range(1, self.count + 1)],
+        )
+
+    @property
+    def traces_file(self) -> pathlib.Path:
+        return self.workdir / "traces.json"
 
     def in_netns(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in the nodes' network namespace (the host's mount namespace)."""
@@ -283,22 +308,13 @@ class RealNodes:
         host mounts under the workdir, host paths they created, changed global settings, host
         links or nftables tables with their names."""
         found: list[str] = []
-        mnt = {n.mnt_inode for n in self.nodes if n.mnt_inode is not None}
-        roots = [n.cgroup_root for n in self.nodes]
-        for pid in _pids():
-            if self.net_inode is not None and _ns_inode(pid, "net") == self.net_inode:
-                found.append(f"process {pid} in the nodes' network namespace: {_cmdline(pid)}")
-            elif _ns_inode(pid, "mnt") in mnt:
-                found.append(f"process {pid} in a node's mount namespace: {_cmdline(pid)}")
-            else:
-                try:
-                    cgroups = pathlib.Path(f"/proc/{pid}/cgroup").read_text()
-                except OSError:
-                    continue
-                if any(f"/{root}/" in cgroups or cgroups.endswith(f"/{root}\n") for root in roots):
-                    found.append(f"process {pid} in a node's cgroup: {_cmdline(pid)}")
+        roots = self.traces.cgroup_roots
+        for pid in cleanup.pids():
+            why = cleanup.belongs(pid, self.traces)
+            if why and not cleanup.zombie(pid):
+                found.append(f"process {pid} {why}: {cleanup.cmdline(pid)}")
         for root in roots:
-            found += [f"cgroup {d}" for d in pathlib.Path("/sys/fs/cgroup").glob(f"*/{root}")]
+            found += [f"cgroup {d}" for d in cleanup.cgroup_dirs(root)]
         mounts = pathlib.Path("/proc/self/mountinfo").read_text()
         found += [
             f"host mount {line.split()[4]}" for line in mounts.splitlines() if str(self.workdir) in line
@@ -329,22 +345,36 @@ class RealNodes:
                 start_new_session=True,
             )
 
+    def _start_janitor(self) -> None:
+        """``realnode.janitor``: it outlives this process (no parent-death signal, a session of its own)
+        and sweeps the traces when the pipe it reads ends, that is when this process stops it or dies."""
+        self.traces.save(self.traces_file)
+        with (self.workdir / "janitor.log").open("ab") as fh:
+            self.janitor = subprocess.Popen(
+                [sys.executable, "-m", "realnode.janitor", str(self.traces_file)],
+                stdin=subprocess.PIPE,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=_python_env(),
+            )
+
     def _run_in_netns(self, *argv: str) -> None:
         subprocess.run(self.in_netns(argv), check=True, capture_output=True)
 
     def _network(self) -> None:
         self.netns_holder = self._spawn("netns", ["unshare", "--net", "--", "sleep", "infinity"])
         holder = self.netns_holder.pid
-        host = _ns_inode(os.getpid(), "net")
+        host = cleanup.ns_inode(os.getpid(), "net")
         _wait(
-            lambda: _ns_inode(holder, "net") not in (None, host) or not _alive(self.netns_holder),
+            lambda: cleanup.ns_inode(holder, "net") not in (None, host) or not _alive(self.netns_holder),
             10,
             "the network namespace",
             0.02,
         )
         if not _alive(self.netns_holder):
             raise RealNodeError(f"unshare --net failed\n{self.logs()}")
-        self.net_inode = _ns_inode(holder, "net")
+        self.net_inode = cleanup.ns_inode(holder, "net")
         a, b = f"rn{self.tag}a", f"rn{self.tag}b"
         self._run_in_netns("ip", "link", "set", "lo", "up")
         self._run_in_netns("ip", "link", "add", a, "type", "veth", "peer", "name", b)
@@ -360,7 +390,6 @@ class RealNodes:
     def _forward(self) -> None:
         assert self.netns_holder is not None
         port = self.cluster.control_plane.api_port
-        env_path = os.pathsep.join(p for p in (str(REPO / "tools"), os.environ.get("PYTHONPATH", "")) if p)
         log = self.workdir / "forward.log"
         with log.open("ab") as fh:
             self.forwarder = subprocess.Popen(
@@ -376,7 +405,7 @@ class RealNodes:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PYTHONPATH": env_path},
+                env=_python_env(),
             )
         _wait(
             lambda: "ready" in log.read_text() or not _alive(self.forwarder),
@@ -464,7 +493,8 @@ class RealNodes:
         if not _alive(node.init):
             raise RealNodeError(f"node-init.sh failed for {node.name}:\n{log.read_text()}")
         assert node.init is not None
-        node.mnt_inode = _ns_inode(node.init.pid, "mnt")
+        node.mnt_inode = cleanup.ns_inode(node.init.pid, "mnt")
+        self.traces.save(self.traces_file)
         enter = [
             "nsenter",
             f"--net=/proc/{self.netns_holder.pid}/ns/net",
@@ -555,96 +585,6 @@ class RealNodes:
                 time.sleep(0.5)
 
     # -- teardown --------------------------------------------------------------------------
-
-    def _cgroup_members(self, node: Node) -> set[int]:
-        pids: set[int] = set()
-        for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
-            root = hierarchy / node.cgroup_root
-            if not root.is_dir():
-                continue
-            for procs in root.rglob("cgroup.procs"):
-                with contextlib.suppress(OSError, ValueError):
-                    pids.update(int(p) for p in procs.read_text().split())
-        return pids
-
-    def _kill_cgroup_members(self, node: Node) -> None:
-        """SIGKILL every container and sandbox process of the node (its cgroup tree)."""
-        deadline = time.monotonic() + 20
-        while (members := self._cgroup_members(node)) and time.monotonic() < deadline:
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
-
-    def _kill_in_namespaces(self) -> None:
-        ours = {
-            p.pid for p in (self.netns_holder, self.forwarder, *(n.init for n in self.nodes)) if p is not None
-        }
-        mnt = {n.mnt_inode for n in self.nodes if n.mnt_inode is not None}
-
-        def strays() -> list[int]:
-            return [
-                pid
-                for pid in _pids()
-                if pid not in ours
-                and (
-                    (self.net_inode is not None and _ns_inode(pid, "net") == self.net_inode)
-                    or _ns_inode(pid, "mnt") in mnt
-                )
-                and not _zombie(pid)
-            ]
-
-        deadline = time.monotonic() + 15
-        while (left := strays()) and time.monotonic() < deadline:
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
-
-    def _remove_cgroups(self, node: Node) -> None:
-        """Depth first, in every hierarchy; a cgroup whose last process just died may stay busy a moment."""
-        deadline = time.monotonic() + 10
-        while True:
-            busy = []
-            for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
-                root = hierarchy / node.cgroup_root
-                if not root.is_dir():
-                    continue
-                for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                    with contextlib.suppress(FileNotFoundError):
-                        try:
-                            d.rmdir()
-                        except OSError:
-                            busy.append(d)
-                try:
-                    root.rmdir()
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    busy.append(root)
-            if not busy or time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (
-            pathlib.Path(f"/proc/{pid}/cmdline")
-            .read_bytes()
-            .replace(b"\0", b" ")
-            .decode(errors="replace")[:200]
-        )
-    except OSError:
-        return "?"
 
 
 def _schedulable(node: dict[str, object]) -> bool:

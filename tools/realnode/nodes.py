@@ -36,6 +36,7 @@ import contextlib
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,6 +102,18 @@ def find_binaries() -> pathlib.Path:
         ["bash", str(REPO / "tools" / "realnode" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
     )
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def missing_packages() -> list[str]:
+    """The Debian packages (``tools/realnova/install.sh``) a node needs and this machine lacks."""
+    needs = {
+        "containerd": shutil.which("containerd") and shutil.which("ctr"),
+        "runc": os.path.exists("/usr/sbin/runc"),
+        "containernetworking-plugins": (CNI_BIN / "bridge").exists() and (CNI_BIN / "host-local").exists(),
+        "nftables": shutil.which("nft"),
+        "util-linux": shutil.which("nsenter") and shutil.which("unshare"),
+    }
+    return [package for package, found in needs.items() if not found]
 
 
 def _python_env() -> dict[str, str]:
@@ -206,6 +219,9 @@ class RealNodes:
 
     def start(self) -> RealNodes:
         t0 = time.monotonic()
+        missing = missing_packages()
+        if missing:
+            raise RealNodeError(f"missing {', '.join(missing)}: run tools/realnova/install.sh")
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.bindir is None:
             self.bindir = find_binaries()

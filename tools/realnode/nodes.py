@@ -186,10 +186,16 @@ class Node:
 
     @property
     def socket(self) -> pathlib.Path:
-        return self.state / "containerd" / "containerd.sock"
+        """containerd's socket, in the node's own ``/run``: a path under the workdir can pass the
+        108-byte limit of a unix socket's address (it did under pytest's tmp_path)."""
+        return pathlib.Path("/run/containerd/containerd.sock")
 
     def ctr(self, *args: str) -> list[str]:
-        return ["ctr", "--address", str(self.socket), "-n", "k8s.io", *args]
+        """``ctr`` on this node's containerd, run in the node's mount namespace (where its socket is,
+        and where ``ctr`` may write its fifos)."""
+        assert self.init is not None
+        mnt = f"--mount=/proc/{self.init.pid}/ns/mnt"
+        return ["nsenter", mnt, "--", "ctr", "--address", str(self.socket), "-n", "k8s.io", *args]
 
 
 @dataclass
@@ -550,8 +556,10 @@ class RealNodes:
                 str(self.bindir / "kubelet"),
                 f"--config={etc / 'kubelet.yaml'}",
                 f"--kubeconfig={kubeconfig}",
-                f"--root-dir={node.state / 'kubelet'}",
-                f"--cert-dir={node.state / 'kubelet' / 'pki'}",
+                # the defaults, made explicit: inside the node's /var/lib overlay, so in the workdir, but with
+                # short socket paths (pod-resources/kubelet.sock)
+                "--root-dir=/var/lib/kubelet",
+                "--cert-dir=/var/lib/kubelet/pki",
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.ip}",
                 "--v=1",
@@ -617,11 +625,12 @@ def _schedulable(node: dict[str, object]) -> bool:
 
 def containerd_config(node: Node) -> str:
     """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
-    is the node's."""
+    is the node's: the content store in the workdir, the state, sockets and runc's state in the
+    node's own /run (an overlay, node-init.sh)."""
     s = node.state / "containerd"
     return f"""version = 2
 root = "{s / "root"}"
-state = "{s / "state"}"
+state = "/run/containerd"
 oom_score = 0
 [grpc]
   address = "{node.socket}"
@@ -649,7 +658,7 @@ oom_score = 0
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "/usr/sbin/runc"
-        Root = "{s / "runc"}"
+        Root = "/run/containerd/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN}"
@@ -708,7 +717,7 @@ authorization:
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 podLogsDir: /var/log/pods
-volumePluginDir: {node.state / "kubelet" / "volume-plugins"}
+volumePluginDir: /var/lib/kubelet/volume-plugins
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false

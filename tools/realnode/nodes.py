@@ -15,9 +15,10 @@ Layout:
 * The host's API server is reached at its own address, ``127.0.0.1:<port>``, through
   ``realnode.forward``: the kubeconfigs and the serving certificate stay those of the control plane.
 * Per node, a mount namespace prepared by ``node-init.sh``: its own ``/sys`` with the host's cgroup
-  mounts (trap 2), ``/var/lib`` (overlay), ``/var/log`` and ``/run/containerd`` redirected to the
-  node's state directory (trap 6), the global sysctls the kubelet sets masked (trap 5).
-  containerd and the kubelet run in it; each node has a cgroup root of its own in every hierarchy.
+  mounts (trap 2), overlays on ``/run`` and ``/var/lib`` and a bind on ``/var/log``, all kept in the
+  node's state directory (trap 6), the global sysctls the kubelet sets masked (trap 5). containerd
+  and the kubelet run in it, with their sockets and state at their default paths; each node has a
+  cgroup root of its own in every hierarchy.
 * The kubelets and kube-proxy authenticate with ServiceAccount tokens bound to the ``system:node``
   and ``system:node-proxier`` ClusterRoles (the control plane knows static tokens only).
 
@@ -26,7 +27,8 @@ even by SIGKILL, it ends what containerd started (shims, containers) and removes
 
 Known limit of this step: the API server runs on the host, so it cannot reach a kubelet's port
 (``kubectl logs``/``exec``/``port-forward``); tests read what a container says from its
-termination message instead.
+termination message instead. A way there: the API server's egress selector (``cluster`` over an
+HTTP CONNECT proxy that dials inside the namespace) plus a kubelet client certificate.
 """
 
 from __future__ import annotations

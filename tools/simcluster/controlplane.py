@@ -120,6 +120,8 @@ class ControlPlane:
     api_port: int = 0
     etcd_port: int = 0
     audit: bool = False
+    # more kube-apiserver flags, after the others (realnode: the kubelet client and its egress)
+    extra_apiserver_args: Sequence[str] = ()
     # what ``stop()`` took per process ("... (SIGKILL)": it outlived its grace period)
     stop_seconds: dict[str, float] = field(default_factory=dict)
     _procs: list[_Proc] = field(default_factory=list)
@@ -190,6 +192,7 @@ class ControlPlane:
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
                 *self._audit_flags(),
+                *self.extra_apiserver_args,
             ],
         )
         self._wait_ok(f"{self.server}/readyz", api, self.admin_token, timeout=self.start_timeout)

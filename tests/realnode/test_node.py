@@ -5,8 +5,8 @@ image is built here and imported with ``ctr``; the pod runs as a non-root uid on
 ConfigMap and Secret volumes in the modes it asks for; exec and httpGet probes decide readiness; a
 memory limit is enforced by the kernel. The last test stops the node and finds nothing left of it.
 
-What a container sees is read from its termination message: the API server runs on the host and
-cannot reach the kubelet's port (no ``kubectl exec`` or ``logs`` in this step).
+What a container sees is read from its termination message; the API server reaches the kubelet
+(``kubectl logs``) through an egress proxy into the nodes' namespace (``realnode.access``).
 
 Not skipped when something is missing: ``tools/realnova/install.sh`` installs containerd, runc, the
 CNI plugins and busybox-static; ``tools/realnode/build.sh`` builds the kubelet (``.ci/run`` runs both).
@@ -17,17 +17,21 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
+from realnode.access import KubeletAccess
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from simcluster import SimCluster, find_binaries
 from simcluster.controlplane import REPO
+from simcluster.installtools import tool
 from simcluster.kube import Kube, KubeError
 
 pytestmark = pytest.mark.realnova
@@ -41,8 +45,13 @@ POD_TIMEOUT = 150.0  # generous: a busy 2-core machine
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodes]:
-    cluster = SimCluster(pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries()).start()
-    real = RealNodes(cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), image_specs=[busybox_image()])
+    access = KubeletAccess(pathlib.Path(tmp_path_factory.mktemp("access")))
+    cluster = SimCluster(
+        pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries(), extra_apiserver_args=access.prepare()
+    ).start()
+    real = RealNodes(
+        cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), image_specs=[busybox_image()], access=access
+    )
     try:
         real.start()
         cluster.kube.post("/api/v1/namespaces", {"metadata": {"name": NS}})
@@ -173,7 +182,11 @@ def test_a_pod_from_a_local_image_runs_restricted_with_its_volumes_and_probes(no
                     ),
                     _container_spec(
                         "worker",
-                        ["sh", "-c", "sleep 2; touch /work/ready; exec sleep 3600"],
+                        [
+                            "sh",
+                            "-c",
+                            "echo worker started as $(id -u); sleep 2; touch /work/ready; exec sleep 3600",
+                        ],
                         volumeMounts=mounts,
                         readinessProbe={"exec": {"command": ["cat", "/work/ready"]}, **probe},
                     ),
@@ -230,6 +243,33 @@ def test_a_pod_from_a_local_image_runs_restricted_with_its_volumes_and_probes(no
     never = _pod(kube, "never-ready")
     assert not _ready(never)
     assert _container(never, "web")["ready"] is False
+
+
+def test_the_api_server_reads_a_containers_log_from_the_kubelet(nodes: RealNodes) -> None:
+    """kubectl logs: API server -> egress proxy into the namespace -> kubelet (client certificate) ->
+    containerd's log file."""
+    kube = nodes.cluster.kube
+    request = urllib.request.Request(
+        f"{kube.server}/api/v1/namespaces/{NS}/pods/app/log?container=worker",
+        headers={"Authorization": f"Bearer {kube.token}"},
+    )
+    context = ssl.create_default_context(cafile=str(nodes.cluster.control_plane.ca_file))
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        assert response.read().decode() == f"worker started as {APP_UID}\n"
+
+
+def test_kubectl_exec_runs_a_command_in_the_container(nodes: RealNodes) -> None:
+    """kubectl exec: the same way as logs, then the kubelet's stream to containerd's streaming server."""
+    kubectl = [str(tool("kubectl")), f"--kubeconfig={nodes.cluster.control_plane.kubeconfig}", "-n", NS]
+    out = subprocess.run(
+        [*kubectl, "exec", "app", "-c", "worker", "--", "sh", "-c", "id -u; touch /x || echo read-only"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == str(APP_UID)
+    assert out.stdout.rstrip().endswith("read-only")
 
 
 def test_a_service_reaches_the_pod_through_kube_proxy(nodes: RealNodes) -> None:

@@ -1,7 +1,8 @@
 """``python -m realnode up [--nodes N] [--workdir DIR]``: the project's control plane with N real nodes,
 until Ctrl-C (or SIGTERM), which stops everything and leaves nothing behind.
 
-The printed kubeconfig works from the host (the API server listens on its loopback); pods use
+The printed kubeconfig works from the host (the API server listens on its loopback), logs and exec
+included; pods use
 ``realnode.local/busybox:1`` with ``imagePullPolicy: Never``. Prints ``stopped`` last.
 """
 
@@ -17,6 +18,7 @@ from types import FrameType
 from simcluster import SimCluster, find_binaries
 
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
+from realnode.access import KubeletAccess
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -25,11 +27,14 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def up(nodes: int, workdir: pathlib.Path) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
-    cluster = SimCluster(workdir / "control-plane", find_binaries())
+    access = KubeletAccess(workdir / "access")  # kubectl logs, exec and port-forward
+    cluster = SimCluster(workdir / "control-plane", find_binaries(), extra_apiserver_args=access.prepare())
     real: RealNodes | None = None
     try:
         cluster.start()
-        real = RealNodes(cluster, workdir / "nodes", count=nodes, image_specs=[busybox_image()]).start()
+        real = RealNodes(
+            cluster, workdir / "nodes", count=nodes, image_specs=[busybox_image()], access=access
+        ).start()
         assert real.netns_holder is not None
         print(
             f"{nodes} real node(s) Ready in {real.startup_seconds:.1f} s: "

@@ -25,10 +25,10 @@ Layout:
 A janitor process (``realnode.janitor``) outlives the owner: if the owner dies without ``stop()``,
 even by SIGKILL, it ends what containerd started (shims, containers) and removes the cgroups.
 
-Known limit of this step: the API server runs on the host, so it cannot reach a kubelet's port
-(``kubectl logs``/``exec``/``port-forward``); tests read what a container says from its
-termination message instead. A way there: the API server's egress selector (``cluster`` over an
-HTTP CONNECT proxy that dials inside the namespace) plus a kubelet client certificate.
+The API server on the host reaches the kubelets (``kubectl logs``, ``exec``, ``port-forward``) when
+the control plane was started with ``KubeletAccess.prepare()``'s flags and ``access`` is given: its
+egress goes through ``realnode.forward connect`` into the namespace, with a client certificate the
+kubelets trust.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from simcluster.controlplane import DEATH_SIGNAL, REPO, ControlPlane
 from simcluster.kube import Kube, KubeError
 
 from realnode import cleanup, images
+from realnode.access import KubeletAccess
 from realnode.images import ImageSpec
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -211,11 +212,13 @@ class RealNodes:
     image_specs: Sequence[ImageSpec] = ()
     ready_timeout: float = 180.0
     name_prefix: str = "realnode"  # node names are <prefix>-<n>
+    access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     nodes: list[Node] = field(default_factory=list)
     netns_holder: subprocess.Popen[bytes] | None = None
     net_inode: int | None = None
     janitor: subprocess.Popen[bytes] | None = None
+    egress: subprocess.Popen[bytes] | None = None  # the API server's way to the kubelets (``access``)
     forwarder: subprocess.Popen[bytes] | None = None
     kube_proxy: subprocess.Popen[bytes] | None = None
     startup_seconds: float = 0.0
@@ -271,11 +274,14 @@ class RealNodes:
             _stop(node.containerd)
         # What containerd leaves (its shims, trap 14), the containers and the node-init holders: every
         # process in the namespaces or the cgroups.
-        spare = {p.pid for p in (self.forwarder, self.netns_holder, self.janitor) if p is not None}
+        spare = {
+            p.pid for p in (self.forwarder, self.egress, self.netns_holder, self.janitor) if p is not None
+        }
         cleanup.sweep(self.traces, spare)
         for node in self.nodes:
             _stop(node.init, 5)
         _stop(self.forwarder, 5)
+        _stop(self.egress, 5)
         _stop(self.netns_holder, 5)
         if self.janitor is not None and self.janitor.stdin is not None:
             self.janitor.stdin.close()  # it sweeps once more, finds nothing, and exits
@@ -347,6 +353,8 @@ class RealNodes:
             f"host path {p}" for p in HOST_PATHS if os.path.lexists(p) and p not in self._host_paths_before
         ]
         found += self.changed_host_settings()
+        if self.access is not None and f"@{self.access.name}" in pathlib.Path("/proc/net/unix").read_text():
+            found.append(f"abstract socket @{self.access.name}")
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
         found += [f"host link {w}" for w in links.split() if self.tag in w]
         tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
@@ -411,33 +419,30 @@ class RealNodes:
         # per-namespace: bridged pod-to-pod replies pass kube-proxy's DNAT (trap 9)
         self._run_in_netns("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1")
 
-    def _forward(self) -> None:
-        assert self.netns_holder is not None
-        port = self.cluster.control_plane.api_port
-        log = self.workdir / "forward.log"
+    def _helper(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """``python -m realnode.forward ARGS``, once it says ready."""
+        log = self.workdir / f"{name}.log"
         with log.open("ab") as fh:
-            self.forwarder = subprocess.Popen(
-                [
-                    *DEATH_SIGNAL,
-                    sys.executable,
-                    "-m",
-                    "realnode.forward",
-                    f"/proc/{self.netns_holder.pid}/ns/net",
-                    str(port),
-                ],
+            proc = subprocess.Popen(
+                [*DEATH_SIGNAL, sys.executable, "-m", "realnode.forward", *args],
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env=_python_env(),
             )
-        _wait(
-            lambda: "ready" in log.read_text() or not _alive(self.forwarder),
-            30,
-            "the API server's forwarder",
-        )
-        if not _alive(self.forwarder):
-            raise RealNodeError(f"the forwarder exited\n{log.read_text()}")
+        _wait(lambda: "ready" in log.read_text() or not _alive(proc), 30, name)
+        if not _alive(proc):
+            raise RealNodeError(f"{name} exited\n{log.read_text()}")
+        return proc
+
+    def _forward(self) -> None:
+        assert self.netns_holder is not None
+        netns = f"/proc/{self.netns_holder.pid}/ns/net"
+        port = self.cluster.control_plane.api_port
+        self.forwarder = self._helper("forward", ["listen", netns, str(port)])
+        if self.access is not None:
+            self.egress = self._helper("egress", ["connect", netns, self.access.name])
 
     # -- identities ------------------------------------------------------------------------
 
@@ -528,7 +533,7 @@ class RealNodes:
         ]
         (etc / "containerd.toml").write_text(containerd_config(node))
         (etc / "cni" / "10-realnode.conflist").write_text(cni_config(node))
-        (etc / "kubelet.yaml").write_text(kubelet_config(node))
+        (etc / "kubelet.yaml").write_text(kubelet_config(node, self.access.ca_file if self.access else None))
         node.containerd = self._spawn(
             f"{node.name}-containerd",
             [*enter, "containerd", "--config", str(etc / "containerd.toml")],
@@ -694,7 +699,7 @@ def cni_config(node: Node) -> str:
 """
 
 
-def kubelet_config(node: Node) -> str:
+def kubelet_config(node: Node, client_ca: pathlib.Path | None = None) -> str:
     """kubelet v1.37 on cgroup v1 (``failCgroupV1: false``, trap 4) with the cgroupfs driver
     (containerd 1.6 has no RuntimeConfig RPC, trap 10)."""
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
@@ -714,6 +719,7 @@ healthzPort: {10148 + 100 * node.index}
 authentication:
   anonymous: {{enabled: false}}
   webhook: {{enabled: true}}
+  x509: {{clientCAFile: "{client_ca or ""}"}}
 authorization:
   mode: Webhook
 clusterDomain: cluster.local

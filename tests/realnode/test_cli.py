@@ -13,6 +13,7 @@ import time
 
 import pytest
 import yaml
+from realnode import BUSYBOX_IMAGE
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from simcluster.controlplane import REPO
 from simcluster.kube import Kube
@@ -35,12 +36,12 @@ def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str
     return seen
 
 
-def test_up_serves_real_nodes_to_the_printed_kubeconfig_and_ctrl_c_leaves_nothing(
+def test_up_serves_two_real_nodes_to_the_printed_kubeconfig_and_ctrl_c_leaves_nothing(
     tmp_path: pathlib.Path,
 ) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tools"), str(REPO)])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "realnode", "up", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "realnode", "up", "--nodes", "2", "--workdir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -53,9 +54,28 @@ def test_up_serves_real_nodes_to_the_printed_kubeconfig_and_ctrl_c_leaves_nothin
         cluster = next(c["cluster"] for c in config["clusters"])
         user = next(u["user"] for u in config["users"] if u["name"] == "envtest-admin")
         kube = Kube(cluster["server"], user["token"], pathlib.Path(cluster["certificate-authority"]))
-        (node,) = kube.get("/api/v1/nodes")["items"]
-        assert node["metadata"]["name"] == "realnode-1"
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.37.2"
+        nodes = kube.get("/api/v1/nodes")["items"]
+        assert sorted(n["metadata"]["name"] for n in nodes) == ["realnode-1", "realnode-2"]
+        assert {n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes} == {"v1.37.2"}
+        # the second node runs pods too, on its own bridge and subnet
+        kube.post("/api/v1/namespaces", {"metadata": {"name": "cli"}})
+        container = {
+            "name": "c",
+            "image": BUSYBOX_IMAGE,
+            "imagePullPolicy": "Never",
+            "command": ["sleep", "600"],
+        }
+        kube.post(
+            "/api/v1/namespaces/cli/pods",
+            {"metadata": {"name": "on-2"}, "spec": {"nodeName": "realnode-2", "containers": [container]}},
+        )
+        Kube.wait(
+            lambda: kube.get("/api/v1/namespaces/cli/pods/on-2")["status"].get("phase") == "Running",
+            150,
+            "a pod on realnode-2 Running",
+            interval=0.5,
+        )
+        assert kube.get("/api/v1/namespaces/cli/pods/on-2")["status"]["podIP"].startswith("10.88.1.")
         traces = Traces.load(tmp_path / "nodes" / "traces.json")
         assert any(belongs(p, traces) for p in pids())
         proc.send_signal(signal.SIGINT)

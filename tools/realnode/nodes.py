@@ -285,7 +285,10 @@ class RealNodes:
         _stop(self.netns_holder, 5)
         if self.janitor is not None and self.janitor.stdin is not None:
             self.janitor.stdin.close()  # it sweeps once more, finds nothing, and exits
-            _stop(self.janitor, 30)
+            try:
+                self.janitor.wait(30)
+            except subprocess.TimeoutExpired:
+                _stop(self.janitor, 1)
 
     def __enter__(self) -> RealNodes:
         return self.start()

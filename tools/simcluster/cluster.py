@@ -83,6 +83,7 @@ class SimCluster:
     start_timeout: float = 90.0
     audit: bool = False  # log the operator's requests (``control_plane.audit_log``)
     extra_apiserver_args: Sequence[str] = ()  # see ControlPlane
+    service_account_admission: bool = False  # see ControlPlane
     control_plane: ControlPlane = field(init=False)
     kube: Kube = field(init=False)
     startup_seconds: float = 0.0
@@ -107,6 +108,7 @@ class SimCluster:
             start_timeout=self.start_timeout,
             audit=self.audit,
             extra_apiserver_args=self.extra_apiserver_args,
+            service_account_admission=self.service_account_admission,
         )
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -47,7 +47,10 @@ POD_TIMEOUT = 150.0  # generous: a busy 2-core machine
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodes]:
     access = KubeletAccess(pathlib.Path(tmp_path_factory.mktemp("access")))
     cluster = SimCluster(
-        pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries(), extra_apiserver_args=access.prepare()
+        pathlib.Path(tmp_path_factory.mktemp("cp")),
+        find_binaries(),
+        extra_apiserver_args=access.prepare(),
+        service_account_admission=True,
     ).start()
     real = RealNodes(
         cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), image_specs=[busybox_image()], access=access
@@ -55,6 +58,10 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodes]:
     try:
         real.start()
         cluster.kube.post("/api/v1/namespaces", {"metadata": {"name": NS}})
+        # ServiceAccount admission refuses pods until the controller manager made the namespace's SA
+        Kube.wait(
+            lambda: bool(cluster.kube.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default")), 60, "SA"
+        )
         yield real
     finally:
         real.stop()
@@ -290,6 +297,46 @@ def test_a_service_reaches_the_pod_through_kube_proxy(nodes: RealNodes) -> None:
         return subprocess.run(get, capture_output=True, text=True).stdout == "hello from a ConfigMap\n"
 
     Kube.wait(answered, POD_TIMEOUT, f"{url} answered from the nodes' namespace", interval=1)
+
+
+WHOAMI = """
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+{
+  echo "namespace=$(cat $sa/namespace)"
+  echo "token-bytes=$(wc -c <$sa/token)"
+  echo "ca=$(head -1 $sa/ca.crt)"
+  echo "service=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"
+  if nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" </dev/null; then echo api=reached; fi
+} >/dev/termination-log
+"""
+
+
+def test_a_pod_gets_its_service_account_token_and_reaches_the_kubernetes_service(nodes: RealNodes) -> None:
+    """ServiceAccount admission adds the projected volume, the kubelet fills it (a token it requests,
+    the root CA the controller manager publishes), and the ``kubernetes`` Service leads to the API
+    server. Only a TCP connection: busybox's TLS shares no cipher with the API server (seen)."""
+    nodes.cluster.kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": "whoami"},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
+                "containers": [_container_spec("whoami", ["sh", "-c", WHOAMI])],
+            },
+        },
+    )
+    pod = _wait_pod(
+        nodes, "whoami", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), "finished"
+    )
+    terminated = _container(pod, "whoami")["state"]["terminated"]
+    assert terminated["exitCode"] == 0, terminated
+    seen = dict(line.split("=", 1) for line in terminated["message"].splitlines())
+    assert seen["namespace"] == NS
+    assert int(seen["token-bytes"]) > 100
+    assert seen["ca"] == "-----BEGIN CERTIFICATE-----"
+    assert seen["service"] == "10.96.0.1:443"
+    assert seen["api"] == "reached"
 
 
 def test_a_memory_limit_oom_kills_the_container(nodes: RealNodes) -> None:

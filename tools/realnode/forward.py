@@ -1,10 +1,10 @@
 """TCP forwarding between the host's network namespace and the nodes'.
 
-``python -m realnode.forward listen NETNS_PATH PORT`` listens on ``127.0.0.1:PORT`` inside the network
-namespace at ``NETNS_PATH`` (e.g. ``/proc/<pid>/ns/net``) and connects each client to
-``127.0.0.1:PORT`` in the namespace it was started in. The nodes' kubelets and kube-proxy reach the
-host's API server this way, at the address its serving certificate names, without any link, route or
-rule between the namespaces.
+``python -m realnode.forward listen NETNS_PATH PORT [ADDRESS...]`` listens on ``ADDRESS:PORT``
+(``127.0.0.1`` by default) inside the network namespace at ``NETNS_PATH`` (e.g. ``/proc/<pid>/ns/net``)
+and connects each client to ``127.0.0.1:PORT`` in the namespace it was started in. The nodes' kubelets
+and kube-proxy reach the host's API server this way, at the address its serving certificate names,
+and pods through the ``kubernetes`` Service, without any link, route or rule between the namespaces.
 
 ``python -m realnode.forward connect NETNS_PATH NAME`` is an HTTP CONNECT proxy on the abstract unix
 socket ``@NAME`` of the namespace it was started in, whose connections are made inside the other: the
@@ -33,14 +33,14 @@ def setns(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def listen_in(netns: str, port: int) -> socket.socket:
-    """A listening socket on ``127.0.0.1:port`` of the namespace at ``netns``."""
+def listen_in(netns: str, port: int, addresses: list[str]) -> list[socket.socket]:
+    """Listening sockets on ``address:port`` of the namespace at ``netns``."""
     own = os.open("/proc/self/ns/net", os.O_RDONLY)
     other = os.open(netns, os.O_RDONLY)
     try:
         setns(other)
         try:
-            return socket.create_server(("127.0.0.1", port), backlog=128)
+            return [socket.create_server((address, port), backlog=128) for address in addresses]
         finally:
             setns(own)
     finally:
@@ -59,7 +59,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def serve(server_socket: socket.socket, port: int) -> None:
+async def serve(server_sockets: list[socket.socket], port: int) -> None:
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
             up_r, up_w = await asyncio.open_connection("127.0.0.1", port)
@@ -72,10 +72,9 @@ async def serve(server_socket: socket.socket, port: int) -> None:
             with contextlib.suppress(ConnectionError, OSError):
                 await w.wait_closed()
 
-    server = await asyncio.start_server(handle, sock=server_socket)
+    servers = [await asyncio.start_server(handle, sock=sock) for sock in server_sockets]
     print("ready", flush=True)
-    async with server:
-        await server.serve_forever()
+    await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 async def serve_connect(server_socket: socket.socket) -> None:
@@ -111,7 +110,7 @@ def main(argv: list[str]) -> int:
     mode, netns = argv[0], argv[1]
     if mode == "listen":
         port = int(argv[2])
-        asyncio.run(serve(listen_in(netns, port), port))
+        asyncio.run(serve(listen_in(netns, port, argv[3:] or ["127.0.0.1"]), port))
     elif mode == "connect":
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind("\0" + argv[2])  # abstract: no file, gone with the process

@@ -58,6 +58,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 NODE_INIT = HERE / "node-init.sh"
 NICE = ["nice", "-n", "10"]  # containers inherit it through the shim (trap 17)
 POD_CIDR = "10.88.0.0/16"
+# Where pods reach the API server (the ``kubernetes`` Service's endpoint): the forwarder, in the namespace.
+API_IP = "10.87.0.1"
 CNI_BIN = pathlib.Path("/usr/lib/cni")
 # The global kernel settings a kubelet or kube-proxy would write (traps 5 and 7): never changed on the host.
 GLOBAL_SETTINGS = (
@@ -247,6 +249,7 @@ class RealNodes:
             self._network()
             self.traces.save(self.traces_file)
             self._forward()
+            self._kubernetes_endpoint()
             kubelet_token, proxy_token = self._identities()
             for n in range(1, self.count + 1):
                 node = Node(n, self.tag, self.workdir / f"node-{n}", prefix=self.name_prefix)
@@ -413,8 +416,8 @@ class RealNodes:
         a, b = f"rn{self.tag}a", f"rn{self.tag}b"
         self._run_in_netns("ip", "link", "set", "lo", "up")
         self._run_in_netns("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-        for n in range(1, self.count + 1):
-            self._run_in_netns("ip", "addr", "add", f"10.87.0.{n + 1}/24", "dev", a)
+        for n in range(self.count + 1):
+            self._run_in_netns("ip", "addr", "add", f"10.87.0.{n + 1}/24", "dev", a)  # API_IP, node IPs
         self._run_in_netns("ip", "link", "set", a, "up")
         self._run_in_netns("ip", "link", "set", b, "up")
         # the node itself routes to ClusterIPs through a default route (kube-proxy's DNAT does the rest)
@@ -443,9 +446,30 @@ class RealNodes:
         assert self.netns_holder is not None
         netns = f"/proc/{self.netns_holder.pid}/ns/net"
         port = self.cluster.control_plane.api_port
-        self.forwarder = self._helper("forward", ["listen", netns, str(port)])
+        self.forwarder = self._helper("forward", ["listen", netns, str(port), "127.0.0.1", API_IP])
         if self.access is not None:
             self.egress = self._helper("egress", ["connect", netns, self.access.name])
+
+    def _kubernetes_endpoint(self) -> None:
+        """The ``kubernetes`` Service leads pods to the forwarder (the control plane's API server
+        reconciles no endpoints of its own: ``--endpoint-reconciler-type=none``)."""
+        self.cluster.kube.apply(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "kubernetes-realnode",
+                    "labels": {
+                        "kubernetes.io/service-name": "kubernetes",
+                        "endpointslice.kubernetes.io/managed-by": "realnode",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [API_IP], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": self.cluster.control_plane.api_port, "protocol": "TCP"}],
+            },
+            namespace="default",
+        )
 
     # -- identities ------------------------------------------------------------------------
 

@@ -50,6 +50,9 @@ def up(nodes: int, workdir: pathlib.Path) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # a second Ctrl-C (a terminal sends it to the whole group) must not cut the cleanup short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if real is not None:
             real.stop()
         cluster.stop()

@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 N ?= 10
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
+.PHONY: help venv envtest realnode deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -28,6 +28,9 @@ venv: .venv/.installed  ## create .venv with the project and its test and dev ex
 
 envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster binaries
 	bash tools/envtest/build.sh
+
+realnode:  ## build (or reuse) kubelet, kube-proxy and pause for real nodes (tools/realnode), from Go modules
+	bash tools/realnode/build.sh
 
 deploytools:  ## build (or reuse) helm, kustomize and kubectl from Go modules
 	bash tools/deploytools/build.sh

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The Debian packages of the real-Nova tier: the backing servers (MariaDB, RabbitMQ, memcached), the
-# noVNC web files a nova image carries, nftables and Open vSwitch's ovsdb-server for the nodes.
+# noVNC web files a nova image carries, nftables and Open vSwitch's ovsdb-server for the nodes; and what
+# a real node runs beside the kubelet (tools/realnode): containerd, runc, the CNI plugins, and the static
+# busybox its test image is made of (libc6-dev: the static pause binary of tools/realnode/build.sh).
 # Idempotent: returns at once when every package is installed. No service is started (no systemd
 # here); tools/simcluster/realservices starts each as a plain process.
 set -euo pipefail
 # python3.11-dev, python3.11-venv and gcc: the venvs (tools/catalogs/ensure_venvs.sh, venvs.sh) are made with
 # Debian's interpreter, and uWSGI compiles against its libpython.
 PACKAGES=(mariadb-server mariadb-client rabbitmq-server memcached novnc nftables openvswitch-switch iproute2
-  python3.11-dev python3.11-venv gcc)
+  python3.11-dev python3.11-venv gcc
+  containerd runc containernetworking-plugins busybox-static libc6-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -82,6 +82,8 @@ class SimCluster:
     extra_stage_files: Sequence[pathlib.Path] = ()
     start_timeout: float = 90.0
     audit: bool = False  # log the operator's requests (``control_plane.audit_log``)
+    extra_apiserver_args: Sequence[str] = ()  # see ControlPlane
+    service_account_admission: bool = False  # see ControlPlane
     control_plane: ControlPlane = field(init=False)
     kube: Kube = field(init=False)
     startup_seconds: float = 0.0
@@ -101,7 +103,12 @@ class SimCluster:
                 "run tools/envtest/build.sh without ENVTEST_ONLY_CORE=1"
             )
         self.control_plane = ControlPlane(
-            self.workdir, self.bindir, start_timeout=self.start_timeout, audit=self.audit
+            self.workdir,
+            self.bindir,
+            start_timeout=self.start_timeout,
+            audit=self.audit,
+            extra_apiserver_args=self.extra_apiserver_args,
+            service_account_admission=self.service_account_admission,
         )
 
     # -- lifecycle -------------------------------------------------------------------------

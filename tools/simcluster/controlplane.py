@@ -120,6 +120,10 @@ class ControlPlane:
     api_port: int = 0
     etcd_port: int = 0
     audit: bool = False
+    # more kube-apiserver flags, after the others (realnode: the kubelet client and its egress)
+    extra_apiserver_args: Sequence[str] = ()
+    # real kubelets mount a pod's ServiceAccount token; kwok and the stand-in have no use for it
+    service_account_admission: bool = False
     # what ``stop()`` took per process ("... (SIGKILL)": it outlived its grace period)
     stop_seconds: dict[str, float] = field(default_factory=dict)
     _procs: list[_Proc] = field(default_factory=list)
@@ -187,9 +191,10 @@ class ControlPlane:
                 f"--service-account-signing-key-file={w / 'sa.key'}",
                 f"--token-auth-file={w / 'tokens.csv'}",
                 "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
+                *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
                 "--allow-privileged=true",
                 *self._audit_flags(),
+                *self.extra_apiserver_args,
             ],
         )
         self._wait_ok(f"{self.server}/readyz", api, self.admin_token, timeout=self.start_timeout)

@@ -1,0 +1,789 @@
+"""Real nodes: a kubelet on containerd per node, a CNI bridge network and kube-proxy, in namespaces of
+their own, joined to a control plane the project starts (``simcluster.SimCluster``).
+
+``RealNodes(cluster, workdir, count=N).start()`` returns once every node is Ready and schedulable;
+``stop()`` ends every process it started and every container, removes the cgroups, and leaves nothing
+behind; ``leftovers()`` says what is left, if anything (for tests). Recipe and traps:
+``/work/shared/design/real-kubelet.md`` (numbers below refer to its traps).
+
+Layout:
+
+* One network namespace, held by a ``sleep`` started with ``unshare --net`` (no ``ip netns add``:
+  no bind mount on the host). In it: ``lo``; a veth pair whose two ends both stay inside (this
+  kernel has no dummy driver, trap 3), carrying node *n*'s IP ``10.87.0.(n+1)``; one bridge per node
+  for its pods' ``10.88.(n-1).0/24``; kube-proxy's nftables table (trap 9).
+* The host's API server is reached at its own address, ``127.0.0.1:<port>``, through
+  ``realnode.forward``: the kubeconfigs and the serving certificate stay those of the control plane.
+* Per node, a mount namespace prepared by ``node-init.sh``: its own ``/sys`` with the host's cgroup
+  mounts (trap 2), overlays on ``/run`` and ``/var/lib`` and a bind on ``/var/log``, all kept in the
+  node's state directory (trap 6), the global sysctls the kubelet sets masked (trap 5). containerd
+  and the kubelet run in it, with their sockets and state at their default paths; each node has a
+  cgroup root of its own in every hierarchy.
+* The kubelets and kube-proxy authenticate with ServiceAccount tokens bound to the ``system:node``
+  and ``system:node-proxier`` ClusterRoles (the control plane knows static tokens only).
+
+A janitor process (``realnode.janitor``) outlives the owner: if the owner dies without ``stop()``,
+even by SIGKILL, it ends what containerd started (shims, containers) and removes the cgroups.
+
+The API server on the host reaches the kubelets (``kubectl logs``, ``exec``, ``port-forward``) when
+the control plane was started with ``KubeletAccess.prepare()``'s flags and ``access`` is given: its
+egress goes through ``realnode.forward connect`` into the namespace, with a client certificate the
+kubelets trust.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from simcluster.controlplane import DEATH_SIGNAL, REPO, ControlPlane
+from simcluster.kube import Kube, KubeError
+
+from realnode import cleanup, images
+from realnode.access import KubeletAccess
+from realnode.images import ImageSpec
+
+HERE = pathlib.Path(__file__).resolve().parent
+NODE_INIT = HERE / "node-init.sh"
+NICE = ["nice", "-n", "10"]  # containers inherit it through the shim (trap 17)
+POD_CIDR = "10.88.0.0/16"
+# Where pods reach the API server (the ``kubernetes`` Service's endpoint): the forwarder, in the namespace.
+API_IP = "10.87.0.1"
+CNI_BIN = pathlib.Path("/usr/lib/cni")
+# The global kernel settings a kubelet or kube-proxy would write (traps 5 and 7): never changed on the host.
+GLOBAL_SETTINGS = (
+    "/proc/sys/vm/overcommit_memory",
+    "/proc/sys/vm/panic_on_oom",
+    "/proc/sys/kernel/panic",
+    "/proc/sys/kernel/panic_on_oops",
+    "/proc/sys/kernel/keys/root_maxkeys",
+    "/proc/sys/kernel/keys/root_maxbytes",
+    "/proc/sys/net/netfilter/nf_conntrack_max",
+    "/sys/module/nf_conntrack/parameters/hashsize",
+)
+# Host paths the daemons write to despite their flags (trap 6): redirected inside each node.
+HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/var/lib/containerd",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/run/containerd",
+    "/run/netns",
+    "/usr/libexec/kubernetes",
+)
+KUBE_SYSTEM = "kube-system"
+
+
+class Cluster(Protocol):
+    """What the nodes need of a started control plane: ``simcluster.SimCluster`` has it (its controller
+    manager clears a new node's not-ready taint, its scheduler places pods)."""
+
+    control_plane: ControlPlane
+    kube: Kube
+
+
+class RealNodeError(RuntimeError):
+    """A node's process failed to start, or a node did not turn Ready."""
+
+
+def find_binaries() -> pathlib.Path:
+    """kubelet, kube-proxy and pause: ``$REALNODE_BIN``, or ``tools/realnode/build.sh``'s output."""
+    env = os.environ.get("REALNODE_BIN")
+    if env:
+        return pathlib.Path(env)
+    out = subprocess.run(
+        ["bash", str(REPO / "tools" / "realnode" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def missing_packages() -> list[str]:
+    """The Debian packages (``tools/realnova/install.sh``) a node needs and this machine lacks."""
+    needs = {
+        "containerd": shutil.which("containerd") and shutil.which("ctr"),
+        "runc": os.path.exists("/usr/sbin/runc"),
+        "containernetworking-plugins": (CNI_BIN / "bridge").exists() and (CNI_BIN / "host-local").exists(),
+        "nftables": shutil.which("nft"),
+        "util-linux": shutil.which("nsenter") and shutil.which("unshare"),
+    }
+    return [package for package, found in needs.items() if not found]
+
+
+def _python_env() -> dict[str, str]:
+    """This environment with ``tools/`` on the path, for the helpers run as ``python -m realnode.*``."""
+    path = os.pathsep.join(p for p in (str(REPO / "tools"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _alive(popen: subprocess.Popen[bytes] | None) -> bool:
+    return popen is not None and popen.poll() is None
+
+
+def _stop(popen: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
+    if popen is None or popen.poll() is not None:
+        return
+    popen.send_signal(signal.SIGTERM)
+    try:
+        popen.wait(grace)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait()
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RealNodeError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def _write_if_changed(path: pathlib.Path, text: str) -> None:
+    """kube-proxy exits when its config file is rewritten, even unchanged (trap 8)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+@dataclass
+class Node:
+    """One node's names, addresses, directories and processes."""
+
+    index: int  # 1-based
+    tag: str  # the cluster's, in every name visible outside the namespaces
+    state: pathlib.Path
+    init: subprocess.Popen[bytes] | None = None
+    containerd: subprocess.Popen[bytes] | None = None
+    kubelet: subprocess.Popen[bytes] | None = None
+    mnt_inode: int | None = None
+    prefix: str = "realnode"
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}-{self.index}"
+
+    @property
+    def ip(self) -> str:
+        return f"10.87.0.{self.index + 1}"
+
+    @property
+    def pod_subnet(self) -> str:
+        return f"10.88.{self.index - 1}.0/24"
+
+    @property
+    def bridge(self) -> str:
+        return f"rb{self.tag}{self.index}"
+
+    @property
+    def cgroup_root(self) -> str:
+        return f"realnode-{self.tag}-{self.index}"
+
+    @property
+    def socket(self) -> pathlib.Path:
+        """containerd's socket, in the node's own ``/run``: a path under the workdir can pass the
+        108-byte limit of a unix socket's address (it did under pytest's tmp_path)."""
+        return pathlib.Path("/run/containerd/containerd.sock")
+
+    def ctr(self, *args: str) -> list[str]:
+        """``ctr`` on this node's containerd, run in the node's mount namespace (where its socket is,
+        and where ``ctr`` may write its fifos)."""
+        assert self.init is not None
+        mnt = f"--mount=/proc/{self.init.pid}/ns/mnt"
+        return ["nsenter", mnt, "--", "ctr", "--address", str(self.socket), "-n", "k8s.io", *args]
+
+
+@dataclass
+class RealNodes:
+    """``count`` real nodes for ``cluster`` (started), with state and logs in ``workdir``."""
+
+    cluster: Cluster
+    workdir: pathlib.Path
+    count: int = 1
+    bindir: pathlib.Path | None = None
+    image_specs: Sequence[ImageSpec] = ()
+    ready_timeout: float = 180.0
+    name_prefix: str = "realnode"  # node names are <prefix>-<n>
+    access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    nodes: list[Node] = field(default_factory=list)
+    netns_holder: subprocess.Popen[bytes] | None = None
+    net_inode: int | None = None
+    janitor: subprocess.Popen[bytes] | None = None
+    egress: subprocess.Popen[bytes] | None = None  # the API server's way to the kubelets (``access``)
+    forwarder: subprocess.Popen[bytes] | None = None
+    kube_proxy: subprocess.Popen[bytes] | None = None
+    startup_seconds: float = 0.0
+    _host_settings: dict[str, str] = field(default_factory=dict)
+    _host_paths_before: set[str] = field(default_factory=set)
+    _started: bool = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> RealNodes:
+        t0 = time.monotonic()
+        missing = missing_packages()
+        if missing:
+            raise RealNodeError(f"missing {', '.join(missing)}: run tools/realnova/install.sh")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.bindir is None:
+            self.bindir = find_binaries()
+        self._host_settings = self.host_settings()
+        self._host_paths_before = {p for p in HOST_PATHS if os.path.lexists(p)}
+        self._started = True
+        atexit.register(self.stop)
+        try:
+            self._start_janitor()
+            specs = [images.pause_image(self.bindir), *self.image_specs]
+            tars = [images.build(spec) for spec in specs]
+            self._network()
+            self.traces.save(self.traces_file)
+            self._forward()
+            self._kubernetes_endpoint()
+            kubelet_token, proxy_token = self._identities()
+            for n in range(1, self.count + 1):
+                node = Node(n, self.tag, self.workdir / f"node-{n}", prefix=self.name_prefix)
+                self.nodes.append(node)
+                self._node_up(node, kubelet_token, list(zip(specs, tars, strict=True)))
+            self._kube_proxy(proxy_token)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Stop kube-proxy, the kubelets, every container, containerd, the namespaces; remove the
+        cgroups. Idempotent."""
+        if not self._started:
+            return
+        self._started = False
+        atexit.unregister(self.stop)
+        _stop(self.kube_proxy)
+        for node in self.nodes:
+            _stop(node.kubelet)
+        for node in self.nodes:
+            _stop(node.containerd)
+        # What containerd leaves (its shims, trap 14), the containers and the node-init holders: every
+        # process in the namespaces or the cgroups.
+        spare = {
+            p.pid for p in (self.forwarder, self.egress, self.netns_holder, self.janitor) if p is not None
+        }
+        cleanup.sweep(self.traces, spare)
+        for node in self.nodes:
+            _stop(node.init, 5)
+        _stop(self.forwarder, 5)
+        _stop(self.egress, 5)
+        _stop(self.netns_holder, 5)
+        if self.janitor is not None and self.janitor.stdin is not None:
+            self.janitor.stdin.close()  # it sweeps once more, finds nothing, and exits
+            try:
+                self.janitor.wait(30)
+            except subprocess.TimeoutExpired:
+                _stop(self.janitor, 1)
+
+    def __enter__(self) -> RealNodes:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- access ----------------------------------------------------------------------------
+
+    @property
+    def traces(self) -> cleanup.Traces:
+        """What identifies these nodes' processes and cgroups (``realnode.cleanup``)."""
+        return cleanup.Traces(
+            self.net_inode,
+            [n.mnt_inode for n in self.nodes if n.mnt_inode is not None],
+            [Node(n, self.tag, self.workdir).cgroup_root for n in range(1, self.count + 1)],
+        )
+
+    @property
+    def traces_file(self) -> pathlib.Path:
+        return self.workdir / "traces.json"
+
+    def in_netns(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run in the nodes' network namespace (the host's mount namespace)."""
+        assert self.netns_holder is not None
+        return ["nsenter", f"--net=/proc/{self.netns_holder.pid}/ns/net", "--", *argv]
+
+    def logs(self, tail_bytes: int = 8000) -> str:
+        parts = []
+        for log in sorted(self.workdir.glob("**/*.log")):
+            data = log.read_bytes()[-tail_bytes:]
+            parts.append(f"===== {log.relative_to(self.workdir)} =====\n{data.decode(errors='replace')}")
+        return "\n".join(parts)
+
+    @staticmethod
+    def host_settings() -> dict[str, str]:
+        out = {}
+        for path in GLOBAL_SETTINGS:
+            with contextlib.suppress(OSError):
+                out[path] = pathlib.Path(path).read_text().strip()
+        return out
+
+    def changed_host_settings(self) -> list[str]:
+        """The global kernel settings (``GLOBAL_SETTINGS``) that differ from before ``start()``."""
+        now = self.host_settings()
+        return [f"{p}: {v} -> {now.get(p)}" for p, v in self._host_settings.items() if now.get(p) != v]
+
+    def leftovers(self) -> list[str]:
+        """What of these nodes is still there: processes in their namespaces or cgroups, cgroups,
+        host mounts under the workdir, host paths they created, changed global settings, host
+        links or nftables tables with their names."""
+        found: list[str] = []
+        roots = self.traces.cgroup_roots
+        for pid in cleanup.pids():
+            why = cleanup.belongs(pid, self.traces)
+            if why and not cleanup.zombie(pid):
+                found.append(f"process {pid} {why}: {cleanup.cmdline(pid)}")
+        for root in roots:
+            found += [f"cgroup {d}" for d in cleanup.cgroup_dirs(root)]
+        mounts = pathlib.Path("/proc/self/mountinfo").read_text()
+        found += [
+            f"host mount {line.split()[4]}" for line in mounts.splitlines() if str(self.workdir) in line
+        ]
+        found += [
+            f"host path {p}" for p in HOST_PATHS if os.path.lexists(p) and p not in self._host_paths_before
+        ]
+        found += self.changed_host_settings()
+        if self.access is not None and f"@{self.access.name}" in pathlib.Path("/proc/net/unix").read_text():
+            found.append(f"abstract socket @{self.access.name}")
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+        found += [f"host link {w}" for w in links.split() if self.tag in w]
+        tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+        found += [f"host nftables {line}" for line in tables.splitlines() if "kube-proxy" in line]
+        return found
+
+    # -- network ---------------------------------------------------------------------------
+
+    def _spawn(
+        self, name: str, argv: Sequence[str], log: pathlib.Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = log or self.workdir / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as fh:
+            return subprocess.Popen(
+                [*DEATH_SIGNAL, *argv],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _start_janitor(self) -> None:
+        """``realnode.janitor``: it outlives this process (no parent-death signal, a session of its own)
+        and sweeps the traces when the pipe it reads ends, that is when this process stops it or dies."""
+        self.traces.save(self.traces_file)
+        with (self.workdir / "janitor.log").open("ab") as fh:
+            self.janitor = subprocess.Popen(
+                [sys.executable, "-m", "realnode.janitor", str(self.traces_file)],
+                stdin=subprocess.PIPE,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=_python_env(),
+            )
+
+    def _run_in_netns(self, *argv: str) -> None:
+        subprocess.run(self.in_netns(argv), check=True, capture_output=True)
+
+    def _network(self) -> None:
+        self.netns_holder = self._spawn("netns", ["unshare", "--net", "--", "sleep", "infinity"])
+        holder = self.netns_holder.pid
+        host = cleanup.ns_inode(os.getpid(), "net")
+        _wait(
+            lambda: cleanup.ns_inode(holder, "net") not in (None, host) or not _alive(self.netns_holder),
+            10,
+            "the network namespace",
+            0.02,
+        )
+        if not _alive(self.netns_holder):
+            raise RealNodeError(f"unshare --net failed\n{self.logs()}")
+        self.net_inode = cleanup.ns_inode(holder, "net")
+        a, b = f"rn{self.tag}a", f"rn{self.tag}b"
+        self._run_in_netns("ip", "link", "set", "lo", "up")
+        self._run_in_netns("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        for n in range(self.count + 1):
+            self._run_in_netns("ip", "addr", "add", f"10.87.0.{n + 1}/24", "dev", a)  # API_IP, node IPs
+        self._run_in_netns("ip", "link", "set", a, "up")
+        self._run_in_netns("ip", "link", "set", b, "up")
+        # the node itself routes to ClusterIPs through a default route (kube-proxy's DNAT does the rest)
+        self._run_in_netns("ip", "route", "add", "default", "dev", a)
+        # per-namespace: bridged pod-to-pod replies pass kube-proxy's DNAT (trap 9)
+        self._run_in_netns("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1")
+
+    def _helper(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """``python -m realnode.forward ARGS``, once it says ready."""
+        log = self.workdir / f"{name}.log"
+        with log.open("ab") as fh:
+            proc = subprocess.Popen(
+                [*DEATH_SIGNAL, sys.executable, "-m", "realnode.forward", *args],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=_python_env(),
+            )
+        _wait(lambda: "ready" in log.read_text() or not _alive(proc), 30, name)
+        if not _alive(proc):
+            raise RealNodeError(f"{name} exited\n{log.read_text()}")
+        return proc
+
+    def _forward(self) -> None:
+        assert self.netns_holder is not None
+        netns = f"/proc/{self.netns_holder.pid}/ns/net"
+        port = self.cluster.control_plane.api_port
+        self.forwarder = self._helper("forward", ["listen", netns, str(port), "127.0.0.1", API_IP])
+        if self.access is not None:
+            self.egress = self._helper("egress", ["connect", netns, self.access.name])
+
+    def _kubernetes_endpoint(self) -> None:
+        """The ``kubernetes`` Service leads pods to the forwarder (the control plane's API server
+        reconciles no endpoints of its own: ``--endpoint-reconciler-type=none``)."""
+        self.cluster.kube.apply(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "kubernetes-realnode",
+                    "labels": {
+                        "kubernetes.io/service-name": "kubernetes",
+                        "endpointslice.kubernetes.io/managed-by": "realnode",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [API_IP], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": self.cluster.control_plane.api_port, "protocol": "TCP"}],
+            },
+            namespace="default",
+        )
+
+    # -- identities ------------------------------------------------------------------------
+
+    def _identities(self) -> tuple[str, str]:
+        """ServiceAccount tokens for the kubelets and kube-proxy, bound to the stock ClusterRoles."""
+        kube = self.cluster.kube
+        tokens = []
+        for account, role in (("realnode-kubelet", "system:node"), ("realnode-proxy", "system:node-proxier")):
+            kube.apply(
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+                namespace=KUBE_SYSTEM,
+            )
+            kube.apply(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": account},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": KUBE_SYSTEM}],
+                }
+            )
+            req = kube.post(
+                f"/api/v1/namespaces/{KUBE_SYSTEM}/serviceaccounts/{account}/token",
+                {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": 86400},
+                },
+            )
+            tokens.append(str(req["status"]["token"]))
+        return tokens[0], tokens[1]
+
+    def _kubeconfig(self, path: pathlib.Path, user: str, token: str) -> pathlib.Path:
+        cp = self.cluster.control_plane
+        path.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f'clusters:\n- name: local\n  cluster:\n    server: "{cp.server}"\n'
+            f'    certificate-authority: "{cp.ca_file}"\n'
+            f'users:\n- name: {user}\n  user:\n    token: "{token}"\n'
+            f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
+            "current-context: local\n"
+        )
+        return path
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _node_up(self, node: Node, token: str, image_tars: Iterable[tuple[ImageSpec, pathlib.Path]]) -> None:
+        assert self.netns_holder is not None
+        assert self.bindir is not None
+        node.state.mkdir(parents=True, exist_ok=True)
+        etc = node.state / "etc"
+        (etc / "cni").mkdir(parents=True, exist_ok=True)
+        log = node.state / "node-init.log"
+        node.init = self._spawn(
+            f"{node.name}-init",
+            [
+                "nsenter",
+                f"--net=/proc/{self.netns_holder.pid}/ns/net",
+                "--",
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "bash",
+                str(NODE_INIT),
+                str(node.state),
+                node.cgroup_root,
+            ],
+            log,
+        )
+        _wait(
+            lambda: "ready\n" in log.read_text() or not _alive(node.init),
+            30,
+            f"{node.name}'s mount namespace",
+        )
+        if not _alive(node.init):
+            raise RealNodeError(f"node-init.sh failed for {node.name}:\n{log.read_text()}")
+        assert node.init is not None
+        node.mnt_inode = cleanup.ns_inode(node.init.pid, "mnt")
+        self.traces.save(self.traces_file)
+        enter = [
+            "nsenter",
+            f"--net=/proc/{self.netns_holder.pid}/ns/net",
+            f"--mount=/proc/{node.init.pid}/ns/mnt",
+            "--",
+            *NICE,
+        ]
+        (etc / "containerd.toml").write_text(containerd_config(node))
+        (etc / "cni" / "10-realnode.conflist").write_text(cni_config(node))
+        (etc / "kubelet.yaml").write_text(kubelet_config(node, self.access.ca_file if self.access else None))
+        node.containerd = self._spawn(
+            f"{node.name}-containerd",
+            [*enter, "containerd", "--config", str(etc / "containerd.toml")],
+            node.state / "containerd.log",
+        )
+        _wait(
+            lambda: (
+                not _alive(node.containerd)
+                or subprocess.run(node.ctr("version"), capture_output=True).returncode == 0
+            ),
+            60,
+            f"{node.name}'s containerd",
+        )
+        if not _alive(node.containerd):
+            raise RealNodeError(f"containerd of {node.name} exited\n{self.logs()}")
+        for spec, tar in image_tars:
+            subprocess.run(
+                node.ctr("images", "import", "--base-name", spec.repo, str(tar)),
+                check=True,
+                capture_output=True,
+            )
+        kubeconfig = self._kubeconfig(node.state / "kubelet.kubeconfig", "kubelet", token)
+        node.kubelet = self._spawn(
+            f"{node.name}-kubelet",
+            [
+                *enter,
+                str(self.bindir / "kubelet"),
+                f"--config={etc / 'kubelet.yaml'}",
+                f"--kubeconfig={kubeconfig}",
+                # the defaults, made explicit: inside the node's /var/lib overlay, so in the workdir, but with
+                # short socket paths (pod-resources/kubelet.sock)
+                "--root-dir=/var/lib/kubelet",
+                "--cert-dir=/var/lib/kubelet/pki",
+                f"--hostname-override={node.name}",
+                f"--node-ip={node.ip}",
+                "--v=1",
+            ],
+            node.state / "kubelet.log",
+        )
+
+    def _kube_proxy(self, token: str) -> None:
+        assert self.netns_holder is not None
+        assert self.bindir is not None
+        first = self.nodes[0]
+        kubeconfig = self._kubeconfig(self.workdir / "kube-proxy.kubeconfig", "kube-proxy", token)
+        config = self.workdir / "kube-proxy.yaml"
+        _write_if_changed(config, kube_proxy_config(first, kubeconfig))
+        self.kube_proxy = self._spawn(
+            "kube-proxy",
+            [
+                "nsenter",
+                f"--net=/proc/{self.netns_holder.pid}/ns/net",
+                "--",
+                *NICE,
+                str(self.bindir / "kube-proxy"),
+                f"--config={config}",
+                "--v=1",
+            ],
+        )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        for node in self.nodes:
+            while True:
+                for proc, what in ((node.kubelet, "kubelet"), (node.containerd, "containerd")):
+                    if not _alive(proc):
+                        raise RealNodeError(f"the {what} of {node.name} exited\n{self.logs()}")
+                if not _alive(self.kube_proxy):
+                    raise RealNodeError(f"kube-proxy exited\n{self.logs()}")
+                try:
+                    if _schedulable(self.cluster.kube.get(f"/api/v1/nodes/{node.name}")):
+                        break
+                except KubeError as exc:
+                    if exc.status != 404:
+                        raise
+                if time.monotonic() > deadline:
+                    raise RealNodeError(
+                        f"{node.name} not Ready after {self.ready_timeout:.0f} s\n{self.logs()}"
+                    )
+                time.sleep(0.5)
+
+    # -- teardown --------------------------------------------------------------------------
+
+
+def _schedulable(node: dict[str, object]) -> bool:
+    status = node.get("status")
+    spec = node.get("spec")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    taints = spec.get("taints", []) if isinstance(spec, dict) else []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and not any(str(t.get("key", "")).startswith("node.kubernetes.io/") for t in taints)
+
+
+# -- configuration files --------------------------------------------------------------------------
+
+
+def containerd_config(node: Node) -> str:
+    """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
+    is the node's: the content store in the workdir, the state, sockets and runc's state in the
+    node's own /run (an overlay, node-init.sh)."""
+    s = node.state / "containerd"
+    return f"""version = 2
+root = "{s / "root"}"
+state = "/run/containerd"
+oom_score = 0
+[grpc]
+  address = "{node.socket}"
+[ttrpc]
+  address = "{node.socket}.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{s / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{images.SANDBOX_IMAGE}"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  disable_apparmor = true
+  # pod network namespaces under the state directory, not the host's /run/netns
+  netns_mounts_under_state_dir = true
+  # root here lacks CAP_SYS_RESOURCE: runc cannot lower a sandbox's oom_score_adj to the kubelet's
+  # -998 and every sandbox fails ("can't get final child's PID from pipe"). Clamp (trap 1).
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        Root = "/run/containerd/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{node.state / "etc" / "cni"}"
+    max_conf_num = 1
+"""
+
+
+def cni_config(node: Node) -> str:
+    """A bridge per node with host-local IPAM; no ipMasq (it would need iptables, trap 9)."""
+    gateway = node.pod_subnet.replace(".0/24", ".1")
+    return f"""{{
+  "cniVersion": "1.0.0",
+  "name": "realnode",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "{node.bridge}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "{node.pod_subnet}", "gateway": "{gateway}"}}]],
+        "routes": [{{"dst": "0.0.0.0/0"}}],
+        "dataDir": "{node.state / "cni-ipam"}"
+      }}
+    }}
+  ]
+}}
+"""
+
+
+def kubelet_config(node: Node, client_ca: pathlib.Path | None = None) -> str:
+    """kubelet v1.37 on cgroup v1 (``failCgroupV1: false``, trap 4) with the cgroupfs driver
+    (containerd 1.6 has no RuntimeConfig RPC, trap 10)."""
+    return f"""apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://{node.socket}
+cgroupDriver: cgroupfs
+cgroupRoot: /{node.cgroup_root}
+cgroupsPerQOS: true
+enforceNodeAllocatable: [pods]
+failCgroupV1: false
+failSwapOn: false
+address: {node.ip}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: {10148 + 100 * node.index}
+authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: "{client_ca or ""}"}}
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+podLogsDir: /var/log/pods
+volumePluginDir: /var/lib/kubelet/volume-plugins
+serializeImagePulls: false
+rotateCertificates: false
+serverTLSBootstrap: false
+registerNode: true
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+fileCheckFrequency: 20s
+imageGCHighThresholdPercent: 100
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+"""
+
+
+def kube_proxy_config(node: Node, kubeconfig: pathlib.Path) -> str:
+    """nftables mode (only the nft binary is needed); conntrack left alone: its limits are global (trap 7)."""
+    return f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection:
+  kubeconfig: {kubeconfig}
+hostnameOverride: {node.name}
+bindAddress: {node.ip}
+clusterCIDR: {POD_CIDR}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+"""

@@ -11,7 +11,14 @@ and, for a timeout, what timed out and after how long.
 
 Connections: watches have a connection pool of their own (one HTTP/1.1 connection per open
 watch, no cap), so however many watches are open (kinds x watched namespaces) they never take
-a connection from the pool every other request uses (the Lease renewal among them).
+a connection from the pool every other request uses. ``own_connections`` gives a caller whose
+requests must not wait behind the others (leader election's Lease requests) a pool of its own,
+with its own retry policy, whose requests report their phase to ``tracing()``.
+
+Phases (``tracing``): a request made inside a ``tracing()`` scope on such a client records where
+it is: waiting for a free connection of its pool, connecting, request sent (awaiting the
+response), reading the response, or answered with an error code. A caller that gives up on a
+request (a timeout) can say where the time went.
 
 Retries (client-go's behaviour): a 429 or a 5xx is retried with backoff (0.25 s doubling,
 jitter, at most ``max_retries`` times); ``Retry-After`` is honoured, bounded by
@@ -59,7 +66,9 @@ import pathlib
 import random
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any, Literal, NamedTuple
 
 import aiohttp
@@ -101,6 +110,62 @@ class ConfigError(Exception):
 class WatchEvent(NamedTuple):
     type: EventType
     object: Object
+
+
+class RequestTrace:
+    """Where the latest request of a ``tracing()`` scope is: ``phase``, since ``since`` (monotonic).
+
+    ``request`` names it (``PUT leases.coordination.k8s.io``), ``code`` is its answer's HTTP
+    status once there is one.
+    """
+
+    __slots__ = ("code", "phase", "request", "since")
+
+    def __init__(self) -> None:
+        self.request = ""
+        self.phase = "no request sent yet"
+        self.since = time.monotonic()
+        self.code: int | None = None
+
+    def enter(self, phase: str) -> None:
+        self.phase, self.since = phase, time.monotonic()
+
+    def describe(self) -> str:
+        """``PUT x: request sent, awaiting the response (for 4.2 s)``."""
+        where = f"{self.request}: " if self.request else ""
+        return f"{where}{self.phase} (for {time.monotonic() - self.since:.3g} s)"
+
+
+_TRACE: ContextVar[RequestTrace | None] = ContextVar("nova_operator_request_trace", default=None)
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[RequestTrace]:
+    """Record the phases of the requests this task sends until the scope ends (see the module notes)."""
+    trace = RequestTrace()
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
+
+
+def _phase(phase: str) -> Callable[[aiohttp.ClientSession, SimpleNamespace, Any], Awaitable[None]]:
+    async def record(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
+        if (trace := _TRACE.get()) is not None:
+            trace.enter(phase)
+
+    return record
+
+
+def _trace_config() -> aiohttp.TraceConfig:
+    config = aiohttp.TraceConfig()
+    config.on_connection_queued_start.append(_phase("waiting for a free connection of its pool"))
+    config.on_connection_create_start.append(_phase("connecting"))
+    config.on_connection_reuseconn.append(_phase("sending on an open connection"))
+    config.on_connection_create_end.append(_phase("connected, sending"))
+    config.on_request_headers_sent.append(_phase("request sent, awaiting the response"))
+    return config
 
 
 async def load_api_client(
@@ -249,11 +314,12 @@ def _bypassed(hostname: str, port: int | None, no_proxy: str) -> bool:
     return False
 
 
-def api_client(cfg: Configuration) -> ApiClient:
+def api_client(cfg: Configuration, *, traced: bool = False) -> ApiClient:
     """An ApiClient for ``cfg`` whose session does no environment lookup per request.
 
     The proxy comes from the configuration (a kubeconfig ``proxy-url``) or, read once here, from
-    the environment (``environment_proxy``).
+    the environment (``environment_proxy``). ``traced``: its requests report their phases to
+    ``tracing()`` (a few awaits per request: only for the clients that need it).
     """
     if not cfg.proxy:
         cfg.proxy = environment_proxy(str(cfg.host))
@@ -263,7 +329,12 @@ def api_client(cfg: Configuration) -> ApiClient:
     connector = session.connector
     session.detach()  # the new session takes the connector over; the old one never sent a request
     # kubernetes_asyncio's read buffer (a watch event may carry an object up to etcd's 1.5 MiB)
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector,
+        trust_env=False,
+        read_bufsize=2**21,
+        trace_configs=[_trace_config()] if traced else None,
+    )
     return api
 
 
@@ -401,6 +472,30 @@ class Kube:
         self.max_retries = max_retries
         self.retry_after_max = retry_after_max
         self._clock: Clock = clock if clock is not None else LoopClock()
+        self._own: list[Kube] = []
+
+    def own_connections(
+        self, *, connections: int = 2, max_retries: int = 0, timeout: float | None = None
+    ) -> Kube:
+        """A client with a connection pool of its own (same server, credentials and metrics).
+
+        Its requests never wait for a connection behind this client's (a LIST of every Secret, a
+        burst of writes) and report their phases to ``tracing()``. ``max_retries`` 0: a 429 or
+        5xx is raised at once, for a caller that retries on its own schedule. Closed with this
+        client.
+        """
+        cfg = copy.copy(self._api.configuration)
+        cfg.connection_pool_maxsize = connections
+        own = Kube(
+            api_client(cfg, traced=True),
+            metrics=self.metrics,
+            timeout=self.timeout if timeout is None else timeout,
+            clock=self._clock,
+            max_retries=max_retries,
+            retry_after_max=self.retry_after_max,
+        )
+        self._own.append(own)
+        return own
 
     @classmethod
     async def connect(
@@ -421,6 +516,9 @@ class Kube:
         return str(self._api.configuration.host)
 
     async def close(self) -> None:
+        for own in self._own:
+            await own.close()
+        self._own.clear()
         if self._watch_api is not None:
             await self._watch_api.close()
             self._watch_api = None
@@ -606,6 +704,9 @@ class Kube:
         api = self._watch_client() if watch else self._api
         what = f"watch {path}" if watch else f"{method} {path}"
         timeout = aiohttp.ClientTimeout(total=None if watch else self.timeout, connect=self.timeout)
+        if (trace := _TRACE.get()) is not None:
+            trace.request, trace.code = f"{method} {resource}", None
+            trace.enter("preparing (credentials)")
         try:
             async with self._clock.timeout(self.timeout):
                 resp: aiohttp.ClientResponse = await api.call_api(
@@ -619,6 +720,9 @@ class Kube:
                     _request_timeout=timeout,
                 )
             code = str(resp.status)
+            if trace is not None:
+                trace.code = resp.status
+                trace.enter("reading the response" if resp.status < 300 else f"answered {resp.status}")
         except TimeoutError as exc:
             step = "response headers" if watch else "response"
             raise errors.Unreachable(f"{what}: no {step} within {self.timeout:g} s (timed out)") from exc

@@ -107,7 +107,7 @@ class Metrics:
         self.api_request_duration = Histogram(
             "nova_operator_api_request_duration_seconds",
             "API request latency (for watches: until the stream opened); the Lease requests are "
-            "resource=coordination.k8s.io/v1/leases",
+            "resource=leases.coordination.k8s.io",
             ["verb", "resource"],
             buckets=_RECONCILE_BUCKETS,
             registry=r,

@@ -7,13 +7,26 @@
    Another holder's lease counts as expired when its record has not changed for
    ``leaseDurationSeconds`` as measured on *our* monotonic clock since we first saw that
    record (no comparison of timestamps across machines);
-2. run ``lead()`` and, beside it, renew every ``retry_period``; a renewal that does not
-   succeed within ``renew_deadline`` means the lease is lost: ``lead()`` is cancelled and
-   ``LeaderElectionLost`` is raised (the process must stop reconciling);
+2. run ``lead()`` and, beside it, renew every ``retry_period``. A renewal attempt that fails
+   (an error, a conflict, no answer) is tried again every ``retry_period`` until
+   ``renew_deadline`` after the renewal was due, as client-go does; each attempt has a timeout
+   of its own, ``attempt_timeout`` (half the renew deadline, at least the retry period), cut to
+   what is left of the deadline, so one request that hangs (a dead connection, a queue
+   somewhere) is abandoned while there is time for another. No renewal within the deadline
+   means the lease is lost: ``lead()`` is cancelled and ``LeaderElectionLost`` is raised (the
+   process must stop reconciling);
 3. when ``lead()`` returns or the elector is cancelled, release the Lease (empty holder,
    1 s duration) so a successor does not wait for expiry.
 
 Defaults (settings): 15 s lease, 10 s renew deadline, 2 s retry period.
+
+The Lease requests go through a client of their own (``Kube.own_connections``, made by the
+manager): they never wait for a connection behind the operator's other requests, and a 429 or
+5xx comes back at once for this loop to retry on its schedule. Every failed attempt is logged
+with the phase it was in (``lease renewal failed``: waiting for the event loop, waiting for a
+connection, connecting, request sent and awaiting the response, or the API's error code) and
+how long it took; ``nova_operator_leader_election_renewal_duration_seconds`` times each
+renewal from its due time.
 """
 
 from __future__ import annotations
@@ -23,13 +36,13 @@ import contextlib
 import datetime as dt
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from nova_operator.kube.client import Kube
+from nova_operator.clock import Clock, LoopClock
+from nova_operator.kube.client import Kube, RequestTrace, tracing
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import LEASES
 from nova_operator.metrics import Metrics
@@ -56,12 +69,18 @@ class LeaderElector:
         settings: LeaderElectionSettings,
         *,
         metrics: Metrics | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
+        own_connections: bool = False,
     ) -> None:
+        """``own_connections``: send the Lease requests through ``kube.own_connections()`` (made
+        when ``run`` starts, on the running loop) rather than through ``kube`` itself."""
         if settings.renew_deadline >= settings.lease_duration:
             raise ValueError("renew deadline must be shorter than the lease duration")
         self._kube = kube
-        self._clock = clock
+        self._own_connections = own_connections
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self.attempt_timeout = max(settings.retry_period, settings.renew_deadline / 2)
+        """The most one renewal attempt (a GET and a PUT) may take, before the deadline cuts it."""
         self.settings = settings
         self.identity = settings.identity
         self._metrics = metrics
@@ -76,6 +95,9 @@ class LeaderElector:
         return self._leading
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
+        if self._own_connections:
+            self._own_connections = False
+            self._kube = self._kube.own_connections()
         await self._acquire()
         self._set_leading(True)
         log.info("became leader", lease=self.settings.name, identity=self.identity)
@@ -114,25 +136,96 @@ class LeaderElector:
             except KubeError as exc:
                 log.warning("lease acquire failed", lease=s.name, error=str(exc))
             # A standby polls twice per retry period, so a released Lease is taken within ~1 s.
-            await asyncio.sleep(s.retry_period * random.uniform(0.4, 0.6))
+            await self._clock.sleep(s.retry_period * random.uniform(0.4, 0.6))
 
     async def _renew(self) -> None:
         s = self.settings
         while True:
-            await asyncio.sleep(s.retry_period)
-            deadline = self._clock() + s.renew_deadline
-            while True:
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    log.error("lost the lease: no renewal within the deadline", lease=s.name)
-                    raise LeaderElectionLost(s.name)
+            due = self._clock.now() + s.retry_period
+            await self._clock.sleep(s.retry_period)
+            await self.renew(due)
+
+    async def renew(self, due: float) -> None:
+        """Renew the held lease, due at ``due``: attempts every retry period until the renew deadline.
+
+        Raises ``LeaderElectionLost`` when no attempt succeeded by ``due + renew_deadline``.
+        """
+        s = self.settings
+        deadline = due + s.renew_deadline
+        attempt = 0
+        while True:
+            started = self._clock.now()
+            remaining = deadline - started
+            if remaining <= 0:
+                self._observe_renewal("lost", started - due)
+                log.error(
+                    "lost the lease: no renewal within the deadline",
+                    lease=s.name,
+                    attempts=attempt,
+                    renew_deadline=s.renew_deadline,
+                )
+                raise LeaderElectionLost(s.name)
+            attempt += 1
+            budget = min(self.attempt_timeout, remaining)
+            with tracing() as trace:
                 try:
-                    async with asyncio.timeout(remaining):
-                        if await self.try_acquire_or_renew():
-                            break
+                    async with self._clock.timeout(budget):
+                        renewed = await self.try_acquire_or_renew()
                 except (KubeError, TimeoutError) as exc:
-                    log.warning("lease renewal failed", lease=s.name, error=str(exc) or type(exc).__name__)
-                await asyncio.sleep(min(s.retry_period, max(0.0, deadline - self._clock())))
+                    self._log_failure(attempt, started, budget, exc, trace, late=started - due)
+                else:
+                    if renewed:
+                        self._observe_renewal("renewed", self._clock.now() - due)
+                        if attempt > 1:
+                            log.info("lease renewed", lease=s.name, attempts=attempt)
+                        return
+                    log.warning(
+                        "lease renewal failed",
+                        lease=s.name,
+                        attempt=attempt,
+                        phase="the Lease changed under us (conflict or another holder)",
+                        latency=round(self._clock.now() - started, 3),
+                    )
+            # the next attempt one retry period after this one started (at once if that has passed)
+            if (wait := min(started + s.retry_period, deadline) - self._clock.now()) > 0:
+                await self._clock.sleep(wait)
+
+    def _log_failure(
+        self,
+        attempt: int,
+        started: float,
+        budget: float,
+        exc: BaseException,
+        trace: RequestTrace,
+        *,
+        late: float,
+    ) -> None:
+        """One line per failed attempt: the phase it was in and how long it took."""
+        now = self._clock.now()
+        if isinstance(exc, TimeoutError):
+            # The timeout's wake-up itself ran late by ``held``: the loop was busy (or had no CPU)
+            # for that long, and the request may have been answered unread meanwhile.
+            held = now - (started + budget)
+            if held >= budget / 2:
+                phase = f"waiting for the event loop (held {held:.3g} s past the attempt's timeout)"
+            else:
+                phase = f"no answer within {budget:.3g} s: {trace.describe()}"
+        elif isinstance(exc, KubeError) and exc.status:
+            phase = f"API error {exc.status}" + (f" ({trace.request})" if trace.request else "")
+        else:
+            phase = f"{trace.describe()}: {str(exc) or type(exc).__name__}"
+        log.warning(
+            "lease renewal failed",
+            lease=self.settings.name,
+            attempt=attempt,
+            phase=phase,
+            latency=round(now - started, 3),
+            renewal_started_late=round(max(0.0, late), 3),
+        )
+
+    def _observe_renewal(self, result: str, seconds: float) -> None:
+        if self._metrics is not None:
+            self._metrics.lease_renewal.labels(self.settings.name, result).observe(max(0.0, seconds))
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this process holds the lease afterwards."""
@@ -166,7 +259,7 @@ class LeaderElector:
             self._observe(spec)
         holder = spec.get("holderIdentity") or ""
         held_for = spec.get("leaseDurationSeconds") or duration
-        if holder and holder != self.identity and self._clock() < self._observed_at + held_for:
+        if holder and holder != self.identity and self._clock.now() < self._observed_at + held_for:
             return False
         new = dict(spec)
         if holder != self.identity:
@@ -184,7 +277,7 @@ class LeaderElector:
     async def _release(self) -> None:
         s = self.settings
         with contextlib.suppress(KubeError, TimeoutError):
-            async with asyncio.timeout(max(1.0, s.retry_period)):
+            async with self._clock.timeout(max(1.0, s.retry_period)):
                 lease = await self._kube.get(LEASES, s.name, s.namespace)
                 spec = lease.get("spec") or {}
                 if spec.get("holderIdentity") != self.identity:
@@ -202,7 +295,7 @@ class LeaderElector:
 
     def _observe(self, spec: dict[str, Any]) -> None:
         self._observed_spec = spec
-        self._observed_at = self._clock()
+        self._observed_at = self._clock.now()
 
     def _set_leading(self, leading: bool) -> None:
         self._leading = leading

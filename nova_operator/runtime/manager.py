@@ -86,7 +86,13 @@ class Manager:
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
         if self.settings.leader_election.enabled:
-            self.elector = LeaderElector(kube, self.settings.leader_election, metrics=self.metrics)
+            self.elector = LeaderElector(
+                kube,
+                self.settings.leader_election,
+                metrics=self.metrics,
+                # the Lease requests on connections of their own (a test double of Kube serves them as is)
+                own_connections=isinstance(kube, Kube),
+            )
         self.metrics_server: HttpServer | None = None
         self.health_server: HttpServer | None = None
         self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}

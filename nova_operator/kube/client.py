@@ -15,10 +15,8 @@ a connection from the pool every other request uses. ``own_connections`` gives a
 requests must not wait behind the others (leader election's Lease requests) a pool of its own,
 with its own retry policy, whose requests report their phase to ``tracing()``.
 
-Phases (``tracing``): a request made inside a ``tracing()`` scope on such a client records where
-it is: waiting for a free connection of its pool, connecting, request sent (awaiting the
-response), reading the response, or answered with an error code. A caller that gives up on a
-request (a timeout) can say where the time went.
+Phases (``kube.tracing``): a request made inside a ``tracing()`` scope on such a client records
+where it is, so a caller that gives up on it (a timeout) can say where the time went.
 
 Retries (client-go's behaviour): a 429 or a 5xx is retried with backoff (0.25 s doubling,
 jitter, at most ``max_retries`` times); ``Retry-After`` is honoured, bounded by
@@ -66,9 +64,7 @@ import pathlib
 import random
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextvars import ContextVar
-from types import SimpleNamespace
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, NamedTuple
 
 import aiohttp
@@ -84,6 +80,7 @@ from nova_operator.clock import Clock, LoopClock
 from nova_operator.kube import errors
 from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.tracing import current_trace, trace_config
 from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.settings import SERVICE_ACCOUNT_DIR
@@ -110,62 +107,6 @@ class ConfigError(Exception):
 class WatchEvent(NamedTuple):
     type: EventType
     object: Object
-
-
-class RequestTrace:
-    """Where the latest request of a ``tracing()`` scope is: ``phase``, since ``since`` (monotonic).
-
-    ``request`` names it (``PUT leases.coordination.k8s.io``), ``code`` is its answer's HTTP
-    status once there is one.
-    """
-
-    __slots__ = ("code", "phase", "request", "since")
-
-    def __init__(self) -> None:
-        self.request = ""
-        self.phase = "no request sent yet"
-        self.since = time.monotonic()
-        self.code: int | None = None
-
-    def enter(self, phase: str) -> None:
-        self.phase, self.since = phase, time.monotonic()
-
-    def describe(self) -> str:
-        """``PUT x: request sent, awaiting the response (for 4.2 s)``."""
-        where = f"{self.request}: " if self.request else ""
-        return f"{where}{self.phase} (for {time.monotonic() - self.since:.3g} s)"
-
-
-_TRACE: ContextVar[RequestTrace | None] = ContextVar("nova_operator_request_trace", default=None)
-
-
-@contextlib.contextmanager
-def tracing() -> Iterator[RequestTrace]:
-    """Record the phases of the requests this task sends until the scope ends (see the module notes)."""
-    trace = RequestTrace()
-    token = _TRACE.set(trace)
-    try:
-        yield trace
-    finally:
-        _TRACE.reset(token)
-
-
-def _phase(phase: str) -> Callable[[aiohttp.ClientSession, SimpleNamespace, Any], Awaitable[None]]:
-    async def record(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:
-        if (trace := _TRACE.get()) is not None:
-            trace.enter(phase)
-
-    return record
-
-
-def _trace_config() -> aiohttp.TraceConfig:
-    config = aiohttp.TraceConfig()
-    config.on_connection_queued_start.append(_phase("waiting for a free connection of its pool"))
-    config.on_connection_create_start.append(_phase("connecting"))
-    config.on_connection_reuseconn.append(_phase("sending on an open connection"))
-    config.on_connection_create_end.append(_phase("connected, sending"))
-    config.on_request_headers_sent.append(_phase("request sent, awaiting the response"))
-    return config
 
 
 async def load_api_client(
@@ -333,7 +274,7 @@ def api_client(cfg: Configuration, *, traced: bool = False) -> ApiClient:
         connector=connector,
         trust_env=False,
         read_bufsize=2**21,
-        trace_configs=[_trace_config()] if traced else None,
+        trace_configs=[trace_config()] if traced else None,
     )
     return api
 
@@ -704,7 +645,7 @@ class Kube:
         api = self._watch_client() if watch else self._api
         what = f"watch {path}" if watch else f"{method} {path}"
         timeout = aiohttp.ClientTimeout(total=None if watch else self.timeout, connect=self.timeout)
-        if (trace := _TRACE.get()) is not None:
+        if (trace := current_trace()) is not None:
             trace.request, trace.code = f"{method} {resource}", None
             trace.enter("preparing (credentials)")
         try:

@@ -42,9 +42,10 @@ from typing import Any
 import structlog
 
 from nova_operator.clock import Clock, LoopClock
-from nova_operator.kube.client import Kube, RequestTrace, tracing
+from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import LEASES
+from nova_operator.kube.tracing import RequestTrace, tracing
 from nova_operator.metrics import Metrics
 from nova_operator.settings import LeaderElectionSettings
 

@@ -23,9 +23,9 @@ from nova_operator.kube.client import (
     environment_proxy,
     parse_retry_after,
     retry_delay,
-    tracing,
 )
 from nova_operator.kube.resources import CONFIGMAPS, LEASES
+from nova_operator.kube.tracing import tracing
 from nova_operator.metrics import Metrics
 
 

@@ -416,14 +416,20 @@ class Kube:
         self._own: list[Kube] = []
 
     def own_connections(
-        self, *, connections: int = 2, max_retries: int = 0, timeout: float | None = None
+        self,
+        *,
+        connections: int = 2,
+        max_retries: int = 0,
+        timeout: float | None = None,
+        close_with_this: bool = True,
     ) -> Kube:
         """A client with a connection pool of its own (same server, credentials and metrics).
 
         Its requests never wait for a connection behind this client's (a LIST of every Secret, a
         burst of writes) and report their phases to ``tracing()``. ``max_retries`` 0: a 429 or
         5xx is raised at once, for a caller that retries on its own schedule. Closed with this
-        client.
+        client unless ``close_with_this`` is false (made on another thread's event loop: the
+        caller closes it there).
         """
         cfg = copy.copy(self._api.configuration)
         cfg.connection_pool_maxsize = connections
@@ -435,7 +441,8 @@ class Kube:
             max_retries=max_retries,
             retry_after_max=self.retry_after_max,
         )
-        self._own.append(own)
+        if close_with_this:
+            self._own.append(own)
         return own
 
     @classmethod

@@ -20,9 +20,11 @@
 
 Defaults (settings): 15 s lease, 10 s renew deadline, 2 s retry period.
 
-The Lease requests go through a client of their own (``Kube.own_connections``, made by the
-manager): they never wait for a connection behind the operator's other requests, and a 429 or
-5xx comes back at once for this loop to retry on its schedule. Every failed attempt is logged
+The Lease requests go through a client of their own (``Kube.own_connections``, asked for by the
+manager), on an event loop of their own on a thread of their own (``_LeaseThread``): they never
+wait for a connection behind the operator's other requests, nor for the operator's event loop
+(held for seconds by a large List or a busy machine, issue 36), and a 429 or 5xx comes back at
+once for the renew loop to retry on its schedule. ``lead()`` runs on the caller's loop. Every failed attempt is logged
 with the phase it was in (``lease renewal failed``: waiting for the event loop, waiting for a
 connection, connecting, request sent and awaiting the response, or the API's error code) and
 how long it took; ``nova_operator_leader_election_renewal_duration_seconds`` times each
@@ -36,8 +38,9 @@ import contextlib
 import datetime as dt
 import math
 import random
-from collections.abc import Awaitable, Callable
-from typing import Any
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import structlog
 
@@ -50,6 +53,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.settings import LeaderElectionSettings
 
 log = structlog.get_logger("nova_operator.runtime.leaderelection")
+T = TypeVar("T")
 
 RBAC_NEEDS: dict[str, tuple[str, ...]] = {str(LEASES): ("get", "create", "update")}
 """The verbs leader election sends (config/rbac must grant them, and no more)."""
@@ -63,6 +67,39 @@ def _micro_time() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class _LeaseThread:
+    """An event loop on a thread of its own, for the Lease requests and the renew loop.
+
+    The operator's event loop can be held for seconds (a large List decoded, a long pass, a
+    machine without CPU to spare): a renewal scheduled on it waits that long before it is even
+    sent, and its answer waits again before it is read. On a loop of its own the renewal runs on
+    time (the interpreter switches threads every few milliseconds), as client-go's does in a
+    goroutine of its own.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="leader-election", daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        """Run ``coro`` on this loop, awaited from another (cancelling the await cancels ``coro``)."""
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def close(self, kube: Kube) -> None:
+        """Close ``kube`` (made on this loop), then stop the loop and its thread."""
+        with contextlib.suppress(Exception):
+            await self.call(kube.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await asyncio.to_thread(self._thread.join, 5.0)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _own_connections(kube: Kube) -> Kube:
+    return kube.own_connections(close_with_this=False)
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -73,8 +110,9 @@ class LeaderElector:
         clock: Clock | None = None,
         own_connections: bool = False,
     ) -> None:
-        """``own_connections``: send the Lease requests through ``kube.own_connections()`` (made
-        when ``run`` starts, on the running loop) rather than through ``kube`` itself."""
+        """``own_connections``: send the Lease requests through ``kube.own_connections()``, and run
+        them and the renew loop on an event loop of their own, on a thread of its own (made when
+        ``run`` starts, stopped when it ends), rather than through ``kube`` on the caller's loop."""
         if settings.renew_deadline >= settings.lease_duration:
             raise ValueError("renew deadline must be shorter than the lease duration")
         self._kube = kube
@@ -96,16 +134,27 @@ class LeaderElector:
         return self._leading
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
+        worker: _LeaseThread | None = None
         if self._own_connections:
-            self._own_connections = False
-            self._kube = self._kube.own_connections()
-        await self._acquire()
+            worker = _LeaseThread()
+            self._kube = await worker.call(_own_connections(self._kube))
+        try:
+            await self._run(lead, worker)
+        finally:
+            if worker is not None:
+                await worker.close(self._kube)
+
+    async def _run(self, lead: Callable[[], Awaitable[None]], worker: _LeaseThread | None) -> None:
+        def lease_work(coro: Coroutine[Any, Any, None]) -> Awaitable[None]:
+            return worker.call(coro) if worker is not None else coro
+
+        await lease_work(self._acquire())
         self._set_leading(True)
         log.info("became leader", lease=self.settings.name, identity=self.identity)
         release = True
         try:
             lead_task = asyncio.ensure_future(lead())
-            renew_task = asyncio.ensure_future(self._renew())
+            renew_task = asyncio.ensure_future(lease_work(self._renew()))
             try:
                 await asyncio.wait({lead_task, renew_task}, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -124,7 +173,7 @@ class LeaderElector:
         finally:
             self._set_leading(False)
             if release:
-                await self._release()
+                await lease_work(self._release())
 
     # -- acquire / renew / release -----------------------------------------------------------
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import http.server
+import json
+import threading
 import time
 from typing import Any, cast
 
 import pytest
 import structlog
+from kubernetes_asyncio import client as k8s_client
 
 from nova_operator.clock import Clock, FakeClock, LoopClock
 from nova_operator.kube import Kube
+from nova_operator.kube.client import api_client
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import LEASES, ResourceRef
 from nova_operator.metrics import Metrics
@@ -425,3 +430,100 @@ async def test_a_hung_request_is_abandoned_at_the_remaining_deadline_and_the_lea
     latencies = [e["latency"] for e in logs if e["event"] == "lease renewal failed"]
     assert latencies == [0.0, 5.0, 3.0]
     assert any(e["event"] == "lost the lease: no renewal within the deadline" for e in logs)
+
+
+# -- the Lease on a loop of its own ------------------------------------------------------------------
+
+
+class LeaseServer(http.server.ThreadingHTTPServer):
+    """One Lease over HTTP on a thread of its own (it answers while the test's event loop is held);
+    ``writes`` holds the monotonic time of every create and update."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), LeaseHandler)
+        self.lease: dict[str, Any] | None = None
+        self.rv = 0
+        self.writes: list[float] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class LeaseHandler(http.server.BaseHTTPRequestHandler):
+    server: LeaseServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            lease = self.server.lease
+        if lease is None:
+            self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        else:
+            self._answer(200, lease)
+
+    def _write(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            current = self.server.lease
+            if (
+                current is not None
+                and body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]
+            ):
+                self._answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+                return
+            self.server.rv += 1
+            body["metadata"]["resourceVersion"] = str(self.server.rv)
+            self.server.lease = body
+            self.server.writes.append(time.monotonic())
+        self._answer(200, body)
+
+    do_POST = _write
+    do_PUT = _write
+
+
+async def test_the_lease_is_renewed_while_the_operators_event_loop_is_held() -> None:
+    """The renew loop runs on a loop and thread of its own: a caller's loop held for longer than
+    the renew deadline (a large List decoded, a busy machine) does not stop the renewals."""
+    server = LeaseServer()
+    cfg = k8s_client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    kube = Kube(api_client(cfg), metrics=Metrics())
+    settings = LeaderElectionSettings(
+        namespace="ns", name="lease", identity="a", lease_duration=6, renew_deadline=4, retry_period=0.5
+    )
+    a = LeaderElector(kube, settings, own_connections=True)
+    leading = asyncio.Event()
+    held: list[float] = []
+
+    async def lead() -> None:
+        leading.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(a.run(lead))
+    try:
+        await asyncio.wait_for(leading.wait(), 10)
+        start = time.monotonic()
+        time.sleep(6)  # noqa: ASYNC251 - the caller's loop held for longer than the renew deadline
+        held = [start, time.monotonic()]
+        await asyncio.sleep(0.5)
+        assert not task.done()  # not lost
+        assert a.is_leader
+        during = [t for t in server.writes if held[0] < t < held[1]]
+        assert len(during) >= 2  # renewed while the loop was held
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()
+        server.shutdown()
+    assert server.lease is not None
+    assert server.lease["spec"]["holderIdentity"] is None  # released on cancel, from its own loop

@@ -24,11 +24,11 @@ The Lease requests go through a client of their own (``Kube.own_connections``, a
 manager), on an event loop of their own on a thread of their own (``_LeaseThread``): they never
 wait for a connection behind the operator's other requests, nor for the operator's event loop
 (held for seconds by a large List or a busy machine, issue 36), and a 429 or 5xx comes back at
-once for the renew loop to retry on its schedule. ``lead()`` runs on the caller's loop. Every failed attempt is logged
-with the phase it was in (``lease renewal failed``: waiting for the event loop, waiting for a
-connection, connecting, request sent and awaiting the response, or the API's error code) and
-how long it took; ``nova_operator_leader_election_renewal_duration_seconds`` times each
-renewal from its due time.
+once for the renew loop to retry on its schedule. ``lead()`` runs on the caller's loop.
+Every failed attempt is logged with the phase it was in (``lease renewal failed``: waiting for
+the event loop, waiting for a connection, connecting, request sent and awaiting the response,
+or the API's error code) and how long it took;
+``nova_operator_leader_election_renewal_duration_seconds`` times each renewal from its due time.
 """
 
 from __future__ import annotations

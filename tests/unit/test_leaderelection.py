@@ -527,3 +527,18 @@ async def test_the_lease_is_renewed_while_the_operators_event_loop_is_held() -> 
         server.shutdown()
     assert server.lease is not None
     assert server.lease["spec"]["holderIdentity"] is None  # released on cancel, from its own loop
+
+
+async def test_an_attempt_whose_timeout_ran_late_names_the_event_loop_as_its_phase() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = ["hang"]
+    with structlog.testing.capture_logs() as logs:
+        await drive(s.clock, 2.0)  # due at t=2: the attempt hangs, its timeout due at t=7
+        s.clock.advance(5.0 + 3.0)  # the loop runs again 3 s after that timeout was due
+        await settle()
+    failed = [e for e in logs if e["event"] == "lease renewal failed"]
+    assert len(failed) == 1
+    assert failed[0]["phase"].startswith("waiting for the event loop (held 3 s")
+    assert failed[0]["latency"] == 8.0
+    await s.stop()

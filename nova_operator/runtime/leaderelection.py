@@ -135,14 +135,16 @@ class LeaderElector:
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         worker: _LeaseThread | None = None
+        given = self._kube
         if self._own_connections:
             worker = _LeaseThread()
-            self._kube = await worker.call(_own_connections(self._kube))
+            self._kube = await worker.call(_own_connections(given))
         try:
             await self._run(lead, worker)
         finally:
             if worker is not None:
                 await worker.close(self._kube)
+                self._kube = given  # the next run makes its own connections again
 
     async def _run(self, lead: Callable[[], Awaitable[None]], worker: _LeaseThread | None) -> None:
         def lease_work(coro: Coroutine[Any, Any, None]) -> Awaitable[None]:

@@ -527,6 +527,7 @@ async def test_the_lease_is_renewed_while_the_operators_event_loop_is_held() -> 
         server.shutdown()
     assert server.lease is not None
     assert server.lease["spec"]["holderIdentity"] is None  # released on cancel, from its own loop
+    assert a._kube is kube  # its own connections closed with its thread; a next run makes new ones
 
 
 async def test_an_attempt_whose_timeout_ran_late_names_the_event_loop_as_its_phase() -> None:

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import ssl
 import subprocess
 import sys
@@ -188,6 +189,7 @@ async def _measure(plane: ControlPlane, opts: argparse.Namespace) -> dict[str, A
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
+    own_dir = not opts.workdir
     workdir = pathlib.Path(opts.workdir or tempfile.mkdtemp(prefix="lease-load-"))
     plane = ControlPlane(workdir, find_binaries()).start()
     hogs: list[subprocess.Popen[bytes]] = []
@@ -202,6 +204,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             hog.kill()
             hog.wait()
         plane.stop()
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
     wait = "apiserver_flowcontrol_request_wait_duration_seconds"
     levels = sorted({labels["priority_level"] for labels, _ in promtext.samples(text, f"{wait}_count")})
     found["apf_wait_mean_s"] = {lvl: round(_mean(text, wait, priority_level=lvl)[0], 4) for lvl in levels}
@@ -240,5 +244,5 @@ def main(opts: argparse.Namespace) -> int:
         if key != "options":
             print(f"{key:32} {value}")
     if opts.out:
-        opts.out.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+        opts.out.write_text(json.dumps(found, indent=2, sort_keys=True, default=str) + "\n")
     return 1 if found["lost_lease"] else 0

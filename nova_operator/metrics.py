@@ -20,7 +20,9 @@ Names:
 - informers: ``nova_operator_informer_events_total{resource,type}``,
   ``nova_operator_informer_relists_total{resource}``,
   ``nova_operator_informer_watch_restarts_total{resource,reason}``
-- leader election: ``nova_operator_leader_election_master_status{name}``
+- leader election: ``nova_operator_leader_election_master_status{name}``,
+  ``nova_operator_leader_election_renewal_duration_seconds{name,result}``
+- the process: ``nova_operator_event_loop_lag_seconds`` (how late a scheduled wake-up ran)
 
 The step and per-Nova families are ``nova_operator.reconcilers.metrics.NovaMetrics``, on the same
 registry.
@@ -53,6 +55,7 @@ RESULTS = ("success", "error", "requeue_after", "terminal_error")
 READ_VERBS = frozenset({"get", "list"})
 WRITE_VERBS = frozenset({"create", "update", "apply", "patch", "delete"})
 _RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
 class WriteTally:
@@ -103,8 +106,10 @@ class Metrics:
         )
         self.api_request_duration = Histogram(
             "nova_operator_api_request_duration_seconds",
-            "API request latency (for watches: until the stream opened)",
+            "API request latency (for watches: until the stream opened); the Lease requests are "
+            "resource=leases.coordination.k8s.io",
             ["verb", "resource"],
+            buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
         self.api_retries = Counter(
@@ -217,6 +222,21 @@ class Metrics:
             "nova_operator_leader_election_master_status",
             "1 while this process holds the lease",
             ["name"],
+            registry=r,
+        )
+        self.lease_renewal = Histogram(
+            "nova_operator_leader_election_renewal_duration_seconds",
+            "From a renewal's due time until the Lease was renewed (result=renewed, retries included) "
+            "or given up at the renew deadline (result=lost)",
+            ["name", "result"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "nova_operator_event_loop_lag_seconds",
+            "How much later than asked a periodic wake-up ran on the event loop: every task, the "
+            "Lease renewal among them, waits this long behind whatever holds the loop",
+            buckets=_LAG_BUCKETS,
             registry=r,
         )
         self.api_host = ""  # host:port of the API server (the Kube client sets it), for rest_client_*

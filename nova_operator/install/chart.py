@@ -110,7 +110,7 @@ VALUES: dict[str, Any] = {
     "serviceAccount": {"create": True, "name": "", "annotations": {}},
     "rbac": {"create": True, "scope": "cluster"},
     "watchNamespaces": [],
-    "leaderElection": {"enabled": True},
+    "leaderElection": {"enabled": True, "flowSchema": True},
     "logLevel": "info",
     "novaApiUrl": "",
     "secretRefLabel": "",
@@ -155,7 +155,9 @@ COMMENTS = {
     "rbac": "scope: cluster (one ClusterRole) or namespaced (a Role in each of watchNamespaces,\n"
     "a ClusterRole for nodes and ClusterSecretStores only).",
     "watchNamespaces": "Namespaces the operator watches (--namespace); empty: all namespaces.",
-    "leaderElection": "enabled: false runs without a Lease (then replicaCount must be 1).",
+    "leaderElection": "enabled: false runs without a Lease (then replicaCount must be 1). flowSchema: a\n"
+    "FlowSchema and PriorityLevelConfiguration (cluster-scoped) that serve the operator's Lease requests\n"
+    "apart from its other requests in the API server's priority and fairness.",
     "logLevel": "debug, info, warning or error.",
     "novaApiUrl": "The compute API of a Nova, with {name} and {namespace}; empty: its in-cluster Service.",
     "secretRefLabel": "KEY or KEY=VALUE (--secret-ref-label): use a Secret a Nova or NovaCompute names\n"
@@ -529,6 +531,12 @@ def render_chart() -> dict[str, str]:
                 o.role(t, "leader-election-role", "-leader-election", le),
                 o.role_binding(t, "leader-election-rolebinding", "leader-election-role", "-leader-election"),
             ),
+        ),
+        "templates/leader-election-flowcontrol.yaml": _if(
+            ".Values.leaderElection.enabled",
+            "{{- if .Values.leaderElection.flowSchema }}\n"
+            + helm_yaml(o.lease_priority_level(t), o.lease_flow_schema(t))
+            + "{{- end }}\n",
         ),
         "templates/cr-roles.yaml": _if(
             ".Values.rbac.create",

@@ -9,6 +9,10 @@ overlays that set both.
   cluster-scoped kinds only (the namespaced kinds: a Role in ``namespaced/watched/``);
 - ``default/``: namespace ``nova-system``, prefix ``nova-operator-``: crd + rbac + manager + the
   metrics Service (``kubectl apply -k config/default``);
+- ``flowcontrol/``: a FlowSchema and a PriorityLevelConfiguration that serve the operator's
+  Lease requests apart from the rest of its traffic (the API server's priority and fairness);
+  both overlays include it, and their ``flowcontrol_transformers.yaml`` keep the two objects
+  cluster-scoped and put the ServiceAccount's final name and namespace into the FlowSchema;
 - ``namespaced/``: like ``default`` but watching one namespace, ``openstack`` (``operator/`` sets
   ``--namespace``, ``watched/`` holds the Role there: edit both to watch another);
 - ``prometheus/`` (ServiceMonitor, PrometheusRule with the alerts), ``grafana/`` (the dashboard
@@ -82,8 +86,77 @@ def _cr_roles() -> dict[str, Any]:
 
 
 def _overlay(*bases: str, **extra: Any) -> str:
-    """namespace + name prefix over ``bases`` and the metrics Service."""
-    return _kustomization([*bases, "metrics_service.yaml"], namespace=NAMESPACE, namePrefix=PREFIX, **extra)
+    """namespace + name prefix over ``bases`` and the metrics Service (and the flowcontrol fix-ups)."""
+    return _kustomization(
+        [*bases, "metrics_service.yaml"],
+        namespace=NAMESPACE,
+        namePrefix=PREFIX,
+        transformers=[FLOWCONTROL_TRANSFORMERS],
+        **extra,
+    )
+
+
+FLOWCONTROL_TRANSFORMERS = "flowcontrol_transformers.yaml"
+_FLOWCONTROL_GROUP = o.FLOWCONTROL_API.split("/")[0]
+
+
+def _flowcontrol() -> dict[str, str]:
+    """The base: the objects, and the name reference that keeps the FlowSchema's priority level
+    name in step with the prefix an overlay gives both."""
+    t = o.KUSTOMIZE
+    names = {
+        "nameReference": [
+            {
+                "kind": "PriorityLevelConfiguration",
+                "fieldSpecs": [{"kind": "FlowSchema", "path": "spec/priorityLevelConfiguration/name"}],
+            }
+        ]
+    }
+    files = {
+        "priority_level.yaml": HEADER + dump(o.lease_priority_level(t)),
+        "flow_schema.yaml": HEADER + dump(o.lease_flow_schema(t)),
+        "name_reference.yaml": HEADER + dump(names),
+    }
+    files["kustomization.yaml"] = _kustomization(
+        ["priority_level.yaml", "flow_schema.yaml"], configurations=["name_reference.yaml"]
+    )
+    return files
+
+
+def _flowcontrol_transformers() -> str:
+    """Run after an overlay's namespace and prefix (``transformers:`` come after the built-in fields):
+    kustomize does not know the flowcontrol kinds are cluster-scoped, and the FlowSchema's subject
+    and Lease namespace are the operator's ServiceAccount's final name and namespace."""
+    account = PREFIX + o.KUSTOMIZE.service_account
+    rule = "spec.rules.0"
+
+    def copy(field: str, *paths: str) -> dict[str, Any]:
+        return {
+            "source": {"kind": "ServiceAccount", "name": account, "fieldPath": field},
+            "targets": [{"select": {"kind": "FlowSchema"}, "fieldPaths": list(paths)}],
+        }
+
+    unscoped = {
+        "apiVersion": "builtin",
+        "kind": "PatchTransformer",
+        "metadata": {"name": "flowcontrol-is-cluster-scoped"},
+        "target": {"group": _FLOWCONTROL_GROUP},
+        "patch": yaml.safe_dump([{"op": "remove", "path": "/metadata/namespace"}]),
+    }
+    subject = {
+        "apiVersion": "builtin",
+        "kind": "ReplacementTransformer",
+        "metadata": {"name": "flowcontrol-subject"},
+        "replacements": [
+            copy("metadata.name", f"{rule}.subjects.0.serviceAccount.name"),
+            copy(
+                "metadata.namespace",
+                f"{rule}.subjects.0.serviceAccount.namespace",
+                f"{rule}.resourceRules.0.namespaces.0",
+            ),
+        ],
+    }
+    return HEADER + dump(unscoped, subject)
 
 
 @functools.cache  # pure; manifests asks for it once per directory
@@ -151,8 +224,10 @@ def render_config() -> dict[str, dict[str, str]]:
     )
     metrics = HEADER + dump(o.metrics_service(t))
     default = {
-        "kustomization.yaml": _overlay("../crd", "../manager", "../operator-rbac") + OPTIONAL,
+        "kustomization.yaml": _overlay("../crd", "../manager", "../operator-rbac", "../flowcontrol")
+        + OPTIONAL,
         "metrics_service.yaml": metrics,
+        FLOWCONTROL_TRANSFORMERS: _flowcontrol_transformers(),
     }
     watch_patch = [
         {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": f"--namespace={WATCHED}"}
@@ -163,9 +238,11 @@ def render_config() -> dict[str, dict[str, str]]:
             "../../crd",
             "../../manager",
             "../../namespaced-rbac",
+            "../../flowcontrol",
             patches=[{"path": "watch_namespace_patch.yaml", "target": target}],
         ),
         "metrics_service.yaml": metrics,
+        FLOWCONTROL_TRANSFORMERS: _flowcontrol_transformers(),
         "watch_namespace_patch.yaml": HEADER + dump(watch_patch),
     }
     # The watched namespace's Role and binding: a kustomization of its own (the operator's sets
@@ -186,6 +263,7 @@ def render_config() -> dict[str, dict[str, str]]:
         "manager": manager,
         "operator-rbac": operator_rbac,
         "namespaced-rbac": namespaced_rbac,
+        "flowcontrol": _flowcontrol(),
         "default": default,
         "namespaced": namespaced,
         "namespaced/operator": namespaced_operator,

@@ -13,6 +13,8 @@ from importlib import metadata
 from typing import Any
 
 from nova_operator.install.rbac import Rule
+from nova_operator.kube.resources import LEASES
+from nova_operator.runtime.leaderelection import RBAC_NEEDS as LEADER_ELECTION_NEEDS
 
 Obj = dict[str, Any]
 
@@ -301,3 +303,68 @@ def cluster_role_binding(t: Target, base: str, role_base: str, suffix: str = "")
 
 def role_binding(t: Target, base: str, role_base: str, suffix: str = "", namespace: str | None = None) -> Obj:
     return _binding(t, "RoleBinding", base, role_base, suffix, namespace)
+
+
+# -- the API server's priority and fairness for the operator's Lease requests ------------------------
+FLOWCONTROL_API = "flowcontrol.apiserver.k8s.io/v1"
+LEASE_FLOW_PRECEDENCE = 1000
+"""Ahead of the built-in ``service-accounts`` FlowSchema (9000), which would put the Lease requests
+in ``workload-low`` with every other request of the operator; behind the system's own (< 1000)."""
+
+
+def lease_priority_level(t: Target) -> Obj:
+    """The priority level the operator's Lease requests are served in (cluster-scoped)."""
+    spec: Obj = {
+        "type": "Limited",
+        "limited": {
+            # Seats of its own, never lent: a Lease request does not wait for the operator's LISTs and
+            # writes (nor anyone else's) to hand seats back. 5 shares: a few seats on any API server.
+            "nominalConcurrencyShares": 5,
+            "lendablePercent": 0,
+            "limitResponse": {
+                "type": "Queue",
+                "queuing": {"queues": 4, "handSize": 1, "queueLengthLimit": 16},
+            },
+        },
+    }
+    return {
+        "apiVersion": FLOWCONTROL_API,
+        "kind": "PriorityLevelConfiguration",
+        "metadata": t.metadata(t.name("leader-election", "-leader-election"), namespaced=False),
+        "spec": spec,
+    }
+
+
+def lease_flow_schema(t: Target) -> Obj:
+    """The operator's ServiceAccount's Lease requests (the verbs leader election sends, in the
+    operator's namespace) into ``lease_priority_level``. kustomize: the overlay's transformers put
+    the final name and namespace of the ServiceAccount in (``install.kustomize``)."""
+    verbs = sorted(LEADER_ELECTION_NEEDS[str(LEASES)])
+    return {
+        "apiVersion": FLOWCONTROL_API,
+        "kind": "FlowSchema",
+        "metadata": t.metadata(t.name("leader-election", "-leader-election"), namespaced=False),
+        "spec": {
+            "priorityLevelConfiguration": {"name": t.name("leader-election", "-leader-election")},
+            "matchingPrecedence": LEASE_FLOW_PRECEDENCE,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [
+                {
+                    "subjects": [
+                        {
+                            "kind": "ServiceAccount",
+                            "serviceAccount": {"name": t.service_account, "namespace": t.namespace},
+                        }
+                    ],
+                    "resourceRules": [
+                        {
+                            "verbs": verbs,
+                            "apiGroups": [LEASES.group],
+                            "resources": [LEASES.plural],
+                            "namespaces": [t.namespace],
+                        }
+                    ],
+                }
+            ],
+        },
+    }

@@ -11,7 +11,12 @@ and, for a timeout, what timed out and after how long.
 
 Connections: watches have a connection pool of their own (one HTTP/1.1 connection per open
 watch, no cap), so however many watches are open (kinds x watched namespaces) they never take
-a connection from the pool every other request uses (the Lease renewal among them).
+a connection from the pool every other request uses. ``own_connections`` gives a caller whose
+requests must not wait behind the others (leader election's Lease requests) a pool of its own,
+with its own retry policy, whose requests report their phase to ``tracing()``.
+
+Phases (``kube.tracing``): a request made inside a ``tracing()`` scope on such a client records
+where it is, so a caller that gives up on it (a timeout) can say where the time went.
 
 Retries (client-go's behaviour): a 429 or a 5xx is retried with backoff (0.25 s doubling,
 jitter, at most ``max_retries`` times); ``Retry-After`` is honoured, bounded by
@@ -75,6 +80,7 @@ from nova_operator.clock import Clock, LoopClock
 from nova_operator.kube import errors
 from nova_operator.kube.liststream import decode_list
 from nova_operator.kube.resources import ResourceRef
+from nova_operator.kube.tracing import current_trace, trace_config
 from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.settings import SERVICE_ACCOUNT_DIR
@@ -249,11 +255,12 @@ def _bypassed(hostname: str, port: int | None, no_proxy: str) -> bool:
     return False
 
 
-def api_client(cfg: Configuration) -> ApiClient:
+def api_client(cfg: Configuration, *, traced: bool = False) -> ApiClient:
     """An ApiClient for ``cfg`` whose session does no environment lookup per request.
 
     The proxy comes from the configuration (a kubeconfig ``proxy-url``) or, read once here, from
-    the environment (``environment_proxy``).
+    the environment (``environment_proxy``). ``traced``: its requests report their phases to
+    ``tracing()`` (a few awaits per request: only for the clients that need it).
     """
     if not cfg.proxy:
         cfg.proxy = environment_proxy(str(cfg.host))
@@ -263,7 +270,12 @@ def api_client(cfg: Configuration) -> ApiClient:
     connector = session.connector
     session.detach()  # the new session takes the connector over; the old one never sent a request
     # kubernetes_asyncio's read buffer (a watch event may carry an object up to etcd's 1.5 MiB)
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector,
+        trust_env=False,
+        read_bufsize=2**21,
+        trace_configs=[trace_config()] if traced else None,
+    )
     return api
 
 
@@ -401,6 +413,37 @@ class Kube:
         self.max_retries = max_retries
         self.retry_after_max = retry_after_max
         self._clock: Clock = clock if clock is not None else LoopClock()
+        self._own: list[Kube] = []
+
+    def own_connections(
+        self,
+        *,
+        connections: int = 2,
+        max_retries: int = 0,
+        timeout: float | None = None,
+        close_with_this: bool = True,
+    ) -> Kube:
+        """A client with a connection pool of its own (same server, credentials and metrics).
+
+        Its requests never wait for a connection behind this client's (a LIST of every Secret, a
+        burst of writes) and report their phases to ``tracing()``. ``max_retries`` 0: a 429 or
+        5xx is raised at once, for a caller that retries on its own schedule. Closed with this
+        client unless ``close_with_this`` is false (made on another thread's event loop: the
+        caller closes it there).
+        """
+        cfg = copy.copy(self._api.configuration)
+        cfg.connection_pool_maxsize = connections
+        own = Kube(
+            api_client(cfg, traced=True),
+            metrics=self.metrics,
+            timeout=self.timeout if timeout is None else timeout,
+            clock=self._clock,
+            max_retries=max_retries,
+            retry_after_max=self.retry_after_max,
+        )
+        if close_with_this:
+            self._own.append(own)
+        return own
 
     @classmethod
     async def connect(
@@ -421,6 +464,9 @@ class Kube:
         return str(self._api.configuration.host)
 
     async def close(self) -> None:
+        for own in self._own:
+            await own.close()
+        self._own.clear()
         if self._watch_api is not None:
             await self._watch_api.close()
             self._watch_api = None
@@ -606,6 +652,9 @@ class Kube:
         api = self._watch_client() if watch else self._api
         what = f"watch {path}" if watch else f"{method} {path}"
         timeout = aiohttp.ClientTimeout(total=None if watch else self.timeout, connect=self.timeout)
+        if (trace := current_trace()) is not None:
+            trace.request, trace.code = f"{method} {resource}", None
+            trace.enter("preparing (credentials)")
         try:
             async with self._clock.timeout(self.timeout):
                 resp: aiohttp.ClientResponse = await api.call_api(
@@ -619,6 +668,9 @@ class Kube:
                     _request_timeout=timeout,
                 )
             code = str(resp.status)
+            if trace is not None:
+                trace.code = resp.status
+                trace.enter("reading the response" if resp.status < 300 else f"answered {resp.status}")
         except TimeoutError as exc:
             step = "response headers" if watch else "response"
             raise errors.Unreachable(f"{what}: no {step} within {self.timeout:g} s (timed out)") from exc

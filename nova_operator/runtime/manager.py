@@ -1,7 +1,8 @@
 """The manager: everything one operator process runs, started and stopped in order.
 
     servers (/metrics, /healthz, /readyz)  ┐
-    informers (list+watch, one per kind)   ┘ background, for the whole life of the process
+    event-loop lag (``runtime.looplag``)   │ background, for the whole life of the process
+    informers (list+watch, one per kind)   ┘
     -> leader gate (a Lease; skipped with --no-leader-elect), while the caches sync
     -> wait until every cache has synced (ready)
     -> controllers (N workers each)
@@ -50,6 +51,7 @@ from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.health import HttpServer, health_routes, metrics_routes, parse_address
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.leaderelection import LeaderElector
+from nova_operator.runtime.looplag import LoopLag
 from nova_operator.runtime.reconciler import Reconciler
 from nova_operator.runtime.scoped import ScopedInformer
 from nova_operator.runtime.transform import ALL, Admits, Fields
@@ -84,7 +86,13 @@ class Manager:
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
         if self.settings.leader_election.enabled:
-            self.elector = LeaderElector(kube, self.settings.leader_election, metrics=self.metrics)
+            self.elector = LeaderElector(
+                kube,
+                self.settings.leader_election,
+                metrics=self.metrics,
+                # the Lease requests on connections of their own (a test double of Kube serves them as is)
+                own_connections=isinstance(kube, Kube),
+            )
         self.metrics_server: HttpServer | None = None
         self.health_server: HttpServer | None = None
         self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}
@@ -92,6 +100,7 @@ class Manager:
         self._stop = asyncio.Event()
         self._running = False
         self._gate = asyncio.Semaphore(max(1, self.settings.watch.max_concurrent_opens))
+        self.loop_lag = LoopLag(self.metrics.loop_lag.observe)
 
     # -- registration ------------------------------------------------------------------------
 
@@ -230,6 +239,7 @@ class Manager:
         try:
             async with asyncio.TaskGroup() as tg:
                 background = [tg.create_task(srv.serve(), name="http") for srv in await self._servers()]
+                background.append(tg.create_task(self.loop_lag.run(), name="event loop lag"))
                 try:
                     if setup is not None and not await self._until_stopped(_as_coroutine(setup)):
                         return

@@ -12,12 +12,20 @@ import json
 from typing import Any, cast
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
 from nova_operator.clock import FakeClock
 from nova_operator.kube import Kube, errors
-from nova_operator.kube.client import RETRY_CAP, api_client, environment_proxy, parse_retry_after, retry_delay
-from nova_operator.kube.resources import CONFIGMAPS
+from nova_operator.kube.client import (
+    RETRY_CAP,
+    api_client,
+    environment_proxy,
+    parse_retry_after,
+    retry_delay,
+)
+from nova_operator.kube.resources import CONFIGMAPS, LEASES
+from nova_operator.kube.tracing import tracing
 from nova_operator.metrics import Metrics
 
 
@@ -305,3 +313,64 @@ def test_plain_http_uses_http_proxy_and_lowercase_wins() -> None:
     env = {"http_proxy": "http://lower:1", "HTTP_PROXY": "http://upper:1", "HTTPS_PROXY": "http://s:1"}
     assert environment_proxy("http://127.0.0.1:8080", env) == "http://lower:1"
     assert environment_proxy("http://127.0.0.1:8080", {}) is None
+
+
+async def test_own_connections_are_not_queued_behind_a_full_pool_and_report_their_phase() -> None:
+    """A pool whose connections are all held by slow requests makes every other request wait;
+    a client made by ``own_connections`` gets through, and ``tracing`` says where a request is."""
+    seen: list[str] = []
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        await release.wait()
+        return web.json_response({"kind": "ConfigMap"})
+
+    async def lease(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.json_response({"kind": "Lease", "metadata": {"name": "l"}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/configmaps/{name}", slow)
+    app.router.add_get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/{name}", lease)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    cfg = k8s_client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.connection_pool_maxsize = 1
+    kube = Kube(api_client(cfg), metrics=Metrics())
+    try:
+        held = asyncio.create_task(kube.get(CONFIGMAPS, "slow", "ns"))
+        async with asyncio.timeout(10):
+            while not seen:  # noqa: ASYNC110 - waiting for the server to have the request
+                await asyncio.sleep(0.01)
+        queued = asyncio.create_task(kube.get(LEASES, "l", "ns"))
+        own = kube.own_connections(connections=1)
+        with tracing() as trace:
+            answer = await asyncio.wait_for(own.get(LEASES, "l", "ns"), 10)
+        assert answer["kind"] == "Lease"
+        assert trace.code == 200
+        assert trace.request == "GET leases.coordination.k8s.io"
+        assert not queued.done()  # the shared pool's request still waits for its one connection
+        assert seen == [
+            "/api/v1/namespaces/ns/configmaps/slow",
+            "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l",
+        ]
+
+        with tracing() as trace:
+            hanging = asyncio.create_task(own.get(CONFIGMAPS, "slow", "ns"))
+            async with asyncio.timeout(10):
+                while len(seen) < 3:  # noqa: ASYNC110 - waiting for the server to have the request
+                    await asyncio.sleep(0.01)
+            assert trace.phase == "request sent, awaiting the response"
+            assert "GET configmaps: request sent, awaiting the response (for" in trace.describe()
+        release.set()
+        await asyncio.wait_for(asyncio.gather(held, queued, hanging), 10)
+        assert own.max_retries == 0
+    finally:
+        release.set()
+        await kube.close()
+        await runner.cleanup()

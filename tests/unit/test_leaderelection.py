@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import http.server
+import json
+import threading
 import time
 from typing import Any, cast
 
 import pytest
+import structlog
+from kubernetes_asyncio import client as k8s_client
 
+from nova_operator.clock import Clock, FakeClock, LoopClock
 from nova_operator.kube import Kube
-from nova_operator.kube.errors import Conflict, NotFound
+from nova_operator.kube.client import api_client
+from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import LEASES, ResourceRef
 from nova_operator.metrics import Metrics
 from nova_operator.runtime import Request, Result
@@ -63,14 +71,6 @@ class LeaseAPI:
         return spec
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def elector(api: LeaseAPI, identity: str, clock: Clock, metrics: Metrics | None = None) -> LeaderElector:
     settings = LeaderElectionSettings(
         namespace="ns", name="lease", identity=identity, lease_duration=15, renew_deadline=10, retry_period=2
@@ -79,7 +79,7 @@ def elector(api: LeaseAPI, identity: str, clock: Clock, metrics: Metrics | None 
 
 
 async def test_the_first_candidate_creates_the_lease_and_holds_it() -> None:
-    api, clock = LeaseAPI(), Clock()
+    api, clock = LeaseAPI(), FakeClock()
     a = elector(api, "a", clock)
     assert await a.try_acquire_or_renew()
     spec = api.spec()
@@ -92,22 +92,22 @@ async def test_the_first_candidate_creates_the_lease_and_holds_it() -> None:
 
 
 async def test_a_live_holder_is_respected_until_its_record_stops_changing_for_a_lease_duration() -> None:
-    api, clock = LeaseAPI(), Clock()
+    api, clock = LeaseAPI(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     assert await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
-    clock.now += 14
+    clock.advance(14)
     assert await a.try_acquire_or_renew()  # a renews: the record changes, b's expiry restarts
-    clock.now += 14
+    clock.advance(14)
     assert not await b.try_acquire_or_renew()
-    clock.now += 15.1  # a is silent for longer than the lease duration, on b's own clock
+    clock.advance(15.1)  # a is silent for longer than the lease duration, on b's own clock
     assert await b.try_acquire_or_renew()
     assert (api.spec()["holderIdentity"], api.spec()["leaseTransitions"]) == ("b", 1)
     assert not await a.try_acquire_or_renew()  # a sees b's fresh record
 
 
 async def test_a_conflicting_write_loses_the_race() -> None:
-    api, clock = LeaseAPI(), Clock()
+    api, clock = LeaseAPI(), FakeClock()
     a = elector(api, "a", clock)
     assert await a.try_acquire_or_renew()
     original_replace = api.replace
@@ -121,7 +121,7 @@ async def test_a_conflicting_write_loses_the_race() -> None:
 
 
 async def test_run_leads_then_releases_so_a_successor_need_not_wait() -> None:
-    api, clock = LeaseAPI(), Clock()
+    api, clock = LeaseAPI(), FakeClock()
     metrics = Metrics()
     a = elector(api, "a", clock, metrics)
     seen: list[bool] = []
@@ -252,7 +252,7 @@ async def test_on_stop_the_lease_is_released_as_soon_as_the_workers_finish() -> 
 
 async def test_a_standby_takes_a_released_lease_within_a_second_and_stops_trying_at_once() -> None:
     api = ManagedLeaseAPI()
-    leader = elector(api, "a", time.monotonic)  # type: ignore[arg-type]
+    leader = elector(api, "a", LoopClock())
     assert await leader.try_acquire_or_renew()
     standby = Manager(cast(Kube, api), manager_settings("b", drain_timeout=1))
     task = asyncio.create_task(standby.run())
@@ -276,3 +276,270 @@ async def test_a_standby_takes_a_released_lease_within_a_second_and_stops_trying
     waiting.stop()
     await asyncio.wait_for(task, 1)
     assert time.monotonic() - stopped < 0.2
+
+
+# -- renewal: retried every retry period until the renew deadline, each attempt bounded ------------
+
+
+class ScriptedLeaseAPI(LeaseAPI):
+    """``gets`` scripts the next GETs: an exception to raise, or "hang" (never answered until
+    cancelled). Every GET is recorded as (started at, how it ended, ended at) on the fake clock."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.gets: list[Exception | str] = []
+        self.log: list[tuple[float, str, float]] = []
+
+    async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> dict[str, Any]:
+        started = self.clock.now()
+        step = self.gets.pop(0) if self.gets else "ok"
+        try:
+            if step == "hang":
+                await asyncio.Event().wait()
+            if isinstance(step, Exception):
+                raise step
+        except asyncio.CancelledError:
+            self.log.append((started, "abandoned", self.clock.now()))
+            raise
+        except KubeError:
+            self.log.append((started, "error", self.clock.now()))
+            raise
+        self.log.append((started, "ok", self.clock.now()))
+        return await super().get(ref, name, namespace)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def drive(clock: FakeClock, seconds: float, step: float = 0.25) -> None:
+    """Move the fake clock ``seconds`` ahead in small steps, letting the loop run after each."""
+    for _ in range(round(seconds / step)):
+        clock.advance(step)
+        await settle()
+
+
+class Leading:
+    """A leader elected on a fake clock, its ``lead()`` waiting until cancelled."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock(start=0.0)
+        self.api = ScriptedLeaseAPI(self.clock)
+        self.metrics = Metrics()
+        self.elector = elector(self.api, "a", self.clock, self.metrics)
+        self.cancelled = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def lead(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.elector.run(self.lead))
+        await settle()
+        assert self.elector.is_leader
+        self.api.log.clear()  # the acquisition's GET
+
+    def renewals(self, result: str) -> tuple[float, float]:
+        """(count, sum of seconds) of the renewal histogram for ``result``."""
+        labels = {"name": "lease", "result": result}
+        sample = self.metrics.registry.get_sample_value
+        count = sample("nova_operator_leader_election_renewal_duration_seconds_count", labels) or 0.0
+        total = sample("nova_operator_leader_election_renewal_duration_seconds_sum", labels) or 0.0
+        return count, total
+
+    async def stop(self) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def test_a_renewal_that_fails_once_is_retried_a_retry_period_later_and_the_lease_is_kept() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = [KubeError("etcd request timed out", status=500)]
+    with structlog.testing.capture_logs() as logs:
+        await drive(s.clock, 2.0)  # due at t=2: the first attempt is refused
+        assert s.api.log == [(2.0, "error", 2.0)]
+        await drive(s.clock, 2.0)  # one retry period later, the second attempt renews
+    assert s.api.log == [(2.0, "error", 2.0), (4.0, "ok", 4.0)]
+    assert s.elector.is_leader
+    assert not s.cancelled.is_set()
+    assert s.renewals("renewed") == (1.0, 2.0)  # renewed 2 s after it was due
+    assert s.renewals("lost") == (0.0, 0.0)
+    failed = [e for e in logs if e["event"] == "lease renewal failed"]
+    assert len(failed) == 1
+    assert failed[0]["phase"] == "API error 500"
+    assert failed[0]["attempt"] == 1
+    await s.stop()
+
+
+async def test_renewals_failing_past_the_deadline_lose_the_lease_after_one_attempt_per_retry_period() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = [KubeError("unavailable", status=503) for _ in range(20)]
+    await drive(s.clock, 11.75)  # due at t=2, the deadline at t=12
+    assert not s.cancelled.is_set()
+    await drive(s.clock, 0.5)
+    assert s.task is not None
+    assert s.task.done()
+    with pytest.raises(LeaderElectionLost):
+        s.task.result()
+    assert s.cancelled.is_set()
+    assert [started for started, _, _ in s.api.log] == [2.0, 4.0, 6.0, 8.0, 10.0]
+    assert s.renewals("lost") == (1.0, 10.0)
+    assert not s.elector.is_leader
+
+
+async def test_a_hung_request_is_abandoned_and_the_next_attempt_keeps_the_lease() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = ["hang"]
+    await drive(s.clock, 8.0)  # due at t=2; the attempt's own timeout is half the renew deadline
+    assert s.api.log == [(2.0, "abandoned", 7.0), (7.0, "ok", 7.0)]
+    assert s.elector.is_leader
+    assert not s.cancelled.is_set()
+    assert s.renewals("renewed") == (1.0, 5.0)
+    await s.stop()
+
+
+async def test_a_hung_request_is_abandoned_at_the_remaining_deadline_and_the_lease_is_lost() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = [KubeError("refused", status=500), "hang", "hang"]
+    with structlog.testing.capture_logs() as logs:
+        await drive(s.clock, 12.5)
+    # due at t=2, deadline t=12: refused at 2; retried at 4, abandoned at 9 (its 5 s);
+    # retried at once, and that one abandoned at 12, when the deadline had 3 s left for it
+    assert s.api.log == [(2.0, "error", 2.0), (4.0, "abandoned", 9.0), (9.0, "abandoned", 12.0)]
+    assert s.task is not None
+    assert s.task.done()
+    with pytest.raises(LeaderElectionLost):
+        s.task.result()
+    assert s.cancelled.is_set()
+    phases = [e["phase"] for e in logs if e["event"] == "lease renewal failed"]
+    assert phases[0].startswith("API error 500")
+    assert phases[1].startswith("no answer within 5 s")
+    assert phases[2].startswith("no answer within 3 s")
+    latencies = [e["latency"] for e in logs if e["event"] == "lease renewal failed"]
+    assert latencies == [0.0, 5.0, 3.0]
+    assert any(e["event"] == "lost the lease: no renewal within the deadline" for e in logs)
+
+
+# -- the Lease on a loop of its own ------------------------------------------------------------------
+
+
+class LeaseServer(http.server.ThreadingHTTPServer):
+    """One Lease over HTTP on a thread of its own (it answers while the test's event loop is held);
+    ``writes`` holds the monotonic time of every create and update."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), LeaseHandler)
+        self.lease: dict[str, Any] | None = None
+        self.rv = 0
+        self.writes: list[float] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class LeaseHandler(http.server.BaseHTTPRequestHandler):
+    server: LeaseServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            lease = self.server.lease
+        if lease is None:
+            self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        else:
+            self._answer(200, lease)
+
+    def _write(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            current = self.server.lease
+            if (
+                current is not None
+                and body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]
+            ):
+                self._answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+                return
+            self.server.rv += 1
+            body["metadata"]["resourceVersion"] = str(self.server.rv)
+            self.server.lease = body
+            self.server.writes.append(time.monotonic())
+        self._answer(200, body)
+
+    do_POST = _write
+    do_PUT = _write
+
+
+async def test_the_lease_is_renewed_while_the_operators_event_loop_is_held() -> None:
+    """The renew loop runs on a loop and thread of its own: a caller's loop held for longer than
+    the renew deadline (a large List decoded, a busy machine) does not stop the renewals."""
+    server = LeaseServer()
+    cfg = k8s_client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    kube = Kube(api_client(cfg), metrics=Metrics())
+    settings = LeaderElectionSettings(
+        namespace="ns", name="lease", identity="a", lease_duration=6, renew_deadline=4, retry_period=0.5
+    )
+    a = LeaderElector(kube, settings, own_connections=True)
+    leading = asyncio.Event()
+    held: list[float] = []
+
+    async def lead() -> None:
+        leading.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(a.run(lead))
+    try:
+        await asyncio.wait_for(leading.wait(), 10)
+        start = time.monotonic()
+        time.sleep(6)  # noqa: ASYNC251 - the caller's loop held for longer than the renew deadline
+        held = [start, time.monotonic()]
+        await asyncio.sleep(0.5)
+        assert not task.done()  # not lost
+        assert a.is_leader
+        during = [t for t in server.writes if held[0] < t < held[1]]
+        assert len(during) >= 2  # renewed while the loop was held
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()
+        server.shutdown()
+    assert server.lease is not None
+    assert server.lease["spec"]["holderIdentity"] is None  # released on cancel, from its own loop
+    assert a._kube is kube  # its own connections closed with its thread; a next run makes new ones
+
+
+async def test_an_attempt_whose_timeout_ran_late_names_the_event_loop_as_its_phase() -> None:
+    s = Leading()
+    await s.start()
+    s.api.gets = ["hang"]
+    with structlog.testing.capture_logs() as logs:
+        await drive(s.clock, 2.0)  # due at t=2: the attempt hangs, its timeout due at t=7
+        s.clock.advance(5.0 + 3.0)  # the loop runs again 3 s after that timeout was due
+        await settle()
+    failed = [e for e in logs if e["event"] == "lease renewal failed"]
+    assert len(failed) == 1
+    assert failed[0]["phase"].startswith("waiting for the event loop (held 3 s")
+    assert failed[0]["latency"] == 8.0
+    await s.stop()

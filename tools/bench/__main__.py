@@ -1,4 +1,5 @@
-"""``python -m bench run|floor|writes|compare|show|real`` (PYTHONPATH=tools; the binaries from ENVTEST_BIN).
+"""``python -m bench run|floor|writes|compare|show|real|lease-load`` (PYTHONPATH=tools; the binaries
+from ENVTEST_BIN).
 
 ``run`` measures the operator against the floor (``floor``: the same children created by a plain
 client) taken on the same machine just before it, unless ``--floor FILE`` names a floor run to use
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench import report, writes
+from bench import lease_load, report, writes
 from bench.floor import FloorOptions, floor
 from bench.run import Options, run
 
@@ -67,7 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     real = sub.add_parser("real", help="the minimal sample's bring-up on the real-Nova tier")
     real.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-real.json"))
     real.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
+    lease_load.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "lease-load":
+        return int(args.func(args))
     if args.command == "real":
         from bench import real as real_bench  # the real tier's imports only when asked for
 

@@ -5,6 +5,11 @@ With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags 
 (with their Secrets and stand-in dependencies) are applied, the operator runs as its own
 ServiceAccount, and every condition change of the sample Nova and NovaCompute is printed
 until both are Ready; then how to look. Ctrl-C stops everything that was started.
+
+Either way the operator runs without leader election (``--leader-elect=false`` before the flags
+given after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to
+hand over to, so a slow API server or a busy machine cannot make it give up a Lease and exit (and
+take the simulated cluster down with it). ``make run ARGS=--leader-elect`` turns it back on.
 """
 
 from __future__ import annotations
@@ -32,9 +37,18 @@ NAMESPACE = "openstack"
 WATCHED = (("novas", "nova"), ("novacomputes", POOL))
 
 
+RUN_DEFAULTS = ("--leader-elect=false",)
+"""The operator flags ``make run`` gives before the caller's (a later flag wins)."""
+
+
+def run_args(operator_args: Sequence[str]) -> list[str]:
+    """The operator's flags under ``make run``: ``RUN_DEFAULTS``, then ``operator_args``."""
+    return [*RUN_DEFAULTS, *operator_args]
+
+
 def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
     """Replace this process with the operator (signals go straight to it)."""
-    argv = [sys.executable, "-m", "nova_operator", *operator_args]
+    argv = [sys.executable, "-m", "nova_operator", *run_args(operator_args)]
     os.execv(sys.executable, argv)
     return 1  # not reached
 
@@ -99,7 +113,7 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *,
         handle = launch(workdir, nodes=3, pools={POOL: 3})
     try:
         metrics = free_port()
-        operator = _start(handle, real, metrics, operator_args)
+        operator = _start(handle, real, metrics, run_args(operator_args))
         print(
             f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
             f"nova-system:nova-operator (log: {operator.log})"

@@ -228,6 +228,8 @@ def test_an_unreachable_api_server_is_retried_and_sigterm_ends_the_wait(tmp_path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_an_unexpected_failure_is_logged_with_its_traceback_and_exits_1(

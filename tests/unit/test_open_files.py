@@ -84,6 +84,9 @@ def test_hundreds_of_idle_connections_leave_the_process_able_to_open_sockets() -
         if child.poll() is None:
             child.kill()
             child.wait()
+        for pipe in (child.stdin, child.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(tmp_path: pathlib.Path) -> None:
@@ -113,3 +116,5 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(tmp_path: 
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()

@@ -114,6 +114,8 @@ class _Running:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()  # the reader thread ends at EOF; the pipe is ours to close
 
 
 def _as_openstack_user(command: list[str], socket_path: Path) -> tuple[list[str], dict[str, str]]:

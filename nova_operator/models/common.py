@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -175,19 +175,53 @@ class NameRef(CRDModel):
 # --- image ---------------------------------------------------------------------------------
 
 
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+MAX_PULL_SECRETS: Final = 16
+
+
+class ImagePullSecretRef(CRDModel):
+    """core/v1 LocalObjectReference, as a pod's ``imagePullSecrets`` items are."""
+
+    name: SubdomainName
+    """Name of a Secret in this namespace with registry credentials (type kubernetes.io/dockerconfigjson).
+    """
+
+
+# A list-map keyed by name: the API server refuses the same Secret twice.
+ImagePullSecrets = Annotated[
+    list[ImagePullSecretRef],
+    Field(max_length=MAX_PULL_SECRETS),
+    Schema(x_kubernetes_list_type="map", x_kubernetes_list_map_keys=["name"]),
+]
+REPOSITORY = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[a-z0-9]+([._:/-][a-z0-9]+)*$")]
+TAG = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")]
+DIGEST = Annotated[str, Field(pattern=r"^sha256:[a-f0-9]{64}$")]
+
+
 class ImageSpec(CRDModel):
     __crd_rules__ = (
         Rule("has(self.tag) != has(self.digest)", "exactly one of image.tag or image.digest must be set"),
     )
 
-    repository: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[a-z0-9]+([._:/-][a-z0-9]+)*$")]
+    repository: REPOSITORY
     """OCI repository of the image, optionally with a registry host and port (for example ghcr.io/c5c3/nova).
     """
-    tag: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")] | None = None
+    tag: TAG | None = None
     """Image tag. Exactly one of tag and digest must be set."""
-    digest: Annotated[str, Field(pattern=r"^sha256:[a-f0-9]{64}$")] | None = None
+    digest: DIGEST | None = None
     """Image digest (sha256:<64 hex>) that pins the image; used instead of the tag. Exactly one of tag and
     digest must be set.
+    """
+    pull_secrets: ImagePullSecrets | None = None
+    """Secrets with the registry's credentials, rendered as imagePullSecrets of every pod the Nova runs: the
+    five Deployments, the db-sync and upgrade Jobs, the db-archive CronJob and the host discovery Job. At most
+    16, each named once.
+    """
+    pull_policy: PullPolicy | None = None
+    """imagePullPolicy of every container of those pods: Always, IfNotPresent or Never. Unset: none is
+    rendered (the cluster's default: Always for a :latest or untagged image, else IfNotPresent), except on
+    the host discovery Job, which takes the operator's --default-image-pull-policy, else Always for a tag
+    and IfNotPresent for a digest.
     """
 
     @property

@@ -27,6 +27,7 @@ from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     config_volume,
     db_tls_volumes,
+    image_pull_secrets,
     job_pod_settings,
     manage_env,
     memory_figure,
@@ -61,6 +62,7 @@ __all__ = [
     "overridden_owned_keys",
     "pool_conf",
     "pool_conf_sections",
+    "pool_image",
     "pull_policy",
     "resolve_resources",
     "secret_config_name",
@@ -317,12 +319,25 @@ def default_image(installed_release: str) -> str:
     return f"{DEFAULT_REPOSITORY}:{installed_release}"
 
 
-def pull_policy(image: str, *, operator_default: str | None = None) -> str:
-    """The operator-wide default if configured, else Always for a tag and IfNotPresent for a digest.
+def pool_image(pool: NovaCompute, installed_release: str) -> str:
+    """The image the pool runs: ``spec.image``'s repository with its tag or digest, else the default."""
+    image = pool.spec.image
+    if image is None or image.repository is None:
+        return default_image(installed_release)
+    if image.digest:
+        return f"{image.repository}@{image.digest}"
+    return f"{image.repository}:{image.tag}"
+
+
+def pull_policy(image: str, *, policy: str | None = None, operator_default: str | None = None) -> str:
+    """The CR's own ``spec.image.pullPolicy``, else the operator-wide default if configured, else
+    Always for a tag and IfNotPresent for a digest.
 
     Unconfirmed upstream (§9.7): a digest-addressed image gets IfNotPresent, because the
     digest pins the content and a pull can change nothing.
     """
+    if policy:
+        return policy
     if operator_default:
         return operator_default
     return "IfNotPresent" if "@sha256:" in image else "Always"
@@ -509,6 +524,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         "initContainers": init,
         "containers": main,
         "volumes": _volumes(inputs),
+        **image_pull_secrets(pool.spec.image.pull_secrets if pool.spec.image is not None else None),
     }
     if pool.spec.tolerations:
         pod_spec["tolerations"] = [
@@ -596,6 +612,7 @@ def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: 
                         "containers": [container],
                         "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
                         **placement,
+                        **image_pull_secrets(nova.spec.image.pull_secrets),
                     },
                 },
             },

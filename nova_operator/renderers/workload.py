@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nova_operator import image_contract, naming
-from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ResourceRequirements
+from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ImagePullSecretRef, ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
@@ -29,6 +29,8 @@ __all__ = [
     "db_tls_volumes",
     "deployment",
     "deployments",
+    "image_pull_policy",
+    "image_pull_secrets",
     "image_ref",
     "job_pod_settings",
     "manage_env",
@@ -98,6 +100,17 @@ def image_ref(nova: Nova) -> str:
     if image.digest:
         return f"{image.repository}@{image.digest}"
     return f"{image.repository}:{image.tag}"
+
+
+def image_pull_secrets(refs: list[ImagePullSecretRef] | None) -> Manifest:
+    """``{"imagePullSecrets": [{name}, ...]}`` for a pod spec, or nothing when no Secret is named."""
+    return {"imagePullSecrets": [{"name": ref.name} for ref in refs]} if refs else {}
+
+
+def image_pull_policy(nova: Nova) -> Manifest:
+    """``{"imagePullPolicy": ...}`` for a Nova's container, only while ``spec.image.pullPolicy`` is set."""
+    policy = nova.spec.image.pull_policy
+    return {"imagePullPolicy": policy} if policy else {}
 
 
 def restricted_container_security_context() -> Manifest:
@@ -506,7 +519,7 @@ def _config_mounts(
 
 
 def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: DeploymentSpec) -> Manifest:
-    container: Manifest = {"name": str(component), "image": image_ref(nova)}
+    container: Manifest = {"name": str(component), "image": image_ref(nova), **image_pull_policy(nova)}
     if component in _WSGI:
         _, port, port_name = _WSGI[component]
         container["command"] = _uwsgi_command(nova, component)
@@ -579,6 +592,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
             *ca_volumes,
         ],
         **_placement(block),
+        **image_pull_secrets(nova.spec.image.pull_secrets),
     }
     if (spread := _topology_spread(block, selector)) is not None:
         pod_spec["topologySpreadConstraints"] = spread

@@ -755,6 +755,16 @@ def _novacompute_cases() -> Iterator[Case]:
         put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute"}),
         put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute", "tag": "2025.2"}),
     )
+    # issue 38 item 2: pull settings on the default image, without naming one
+    pull = {"pullPolicy": "IfNotPresent", "pullSecrets": [{"name": "regcred"}]}
+    for orphan in ({"tag": "2026.1"}, {"digest": "sha256:" + "c" * 64}):
+        yield Case(
+            c,
+            "spec.image",
+            m("spec.image", "image.tag and image.digest need image.repository"),
+            put("spec.image", {**pull, **orphan}),
+            put("spec.image", pull),
+        )
     yield Case(
         c,
         "spec.libvirt",

@@ -280,6 +280,38 @@ def test_pull_policy_and_default_image() -> None:
     assert cp.pull_policy("r:tag", operator_default="Never") == "Never"
 
 
+def test_pool_pull_policy_prefers_the_pools_own_then_the_operators_then_the_reference() -> None:
+    digest = "r@sha256:" + "a" * 64
+    assert cp.pull_policy("r:tag", policy="Never", operator_default="IfNotPresent") == "Never"
+    assert cp.pull_policy(digest, policy="Always", operator_default="Never") == "Always"
+    assert cp.pull_policy("r:tag", policy=None, operator_default="IfNotPresent") == "IfNotPresent"
+    assert cp.pull_policy(digest, policy=None) == "IfNotPresent"
+
+
+def test_pool_image_without_a_repository_is_the_default_image_of_the_installed_release() -> None:
+    assert cp.pool_image(pool(), "2026.1") == "ghcr.io/c5c3/nova-compute:2026.1"
+    assert cp.pool_image(pool(image={"pullPolicy": "Never"}), "2026.1") == "ghcr.io/c5c3/nova-compute:2026.1"
+    assert (
+        cp.pool_image(pool(image={"repository": "reg.example/nc", "tag": "t1"}), "2026.1")
+        == "reg.example/nc:t1"
+    )
+    pinned = pool(image={"repository": "reg.example/nc", "digest": "sha256:" + "b" * 64})
+    assert cp.pool_image(pinned, "2026.1") == "reg.example/nc@sha256:" + "b" * 64
+
+
+def test_pool_pull_secrets_reach_the_daemonset_pod_and_no_secret_is_named_without_them() -> None:
+    p = pool(image={"pullSecrets": [{"name": "regcred"}], "pullPolicy": "IfNotPresent"})
+    ds = cp.daemonset(p, inputs(pull_policy="IfNotPresent"))
+    assert ds is not None
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert {c["imagePullPolicy"] for c in [*spec["initContainers"], *spec["containers"]]} == {"IfNotPresent"}
+    kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
+    plain = cp.daemonset(pool(), inputs())
+    assert plain is not None
+    assert "imagePullSecrets" not in plain["spec"]["template"]["spec"]
+
+
 def test_rendered_objects_pass_kubernetes_validate() -> None:
     p = pool(tolerations=[{"key": "k", "operator": "Exists"}], updateStrategy={"maxUnavailable": "10%"})
     ds = cp.daemonset(p, inputs(excluded=frozenset({"n2"}), keep_pods=frozenset({"n3"})))

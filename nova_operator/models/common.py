@@ -563,10 +563,21 @@ class DeploymentSpec(CRDModel):
         return 5 if self.pre_stop_sleep_seconds is None else self.pre_stop_sleep_seconds
 
 
-class BusDeploymentSpec(DeploymentSpec):
-    """Scheduler and conductor: an unset grace period is 200 s (covers the RPC server drain)."""
+STOP_MARGIN_SECONDS: Final = 20
+"""What a grace period adds to nova's own bound on a stop ([DEFAULT] graceful_shutdown_timeout, after
+which oslo.service ends the process): the exit itself. 2026.1's 180 s plus this is the scheduler's and
+the conductor's 200 s; a pool's grace is its release's bound plus this."""
+BUS_GRACE_SECONDS: Final = 200
 
-    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = 200
+
+class BusDeploymentSpec(DeploymentSpec):
+    """Scheduler and conductor: an unset grace period is 200 s (covers the RPC server drain).
+
+    A schema default cannot follow the release; it covers the longest bound of every shipped
+    release plus ``STOP_MARGIN_SECONDS`` (a unit test holds it to the catalogs).
+    """
+
+    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = BUS_GRACE_SECONDS
     """Seconds a pod gets to stop after SIGTERM (at least 10). Default: 200, which covers the drain of the RPC
     server.
     """

@@ -197,6 +197,14 @@ class NovaComputeImageSpec(CRDModel):
     """
 
 
+# extraConfig [DEFAULT] graceful_shutdown_timeout as a number, or -1 when unset or not a plain integer
+_OWN_GRACEFUL = (
+    "(has(self.extraConfig) && 'DEFAULT' in self.extraConfig && "
+    "'graceful_shutdown_timeout' in self.extraConfig['DEFAULT'] && "
+    "self.extraConfig['DEFAULT']['graceful_shutdown_timeout'].trim().matches('^[0-9]{1,9}$') ? "
+    "int(self.extraConfig['DEFAULT']['graceful_shutdown_timeout'].trim()) : -1)"
+)
+
 _TOLERATES_OFFBOARDING = (
     "(has(t.tolerationSeconds) || "
     "(has(t.effect) && t.effect != '' && t.effect != 'NoExecute') || "
@@ -214,6 +222,13 @@ class NovaComputeSpec(CRDModel):
             "openstack-hypervisor-operator deletes the compute service only after every agent pod "
             "on the node is gone, and a nova-compute that stays "
             "re-registers it",
+        ),
+        Rule(
+            f"!has(self.terminationGracePeriodSeconds) || {_OWN_GRACEFUL} <= 0 || "
+            f"self.terminationGracePeriodSeconds > {_OWN_GRACEFUL}",
+            "terminationGracePeriodSeconds must exceed extraConfig [DEFAULT] graceful_shutdown_timeout: the "
+            "kubelet would kill nova-compute before nova's own stop ends",
+            field_path=".terminationGracePeriodSeconds",
         ),
     )
 
@@ -242,6 +257,11 @@ class NovaComputeSpec(CRDModel):
     resources: ResourceRequirements | None = None
     """Requests and limits of the pod's containers; unset resources are resolved by the operator and never
     written back.
+    """
+    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = None
+    """Seconds a nova-compute pod gets to stop after SIGTERM (at least 10) before the kubelet kills it. Unset:
+    nova's own bound on the stop, [DEFAULT] graceful_shutdown_timeout (from extraConfig, else the default of
+    the Nova's installed release), plus 20 s; must exceed a graceful_shutdown_timeout set in extraConfig.
     """
     extra_config: NovaComputeExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are

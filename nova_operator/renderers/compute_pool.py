@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nova_operator import naming
+from nova_operator import catalog, naming
 from nova_operator.catalog import oslo_name
 from nova_operator.digests import config_hash, keyed_digest
-from nova_operator.models.common import ResourceRequirements
+from nova_operator.models.common import STOP_MARGIN_SECONDS, ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -57,6 +57,7 @@ __all__ = [
     "default_image",
     "discover_hosts_job",
     "discover_hosts_job_name",
+    "graceful_shutdown_timeout",
     "labels",
     "node_affinity_terms",
     "overridden_owned_keys",
@@ -68,6 +69,7 @@ __all__ = [
     "secret_config_name",
     "secret_config_secret",
     "selector_labels",
+    "termination_grace",
 ]
 
 Manifest = dict[str, Any]
@@ -82,7 +84,6 @@ CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
 POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
 DEFAULT_CPU_REQUEST: Final = "150m"
 DEFAULT_MEMORY: Final = "768Mi"
-TERMINATION_GRACE: Final = 30
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
@@ -167,6 +168,7 @@ class PoolInputs:
     keep_pods: frozenset[str] = field(default_factory=frozenset)  # Draining nodes: hold terms
     deleting: bool = False
     pull_policy: str = "Always"
+    release: str = ""  # the Nova's installed release: the default image's, and its stop bound
     secret_config_secret: str = ""  # secret_config_name(cr) while spec.secretConfig is set
     secret_config_keys: tuple[str, ...] = ()  # its section.option keys
     secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
@@ -348,6 +350,59 @@ def resolve_resources(resources: ResourceRequirements | None) -> Manifest:
     return resolve_job_resources(resources, DEFAULT_MEMORY, cpu=DEFAULT_CPU_REQUEST)
 
 
+# --------------------------------------------------------------------------- graceful stop
+
+_GRACEFUL = ("DEFAULT", "graceful_shutdown_timeout")
+
+
+def _release_bound(release: str) -> int:
+    """The release's default [DEFAULT] graceful_shutdown_timeout, from its option catalog.
+
+    A release without a shipped catalog gets the longest bound any shipped catalog has: a grace
+    period too long only waits for a process that has already ended, one too short kills it
+    mid-stop.
+    """
+    base = release.partition("-")[0]  # 2026.1-p1 is 2026.1
+    shipped = catalog.supported_releases()
+    bounds = [
+        info.default
+        for r in ([base] if base in shipped else shipped)
+        if (info := catalog.load_catalog(r).option(*_GRACEFUL)) is not None and info.default is not None
+    ]
+    if not bounds:
+        raise LookupError(
+            f"no option catalog gives [DEFAULT] graceful_shutdown_timeout a default ({release!r})"
+        )
+    return max(bounds)
+
+
+def graceful_shutdown_timeout(release: str, extra_config: Mapping[str, Mapping[str, str]] | None) -> int:
+    """nova's own bound on a service's stop, in seconds: when it runs out, oslo.service ends the process.
+
+    ``[DEFAULT] graceful_shutdown_timeout`` of the pool's extraConfig when it is a positive integer
+    (0, "no bound", and a value nova would refuse fall back), else the release's default. A
+    ``manager_shutdown_timeout`` needs no reading: nova caps the manager's wait below this bound.
+    """
+    for section, options in (extra_config or {}).items():
+        for key, value in options.items():
+            if oslo_name(section, key) == _GRACEFUL:
+                try:
+                    own = int(value.strip())
+                except ValueError:
+                    break
+                if own > 0:
+                    return own
+    return _release_bound(release)
+
+
+def termination_grace(pool: NovaCompute, release: str) -> int:
+    """The pod's grace period: ``spec.terminationGracePeriodSeconds``, else nova's bound plus the margin."""
+    own = pool.spec.termination_grace_period_seconds
+    if own is not None:
+        return own
+    return graceful_shutdown_timeout(release, pool.spec.extra_config) + STOP_MARGIN_SECONDS
+
+
 # --------------------------------------------------------------------------- DaemonSet
 
 
@@ -517,7 +572,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "terminationGracePeriodSeconds": TERMINATION_GRACE,
+        "terminationGracePeriodSeconds": termination_grace(pool, inputs.release),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
         },

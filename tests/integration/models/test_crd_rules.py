@@ -802,6 +802,29 @@ def _novacompute_cases() -> Iterator[Case]:
             put(strategy, {"maxUnavailable": bad}),
             put(strategy, {"maxUnavailable": good}),
         )
+    # issue 38 item 4: a grace period the user names must outlast the bound the user gives nova
+    for bound in ("180", " 180 "):
+        own = put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": bound}})
+        yield Case(
+            c,
+            "spec",
+            m("spec", "terminationGracePeriodSeconds must exceed extraConfig"),
+            both(own, put("spec.terminationGracePeriodSeconds", 180)),
+            both(own, put("spec.terminationGracePeriodSeconds", 181)),
+        )
+    yield Case(  # 0 is "no bound" to nova: no grace period can outlast it, none is refused
+        c,
+        "spec",
+        m("spec", "terminationGracePeriodSeconds must exceed extraConfig"),
+        both(
+            put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": "60"}}),
+            put("spec.terminationGracePeriodSeconds", 30),
+        ),
+        both(
+            put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": "0"}}),
+            put("spec.terminationGracePeriodSeconds", 30),
+        ),
+    )
     yield from _shared_block_cases(c, "spec")
     yield from _extra_config_cases(c, NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS)
 

@@ -1,11 +1,18 @@
-"""What the pod-level fields of issue 38 render on the Nova's pods: pull secrets and policy (item 2)."""
+"""What the pod-level fields of issue 38 render: pull settings (item 2), stops (item 4), probes (item 6)."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from nova_operator import catalog
 from nova_operator.models.nova import Nova
+from nova_operator.models.novacompute import NovaCompute
 from nova_operator.renderers import compute_pool as cp
 
 Render = Callable[[Nova], dict[str, Any]]
@@ -66,3 +73,41 @@ def test_the_host_discovery_job_takes_the_novas_secrets_and_policy(load_sample: 
         load_sample("minimal"), image="ghcr.io/c5c3/nova:2025.2", config_map="c", pull_policy="Always"
     )
     assert "imagePullSecrets" not in plain["spec"]["template"]["spec"]
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+
+
+def test_the_stop_table_of_the_operations_page_says_what_each_catalog_gives() -> None:
+    """Issue 38 item 4: the docs say what each release does, and the numbers are the catalogs'."""
+    rows = re.findall(
+        r"^\| (\d{4}\.[12]) \| (\d+) s [^|]*\| ([^|]+) \| (\d+) s \|$",
+        (DOCS / "operations.md").read_text(),
+        re.M,
+    )
+    assert [r[0] for r in rows] == list(catalog.supported_releases())
+    for release, graceful, manager, grace in rows:
+        options = catalog.load_catalog(release).sections["DEFAULT"]
+        assert int(graceful) == options["graceful_shutdown_timeout"].default, release
+        if "manager_shutdown_timeout" in options:
+            assert manager.strip() == f"{options['manager_shutdown_timeout'].default} s", release
+        else:
+            assert manager.startswith("none"), release
+        assert int(grace) == cp.termination_grace(_pool({}), release), release
+
+
+def _pool(spec: dict[str, Any]) -> NovaCompute:
+    body = {"novaRef": {"name": "nova"}, "nodeSelector": {"a": "b"}, **spec}
+    return NovaCompute.model_validate({"metadata": {"name": "p", "namespace": "openstack"}, "spec": body})
+
+
+def test_every_example_manifest_of_the_operations_page_is_a_valid_object() -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", (DOCS / "operations.md").read_text(), re.S)
+    kinds = {"Nova": Nova, "NovaCompute": NovaCompute}
+    checked = 0
+    for block in blocks:
+        for body in yaml.safe_load_all(textwrap.dedent(block)):
+            if isinstance(body, dict) and body.get("kind") in kinds:
+                kinds[body["kind"]].model_validate(body)
+                checked += 1
+    assert checked >= 2

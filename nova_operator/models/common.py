@@ -507,6 +507,55 @@ class TopologySpreadConstraint(CRDModel):
     """Pod label keys whose values from the incoming pod are added to labelSelector."""
 
 
+class ProbeTiming(CRDModel):
+    """When and how often one probe runs; the handler (command, path, port) stays the operator's.
+
+    Each unset field keeps the operator's default for that probe (the field of the role names it).
+    """
+
+    initial_delay_seconds: Annotated[Int32, Field(ge=0, le=3600)] | None = None
+    """Seconds after the container starts before the probe first runs (0 to 3600)."""
+    period_seconds: Annotated[Int32, Field(ge=1, le=3600)] | None = None
+    """Seconds between two runs of the probe (1 to 3600)."""
+    timeout_seconds: Annotated[Int32, Field(ge=1, le=3600)] | None = None
+    """Seconds after which one run counts as failed (1 to 3600)."""
+    failure_threshold: Annotated[Int32, Field(ge=1, le=1000)] | None = None
+    """Failed runs in a row after which the probe fails (1 to 1000): the pod leaves its Service
+    (readiness), or the container is restarted (liveness, startup).
+    """
+
+
+class ReadinessProbeTiming(ProbeTiming):
+    """A readiness probe's timing; only it may ask for several successes (Kubernetes wants 1 elsewhere)."""
+
+    success_threshold: Annotated[Int32, Field(ge=1, le=1000)] | None = None
+    """Successful runs in a row after a failure before the pod is ready again (1 to 1000)."""
+
+
+class ReadinessProbeSpec(CRDModel):
+    """The probes of a role that has only a readiness probe (scheduler, conductor, console proxy)."""
+
+    readiness: ReadinessProbeTiming | None = None
+    """Timing of the readiness probe."""
+
+
+class ServerProbeSpec(ReadinessProbeSpec):
+    """The probes of an HTTP API role (compute API, metadata API): startup, liveness and readiness."""
+
+    startup: ProbeTiming | None = None
+    """Timing of the startup probe, which holds the other two until uWSGI answers. Default: period 10 s,
+    timeout 8 s, failure threshold 30 (up to 300 s to start).
+    """
+    liveness: ProbeTiming | None = None
+    """Timing of the liveness probe. Default: initial delay 15 s, period 20 s, timeout 10 s, failure
+    threshold 3.
+    """
+    readiness: ReadinessProbeTiming | None = None
+    """Timing of the readiness probe. Default: initial delay 10 s, period 15 s, timeout 10 s, failure
+    threshold 3, success threshold 1.
+    """
+
+
 DRAIN_WINDOW_RULE = Rule(
     "(has(self.preStopSleepSeconds) ? self.preStopSleepSeconds : 5) < "
     "(has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",
@@ -551,6 +600,10 @@ class DeploymentSpec(CRDModel):
     """Taints the pods tolerate."""
     affinity: Affinity | None = None
     """Node affinity and pod (anti-)affinity scheduling rules of the pods."""
+    probes: ReadinessProbeSpec | None = None
+    """Timing of the container's readiness probe; each unset field keeps the default. Default of the console
+    proxy: the kubelet's (period 10 s, timeout 1 s, failure threshold 3).
+    """
 
     _labels = field_validator("node_selector")(check_label_map)
 
@@ -580,6 +633,19 @@ class BusDeploymentSpec(DeploymentSpec):
     termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = BUS_GRACE_SECONDS
     """Seconds a pod gets to stop after SIGTERM (at least 10). Default: 200, which covers the drain of the RPC
     server.
+    """
+    probes: ReadinessProbeSpec | None = None
+    """Timing of the readiness probe (nova-amqp-ready: a connection to the broker); each unset field keeps the
+    default: period 5 s, timeout 5 s, failure threshold 1.
+    """
+
+
+class ServerDeploymentSpec(DeploymentSpec):
+    """The compute API and the metadata API: an HTTP server with startup, liveness and readiness probes."""
+
+    probes: ServerProbeSpec | None = None
+    """Timing of the startup, liveness and readiness probes (HTTP GET / on the server's port); each unset
+    field keeps the default.
     """
 
 

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nova_operator import image_contract, naming
-from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ImagePullSecretRef, ResourceRequirements
+from nova_operator.models.common import (
+    DatabaseSpec,
+    DeploymentSpec,
+    ImagePullSecretRef,
+    ProbeTiming,
+    ResourceRequirements,
+    ServerProbeSpec,
+)
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
@@ -518,6 +525,19 @@ def _config_mounts(
     return volumes, mounts
 
 
+def _time_probes(container: Manifest, block: DeploymentSpec) -> None:
+    """The block's probe timing over the operator's, field by field; the handlers stay as rendered."""
+    probes = block.probes
+    if probes is None:
+        return
+    timings: dict[str, ProbeTiming | None] = {"readinessProbe": probes.readiness}
+    if isinstance(probes, ServerProbeSpec):
+        timings |= {"startupProbe": probes.startup, "livenessProbe": probes.liveness}
+    for key, timing in timings.items():
+        if timing is not None and key in container:
+            container[key] = {**container[key], **timing.model_dump(by_alias=True, exclude_none=True)}
+
+
 def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: DeploymentSpec) -> Manifest:
     container: Manifest = {"name": str(component), "image": image_ref(nova), **image_pull_policy(nova)}
     if component in _WSGI:
@@ -552,6 +572,7 @@ def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: 
             "timeoutSeconds": 5,
             "failureThreshold": 1,
         }
+    _time_probes(container, block)
     container["env"] = _role_env(nova, component, inputs)
     pre_stop = block.pre_stop_sleep_seconds if block.pre_stop_sleep_seconds is not None else DEFAULT_PRE_STOP
     container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", str(pre_stop)]}}}

@@ -8,12 +8,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from nova_operator import catalog
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NovaCompute
+from nova_operator.naming import Component
 from nova_operator.renderers import compute_pool as cp
+from nova_operator.renderers import workload
 
 Render = Callable[[Nova], dict[str, Any]]
 Load = Callable[[str], Nova]
@@ -111,3 +116,98 @@ def test_every_example_manifest_of_the_operations_page_is_a_valid_object() -> No
                 kinds[body["kind"]].model_validate(body)
                 checked += 1
     assert checked >= 2
+
+
+# --- item 6: probe timing and resources per role --------------------------------------------
+
+ROLE_BLOCKS = {
+    Component.API: "api",
+    Component.METADATA: "metadata",
+    Component.SCHEDULER: "scheduler",
+    Component.CONDUCTOR: "conductor",
+    Component.NOVNCPROXY: "consoleProxy",
+}
+INPUTS = workload.WorkloadInputs(config_map="nova-config-1")
+
+
+def _with_block(nova: Nova, block: str, **deployment: Any) -> Nova:
+    body = nova.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["spec"].setdefault(block, {}).setdefault("deployment", {}).update(deployment)
+    return Nova.model_validate(body)
+
+
+def _container(nova: Nova, role: Component) -> dict[str, Any]:
+    container: dict[str, Any] = workload.deployment(nova, role, INPUTS)["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    return container
+
+
+def test_unset_probe_timing_renders_the_operators_probes(load_sample: Load) -> None:
+    nova = load_sample("minimal")
+    for role, block in ROLE_BLOCKS.items():
+        assert _container(_with_block(nova, block, probes={}), role) == _container(nova, role), role
+
+
+def test_an_api_role_takes_each_probes_timing_field_by_field_and_keeps_its_handler(load_sample: Load) -> None:
+    probes = {
+        "startup": {"failureThreshold": 60},
+        "liveness": {"periodSeconds": 30, "timeoutSeconds": 15},
+        "readiness": {"initialDelaySeconds": 0, "successThreshold": 2},
+    }
+    for role, block in ((Component.API, "api"), (Component.METADATA, "metadata")):
+        before = _container(load_sample("minimal"), role)
+        after = _container(_with_block(load_sample("minimal"), block, probes=probes), role)
+        assert after["startupProbe"] == {**before["startupProbe"], "failureThreshold": 60}
+        assert after["livenessProbe"] == {
+            **before["livenessProbe"],
+            "periodSeconds": 30,
+            "timeoutSeconds": 15,
+        }
+        assert after["readinessProbe"] == {
+            **before["readinessProbe"],
+            "initialDelaySeconds": 0,
+            "successThreshold": 2,
+        }
+        assert after["readinessProbe"]["httpGet"] == before["readinessProbe"]["httpGet"]
+
+
+def test_a_readiness_only_role_takes_its_readiness_timing(load_sample: Load) -> None:
+    for role, block in ROLE_BLOCKS.items():
+        if role in (Component.API, Component.METADATA):
+            continue
+        nova = _with_block(
+            load_sample("minimal"), block, probes={"readiness": {"periodSeconds": 10, "failureThreshold": 3}}
+        )
+        probe = _container(nova, role)["readinessProbe"]
+        assert probe["periodSeconds"] == 10, role
+        assert probe["failureThreshold"] == 3, role
+        assert ("exec" in probe) == (role in (Component.SCHEDULER, Component.CONDUCTOR)), role
+        assert "livenessProbe" not in _container(nova, role)
+
+
+def test_a_role_without_a_liveness_probe_refuses_its_timing(load_sample: Load) -> None:
+    for block in ("scheduler", "conductor", "consoleProxy"):
+        with pytest.raises(ValidationError, match="liveness"):
+            _with_block(load_sample("minimal"), block, probes={"liveness": {"periodSeconds": 10}})
+
+
+def test_each_role_takes_its_own_resources(load_sample: Load) -> None:
+    wanted = {"limits": {"memory": "1Gi"}, "requests": {"cpu": "250m", "memory": "1Gi"}}
+    for role, block in ROLE_BLOCKS.items():
+        nova = _with_block(load_sample("minimal"), block, resources=wanted)
+        assert _container(nova, role)["resources"] == wanted, role
+        others = [r for r in ROLE_BLOCKS if r is not role]
+        assert all(_container(nova, r)["resources"] != wanted for r in others), role
+
+
+def test_overridden_deployments_pass_kubernetes_validate(load_sample: Load) -> None:
+    nova = load_sample("full")
+    for block in ("api", "metadata"):
+        nova = _with_block(
+            nova, block, probes={"liveness": {"periodSeconds": 30}, "readiness": {"successThreshold": 2}}
+        )
+    for block in ("scheduler", "conductor", "consoleProxy"):
+        nova = _with_block(nova, block, probes={"readiness": {"timeoutSeconds": 9}})
+    for role in ROLE_BLOCKS:
+        kubernetes_validate.validate(workload.deployment(nova, role, INPUTS), "1.37", strict=True)

@@ -57,10 +57,9 @@ def test_every_pod_of_the_nova_carries_its_pull_secrets_and_policy(
 def test_without_the_fields_no_pod_of_the_nova_names_a_secret_or_a_policy(
     render_all: Render, load_sample: Load
 ) -> None:
-    for sample in ("minimal", "full"):
-        for key, pod in _pod_specs(render_all(load_sample(sample))):
-            assert "imagePullSecrets" not in pod, key
-            assert all("imagePullPolicy" not in c for c in pod["containers"]), key
+    for key, pod in _pod_specs(render_all(load_sample("minimal"))):
+        assert "imagePullSecrets" not in pod, key
+        assert all("imagePullPolicy" not in c for c in pod["containers"]), key
 
 
 def test_the_host_discovery_job_takes_the_novas_secrets_and_policy(load_sample: Load) -> None:

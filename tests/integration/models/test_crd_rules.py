@@ -1025,3 +1025,19 @@ async def test_the_api_server_refuses_a_deprecated_name_as_it_refuses_the_option
     assert err.value.status == 422, err.value.body
     text = json.loads(err.value.body or "{}")["message"]
     assert what in text, text
+
+
+@pytest.mark.parametrize("plural", [NOVAS, NOVACOMPUTES])
+async def test_the_api_server_refuses_a_pull_secret_named_twice(objects: Objects, plural: str) -> None:
+    """Issue 38 item 2: pullSecrets is a list keyed by name, so the same Secret cannot appear twice."""
+    bad = BASES[plural]()
+    image = bad["spec"].setdefault("image", {})
+    image["pullSecrets"] = [{"name": "regcred"}, {"name": "mirror"}, {"name": "regcred"}]
+    with pytest.raises(ApiException) as err:
+        await objects.create(plural, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert 'spec.image.pullSecrets[2]: Duplicate value: {"name":"regcred"}' in text, text
+    good = BASES[plural]()
+    good["spec"].setdefault("image", {})["pullSecrets"] = [{"name": "regcred"}, {"name": "mirror"}]
+    _parses_without_loss(plural, await objects.create(plural, good))

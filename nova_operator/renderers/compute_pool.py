@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nova_operator import catalog, naming
+from nova_operator import naming
 from nova_operator.catalog import oslo_name
 from nova_operator.digests import config_hash, keyed_digest
 from nova_operator.models.common import STOP_MARGIN_SECONDS, ResourceRequirements
@@ -23,6 +23,7 @@ from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_K
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.renderers import oslo
 from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
+from nova_operator.renderers.stops import graceful_shutdown_timeout
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     config_volume,
@@ -57,7 +58,6 @@ __all__ = [
     "default_image",
     "discover_hosts_job",
     "discover_hosts_job_name",
-    "graceful_shutdown_timeout",
     "labels",
     "node_affinity_terms",
     "overridden_owned_keys",
@@ -351,48 +351,6 @@ def resolve_resources(resources: ResourceRequirements | None) -> Manifest:
 
 
 # --------------------------------------------------------------------------- graceful stop
-
-_GRACEFUL = ("DEFAULT", "graceful_shutdown_timeout")
-
-
-def _release_bound(release: str) -> int:
-    """The release's default [DEFAULT] graceful_shutdown_timeout, from its option catalog.
-
-    A release without a shipped catalog gets the longest bound any shipped catalog has: a grace
-    period too long only waits for a process that has already ended, one too short kills it
-    mid-stop.
-    """
-    base = release.partition("-")[0]  # 2026.1-p1 is 2026.1
-    shipped = catalog.supported_releases()
-    bounds = [
-        info.default
-        for r in ([base] if base in shipped else shipped)
-        if (info := catalog.load_catalog(r).option(*_GRACEFUL)) is not None and info.default is not None
-    ]
-    if not bounds:
-        raise LookupError(
-            f"no option catalog gives [DEFAULT] graceful_shutdown_timeout a default ({release!r})"
-        )
-    return max(bounds)
-
-
-def graceful_shutdown_timeout(release: str, extra_config: Mapping[str, Mapping[str, str]] | None) -> int:
-    """nova's own bound on a service's stop, in seconds: when it runs out, oslo.service ends the process.
-
-    ``[DEFAULT] graceful_shutdown_timeout`` of the pool's extraConfig when it is a positive integer
-    (0, "no bound", and a value nova would refuse fall back), else the release's default. A
-    ``manager_shutdown_timeout`` needs no reading: nova caps the manager's wait below this bound.
-    """
-    for section, options in (extra_config or {}).items():
-        for key, value in options.items():
-            if oslo_name(section, key) == _GRACEFUL:
-                try:
-                    own = int(value.strip())
-                except ValueError:
-                    break
-                if own > 0:
-                    return own
-    return _release_bound(release)
 
 
 def termination_grace(pool: NovaCompute, release: str) -> int:

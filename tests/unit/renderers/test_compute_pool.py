@@ -14,6 +14,7 @@ from nova_operator import catalog
 from nova_operator.models.common import STOP_MARGIN_SECONDS, BusDeploymentSpec
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.renderers import compute_pool as cp
+from nova_operator.renderers import stops
 
 K8S_VERSION = "1.37"
 
@@ -339,9 +340,9 @@ def test_from_2026_1_a_pool_gets_the_200_s_the_scheduler_and_conductor_get() -> 
 
 
 def test_a_release_without_a_catalog_gets_the_longest_bound_of_the_shipped_ones() -> None:
-    longest = max(cp.graceful_shutdown_timeout(r, None) for r in catalog.supported_releases())
-    assert cp.graceful_shutdown_timeout("2099.2", None) == longest
-    assert cp.graceful_shutdown_timeout("", None) == longest
+    longest = max(stops.graceful_shutdown_timeout(r, None) for r in catalog.supported_releases())
+    assert stops.graceful_shutdown_timeout("2099.2", None) == longest
+    assert stops.graceful_shutdown_timeout("", None) == longest
 
 
 def test_the_pools_extra_config_moves_the_bound_and_the_override_wins() -> None:
@@ -373,7 +374,7 @@ def test_the_scheduler_and_conductor_default_covers_every_shipped_release() -> N
     default = BusDeploymentSpec().termination_grace_period_seconds
     assert default is not None
     for release in catalog.supported_releases():
-        assert cp.graceful_shutdown_timeout(release, None) + STOP_MARGIN_SECONDS <= default, release
+        assert stops.graceful_shutdown_timeout(release, None) + STOP_MARGIN_SECONDS <= default, release
 
 
 def test_rendered_objects_pass_kubernetes_validate() -> None:

@@ -69,6 +69,7 @@ class OptionInfo:
     deprecated_names: tuple[str, ...]
     deprecated_for_removal: bool
     secret: bool = False  # oslo.config's Opt(secret=True): a password, a key, a URL with credentials
+    default: int | None = None  # an Integer option's default as the release registers it; else None
 
 
 class DeprecatedOption(NamedTuple):
@@ -136,6 +137,7 @@ def load_catalog(release: str) -> Catalog:
                 deprecated_names=tuple(info["deprecated_names"]),
                 deprecated_for_removal=bool(info["deprecated_for_removal"]),
                 secret=bool(info.get("secret", False)),
+                default=info.get("default"),
             )
             for old in info["deprecated_names"]:
                 aliases.setdefault(old, f"{section}/{key}")

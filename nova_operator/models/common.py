@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -175,19 +175,53 @@ class NameRef(CRDModel):
 # --- image ---------------------------------------------------------------------------------
 
 
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+MAX_PULL_SECRETS: Final = 16
+
+
+class ImagePullSecretRef(CRDModel):
+    """core/v1 LocalObjectReference, as a pod's ``imagePullSecrets`` items are."""
+
+    name: SubdomainName
+    """Name of a Secret in this namespace with registry credentials (type kubernetes.io/dockerconfigjson).
+    """
+
+
+# A list-map keyed by name: the API server refuses the same Secret twice.
+ImagePullSecrets = Annotated[
+    list[ImagePullSecretRef],
+    Field(max_length=MAX_PULL_SECRETS),
+    Schema(x_kubernetes_list_type="map", x_kubernetes_list_map_keys=["name"]),
+]
+REPOSITORY = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[a-z0-9]+([._:/-][a-z0-9]+)*$")]
+TAG = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")]
+DIGEST = Annotated[str, Field(pattern=r"^sha256:[a-f0-9]{64}$")]
+
+
 class ImageSpec(CRDModel):
     __crd_rules__ = (
         Rule("has(self.tag) != has(self.digest)", "exactly one of image.tag or image.digest must be set"),
     )
 
-    repository: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[a-z0-9]+([._:/-][a-z0-9]+)*$")]
+    repository: REPOSITORY
     """OCI repository of the image, optionally with a registry host and port (for example ghcr.io/c5c3/nova).
     """
-    tag: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")] | None = None
+    tag: TAG | None = None
     """Image tag. Exactly one of tag and digest must be set."""
-    digest: Annotated[str, Field(pattern=r"^sha256:[a-f0-9]{64}$")] | None = None
+    digest: DIGEST | None = None
     """Image digest (sha256:<64 hex>) that pins the image; used instead of the tag. Exactly one of tag and
     digest must be set.
+    """
+    pull_secrets: ImagePullSecrets | None = None
+    """Secrets with the registry's credentials, rendered as imagePullSecrets of every pod the Nova runs: the
+    five Deployments, the db-sync and upgrade Jobs, the db-archive CronJob and the host discovery Job. At most
+    16, each named once.
+    """
+    pull_policy: PullPolicy | None = None
+    """imagePullPolicy of every container of those pods: Always, IfNotPresent or Never. Unset: none is
+    rendered (the cluster's default: Always for a :latest or untagged image, else IfNotPresent), except on
+    the host discovery Job, which takes the operator's --default-image-pull-policy, else Always for a tag
+    and IfNotPresent for a digest.
     """
 
     @property
@@ -473,6 +507,55 @@ class TopologySpreadConstraint(CRDModel):
     """Pod label keys whose values from the incoming pod are added to labelSelector."""
 
 
+class ProbeTiming(CRDModel):
+    """When and how often one probe runs; the handler (command, path, port) stays the operator's.
+
+    Each unset field keeps the operator's default for that probe (the field of the role names it).
+    """
+
+    initial_delay_seconds: Annotated[Int32, Field(ge=0, le=3600)] | None = None
+    """Seconds after the container starts before the probe first runs (0 to 3600)."""
+    period_seconds: Annotated[Int32, Field(ge=1, le=3600)] | None = None
+    """Seconds between two runs of the probe (1 to 3600)."""
+    timeout_seconds: Annotated[Int32, Field(ge=1, le=3600)] | None = None
+    """Seconds after which one run counts as failed (1 to 3600)."""
+    failure_threshold: Annotated[Int32, Field(ge=1, le=1000)] | None = None
+    """Failed runs in a row after which the probe fails (1 to 1000): the pod leaves its Service
+    (readiness), or the container is restarted (liveness, startup).
+    """
+
+
+class ReadinessProbeTiming(ProbeTiming):
+    """A readiness probe's timing; only it may ask for several successes (Kubernetes wants 1 elsewhere)."""
+
+    success_threshold: Annotated[Int32, Field(ge=1, le=1000)] | None = None
+    """Successful runs in a row after a failure before the pod is ready again (1 to 1000)."""
+
+
+class ReadinessProbeSpec(CRDModel):
+    """The probes of a role that has only a readiness probe (scheduler, conductor, console proxy)."""
+
+    readiness: ReadinessProbeTiming | None = None
+    """Timing of the readiness probe."""
+
+
+class ServerProbeSpec(ReadinessProbeSpec):
+    """The probes of an HTTP API role (compute API, metadata API): startup, liveness and readiness."""
+
+    startup: ProbeTiming | None = None
+    """Timing of the startup probe, which holds the other two until uWSGI answers. Default: period 10 s,
+    timeout 8 s, failure threshold 30 (up to 300 s to start).
+    """
+    liveness: ProbeTiming | None = None
+    """Timing of the liveness probe. Default: initial delay 15 s, period 20 s, timeout 10 s, failure
+    threshold 3.
+    """
+    readiness: ReadinessProbeTiming | None = None
+    """Timing of the readiness probe. Default: initial delay 10 s, period 15 s, timeout 10 s, failure
+    threshold 3, success threshold 1.
+    """
+
+
 DRAIN_WINDOW_RULE = Rule(
     "(has(self.preStopSleepSeconds) ? self.preStopSleepSeconds : 5) < "
     "(has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",
@@ -517,6 +600,10 @@ class DeploymentSpec(CRDModel):
     """Taints the pods tolerate."""
     affinity: Affinity | None = None
     """Node affinity and pod (anti-)affinity scheduling rules of the pods."""
+    probes: ReadinessProbeSpec | None = None
+    """Timing of the container's readiness probe; each unset field keeps the default. Default of the console
+    proxy: the kubelet's (period 10 s, timeout 1 s, failure threshold 3).
+    """
 
     _labels = field_validator("node_selector")(check_label_map)
 
@@ -529,12 +616,36 @@ class DeploymentSpec(CRDModel):
         return 5 if self.pre_stop_sleep_seconds is None else self.pre_stop_sleep_seconds
 
 
-class BusDeploymentSpec(DeploymentSpec):
-    """Scheduler and conductor: an unset grace period is 200 s (covers the RPC server drain)."""
+STOP_MARGIN_SECONDS: Final = 20
+"""What a grace period adds to nova's own bound on a stop ([DEFAULT] graceful_shutdown_timeout, after
+which oslo.service ends the process): the exit itself. 2026.1's 180 s plus this is the scheduler's and
+the conductor's 200 s; a pool's grace is its release's bound plus this."""
+BUS_GRACE_SECONDS: Final = 200
 
-    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = 200
+
+class BusDeploymentSpec(DeploymentSpec):
+    """Scheduler and conductor: an unset grace period is 200 s (covers the RPC server drain).
+
+    A schema default cannot follow the release; it covers the longest bound of every shipped
+    release plus ``STOP_MARGIN_SECONDS`` (a unit test holds it to the catalogs).
+    """
+
+    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = BUS_GRACE_SECONDS
     """Seconds a pod gets to stop after SIGTERM (at least 10). Default: 200, which covers the drain of the RPC
     server.
+    """
+    probes: ReadinessProbeSpec | None = None
+    """Timing of the readiness probe (nova-amqp-ready: a connection to the broker); each unset field keeps the
+    default: period 5 s, timeout 5 s, failure threshold 1.
+    """
+
+
+class ServerDeploymentSpec(DeploymentSpec):
+    """The compute API and the metadata API: an HTTP server with startup, liveness and readiness probes."""
+
+    probes: ServerProbeSpec | None = None
+    """Timing of the startup, liveness and readiness probes (HTTP GET / on the server's port); each unset
+    field keeps the default.
     """
 
 

@@ -53,6 +53,7 @@ from nova_operator.models.common import (
     PasswordSecretRef,
     SecretConfigSpec,
     SecretStoreRefSpec,
+    ServerDeploymentSpec,
     SharedSecretRef,
     SingleLine,
     TransportURLSecretRef,
@@ -245,7 +246,9 @@ def _harakiri_rule() -> Rule:
 class NovaAPISpec(CRDModel):
     __crd_rules__ = (_harakiri_rule(),)
 
-    deployment: Annotated[DeploymentSpec, Schema(default={})] = Field(default_factory=DeploymentSpec)
+    deployment: Annotated[ServerDeploymentSpec, Schema(default={})] = Field(
+        default_factory=ServerDeploymentSpec
+    )
     """The compute API Deployment {name}; also the placement fallback of spec.jobs. Default: 3 replicas."""
     uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)
     """uWSGI settings of the compute API (port 8774). Default: 2 processes, 1 thread, keep-alive on."""
@@ -254,8 +257,8 @@ class NovaAPISpec(CRDModel):
 class NovaMetadataSpec(CRDModel):
     __crd_rules__ = (_harakiri_rule(),)
 
-    deployment: Annotated[DeploymentSpec, Schema(default={"replicas": 1})] = Field(
-        default_factory=lambda: DeploymentSpec(replicas=1)
+    deployment: Annotated[ServerDeploymentSpec, Schema(default={"replicas": 1})] = Field(
+        default_factory=lambda: ServerDeploymentSpec(replicas=1)
     )
     """The metadata API Deployment {name}-metadata. Default: 1 replica when the block is absent."""
     uwsgi: Annotated[UWSGISpec, Schema(default={})] = Field(default_factory=UWSGISpec)

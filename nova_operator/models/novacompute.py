@@ -15,10 +15,14 @@ from pydantic import Field, field_validator
 
 from nova_operator.models._schema import CRDModel, Rule, Schema
 from nova_operator.models.common import (
+    DIGEST,
+    REPOSITORY,
+    TAG,
     ExtraConfigSection,
-    ImageSpec,
+    ImagePullSecrets,
     IntOrString,
     NonEmptyLabelMap,
+    PullPolicy,
     ResourceRequirements,
     SecretConfigSpec,
     SubdomainName,
@@ -153,6 +157,54 @@ class NovaComputeUpdateStrategy(CRDModel):
         return value
 
 
+class NovaComputeImageSpec(CRDModel):
+    """The pool's image: a repository is optional, so pull settings can be set on the default image.
+
+    ``ImageSpec`` (the Nova's) requires a repository; a pool's default image follows the Nova's
+    installed release, which the pool cannot name in advance. Without a repository the pool runs
+    that default, and a tag or digest would have nothing to apply to.
+    """
+
+    __crd_rules__ = (
+        Rule(
+            "has(self.repository) || (!has(self.tag) && !has(self.digest))",
+            "image.tag and image.digest need image.repository: without a repository the pool runs "
+            "ghcr.io/c5c3/nova-compute at the Nova's installed release, which no tag or digest may replace",
+        ),
+        Rule(
+            "!has(self.repository) || has(self.tag) != has(self.digest)",
+            "exactly one of image.tag or image.digest must be set with image.repository",
+        ),
+    )
+
+    repository: REPOSITORY | None = None
+    """OCI repository of the nova-compute image, optionally with a registry host and port. Unset: the default
+    image ghcr.io/c5c3/nova-compute:<status.installedRelease of the Nova>, and tag and digest must be unset.
+    """
+    tag: TAG | None = None
+    """Image tag; only with repository, and exactly one of tag and digest."""
+    digest: DIGEST | None = None
+    """Image digest (sha256:<64 hex>) that pins the image; only with repository, and exactly one of tag and
+    digest.
+    """
+    pull_secrets: ImagePullSecrets | None = None
+    """Secrets with the registry's credentials, rendered as the imagePullSecrets of the pool's DaemonSet
+    pods (the Nova's spec.image.pullSecrets are not inherited). At most 16, each named once.
+    """
+    pull_policy: PullPolicy | None = None
+    """imagePullPolicy of the pool's containers: Always, IfNotPresent or Never. Unset: the operator's
+    --default-image-pull-policy, else Always for a tag and IfNotPresent for a digest.
+    """
+
+
+# extraConfig [DEFAULT] graceful_shutdown_timeout as a number, or -1 when unset or not a plain integer
+_OWN_GRACEFUL = (
+    "(has(self.extraConfig) && 'DEFAULT' in self.extraConfig && "
+    "'graceful_shutdown_timeout' in self.extraConfig['DEFAULT'] && "
+    "self.extraConfig['DEFAULT']['graceful_shutdown_timeout'].trim().matches('^[0-9]{1,9}$') ? "
+    "int(self.extraConfig['DEFAULT']['graceful_shutdown_timeout'].trim()) : -1)"
+)
+
 _TOLERATES_OFFBOARDING = (
     "(has(t.tolerationSeconds) || "
     "(has(t.effect) && t.effect != '' && t.effect != 'NoExecute') || "
@@ -171,6 +223,13 @@ class NovaComputeSpec(CRDModel):
             "on the node is gone, and a nova-compute that stays "
             "re-registers it",
         ),
+        Rule(
+            f"!has(self.terminationGracePeriodSeconds) || {_OWN_GRACEFUL} <= 0 || "
+            f"self.terminationGracePeriodSeconds > {_OWN_GRACEFUL}",
+            "terminationGracePeriodSeconds must exceed extraConfig [DEFAULT] graceful_shutdown_timeout: the "
+            "kubelet would kill nova-compute before nova's own stop ends",
+            field_path=".terminationGracePeriodSeconds",
+        ),
     )
 
     nova_ref: NovaRef
@@ -183,8 +242,10 @@ class NovaComputeSpec(CRDModel):
     """Tolerations copied into the pod template; none may tolerate the offboarding taint
     kvm.cloud.sap/offboarding:NoExecute indefinitely.
     """
-    image: ImageSpec | None = None
-    """The nova-compute image. Default: ghcr.io/c5c3/nova-compute:<status.installedRelease of the Nova>."""
+    image: NovaComputeImageSpec | None = None
+    """The nova-compute image and how it is pulled. Default: the image
+    ghcr.io/c5c3/nova-compute:<status.installedRelease of the Nova>, pulled by the operator's default policy.
+    """
     libvirt: Annotated[NovaComputeLibvirtSpec, Schema(default={})] = Field(
         default_factory=NovaComputeLibvirtSpec
     )
@@ -196,6 +257,11 @@ class NovaComputeSpec(CRDModel):
     resources: ResourceRequirements | None = None
     """Requests and limits of the pod's containers; unset resources are resolved by the operator and never
     written back.
+    """
+    termination_grace_period_seconds: Annotated[Int64, Field(ge=10)] | None = None
+    """Seconds a nova-compute pod gets to stop after SIGTERM (at least 10) before the kubelet kills it. Unset:
+    nova's own bound on the stop, [DEFAULT] graceful_shutdown_timeout (from extraConfig, else the default of
+    the Nova's installed release), plus 20 s; must exceed a graceful_shutdown_timeout set in extraConfig.
     """
     extra_config: NovaComputeExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are

@@ -17,16 +17,18 @@ from typing import Any, Final
 from nova_operator import naming
 from nova_operator.catalog import oslo_name
 from nova_operator.digests import config_hash, keyed_digest
-from nova_operator.models.common import ResourceRequirements
+from nova_operator.models.common import STOP_MARGIN_SECONDS, ResourceRequirements
 from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.renderers import oslo
 from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
+from nova_operator.renderers.stops import graceful_shutdown_timeout
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     config_volume,
     db_tls_volumes,
+    image_pull_secrets,
     job_pod_settings,
     manage_env,
     memory_figure,
@@ -61,11 +63,13 @@ __all__ = [
     "overridden_owned_keys",
     "pool_conf",
     "pool_conf_sections",
+    "pool_image",
     "pull_policy",
     "resolve_resources",
     "secret_config_name",
     "secret_config_secret",
     "selector_labels",
+    "termination_grace",
 ]
 
 Manifest = dict[str, Any]
@@ -80,7 +84,6 @@ CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
 POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
 DEFAULT_CPU_REQUEST: Final = "150m"
 DEFAULT_MEMORY: Final = "768Mi"
-TERMINATION_GRACE: Final = 30
 
 NAME_LABEL: Final = "app.kubernetes.io/name"
 INSTANCE_LABEL: Final = "app.kubernetes.io/instance"
@@ -165,6 +168,7 @@ class PoolInputs:
     keep_pods: frozenset[str] = field(default_factory=frozenset)  # Draining nodes: hold terms
     deleting: bool = False
     pull_policy: str = "Always"
+    release: str = ""  # the Nova's installed release: the default image's, and its stop bound
     secret_config_secret: str = ""  # secret_config_name(cr) while spec.secretConfig is set
     secret_config_keys: tuple[str, ...] = ()  # its section.option keys
     secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
@@ -317,12 +321,25 @@ def default_image(installed_release: str) -> str:
     return f"{DEFAULT_REPOSITORY}:{installed_release}"
 
 
-def pull_policy(image: str, *, operator_default: str | None = None) -> str:
-    """The operator-wide default if configured, else Always for a tag and IfNotPresent for a digest.
+def pool_image(pool: NovaCompute, installed_release: str) -> str:
+    """The image the pool runs: ``spec.image``'s repository with its tag or digest, else the default."""
+    image = pool.spec.image
+    if image is None or image.repository is None:
+        return default_image(installed_release)
+    if image.digest:
+        return f"{image.repository}@{image.digest}"
+    return f"{image.repository}:{image.tag}"
+
+
+def pull_policy(image: str, *, policy: str | None = None, operator_default: str | None = None) -> str:
+    """The CR's own ``spec.image.pullPolicy``, else the operator-wide default if configured, else
+    Always for a tag and IfNotPresent for a digest.
 
     Unconfirmed upstream (§9.7): a digest-addressed image gets IfNotPresent, because the
     digest pins the content and a pull can change nothing.
     """
+    if policy:
+        return policy
     if operator_default:
         return operator_default
     return "IfNotPresent" if "@sha256:" in image else "Always"
@@ -331,6 +348,17 @@ def pull_policy(image: str, *, operator_default: str | None = None) -> str:
 def resolve_resources(resources: ResourceRequirements | None) -> Manifest:
     """§9.6: CPU named nowhere -> request 150m; memory named nowhere -> request = limit = 768Mi."""
     return resolve_job_resources(resources, DEFAULT_MEMORY, cpu=DEFAULT_CPU_REQUEST)
+
+
+# --------------------------------------------------------------------------- graceful stop
+
+
+def termination_grace(pool: NovaCompute, release: str) -> int:
+    """The pod's grace period: ``spec.terminationGracePeriodSeconds``, else nova's bound plus the margin."""
+    own = pool.spec.termination_grace_period_seconds
+    if own is not None:
+        return own
+    return graceful_shutdown_timeout(release, pool.spec.extra_config) + STOP_MARGIN_SECONDS
 
 
 # --------------------------------------------------------------------------- DaemonSet
@@ -502,13 +530,14 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "terminationGracePeriodSeconds": TERMINATION_GRACE,
+        "terminationGracePeriodSeconds": termination_grace(pool, inputs.release),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
         },
         "initContainers": init,
         "containers": main,
         "volumes": _volumes(inputs),
+        **image_pull_secrets(pool.spec.image.pull_secrets if pool.spec.image is not None else None),
     }
     if pool.spec.tolerations:
         pod_spec["tolerations"] = [
@@ -596,6 +625,7 @@ def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: 
                         "containers": [container],
                         "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
                         **placement,
+                        **image_pull_secrets(nova.spec.image.pull_secrets),
                     },
                 },
             },

@@ -20,6 +20,8 @@ from nova_operator.renderers.novaconf import CONFIG_DIR
 from nova_operator.renderers.workload import (
     config_volume,
     db_tls_volumes,
+    image_pull_policy,
+    image_pull_secrets,
     image_ref,
     job_pod_settings,
     manage_env,
@@ -120,6 +122,7 @@ def _pod_template(
     container = {
         "name": container_name,
         "image": image_ref(nova),
+        **image_pull_policy(nova),
         "command": command,
         "env": [*manage_env(nova), *(extra_env or [])],
         "resources": resolve_resources(resources, memory_figure(1)),
@@ -140,6 +143,7 @@ def _pod_template(
             # the whole ConfigMap: nova.conf, the overlays (not read: no --config-dir of theirs), logging.ini
             "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
             **placement,
+            **image_pull_secrets(nova.spec.image.pull_secrets),
         },
     }
 

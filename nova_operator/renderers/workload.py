@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nova_operator import image_contract, naming
-from nova_operator.models.common import DatabaseSpec, DeploymentSpec, ResourceRequirements
+from nova_operator.models.common import (
+    DatabaseSpec,
+    DeploymentSpec,
+    ImagePullSecretRef,
+    ProbeTiming,
+    ResourceRequirements,
+    ServerProbeSpec,
+)
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
@@ -29,6 +36,8 @@ __all__ = [
     "db_tls_volumes",
     "deployment",
     "deployments",
+    "image_pull_policy",
+    "image_pull_secrets",
     "image_ref",
     "job_pod_settings",
     "manage_env",
@@ -98,6 +107,17 @@ def image_ref(nova: Nova) -> str:
     if image.digest:
         return f"{image.repository}@{image.digest}"
     return f"{image.repository}:{image.tag}"
+
+
+def image_pull_secrets(refs: list[ImagePullSecretRef] | None) -> Manifest:
+    """``{"imagePullSecrets": [{name}, ...]}`` for a pod spec, or nothing when no Secret is named."""
+    return {"imagePullSecrets": [{"name": ref.name} for ref in refs]} if refs else {}
+
+
+def image_pull_policy(nova: Nova) -> Manifest:
+    """``{"imagePullPolicy": ...}`` for a Nova's container, only while ``spec.image.pullPolicy`` is set."""
+    policy = nova.spec.image.pull_policy
+    return {"imagePullPolicy": policy} if policy else {}
 
 
 def restricted_container_security_context() -> Manifest:
@@ -505,8 +525,21 @@ def _config_mounts(
     return volumes, mounts
 
 
+def _time_probes(container: Manifest, block: DeploymentSpec) -> None:
+    """The block's probe timing over the operator's, field by field; the handlers stay as rendered."""
+    probes = block.probes
+    if probes is None:
+        return
+    timings: dict[str, ProbeTiming | None] = {"readinessProbe": probes.readiness}
+    if isinstance(probes, ServerProbeSpec):
+        timings |= {"startupProbe": probes.startup, "livenessProbe": probes.liveness}
+    for key, timing in timings.items():
+        if timing is not None and key in container:
+            container[key] = {**container[key], **timing.model_dump(by_alias=True, exclude_none=True)}
+
+
 def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: DeploymentSpec) -> Manifest:
-    container: Manifest = {"name": str(component), "image": image_ref(nova)}
+    container: Manifest = {"name": str(component), "image": image_ref(nova), **image_pull_policy(nova)}
     if component in _WSGI:
         _, port, port_name = _WSGI[component]
         container["command"] = _uwsgi_command(nova, component)
@@ -539,6 +572,7 @@ def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: 
             "timeoutSeconds": 5,
             "failureThreshold": 1,
         }
+    _time_probes(container, block)
     container["env"] = _role_env(nova, component, inputs)
     pre_stop = block.pre_stop_sleep_seconds if block.pre_stop_sleep_seconds is not None else DEFAULT_PRE_STOP
     container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", str(pre_stop)]}}}
@@ -579,6 +613,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
             *ca_volumes,
         ],
         **_placement(block),
+        **image_pull_secrets(nova.spec.image.pull_secrets),
     }
     if (spread := _topology_spread(block, selector)) is not None:
         pod_spec["topologySpreadConstraints"] = spread

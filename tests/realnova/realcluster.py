@@ -36,8 +36,8 @@ RELEASE_UNDER_TEST = os.environ.get("REALNOVA_RELEASE") or "2026.1"
 # and all, whatever it has in progress: every rollout's old pods would serve on for about three
 # minutes (the 200 s grace of the samples covers it). The tier's Nova says 0, as an operator who
 # prefers quick rollouts to that wait would: its pods stop after their RPC servers drain. The tier's
-# pool says so too (``tier_pool``): its nova-compute would otherwise wait out the pool's 30 s grace at
-# every stop, two in a row in each rollout of the pool.
+# pool says so too (``tier_pool``): its nova-compute would otherwise sleep most of the pool's 200 s
+# grace (2026.1's graceful_shutdown_timeout plus 20 s) at every stop, two in a row in each rollout.
 QUICK_SHUTDOWN = {"DEFAULT": {"manager_shutdown_timeout": "0"}}
 # The tier's API rolls its three pods at once: one by one, each waiting out its readiness probe
 # (10 s delay, 15 s period), they made up about 50 s of every rollout of the minimal Nova.

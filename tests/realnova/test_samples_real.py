@@ -11,9 +11,12 @@ from __future__ import annotations
 import pytest
 from simcluster import SimHandle
 
+from nova_operator import catalog
+from nova_operator.models.common import STOP_MARGIN_SECONDS
 from tests.realnova.realcluster import (
     NAMESPACE,
     NOVA,
+    POOL,
     OpenStackClient,
     compute_url,
     http_status,
@@ -50,6 +53,30 @@ def test_every_deployment_is_available_by_its_real_probes(minimal: SimHandle) ->
         if any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or []):
             continue  # db-sync, the pool's discover-hosts (kept 300 s after it ends), a db-archive run
         assert all(cs["ready"] for cs in pod["status"]["containerStatuses"]), pod["metadata"]["name"]
+
+
+def test_the_pools_pods_get_the_installed_releases_own_stop_bound(minimal: SimHandle) -> None:
+    """Issue 38 item 4: the kubelet gives nova-compute as long as the release's nova may take to stop
+    ([DEFAULT] graceful_shutdown_timeout of the Nova's installed release, plus the margin), not 30 s."""
+    kube = minimal.cluster.kube
+    release = kube.get(f"/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{NAMESPACE}/novas/{NOVA}")[
+        "status"
+    ]["installedRelease"]
+    option = catalog.load_catalog(release).option("DEFAULT", "graceful_shutdown_timeout")
+    assert option is not None
+    assert option.default is not None
+    want = option.default + STOP_MARGIN_SECONDS
+    ds = kube.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{POOL}-nova-compute")
+    assert ds["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == want
+    running = [
+        p
+        for p in pods(
+            minimal, selector=f"app.kubernetes.io/instance={POOL},app.kubernetes.io/component=nova-compute"
+        )
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    assert running
+    assert {p["spec"]["terminationGracePeriodSeconds"] for p in running} == {want}
 
 
 def test_the_compute_service_list_has_one_row_per_replica_under_its_pod_name(minimal: SimHandle) -> None:

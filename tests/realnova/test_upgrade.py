@@ -99,6 +99,10 @@ def _pool(workdir: Any) -> JSON:
     pool["metadata"]["name"] = UP_POOL
     pool["spec"]["novaRef"]["name"] = UP
     pool["spec"]["nodeSelector"] = {"example.org/compute-pool": "upgrade"}
+    # The scenario tests the roll, not the stop: a 2026.1 nova-compute would sleep out its release's
+    # manager_shutdown_timeout (160 s) within the 200 s grace the pool now gets, and 2025.2's catalog
+    # has no such option to shorten it. The 30 s every pool had before keeps the roll's pace.
+    pool["spec"]["terminationGracePeriodSeconds"] = 30
     return dict(pool)
 
 

@@ -157,3 +157,15 @@ def test_a_catalog_describes_the_oslo_libraries_its_release_ships(release: str) 
     generated with 2026.2's oslo.policy 6 lacks it and refused a key those releases accept.
     """
     assert catalog.unknown_options(release, {"oslo_policy": {"enforce_scope": "true"}}) == []
+
+
+def test_an_integer_option_carries_the_default_its_release_registers() -> None:
+    """nova 33 (2026.1) raised oslo.service's graceful_shutdown_timeout with set_defaults: the
+    catalog records the value nova runs with, not the library's."""
+    graceful = {r: catalog.load_catalog(r).option("DEFAULT", "graceful_shutdown_timeout") for r in RELEASES}
+    assert all(info is not None and isinstance(info.default, int) for info in graceful.values())
+    assert graceful["2025.2"] != graceful["2026.1"]
+    assert catalog.load_catalog("2025.2").option("DEFAULT", "manager_shutdown_timeout") is None
+    for release in RELEASES:  # only Integer options have one
+        for options in catalog.load_catalog(release).sections.values():
+            assert all(o.default is None or o.type == "Integer" for o in options.values())

@@ -8,11 +8,13 @@ nova's own ``etc/nova/nova-config-generator.conf`` (copied into the venv by
 
     {"nova_version": "...", "namespaces": [...],
      "sections": {"<section>": {"<option>": {"type": "...", "deprecated_names": ["<s>/<o>", ...],
-                                             "deprecated_for_removal": bool, "secret": bool}}}}
+                                             "deprecated_for_removal": bool, "secret": bool,
+                                             "default": int}}}}
 
 ``secret`` is oslo.config's own flag (``Opt(secret=True)``: a password, a key, a URL that
 carries credentials); the operator refuses such options in ``extraConfig``, whose values land
-in a ConfigMap.
+in a ConfigMap. ``default`` is given for Integer options only (see ``_integer_default``): the
+operator derives the grace period of a nova-compute pod from ``[DEFAULT] graceful_shutdown_timeout``.
 
 Sections that authenticate with a keystoneauth plugin only register ``auth_type`` and
 ``auth_section`` statically; the plugin's own options (``username``, ``password``...) are
@@ -57,12 +59,28 @@ def _record(opt: Any, section: str) -> dict[str, Any]:
             if (d.group or section, d.name or opt.dest) != (section, opt.dest)
         }
     )
-    return {
+    record: dict[str, Any] = {
         "type": _type_name(opt),
         "deprecated_names": deprecated,
         "deprecated_for_removal": bool(getattr(opt, "deprecated_for_removal", False)),
         "secret": bool(getattr(opt, "secret", False)),
     }
+    default = _integer_default(opt)
+    if default is not None:
+        record["default"] = default
+    return record
+
+
+def _integer_default(opt: Any) -> int | None:
+    """The default of an Integer option, as nova registers it (its own set_defaults applied).
+
+    Only where it is a plain number the same on every machine: an option whose default is
+    computed from the host (a CPU count) documents it with a ``sample_default``, and is left out.
+    """
+    if _type_name(opt) != "Integer" or getattr(opt, "sample_default", None) is not None:
+        return None
+    default = getattr(opt, "default", None)
+    return default if isinstance(default, int) and not isinstance(default, bool) else None
 
 
 def main(argv: list[str]) -> int:

@@ -67,7 +67,12 @@ async def reconcile_daemon_set(p: ComputePass) -> Result:
         excluded=plan.excluded if plan else frozenset(),
         keep_pods=plan.keep_pods if plan else frozenset(),
         deleting=p.deleting,
-        pull_policy=compute_pool.pull_policy(p.image, operator_default=p.settings.default_pull_policy),
+        release=str(((p.nova or {}).get("status") or {}).get("installedRelease") or ""),
+        pull_policy=compute_pool.pull_policy(
+            p.image,
+            policy=p.pool.spec.image.pull_policy if p.pool.spec.image is not None else None,
+            operator_default=p.settings.default_pull_policy,
+        ),
     )
     desired = compute_pool.daemonset(p.pool, inputs)
     name = compute_pool.daemonset_name(p.name)

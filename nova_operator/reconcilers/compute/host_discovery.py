@@ -99,7 +99,9 @@ async def _start(p: ComputePass, nova: Nova, name: str, hosts: list[str]) -> str
         image=readiness.first_container_image(api),
         config_map=config_map,
         pull_policy=compute_pool.pull_policy(
-            nova.spec.image.reference, operator_default=p.settings.default_pull_policy
+            nova.spec.image.reference,
+            policy=nova.spec.image.pull_policy,
+            operator_default=p.settings.default_pull_policy,
         ),
     )
     try:

@@ -13,7 +13,7 @@ from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.models.nova import Nova
 from nova_operator.openstack import Credentials
 from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
-from nova_operator.renderers.compute_pool import default_image
+from nova_operator.renderers.compute_pool import pool_image
 from nova_operator.runtime.request import Result
 from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
@@ -88,7 +88,7 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
             f"waiting for key {key} in the service-user Secret {ns}/{secret_name}",
         )
     p.nova = raw
-    p.image = p.pool.spec.image.reference if p.pool.spec.image is not None else default_image(release)
+    p.image = pool_image(p.pool, release)
     p.contract_secret = ref
     p.nova_url = p.settings.nova_api_url(name, ns)
     p.credentials = Credentials(

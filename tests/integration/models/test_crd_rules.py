@@ -755,6 +755,16 @@ def _novacompute_cases() -> Iterator[Case]:
         put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute"}),
         put("spec.image", {"repository": "ghcr.io/c5c3/nova-compute", "tag": "2025.2"}),
     )
+    # issue 38 item 2: pull settings on the default image, without naming one
+    pull = {"pullPolicy": "IfNotPresent", "pullSecrets": [{"name": "regcred"}]}
+    for orphan in ({"tag": "2026.1"}, {"digest": "sha256:" + "c" * 64}):
+        yield Case(
+            c,
+            "spec.image",
+            m("spec.image", "image.tag and image.digest need image.repository"),
+            put("spec.image", {**pull, **orphan}),
+            put("spec.image", pull),
+        )
     yield Case(
         c,
         "spec.libvirt",
@@ -792,6 +802,29 @@ def _novacompute_cases() -> Iterator[Case]:
             put(strategy, {"maxUnavailable": bad}),
             put(strategy, {"maxUnavailable": good}),
         )
+    # issue 38 item 4: a grace period the user names must outlast the bound the user gives nova
+    for bound in ("180", " 180 "):
+        own = put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": bound}})
+        yield Case(
+            c,
+            "spec",
+            m("spec", "terminationGracePeriodSeconds must exceed extraConfig"),
+            both(own, put("spec.terminationGracePeriodSeconds", 180)),
+            both(own, put("spec.terminationGracePeriodSeconds", 181)),
+        )
+    yield Case(  # 0 is "no bound" to nova: no grace period can outlast it, none is refused
+        c,
+        "spec",
+        m("spec", "terminationGracePeriodSeconds must exceed extraConfig"),
+        both(
+            put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": "60"}}),
+            put("spec.terminationGracePeriodSeconds", 30),
+        ),
+        both(
+            put("spec.extraConfig", {"DEFAULT": {"graceful_shutdown_timeout": "0"}}),
+            put("spec.terminationGracePeriodSeconds", 30),
+        ),
+    )
     yield from _shared_block_cases(c, "spec")
     yield from _extra_config_cases(c, NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS)
 
@@ -992,3 +1025,19 @@ async def test_the_api_server_refuses_a_deprecated_name_as_it_refuses_the_option
     assert err.value.status == 422, err.value.body
     text = json.loads(err.value.body or "{}")["message"]
     assert what in text, text
+
+
+@pytest.mark.parametrize("plural", [NOVAS, NOVACOMPUTES])
+async def test_the_api_server_refuses_a_pull_secret_named_twice(objects: Objects, plural: str) -> None:
+    """Issue 38 item 2: pullSecrets is a list keyed by name, so the same Secret cannot appear twice."""
+    bad = BASES[plural]()
+    image = bad["spec"].setdefault("image", {})
+    image["pullSecrets"] = [{"name": "regcred"}, {"name": "mirror"}, {"name": "regcred"}]
+    with pytest.raises(ApiException) as err:
+        await objects.create(plural, bad)
+    assert err.value.status == 422, err.value.body
+    text = json.loads(err.value.body or "{}")["message"]
+    assert 'spec.image.pullSecrets[2]: Duplicate value: {"name":"regcred"}' in text, text
+    good = BASES[plural]()
+    good["spec"].setdefault("image", {})["pullSecrets"] = [{"name": "regcred"}, {"name": "mirror"}]
+    _parses_without_loss(plural, await objects.create(plural, good))

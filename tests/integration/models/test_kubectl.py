@@ -55,6 +55,24 @@ def test_kubectl_explain_reads_like_documentation(crds: ControlPlane, tmp_path: 
     out = _words(_explain(crds, tmp_path, "novacompute.spec.nodeSelector"))
     assert "Label pairs that pick the pool's nodes" in out
 
+    # issue 38 items 2, 4 and 6
+    out = _words(_explain(crds, tmp_path, "nova.spec.image"))
+    assert "pullSecrets <[]Object> Secrets with the registry's credentials, rendered as" in out
+    enum = "pullPolicy <string> enum: Always, IfNotPresent, Never imagePullPolicy of"
+    assert f"{enum} every container" in out
+    out = _words(_explain(crds, tmp_path, "novacompute.spec"))
+    assert "terminationGracePeriodSeconds <integer> Seconds a nova-compute pod gets to stop" in out
+    out = _words(_explain(crds, tmp_path, "novacompute.spec.image"))
+    assert "repository <string> OCI repository of the nova-compute image" in out
+    assert f"{enum} the pool's containers" in out
+    out = _words(_explain(crds, tmp_path, "nova.spec.metadata.deployment.probes"))
+    assert "liveness <Object> Timing of the liveness probe." in out
+    out = _words(_explain(crds, tmp_path, "nova.spec.scheduler.deployment.probes"))
+    assert "readiness <Object> Timing of the readiness probe." in out
+    assert "liveness" not in out
+    out = _words(_explain(crds, tmp_path, "nova.spec.api.deployment.probes.readiness"))
+    assert "successThreshold <integer> Successful runs in a row after a failure" in out
+
     out = _words(_explain(crds, tmp_path, "nova.status.upgradePhase"))
     assert "Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs" in out
 

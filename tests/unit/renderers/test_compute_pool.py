@@ -10,8 +10,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from nova_operator import catalog
+from nova_operator.models.common import STOP_MARGIN_SECONDS, BusDeploymentSpec
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.renderers import compute_pool as cp
+from nova_operator.renderers import stops
 
 K8S_VERSION = "1.37"
 
@@ -33,6 +36,7 @@ def inputs(**kw: Any) -> cp.PoolInputs:
         "config_map": "rack7-config-abcdef12",
         "contract_secret": "nova-compute-config",
         "contract_hash": "f" * 64,
+        "release": "2025.2",
     }
     return cp.PoolInputs(**{**base, **kw})
 
@@ -169,7 +173,7 @@ def test_daemonset_identity_and_pod_settings() -> None:
     assert spec["hostNetwork"] is True
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
-    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["terminationGracePeriodSeconds"] == 80  # 2025.2: graceful_shutdown_timeout 60 s + 20 s
     assert spec["tolerations"] == [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
     assert [c["name"] for c in spec["initContainers"]] == ["create-instances-dir", "wait-for-chassis"]
     assert [c["name"] for c in spec["containers"]] == ["nova-compute"]
@@ -278,6 +282,99 @@ def test_pull_policy_and_default_image() -> None:
     assert cp.pull_policy("r:tag") == "Always"
     assert cp.pull_policy("r@sha256:" + "a" * 64) == "IfNotPresent"
     assert cp.pull_policy("r:tag", operator_default="Never") == "Never"
+
+
+def test_pool_pull_policy_prefers_the_pools_own_then_the_operators_then_the_reference() -> None:
+    digest = "r@sha256:" + "a" * 64
+    assert cp.pull_policy("r:tag", policy="Never", operator_default="IfNotPresent") == "Never"
+    assert cp.pull_policy(digest, policy="Always", operator_default="Never") == "Always"
+    assert cp.pull_policy("r:tag", policy=None, operator_default="IfNotPresent") == "IfNotPresent"
+    assert cp.pull_policy(digest, policy=None) == "IfNotPresent"
+
+
+def test_pool_image_without_a_repository_is_the_default_image_of_the_installed_release() -> None:
+    assert cp.pool_image(pool(), "2026.1") == "ghcr.io/c5c3/nova-compute:2026.1"
+    assert cp.pool_image(pool(image={"pullPolicy": "Never"}), "2026.1") == "ghcr.io/c5c3/nova-compute:2026.1"
+    assert (
+        cp.pool_image(pool(image={"repository": "reg.example/nc", "tag": "t1"}), "2026.1")
+        == "reg.example/nc:t1"
+    )
+    pinned = pool(image={"repository": "reg.example/nc", "digest": "sha256:" + "b" * 64})
+    assert cp.pool_image(pinned, "2026.1") == "reg.example/nc@sha256:" + "b" * 64
+
+
+def test_pool_pull_secrets_reach_the_daemonset_pod_and_no_secret_is_named_without_them() -> None:
+    p = pool(image={"pullSecrets": [{"name": "regcred"}], "pullPolicy": "IfNotPresent"})
+    ds = cp.daemonset(p, inputs(pull_policy="IfNotPresent"))
+    assert ds is not None
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert {c["imagePullPolicy"] for c in [*spec["initContainers"], *spec["containers"]]} == {"IfNotPresent"}
+    kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
+    plain = cp.daemonset(pool(), inputs())
+    assert plain is not None
+    assert "imagePullSecrets" not in plain["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("release", catalog.supported_releases())
+def test_the_grace_period_is_the_releases_own_stop_bound_plus_the_margin(release: str) -> None:
+    """Issue 38 item 4: the kubelet must not kill nova-compute before nova's own stop has ended."""
+    info = catalog.load_catalog(release).option("DEFAULT", "graceful_shutdown_timeout")
+    assert info is not None
+    assert info.default is not None
+    ds = cp.daemonset(pool(), inputs(release=release))
+    assert ds is not None
+    assert (
+        ds["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == info.default + STOP_MARGIN_SECONDS
+    )
+
+
+def test_from_2026_1_a_pool_gets_the_200_s_the_scheduler_and_conductor_get() -> None:
+    for release in ("2026.1", "2026.1-p1", "2026.2"):
+        assert (
+            cp.termination_grace(pool(), release)
+            == 200
+            == BusDeploymentSpec().termination_grace_period_seconds
+        )
+    assert cp.termination_grace(pool(), "2025.2") == 80
+
+
+def test_a_release_without_a_catalog_gets_the_longest_bound_of_the_shipped_ones() -> None:
+    longest = max(stops.graceful_shutdown_timeout(r, None) for r in catalog.supported_releases())
+    assert stops.graceful_shutdown_timeout("2099.2", None) == longest
+    assert stops.graceful_shutdown_timeout("", None) == longest
+
+
+def test_the_pools_extra_config_moves_the_bound_and_the_override_wins() -> None:
+    longer = pool(
+        extraConfig={"DEFAULT": {"graceful_shutdown_timeout": " 600 ", "manager_shutdown_timeout": "590"}}
+    )
+    assert cp.termination_grace(longer, "2026.1") == 620
+    # 0 is "no bound" to nova, and a value it would refuse: the release's own bound
+    for value in ("0", "ten"):
+        assert (
+            cp.termination_grace(
+                pool(extraConfig={"DEFAULT": {"graceful_shutdown_timeout": value}}), "2026.1"
+            )
+            == 200
+        )
+    # manager_shutdown_timeout alone does not move it: nova caps the wait below graceful_shutdown_timeout
+    assert (
+        cp.termination_grace(pool(extraConfig={"DEFAULT": {"manager_shutdown_timeout": "900"}}), "2026.1")
+        == 200
+    )
+    own = pool(terminationGracePeriodSeconds=45, extraConfig={"DEFAULT": {"manager_shutdown_timeout": "10"}})
+    ds = cp.daemonset(own, inputs(release="2026.1"))
+    assert ds is not None
+    assert ds["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 45
+
+
+def test_the_scheduler_and_conductor_default_covers_every_shipped_release() -> None:
+    """The Nova's 200 s is a schema default, the same for every release: it must cover each one's bound."""
+    default = BusDeploymentSpec().termination_grace_period_seconds
+    assert default is not None
+    for release in catalog.supported_releases():
+        assert stops.graceful_shutdown_timeout(release, None) + STOP_MARGIN_SECONDS <= default, release
 
 
 def test_rendered_objects_pass_kubernetes_validate() -> None:

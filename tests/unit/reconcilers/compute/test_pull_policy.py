@@ -36,3 +36,23 @@ async def test_the_flag_sets_the_pull_policy_of_the_pools_containers(
     await reconcile_daemon_set(p)
     (applied,) = kube.applied
     assert pull_policies(applied) == {want}
+
+
+async def test_the_pools_own_pull_policy_beats_the_flag_and_its_secrets_reach_the_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38 item 2: spec.image.pullPolicy > --default-image-pull-policy > the derived rule."""
+    from nova_operator.models.novacompute import NovaComputeImageSpec
+
+    monkeypatch.delenv("NOVA_OPERATOR_DEFAULT_IMAGE_PULL_POLICY", raising=False)
+    kube = FailingKube()
+    p = daemonset_pass(kube)
+    p.settings = controllers.compute_settings(cli.parse_settings(["--default-image-pull-policy=Always"]))
+    image = NovaComputeImageSpec.model_validate(
+        {"pullPolicy": "IfNotPresent", "pullSecrets": [{"name": "reg"}]}
+    )
+    p.pool = p.pool.model_copy(update={"spec": p.pool.spec.model_copy(update={"image": image})})
+    await reconcile_daemon_set(p)
+    (applied,) = kube.applied
+    assert pull_policies(applied) == {"IfNotPresent"}
+    assert applied["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "reg"}]

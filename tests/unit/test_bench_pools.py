@@ -51,7 +51,9 @@ def test_median_and_p95_of_joins_are_nearest_rank_and_missing_joins_are_counted(
     assert found["max"] == 20.0
     assert found["missing"] == 2
     empty = poolfigures.joins([], attempted=3)
-    assert empty["median"] is None and empty["p95"] is None and empty["missing"] == 3
+    assert empty["median"] is None
+    assert empty["p95"] is None
+    assert empty["missing"] == 3
 
 
 def test_routes_fold_ids_so_calls_count_by_what_they_were() -> None:
@@ -134,7 +136,8 @@ def test_ready_times_and_the_ratio_to_the_floor() -> None:
     assert (ready["first"], ready["median"], ready["last"]) == (10.0, 20.0, 30.0)
     assert poolfigures.versus_floor(ready["last"], 12.0) == 2.5
     partial = poolfigures.ready_times({"pool-00": T0 + 10}, T0, expected=2)
-    assert partial["last"] is None and partial["missing"] == 1
+    assert partial["last"] is None
+    assert partial["missing"] == 1
     assert poolfigures.versus_floor(None, 12.0) is None
 
 
@@ -152,7 +155,8 @@ class FakeCall:
 
 def test_fake_calls_move_onto_the_wall_clock_and_keep_whether_they_disable() -> None:
     got = ComputeCall.of(FakeCall("nova", "PUT", "/v2.1/os-services/x", {"status": "disabled"}, 200, 5.0), T0)
-    assert got.at == T0 + 5.0 and got.disables
+    assert got.at == T0 + 5.0
+    assert got.disables
     assert not ComputeCall.of(FakeCall("nova", "PUT", "/v2.1/os-services/x", None, 200, 5.0), T0).disables
 
 

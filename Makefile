@@ -3,9 +3,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PY ?= .venv/bin/python
 N ?= 10
+P ?= 20
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest realnode deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real
+.PHONY: help venv envtest realnode deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real bench-pools
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -102,6 +103,9 @@ bench-floor: venv  ## the same children for N Novas created by a plain client, n
 
 bench-writes: venv  ## API-server CPU per write on a bare control plane: a Nova's (with and without its CEL rules), a ConfigMap's
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench writes --out bench-writes.json
+
+bench-pools: venv  ## one Nova, P pools of N kwok nodes (P=20 N=50 here): Ready vs the floor, joins, drain, requests per pass (not a test)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench pools --pools $(P) --nodes $(if $(filter command line,$(origin N)),$(N),50) --out bench-pools.json $(if $(ARGS),-- $(ARGS))
 
 bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json

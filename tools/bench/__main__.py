@@ -1,9 +1,10 @@
-"""``python -m bench run|floor|writes|compare|show|real|lease-load`` (PYTHONPATH=tools; the binaries
-from ENVTEST_BIN).
+"""``python -m bench run|floor|writes|compare|show|real|pools|lease-load`` (PYTHONPATH=tools; the
+binaries from ENVTEST_BIN).
 
 ``run`` measures the operator against the floor (``floor``: the same children created by a plain
 client) taken on the same machine just before it, unless ``--floor FILE`` names a floor run to use
-(or ``--no-floor``); its headline is the ratio of the two.
+(or ``--no-floor``); its headline is the ratio of the two. ``pools`` measures one Nova with P pools
+of N nodes (``bench.pools``).
 """
 
 from __future__ import annotations
@@ -68,10 +69,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     real = sub.add_parser("real", help="the minimal sample's bring-up on the real-Nova tier")
     real.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-real.json"))
     real.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
+    pools = sub.add_parser("pools", help="one Nova, P NovaCompute pools of N kwok nodes each")
+    pools.add_argument("--pools", "-p", type=int, default=20, help="how many pools (default 20)")
+    pools.add_argument("--nodes", "-n", type=int, default=50, help="nodes per pool (default 50)")
+    pools.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-pools.json"))
+    pools.add_argument("--workdir", type=pathlib.Path, help="cluster directory (default: a temp dir)")
+    pools.add_argument("--timeout", type=float, default=900.0, help="give up waiting for Ready after (s)")
+    pools.add_argument("--idle", type=float, default=60.0, help="each idle stretch measured (s, default 60)")
+    pools.add_argument("--joins", type=int, default=20, help="nodes joined one after another (default 20)")
+    pools.add_argument("--join-timeout", type=float, default=180.0, help="wait per join (s, default 180)")
+    pools.add_argument("--drain", type=int, default=50, help="nodes unlabelled at once (default 50)")
+    pools.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
+    s2 = sub.add_parser("show-pools", help="print a `bench pools` run's table again")
+    s2.add_argument("file", type=pathlib.Path)
     lease_load.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "lease-load":
         return int(args.func(args))
+    if args.command == "pools":
+        if args.pools < 1 or args.nodes < 1:
+            parser.error("--pools and --nodes must be at least 1")
+        from bench.pools import PoolsOptions
+        from bench.pools import run as run_pools
+
+        result = run_pools(
+            PoolsOptions(
+                pools=args.pools,
+                nodes=args.nodes,
+                out=args.out,
+                workdir=args.workdir,
+                timeout=args.timeout,
+                idle=args.idle,
+                joins=args.joins,
+                join_timeout=args.join_timeout,
+                drain=args.drain,
+                operator_args=list(args.operator_args),
+            )
+        )
+        print(report.pools_table(result))
+        print(report.pools_details(result))
+        print(json.dumps(result, sort_keys=True))
+        print(f"written: {args.out}; logs and the audit log: {result['run']['workdir']}")
+        return 0 if result["converged"] else 1
+    if args.command == "show-pools":
+        result = json.loads(args.file.read_text())
+        print(report.pools_table(result))
+        print(report.pools_details(result))
+        return 0
     if args.command == "real":
         from bench import real as real_bench  # the real tier's imports only when asked for
 

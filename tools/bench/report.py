@@ -171,3 +171,83 @@ def floor_table(found: dict[str, Any]) -> str:
     lines = ["| figure | measured |", "| --- | --- |"]
     lines += [f"| {label} | {_fmt(value)} |" for label, value in rows]
     return "\n".join(lines)
+
+
+# ``bench pools``: (label, getter) in print order.
+POOL_ROWS: list[Row] = [
+    ("pools x nodes per pool", lambda r: f"{r.get('pools')} x {r.get('nodes_per_pool')} = {r.get('nodes')}"),
+    ("the Nova Ready after its create (s)", _get("nova_ready_seconds")),
+    ("all pools Ready: first (s)", _get("ready", "first")),
+    ("all pools Ready: median (s)", _get("ready", "median")),
+    ("all pools Ready: last (s)", _get("ready", "last")),
+    ("floor: plain DaemonSets' pods all Ready (s)", _get("floor", "seconds")),
+    ("all Ready last / floor", _get("ready_last_over_floor")),
+    ("NovaCompute passes per pool to converge", _get("converge", "passes_per_pool")),
+    ("node join → Active: median (s)", _get("join", "median")),
+    ("node join → Active: p95 (s)", _get("join", "p95")),
+    ("node join → Active: max (s)", _get("join", "max")),
+    (
+        "joins measured / not Active in time",
+        lambda r: f"{_fmt(_get('join', 'count')(r))} / {_fmt(_get('join', 'missing')(r))}",
+    ),
+    ("compute API requests per pass, converged", _get("converged_pass", "compute", "per_pass")),
+    ("compute API requests per pass, while joining", _get("join", "window", "compute", "per_pass")),
+    ("compute API requests per pass, converging", _get("converge", "compute", "per_pass")),
+    ("compute API requests per idle minute, no pool", _get("idle_empty", "compute", "per_minute")),
+    ("compute API requests per idle minute, all pools", _get("idle_full", "compute", "per_minute")),
+    ("Kubernetes requests per pass, converged", _get("converged_pass", "kube", "per_pass")),
+    ("Kubernetes requests per pass, while joining", _get("join", "window", "kube", "per_pass")),
+    ("Kubernetes requests per idle minute, no pool", _get("idle_empty", "kube", "per_minute")),
+    ("Kubernetes requests per idle minute, all pools", _get("idle_full", "kube", "per_minute")),
+    ("drain: nodes unlabelled at once", _get("drain", "nodes")),
+    ("drain: every service disabled (s)", _get("drain", "all_disabled")),
+    ("drain: every service deleted (s)", _get("drain", "all_deleted")),
+    ("operator RSS, no pool (MiB)", _get("operator", "rss_mib_empty")),
+    ("operator RSS, all pools converged (MiB)", _get("operator", "rss_mib_converged")),
+    ("operator RSS growth (MiB)", _get("operator", "rss_mib_growth")),
+    ("operator RSS peak (MiB)", _get("operator", "rss_mib_peak")),
+    ("operator CPU per idle minute, no pool (s)", _get("operator", "cpu_seconds_per_idle_minute_empty")),
+    ("operator CPU per idle minute, all pools (s)", _get("operator", "cpu_seconds_per_idle_minute_full")),
+    ("operator CPU to converge the pools (s)", _get("operator", "cpu_seconds_converge")),
+    ("operator CPU over the joins (s)", _get("join", "cpu_seconds")),
+    ("operator CPU over the drain (s)", _get("drain", "cpu_seconds")),
+    ("machine busy while converging (of 1)", _get("machine", "busy_fraction_converge")),
+    ("kube-apiserver CPU to converge (s)", _get("machine", "cpu_seconds_converge", "kube-apiserver")),
+]
+
+
+def pools_table(result: dict[str, Any]) -> str:
+    lines = ["| figure | measured |", "| --- | --- |"]
+    lines += [f"| {label} | {_fmt(get(result))} |" for label, get in POOL_ROWS]
+    return "\n".join(lines)
+
+
+def pools_details(result: dict[str, Any], top: int = 8) -> str:
+    """Which requests, per pass and per idle minute; the run's machine and load."""
+    out = []
+    for title, path in (
+        ("compute requests in the converged passes", ("converged_pass", "compute", "by_route")),
+        (
+            "compute list requests per converged pass, by kind",
+            ("converged_pass", "compute", "lists_per_pass"),
+        ),
+        ("Kubernetes requests in the converged passes", ("converged_pass", "kube", "by_verb_resource")),
+        ("compute requests while joining", ("join", "window", "compute", "by_route")),
+        ("Kubernetes requests while joining", ("join", "window", "kube", "by_verb_resource")),
+        ("compute requests idle, all pools", ("idle_full", "compute", "by_route")),
+        ("Kubernetes requests idle, all pools", ("idle_full", "kube", "by_verb_resource")),
+    ):
+        counts = _get(*path)(result) or {}
+        shown = ", ".join(f"{k} {_fmt(v)}" for k, v in list(counts.items())[:top]) or "none"
+        out.append(f"{title}: {shown}")
+    passes = _get("converged_pass", "passes")(result)
+    out.append(
+        f"passes counted: converged {_fmt(passes)}, joining {_fmt(_get('join', 'window', 'passes')(result))}"
+    )
+    run = result.get("run") or {}
+    out.append(
+        f"commit {run.get('commit')}, {run.get('machine')}, load average {run.get('load_average_before')}"
+        f" before / {run.get('load_average_after')} after, {run.get('wall_seconds')} s wall,"
+        f" idle windows {run.get('idle_seconds')} s"
+    )
+    return "\n".join(out)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nova_operator.kube import Kube
-from nova_operator.kube.errors import Conflict
+from nova_operator.kube.errors import Conflict, KubeError
 from nova_operator.kube.resources import ResourceRef
 from nova_operator.kube.types import Object
 from nova_operator.metrics import WRITE_VERBS, Metrics
@@ -50,23 +50,42 @@ def managers(obj: Object) -> list[tuple[str, str, str]]:
     return sorted((e["manager"], e["operation"], e.get("subresource", "")) for e in entries)
 
 
-class ApplyRecorder(Kube):
-    """The real client, recording (field manager, force, answer) of every server-side apply, and
-    refusing the next ``conflicts`` applies with a Conflict before they are sent (the injection
-    stands in for a create race; nothing else is changed)."""
+Call = tuple[str, str, str, str]
+"""(verb, resource, name or namespace, HTTP code) of one request."""
 
+
+class Recorder(Kube):
+    """The real client over ``kube``'s connection, with request metrics of its own, recording every
+    request (``calls``) and every server-side apply's (field manager, force, answer) (``applies``).
+    It refuses the next ``conflicts`` applies with a Conflict before they are sent (standing in for a
+    create race); it changes nothing else: every answer is kube-apiserver's."""
+
+    calls: list[Call]
     applies: list[tuple[str, bool, str]]
     conflicts: int
 
     @classmethod
-    def of(cls, kube: Kube) -> ApplyRecorder:
-        """Over ``kube``'s connection, with request metrics of its own (only its requests count)."""
+    def of(cls, kube: Kube) -> Recorder:
         wrapped = cls(kube._api, metrics=Metrics(), timeout=kube.timeout)
-        wrapped.applies, wrapped.conflicts = [], 0
+        wrapped.calls, wrapped.applies, wrapped.conflicts = [], [], 0
         return wrapped
 
     async def close(self) -> None:  # the wrapped client owns the connection
         pass
+
+    def called(self, name: str | None = None) -> list[tuple[str, str, str]]:
+        """(verb, resource, code) of the calls so far (those naming ``name`` only, when given)."""
+        return [(v, r, c) for v, r, n, c in self.calls if name is None or n == name]
+
+    async def _send(self, verb: str, resource: str, method: str, path: str, **kw: Any) -> Any:
+        name = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        try:
+            resp = await super()._send(verb, resource, method, path, **kw)
+        except KubeError as exc:
+            self.calls.append((verb, resource, name, str(getattr(exc, "status", None) or type(exc).__name__)))
+            raise
+        self.calls.append((verb, resource, name, str(resp.status)))
+        return resp
 
     async def apply(
         self,

@@ -21,15 +21,15 @@ from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, NOVAS, SECRETS
 from nova_operator.kube.types import Object
 from tests.integration.nova.inputs import nova_body
-from tests.integration.nova.requests import ApplyRecorder, managers, sent, since, writes
+from tests.integration.nova.requests import Recorder, managers, sent, since, writes
 
 OPERATOR = (apply.FIELD_MANAGER, "Apply", "")
 
 
 @pytest.fixture
-def ours(admin: Kube) -> ApplyRecorder:
+def ours(admin: Kube) -> Recorder:
     """The operator's requests: the admin's connection, counted and recorded apart from the admin's."""
-    return ApplyRecorder.of(admin)
+    return Recorder.of(admin)
 
 
 async def owner_nova(admin: Kube, ns: str) -> Object:
@@ -79,7 +79,7 @@ async def someone_else(admin: Kube, ref: Any, name: str, ns: str, patch: dict[st
 
 
 async def test_apply_sends_one_forced_server_side_apply_as_the_operator(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     # another manager holds data.k at another value: only a forced apply takes it over
@@ -95,7 +95,7 @@ async def test_apply_sends_one_forced_server_side_apply_as_the_operator(
 
 
 async def test_apply_skips_the_write_when_the_cached_object_carries_the_desired_fields(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     cached = await apply.apply(ours, desired(namespace), owner=owner)
@@ -110,7 +110,7 @@ async def test_apply_skips_the_write_when_the_cached_object_carries_the_desired_
 
 
 async def test_a_field_the_operator_stops_rendering_is_applied_away(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     old = desired(namespace, k="v", gone="x")
@@ -132,7 +132,7 @@ async def test_a_field_the_operator_stops_rendering_is_applied_away(
 
 
 async def test_fields_of_other_managers_cause_no_write_and_outlive_the_operators_applies(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     await apply.apply(ours, desired(namespace), owner=owner)
@@ -152,7 +152,7 @@ async def test_fields_of_other_managers_cause_no_write_and_outlive_the_operators
 
 
 async def test_a_derived_secret_loses_keys_someone_else_added(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     made = await apply.apply(ours, secret(namespace, {"transport_url": "dXJs"}), owner=owner, digest_key=b"k")
@@ -178,7 +178,7 @@ async def test_a_derived_secret_loses_keys_someone_else_added(
 
 
 async def test_a_derived_secret_patch_on_a_stale_basis_is_sent_again_without_it(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     """The cache lags: the guarded merge patch is refused by the server, and goes out unguarded."""
     owner = await owner_nova(admin, namespace)
@@ -201,13 +201,13 @@ async def test_a_derived_secret_patch_on_a_stale_basis_is_sent_again_without_it(
 
 
 async def test_apply_retries_a_conflict_and_gives_up_after_a_few(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     ours.conflicts = 1
     await apply.apply(ours, desired(namespace))
     assert ours.applies == [(apply.FIELD_MANAGER, True, "injected 409"), (apply.FIELD_MANAGER, True, "200")]
     assert (await admin.get(CONFIGMAPS, "c", namespace))["data"] == {"k": "v"}
-    kube = ApplyRecorder.of(admin)
+    kube = Recorder.of(admin)
     kube.conflicts = 10
     other = desired(namespace)
     other["metadata"]["name"] = "d"
@@ -219,7 +219,7 @@ async def test_apply_retries_a_conflict_and_gives_up_after_a_few(
 
 
 async def test_create_makes_an_absent_object_in_one_apply_as_apply_would(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     """``create``: the body ``apply`` would send (owner, digest), created by one request; the object
     is owned by the operator's Apply entry alone, so it is the caller's own write."""
@@ -240,7 +240,7 @@ async def test_create_makes_an_absent_object_in_one_apply_as_apply_would(
 
 
 async def test_create_answers_none_and_retries_nothing_when_the_name_is_taken(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     theirs = await admin.create(CONFIGMAPS, desired(namespace, mine="no"), namespace)
     owned: list[Object] = []
@@ -253,9 +253,7 @@ async def test_create_answers_none_and_retries_nothing_when_the_name_is_taken(
     assert after["data"] == {"mine": "no"}
 
 
-async def test_create_keys_a_secrets_digest_or_refuses(
-    admin: Kube, ours: ApplyRecorder, namespace: str
-) -> None:
+async def test_create_keys_a_secrets_digest_or_refuses(admin: Kube, ours: Recorder, namespace: str) -> None:
     body = secret(namespace, {"password": "cGFzcw=="})
     before = sent(ours)
     with pytest.raises(ValueError, match="keyed"):
@@ -268,7 +266,7 @@ async def test_create_keys_a_secrets_digest_or_refuses(
 
 
 async def test_apply_status_writes_only_a_changed_status_to_the_subresource(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     nova = await owner_nova(admin, namespace)
     nova = await admin.patch_status(
@@ -288,7 +286,7 @@ async def test_apply_status_writes_only_a_changed_status_to_the_subresource(
 
 
 async def test_delete_if_present_treats_not_found_as_done(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     assert await apply.delete_if_present(ours, CONFIGMAPS, "c", namespace) is False
     await admin.create(CONFIGMAPS, desired(namespace), namespace)
@@ -298,7 +296,7 @@ async def test_delete_if_present_treats_not_found_as_done(
 
 
 async def test_delete_if_present_of_an_object_with_a_finalizer_leaves_it_terminating(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     """The server keeps an object its finalizers hold: deleted means asked, not gone (a stand-in
     that dropped it at once hid the wait)."""
@@ -314,7 +312,7 @@ async def test_delete_if_present_of_an_object_with_a_finalizer_leaves_it_termina
 
 
 async def test_a_retained_field_the_operator_stops_sending_is_handed_over_at_its_live_value(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     cached = await apply.apply(ours, deployment(namespace, replicas=3), owner=owner)
@@ -333,7 +331,7 @@ async def test_a_retained_field_the_operator_stops_sending_is_handed_over_at_its
 
 
 async def test_a_retained_field_another_manager_holds_is_left_to_it(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     """An HPA owns spec.replicas at another value than the (lagging) cache says: the hand-over is
     refused by the server (409), which is fine, and the HPA's count stays."""
@@ -361,7 +359,7 @@ async def test_a_retained_field_another_manager_holds_is_left_to_it(
 
 
 async def test_a_retained_field_the_operator_sends_is_not_handed_over(
-    admin: Kube, ours: ApplyRecorder, namespace: str
+    admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     owner = await owner_nova(admin, namespace)
     cached = await apply.apply(ours, deployment(namespace, replicas=3), owner=owner)
@@ -375,7 +373,7 @@ async def test_a_retained_field_the_operator_sends_is_not_handed_over(
 
 
 async def test_a_version_found_to_carry_a_digest_is_checked_once(
-    admin: Kube, ours: ApplyRecorder, namespace: str, monkeypatch: pytest.MonkeyPatch
+    admin: Kube, ours: Recorder, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     owner = await owner_nova(admin, namespace)
     cached = await apply.apply(ours, desired(namespace), owner=owner)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nova_operator.kube import Kube
-from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NOVAS, SECRETS, ResourceRef
+from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NOVAS, SECRETS, ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.metrics import NovaMetrics
@@ -97,3 +97,23 @@ def make_ctx(
         metrics=NovaMetrics.of(kube.metrics),
         options=options or NovaOptions(),
     )
+
+
+async def stored(admin: Kube, ns: str, *bodies: Mapping[str, Any]) -> list[Object]:
+    """Each of ``bodies`` created on the server in ``ns``, as the server answered (for the caches)."""
+    return [await put(admin, ref_for(b["apiVersion"], b["kind"]), b, ns) for b in bodies]
+
+
+ALL_SECRETS = (
+    secret("api-db", username="a", password="pa"),
+    secret("cell-db", username="c", password="pc"),
+    secret("service-user", password="ps"),
+    secret("metadata-proxy", shared_secret="pm"),
+)
+
+
+def owned_by(body: Object, nova: Object) -> Object:
+    """``body`` with ``nova`` as its controller (as the operator's own writes leave a child)."""
+    meta = nova["metadata"]
+    ref = {"apiVersion": NOVAS.api_version, "kind": "Nova", "name": meta["name"], "uid": meta["uid"]}
+    return {**body, "metadata": {**body["metadata"], "ownerReferences": [{**ref, "controller": True}]}}

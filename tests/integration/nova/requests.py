@@ -78,13 +78,16 @@ class Recorder(Kube):
         return [(v, r, c) for v, r, n, c in self.calls if name is None or n == name]
 
     async def _send(self, verb: str, resource: str, method: str, path: str, **kw: Any) -> Any:
+        """Recorded in the order sent; the code is filled in when the answer comes."""
         name = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        at = len(self.calls)
+        self.calls.append((verb, resource, name, "pending"))
         try:
             resp = await super()._send(verb, resource, method, path, **kw)
         except KubeError as exc:
-            self.calls.append((verb, resource, name, str(getattr(exc, "status", None) or type(exc).__name__)))
+            self.calls[at] = (verb, resource, name, str(exc.status or type(exc).__name__))
             raise
-        self.calls.append((verb, resource, name, str(resp.status)))
+        self.calls[at] = (verb, resource, name, str(resp.status))
         return resp
 
     async def apply(

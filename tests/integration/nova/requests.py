@@ -58,16 +58,18 @@ class Recorder(Kube):
     """The real client over ``kube``'s connection, with request metrics of its own, recording every
     request (``calls``) and every server-side apply's (field manager, force, answer) (``applies``).
     It refuses the next ``conflicts`` applies with a Conflict before they are sent (standing in for a
-    create race); it changes nothing else: every answer is kube-apiserver's."""
+    create race) and every request of a verb in ``refuse`` with that error (a refusal the test cannot
+    provoke from the server); it changes nothing else: every other answer is kube-apiserver's."""
 
     calls: list[Call]
     applies: list[tuple[str, bool, str]]
     conflicts: int
+    refuse: dict[str, type[KubeError]]  # verb -> the error its next requests get, unsent
 
     @classmethod
     def of(cls, kube: Kube) -> Recorder:
         wrapped = cls(kube._api, metrics=Metrics(), timeout=kube.timeout)
-        wrapped.calls, wrapped.applies, wrapped.conflicts = [], [], 0
+        wrapped.calls, wrapped.applies, wrapped.conflicts, wrapped.refuse = [], [], 0, {}
         return wrapped
 
     async def close(self) -> None:  # the wrapped client owns the connection
@@ -81,6 +83,9 @@ class Recorder(Kube):
         """Recorded in the order sent; the code is filled in when the answer comes."""
         name = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         at = len(self.calls)
+        if verb in self.refuse:
+            self.calls.append((verb, resource, name, "injected"))
+            raise self.refuse[verb]("injected")
         self.calls.append((verb, resource, name, "pending"))
         try:
             resp = await super()._send(verb, resource, method, path, **kw)

@@ -64,7 +64,7 @@ class Recorder(Kube):
     calls: list[Call]
     applies: list[tuple[str, bool, str]]
     conflicts: int
-    refuse: dict[str, type[KubeError]]  # verb -> the error its next requests get, unsent
+    refuse: dict[str, KubeError]  # verb -> the error its requests get, unsent
 
     @classmethod
     def of(cls, kube: Kube) -> Recorder:
@@ -85,7 +85,7 @@ class Recorder(Kube):
         at = len(self.calls)
         if verb in self.refuse:
             self.calls.append((verb, resource, name, "injected"))
-            raise self.refuse[verb]("injected")
+            raise self.refuse[verb]
         self.calls.append((verb, resource, name, "pending"))
         try:
             resp = await super()._send(verb, resource, method, path, **kw)

@@ -357,7 +357,7 @@ async def test_a_forbidden_dedupe_patch_defers_the_metric_and_the_report(env: En
     await in_phase(env, "Expanding")
     await env.run()
     await env.finish("db-expand", message="nova-status upgrade check exit 0")
-    env.kube.refuse["patch"] = Forbidden
+    env.kube.refuse["patch"] = Forbidden("injected")
     ctx = await env.context()
     await glue.dispatch(ctx, steady)
     assert ("Warning", "DBSyncMetricEmissionDeferred") in env.emitted()
@@ -433,7 +433,7 @@ async def test_a_failing_delete_aborts_nothing(env: Env) -> None:
     await in_phase(env, "Migrating")
     await env.admin.create(JOBS, phase_job(env, "nova-db-migrate", env.uid), env.ns)
     await env.bump("2026.1")
-    env.kube.refuse["delete"] = Forbidden
+    env.kube.refuse["delete"] = Forbidden("injected")
     with pytest.raises(Forbidden):
         await env.run()
     assert env.status["upgradePhase"] == "Migrating"  # the next pass retries the abort

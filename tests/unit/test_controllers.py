@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from nova_operator import cli, controllers
-from nova_operator.settings import OpenStackSettings, Settings
+from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.settings import OpenStackSettings, Settings, WatchSettings
 
 
 def test_every_controller_is_registered() -> None:
@@ -25,3 +26,11 @@ def test_a_bad_nova_api_url_is_a_usage_error(bad: str, capsys: pytest.CaptureFix
         cli.parse_settings(["--nova-api-url", bad])
     assert exc.value.code == 2
     assert "--nova-api-url" in capsys.readouterr().err
+
+
+def test_a_namespace_scoped_install_sets_the_option_and_a_cluster_wide_one_does_not() -> None:
+    scoped = controllers.with_settings(
+        NovaOptions(), Settings(watch=WatchSettings(namespaces=("openstack",)))
+    )
+    assert scoped.namespaced is True
+    assert controllers.with_settings(NovaOptions(), Settings()).namespaced is False

@@ -435,3 +435,22 @@ async def wait_for(get: Callable[[], Any], predicate: Callable[[Any], bool], wit
                 await asyncio.sleep(0.05)
     except TimeoutError:
         raise AssertionError(f"condition not reached within {within} s; last value: {last!r}") from None
+
+
+STORE_CRDS = pathlib.Path(__file__).parent / "crds" / "external-secrets-stores.yaml"
+
+
+@pytest.fixture
+async def external_secrets(admin: Kube) -> None:
+    """The two store kinds, served before the operator starts (its probe and informers see them)."""
+    for doc in yaml.safe_load_all(STORE_CRDS.read_text()):
+        with contextlib.suppress(Conflict):
+            await admin.create(CRDS, doc)
+        await wait_for(
+            lambda name=doc["metadata"]["name"]: admin.get(CRDS, name),
+            lambda crd: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            ),
+            within=20,
+        )

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import pathlib
 from typing import Any
 
 import pytest
-import yaml
 
 from nova_operator.kube import Kube
-from nova_operator.kube.errors import Conflict
-from nova_operator.kube.resources import CLUSTER_SECRET_STORES, NOVAS, SECRET_STORES, ResourceRef
+from nova_operator.kube.resources import CLUSTER_SECRET_STORES, NOVAS, SECRET_STORES
 from nova_operator.kube.types import Object
 from tests.integration.nova.inputs import cond, create_inputs, nova_body
 
 from .conftest import Operator, ready_condition, wait_for  # type: ignore[import-not-found]
 
-CRDS = ResourceRef(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
-STORE_CRDS = pathlib.Path(__file__).parent / "crds" / "external-secrets-stores.yaml"
 SECRET_POLL = 15.0  # the Secrets step's poll: each wait below is much shorter
-
-
-@pytest.fixture
-async def external_secrets(admin: Kube) -> None:
-    """The two store kinds, served before the operator starts (its probe and informers see them)."""
-    for doc in yaml.safe_load_all(STORE_CRDS.read_text()):
-        with contextlib.suppress(Conflict):
-            await admin.create(CRDS, doc)
-        await wait_for(
-            lambda name=doc["metadata"]["name"]: admin.get(CRDS, name),
-            lambda crd: any(
-                c["type"] == "Established" and c["status"] == "True"
-                for c in (crd.get("status") or {}).get("conditions") or []
-            ),
-            within=20,
-        )
 
 
 def store(kind: str, name: str) -> Object:

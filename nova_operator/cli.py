@@ -20,7 +20,7 @@ from typing import NoReturn, TypeVar
 import structlog
 
 from nova_operator import __version__, log
-from nova_operator.kube.client import ConfigError, pod_namespace
+from nova_operator.kube.config import ConfigError, pod_namespace
 from nova_operator.kube.errors import KubeError
 from nova_operator.rlimits import raise_open_files_limit
 from nova_operator.runtime.health import parse_address

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from nova_operator import cli
-from nova_operator.kube.client import ConfigError, load_api_client, pod_namespace
+from nova_operator.kube.config import ConfigError, load_api_client, pod_namespace
 
 
 def _mount(tmp_path: pathlib.Path, token: str = "token-a", namespace: str = "ops") -> pathlib.Path:

@@ -17,13 +17,8 @@ from kubernetes_asyncio import client as k8s_client
 
 from nova_operator.clock import FakeClock
 from nova_operator.kube import Kube, errors
-from nova_operator.kube.client import (
-    RETRY_CAP,
-    api_client,
-    environment_proxy,
-    parse_retry_after,
-    retry_delay,
-)
+from nova_operator.kube.client import RETRY_CAP, parse_retry_after, retry_delay
+from nova_operator.kube.config import api_client, environment_proxy
 from nova_operator.kube.resources import CONFIGMAPS, LEASES
 from nova_operator.kube.tracing import tracing
 from nova_operator.metrics import Metrics

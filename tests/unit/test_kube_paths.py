@@ -112,7 +112,7 @@ async def test_the_api_server_receives_a_name_with_a_question_mark_as_one_segmen
     from aiohttp import web
     from kubernetes_asyncio import client as k8s_client
 
-    from nova_operator.kube.client import api_client
+    from nova_operator.kube.config import api_client
 
     seen: list[tuple[str, str, dict[str, str]]] = []
 

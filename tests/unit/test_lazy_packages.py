@@ -39,7 +39,7 @@ def test_a_client_built_by_the_seam_still_has_the_whole_package_on_demand() -> N
     out = _run(
         """
         import sys
-        from nova_operator.kube.client import ApiClient, Configuration
+        from nova_operator.kube.config import ApiClient, Configuration
         import kubernetes_asyncio
         import kubernetes_asyncio.client as client
         from kubernetes_asyncio.client import V1ObjectMeta

@@ -17,7 +17,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from nova_operator.clock import Clock, FakeClock, LoopClock
 from nova_operator.kube import Kube
-from nova_operator.kube.client import api_client
+from nova_operator.kube.config import api_client
 from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import LEASES, ResourceRef
 from nova_operator.metrics import Metrics

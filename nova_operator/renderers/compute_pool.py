@@ -23,18 +23,21 @@ from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_K
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.renderers import oslo
 from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
+from nova_operator.renderers.pod_env import (
+    config_volume,
+    db_tls_volumes,
+    manage_env,
+    secret_config_env,
+    secret_env,
+)
 from nova_operator.renderers.stops import graceful_shutdown_timeout
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
-    config_volume,
-    db_tls_volumes,
     image_pull_secrets,
     job_pod_settings,
-    manage_env,
     memory_figure,
     plain,
     restricted_container_security_context,
-    secret_config_env,
 )
 from nova_operator.renderers.workload import resolve_resources as resolve_job_resources
 
@@ -391,10 +394,6 @@ def _host_path(name: str, path: str, type_: str | None = "DirectoryOrCreate") ->
     return {"name": name, "hostPath": source}
 
 
-def _secret_env(name: str, secret: str, key: str) -> Manifest:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-
-
 def _field_env(name: str, path: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -475,9 +474,9 @@ def _containers(inputs: PoolInputs, resources: Manifest) -> tuple[list[Manifest]
         _field_env("OS_DEFAULT__MY_IP", "status.hostIP"),
         _field_env("OS_VNC__SERVER_PROXYCLIENT_ADDRESS", "status.hostIP"),
         _field_env("OS_LIBVIRT__LIVE_MIGRATION_INBOUND_ADDR", "status.hostIP"),
-        _secret_env("OS_DEFAULT__TRANSPORT_URL", secret, "transport_url"),
+        secret_env("OS_DEFAULT__TRANSPORT_URL", secret, "transport_url"),
         *(
-            _secret_env(f"OS_{section.upper()}__PASSWORD", secret, "password")
+            secret_env(f"OS_{section.upper()}__PASSWORD", secret, "password")
             for section in ("keystone_authtoken", "service_user", "placement", "neutron", "cinder")
         ),
         *secret_config_env(inputs.secret_config_secret, inputs.secret_config_keys),

@@ -17,14 +17,12 @@ from nova_operator import digests, image_contract, naming
 from nova_operator.models.nova import Nova
 from nova_operator.renderers.env import render
 from nova_operator.renderers.novaconf import CONFIG_DIR
+from nova_operator.renderers.pod_env import config_volume, db_tls_volumes, manage_env
 from nova_operator.renderers.workload import (
-    config_volume,
-    db_tls_volumes,
     image_pull_policy,
     image_pull_secrets,
     image_ref,
     job_pod_settings,
-    manage_env,
     memory_figure,
     plain,
     pod_security_context,

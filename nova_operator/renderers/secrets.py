@@ -26,7 +26,8 @@ from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
 from nova_operator.renderers import oslo
-from nova_operator.renderers.workload import DB_TLS_DIR, plain
+from nova_operator.renderers.pod_env import DB_TLS_DIR
+from nova_operator.renderers.workload import plain
 
 __all__ = [
     "CredentialNotRepresentable",

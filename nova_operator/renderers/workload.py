@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from nova_operator import image_contract, naming
 from nova_operator.models.common import (
-    DatabaseSpec,
     DeploymentSpec,
     ImagePullSecretRef,
     ProbeTiming,
@@ -26,26 +25,32 @@ from nova_operator.models.common import (
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
+from nova_operator.renderers.pod_env import (
+    base_env,
+    config_volume,
+    db_tls_volumes,
+    nova_name,
+    oslo_credentials,
+    rabbit_ca_volume,
+    secret_config_env,
+    secret_env,
+)
 
 __all__ = [
     "OPENSTACK_GID",
     "OPENSTACK_UID",
     "Digests",
     "WorkloadInputs",
-    "config_volume",
-    "db_tls_volumes",
     "deployment",
     "deployments",
     "image_pull_policy",
     "image_pull_secrets",
     "image_ref",
     "job_pod_settings",
-    "manage_env",
     "memory_figure",
     "plain",
     "resolve_resources",
     "restricted_container_security_context",
-    "secret_config_env",
 ]
 
 Manifest = dict[str, Any]
@@ -53,8 +58,6 @@ Manifest = dict[str, Any]
 OPENSTACK_UID = image_contract.UID
 OPENSTACK_GID = image_contract.GID
 STATE_PATH = "/var/lib/nova"
-RABBIT_CA_DIR = "/etc/rabbitmq-ca"
-DB_TLS_DIR = {"api": "/etc/nova-db-tls/api", "cell": "/etc/nova-db-tls/cell"}
 API_PASTE = image_contract.API_PASTE
 DEFAULT_GRACE = 30
 DEFAULT_PRE_STOP = 5
@@ -89,12 +92,6 @@ class WorkloadInputs:
 def plain(manifest: Manifest) -> Manifest:
     """A deep, JSON-clean copy: no object shared between two places of a manifest or with the CR."""
     return json.loads(json.dumps(manifest))  # type: ignore[no-any-return]
-
-
-def _name(nova: Nova) -> str:
-    if not nova.metadata.name:
-        raise ValueError("a Nova without metadata.name cannot be rendered")
-    return nova.metadata.name
 
 
 def _namespace(nova: Nova) -> str:
@@ -142,56 +139,11 @@ def pod_security_context() -> Manifest:
     }
 
 
-def _secret_env(name: str, secret: str, key: str) -> Manifest:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-
-
-def secret_config_env(secret: str, keys: tuple[str, ...] | list[str]) -> list[Manifest]:
-    """``OS_<SECTION>__<OPTION>`` from key ``section.option`` of ``secret``, for each key (sorted).
-
-    oslo.config reads an option from that variable before any file, so the option is set
-    without its value ever being in a ConfigMap (spec.secretConfig).
-    """
-    env = []
-    for key in sorted(keys):
-        section, _, option = key.partition(".")
-        env.append(_secret_env(f"OS_{section.upper()}__{option.upper()}", secret, key))
-    return env
-
-
-def oslo_credentials(nova: Nova) -> str:
-    """The derived Secret with the password and the shared secret in oslo.config form."""
-    return f"{_name(nova)}-oslo-credentials"
-
-
-def _password_env(nova: Nova) -> list[Manifest]:
-    sections = ["KEYSTONE_AUTHTOKEN", "SERVICE_USER", "PLACEMENT", "NEUTRON"]
-    if nova.spec.endpoints.cinder.enabled:
-        sections.append("CINDER")
-    return [_secret_env(f"OS_{s}__PASSWORD", oslo_credentials(nova), "password") for s in sections]
-
-
-def _base_env(nova: Nova, *, api_db: bool = True) -> list[Manifest]:
-    name = _name(nova)
-    env = [
-        _secret_env("OS_DEFAULT__TRANSPORT_URL", f"{name}-transport-url", "transport_url"),
-        _secret_env("OS_DATABASE__CONNECTION", f"{name}-db-connection", "connection"),
-    ]
-    if api_db:
-        env.append(_secret_env("OS_API_DATABASE__CONNECTION", f"{name}-api-db-connection", "connection"))
-    return env + _password_env(nova)
-
-
-def manage_env(nova: Nova) -> list[Manifest]:
-    """The "manage" role environment of the Jobs and the CronJob: bus, both DSNs, the passwords."""
-    return _base_env(nova)
-
-
 def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[Manifest]:
-    env = _base_env(nova, api_db=component is not Component.NOVNCPROXY)
+    env = base_env(nova, api_db=component is not Component.NOVNCPROXY)
     if component is Component.METADATA:
         env.append(
-            _secret_env(
+            secret_env(
                 "OS_NEUTRON__METADATA_PROXY_SHARED_SECRET",
                 oslo_credentials(nova),
                 "metadata_proxy_shared_secret",
@@ -203,70 +155,7 @@ def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[
         env.append({"name": "OS_NOVA_CONFIG_FILES", "value": files})
     if component in (Component.SCHEDULER, Component.CONDUCTOR):
         env.append({"name": "NOVA_AMQP_PORT", "value": str(inputs.broker_port)})
-    return env + secret_config_env(naming.secret_config_secret(_name(nova)), inputs.secret_config_keys)
-
-
-def _db_tls_enabled(block: DatabaseSpec) -> bool:
-    return block.tls is not None and bool(block.tls.mode) and block.tls.mode != "disabled"
-
-
-def db_tls_volumes(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
-    """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled."""
-    volumes: list[Manifest] = []
-    mounts: list[Manifest] = []
-    for which, block in (("api", nova.spec.api_database), ("cell", nova.spec.database)):
-        if not _db_tls_enabled(block) or block.tls is None:
-            continue
-        volumes.append(
-            {
-                "name": f"{which}-db-tls",
-                "projected": {
-                    "defaultMode": 0o400,
-                    "sources": [
-                        {
-                            "secret": {
-                                "name": block.tls.ca_bundle_secret_ref.name,
-                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                            }
-                        },
-                        {
-                            "secret": {
-                                "name": block.tls.client_cert_secret_ref.name,
-                                "items": [
-                                    {"key": "tls.crt", "path": "tls.crt"},
-                                    {"key": "tls.key", "path": "tls.key"},
-                                ],
-                            }
-                        },
-                    ],
-                },
-            }
-        )
-        mounts.append({"name": f"{which}-db-tls", "mountPath": DB_TLS_DIR[which], "readOnly": True})
-    return volumes, mounts
-
-
-def _rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
-    tls = nova.spec.messaging.tls
-    if tls is None:
-        return [], []
-    ref = tls.ca_bundle_secret_ref
-    volume = {
-        "name": "rabbitmq-ca",
-        "secret": {
-            "secretName": ref.name,
-            "defaultMode": 0o444,
-            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
-        },
-    }
-    return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
-
-
-def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:
-    source: Manifest = {"name": config_map}
-    if items is not None:
-        source["items"] = [{"key": key, "path": key} for key in items]
-    return {"name": name, "configMap": source}
+    return env + secret_config_env(naming.secret_config_secret(nova_name(nova)), inputs.secret_config_keys)
 
 
 def _json_logging(nova: Nova) -> bool:
@@ -583,14 +472,14 @@ def _container(nova: Nova, component: Component, inputs: WorkloadInputs, block: 
 
 def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Manifest:
     """The Deployment of one of the five roles."""
-    name = _name(nova)
+    name = nova_name(nova)
     block = _deployment_block(nova, component)
     selector = naming.selector_labels(name, component)
     labels = naming.labels(name, component)
 
     config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
     tls_volumes, tls_mounts = db_tls_volumes(nova)
-    ca_volumes, ca_mounts = _rabbit_ca_volume(nova)
+    ca_volumes, ca_mounts = rabbit_ca_volume(nova)
     container = _container(nova, component, inputs, block)
     container["volumeMounts"] = [
         *config_mounts,

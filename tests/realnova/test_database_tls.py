@@ -26,7 +26,7 @@ from simcluster.realservices.pki import PKI, KeyPair
 
 from nova_operator.models.nova import Nova
 from nova_operator.renderers import secrets
-from nova_operator.renderers.workload import DB_TLS_DIR
+from nova_operator.renderers.pod_env import DB_TLS_DIR
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "config" / "samples" / "nova_full.yaml"
 MODES = ("disabled", "prefer", "require", "verify-ca", "verify-full")

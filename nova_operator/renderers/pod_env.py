@@ -1,0 +1,131 @@
+"""What a Nova pod reads: credentials as env from their Secrets, the database TLS and RabbitMQ CA
+volumes, the config volume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova_operator.models.common import (
+    DatabaseSpec,
+)
+from nova_operator.models.nova import Nova
+
+Manifest = dict[str, Any]
+
+RABBIT_CA_DIR = "/etc/rabbitmq-ca"
+DB_TLS_DIR = {"api": "/etc/nova-db-tls/api", "cell": "/etc/nova-db-tls/cell"}
+
+
+def nova_name(nova: Nova) -> str:
+    """The Nova's name; a Nova without one cannot be rendered."""
+    if not nova.metadata.name:
+        raise ValueError("a Nova without metadata.name cannot be rendered")
+    return nova.metadata.name
+
+
+def secret_env(name: str, secret: str, key: str) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def secret_config_env(secret: str, keys: tuple[str, ...] | list[str]) -> list[Manifest]:
+    """``OS_<SECTION>__<OPTION>`` from key ``section.option`` of ``secret``, for each key (sorted).
+
+    oslo.config reads an option from that variable before any file, so the option is set
+    without its value ever being in a ConfigMap (spec.secretConfig).
+    """
+    env = []
+    for key in sorted(keys):
+        section, _, option = key.partition(".")
+        env.append(secret_env(f"OS_{section.upper()}__{option.upper()}", secret, key))
+    return env
+
+
+def oslo_credentials(nova: Nova) -> str:
+    """The derived Secret with the password and the shared secret in oslo.config form."""
+    return f"{nova_name(nova)}-oslo-credentials"
+
+
+def password_env(nova: Nova) -> list[Manifest]:
+    sections = ["KEYSTONE_AUTHTOKEN", "SERVICE_USER", "PLACEMENT", "NEUTRON"]
+    if nova.spec.endpoints.cinder.enabled:
+        sections.append("CINDER")
+    return [secret_env(f"OS_{s}__PASSWORD", oslo_credentials(nova), "password") for s in sections]
+
+
+def base_env(nova: Nova, *, api_db: bool = True) -> list[Manifest]:
+    name = nova_name(nova)
+    env = [
+        secret_env("OS_DEFAULT__TRANSPORT_URL", f"{name}-transport-url", "transport_url"),
+        secret_env("OS_DATABASE__CONNECTION", f"{name}-db-connection", "connection"),
+    ]
+    if api_db:
+        env.append(secret_env("OS_API_DATABASE__CONNECTION", f"{name}-api-db-connection", "connection"))
+    return env + password_env(nova)
+
+
+def manage_env(nova: Nova) -> list[Manifest]:
+    """The "manage" role environment of the Jobs and the CronJob: bus, both DSNs, the passwords."""
+    return base_env(nova)
+
+
+def db_tls_enabled(block: DatabaseSpec) -> bool:
+    return block.tls is not None and bool(block.tls.mode) and block.tls.mode != "disabled"
+
+
+def db_tls_volumes(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled."""
+    volumes: list[Manifest] = []
+    mounts: list[Manifest] = []
+    for which, block in (("api", nova.spec.api_database), ("cell", nova.spec.database)):
+        if not db_tls_enabled(block) or block.tls is None:
+            continue
+        volumes.append(
+            {
+                "name": f"{which}-db-tls",
+                "projected": {
+                    "defaultMode": 0o400,
+                    "sources": [
+                        {
+                            "secret": {
+                                "name": block.tls.ca_bundle_secret_ref.name,
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                        {
+                            "secret": {
+                                "name": block.tls.client_cert_secret_ref.name,
+                                "items": [
+                                    {"key": "tls.crt", "path": "tls.crt"},
+                                    {"key": "tls.key", "path": "tls.key"},
+                                ],
+                            }
+                        },
+                    ],
+                },
+            }
+        )
+        mounts.append({"name": f"{which}-db-tls", "mountPath": DB_TLS_DIR[which], "readOnly": True})
+    return volumes, mounts
+
+
+def rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    tls = nova.spec.messaging.tls
+    if tls is None:
+        return [], []
+    ref = tls.ca_bundle_secret_ref
+    volume = {
+        "name": "rabbitmq-ca",
+        "secret": {
+            "secretName": ref.name,
+            "defaultMode": 0o444,
+            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
+        },
+    }
+    return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+
+
+def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:
+    source: Manifest = {"name": config_map}
+    if items is not None:
+        source["items"] = [{"key": key, "path": key} for key in items]
+    return {"name": name, "configMap": source}

@@ -404,3 +404,16 @@ def shared_release(sim: SimHandle, *, upgraded: bool) -> Release:
 def release(sim_module: SimHandle) -> Release:
     """The shared ``Release`` at any stage before its deletion (the leak test)."""
     return shared_release(sim_module, upgraded=True)
+
+
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+
+
+LEASE_NAME = "nova-operator-leader"
+
+
+def job_finished(job: JSON) -> str | None:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
+            return str(c["type"])
+    return None

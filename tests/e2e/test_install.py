@@ -43,7 +43,14 @@ DEPENDENCIES = REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml"
 NOVA = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novas/nova"
 NOVA_CRDS = ("novas.nova.openstack.c5c3.io", "novacomputes.nova.openstack.c5c3.io")
 READY_WITHIN = 90.0
-CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+}
 PLURALS = {
     "Namespace": "/api/v1/namespaces",
     "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -55,6 +62,8 @@ PLURALS = {
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    "FlowSchema": "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+    "PriorityLevelConfiguration": "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
 }
 CHILDREN = [
     "/apis/apps/v1/namespaces/{ns}/deployments",

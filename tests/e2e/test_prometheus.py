@@ -1,8 +1,8 @@
 """A real Prometheus scrapes the operator during an install on the simulated cluster.
 
-The operator runs as its own process with leader election, as in test_scenarios.py (whose
-helpers this module loads), and a Prometheus (tools/prometheus/build.sh) scrapes its metrics port
-every second with the target labels a ServiceMonitor gives it (job = the chart's metrics Service,
+The operator runs as its own process with leader election, as in test_scenarios.py (both use the
+tier's harness, ``tests/e2e/harness.py``), and a Prometheus (tools/prometheus/build.sh) scrapes its
+metrics port every second with the target labels a ServiceMonitor gives it (job = the chart's metrics Service,
 namespace = the operator's, ``honor_labels`` off). Everything is asserted through Prometheus'
 HTTP API: the reconcile, queue, API-request, db-sync, db-archive, leader and readiness series
 with their labels, every dashboard panel query (non-empty, no error) and every alert expression
@@ -11,10 +11,8 @@ with their labels, every dashboard panel query (non-empty, no error) and every a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 from typing import Any
 
 import pytest
@@ -30,26 +28,11 @@ from nova_operator.install.monitoring import (
 )
 from nova_operator.metrics import RESULTS
 from nova_operator.runtime.informer import WATCH_RESTART_REASONS
+from tests.e2e import harness as sc
 
 pytestmark = pytest.mark.e2e
 
 
-def _scenarios() -> Any:
-    """test_scenarios.py as a module (its Scenario, prepare, wait_for ...), without collecting it again."""
-    name = "e2e_scenarios_for_prometheus"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, pathlib.Path(__file__).with_name("test_scenarios.py")
-        )
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-sc = _scenarios()
 JOB = "nova-operator-metrics"  # the chart's metrics Service for release nova-operator
 OPERATOR_NAMESPACE = "nova-system"
 SEL = selector(JOB, OPERATOR_NAMESPACE)

@@ -33,7 +33,9 @@ from tests.e2e.harness import (
     DEPLOYMENTS,
     INSTALL_WITHIN,
     INSTANCE,
+    JOBS,
     JSON,
+    LEASE_NAME,
     NAME,
     NOVAS,
     POOL,
@@ -45,6 +47,7 @@ from tests.e2e.harness import (
     drop_namespace,
     gone,
     is_ready,
+    job_finished,
     new_namespace,
     prepare,
     shared_release,
@@ -56,7 +59,6 @@ pytestmark = pytest.mark.e2e
 NOVACOMPUTES = "/apis/nova.openstack.c5c3.io/v1alpha1/namespaces/{ns}/novacomputes"
 REPLICASETS = "/apis/apps/v1/namespaces/{ns}/replicasets"
 DAEMONSETS = "/apis/apps/v1/namespaces/{ns}/daemonsets"
-JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -64,7 +66,6 @@ POOL_B = "rack8"  # a second pool of the same Nova (the handover scenario)
 POOL_B_KEY = "e2e.example.org/compute-pool-b"
 COMPONENT = "app.kubernetes.io/component"
 CONFIG_BASE_LABEL = "cobaltcore.c5c3.io/config-base"
-LEASE_NAME = "nova-operator-leader"
 # The failover scenario runs a shorter Lease than the default 15 s / 10 s / 2 s (the flags exist for
 # that; the timing bounds below follow whatever is set), so the tier does not wait out 15 s.
 LEASE_SECONDS = 6.0
@@ -79,13 +80,6 @@ REQUEUES = "nova_operator_controller_reconcile_total"
 
 
 # -- polling and reading ---------------------------------------------------------------------------
-
-
-def job_finished(job: JSON) -> str | None:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
-            return str(c["type"])
-    return None
 
 
 def owned_by(obj: JSON, uid: str) -> bool:

@@ -31,6 +31,7 @@ from nova_operator.renderers.pod_env import (
     secret_env,
 )
 from nova_operator.renderers.stops import graceful_shutdown_timeout
+from nova_operator.renderers.wait_for_chassis import SCRIPT as WAIT_FOR_CHASSIS
 from nova_operator.renderers.workload import (
     OPENSTACK_GID,
     image_pull_secrets,
@@ -103,60 +104,6 @@ REPORTED_KEYS: Final[tuple[tuple[str, str], ...]] = (
 OWNED_KEYS: Final = frozenset(
     {(s, k) for s, k, _, _ in NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS} | set(REPORTED_KEYS)
 )
-
-# wait-for-chassis: the image has no ovsdb-client, so speak OVSDB JSON-RPC over the socket.
-_WAIT_FOR_CHASSIS = """\
-import json, os, socket, sys, time
-path = os.environ.get("OVSDB_SOCKET", "/run/openvswitch/db.sock")
-request = {"method": "transact", "id": 0, "params": ["Open_vSwitch",
-    {"op": "select", "table": "Open_vSwitch", "where": [], "columns": ["external_ids"]}]}
-def has_system_id():
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(5)
-    try:
-        s.connect(path)
-        s.sendall(json.dumps(request).encode())
-        decoder, buf = json.JSONDecoder(), ""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return False
-            buf += chunk.decode()
-            while buf.strip():
-                try:
-                    msg, end = decoder.raw_decode(buf.lstrip())
-                except ValueError:
-                    break
-                buf = buf.lstrip()[end:]
-                if msg.get("id") != 0:
-                    continue
-                for row in ((msg.get("result") or [{}])[0].get("rows") or []):
-                    ids = row.get("external_ids") or ["map", []]
-                    if any(k == "system-id" for k, _ in ids[1]):
-                        return True
-                return False
-    finally:
-        s.close()
-def reason(err):
-    if isinstance(err, PermissionError):
-        return ("permission denied on %s for uid %d gid %d: the node must let this user connect "
-                "to its OVSDB socket (docs/operations.md, node prerequisites)"
-                % (path, os.getuid(), os.getgid()))
-    if isinstance(err, FileNotFoundError):
-        return "%s does not exist (no Open vSwitch on this node yet)" % path
-    if isinstance(err, ConnectionRefusedError):
-        return "nothing answers on %s (ovsdb-server not running)" % path
-    return "%s: %s" % (type(err).__name__, err)
-while True:
-    try:
-        if has_system_id():
-            sys.exit(0)
-        why = "no Open_vSwitch row has external_ids:system-id yet"
-    except Exception as err:
-        why = reason(err)
-    print("waiting for the OVN chassis (external_ids:system-id): " + why, flush=True)
-    time.sleep(2)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,7 +402,7 @@ def _containers(inputs: PoolInputs, resources: Manifest) -> tuple[list[Manifest]
     wait_for_chassis = {
         "name": "wait-for-chassis",
         **common,
-        "command": ["python3", "-c", _WAIT_FOR_CHASSIS],
+        "command": ["python3", "-c", WAIT_FOR_CHASSIS],
         "env": [{"name": "OVSDB_SOCKET", "value": "/run/openvswitch/db.sock"}],
         "securityContext": {
             "runAsUser": 42424,

@@ -35,6 +35,7 @@ The controller-runtime and client-go names (``controller_runtime_*``, ``workqueu
 from __future__ import annotations
 
 import contextlib
+import gzip
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -48,6 +49,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from nova_operator.metrics_standard import StandardNames
 
@@ -289,5 +291,18 @@ class Metrics:
         return counts
 
     def render(self) -> bytes:
-        """The text exposition of every collector (what /metrics serves)."""
+        """The text exposition of every collector."""
         return generate_latest(self.registry)
+
+    def exposition(self, accept: str, accept_encoding: str, names: list[str]) -> tuple[dict[str, str], bytes]:
+        """What ``/metrics`` answers, negotiated as prometheus_client's own servers do: the text format
+        or OpenMetrics as ``accept`` asks, gzip-compressed when ``accept_encoding`` allows it, and
+        only the families ``names`` lists (``name[]``) when it lists any."""
+        encoder, content_type = choose_encoder(accept)
+        source = self.registry.restricted_registry(names) if names else self.registry
+        body = encoder(source)
+        headers = {"Content-Type": content_type}
+        if gzip_accepted(accept_encoding):
+            body = gzip.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        return headers, body

@@ -154,8 +154,10 @@ def render() -> str:
     out = [
         HEADER,
         "# Metrics, alerts and dashboard\n",
-        "`/metrics` (port 8080) serves the families below. Series with a fixed label set exist at 0 from",
-        "the start; the per-Nova ones (`nova`, `namespace`) are deleted when the Nova's finalizer is",
+        "`/metrics` (port 8080) serves the families below, as a Prometheus client library does: the text",
+        "format or OpenMetrics as the scraper's `Accept` asks, gzip when it accepts it, and only the",
+        "families named by `name[]` parameters when a scrape gives any. Series with a fixed label set",
+        "exist at 0 from the start; the per-Nova ones (`nova`, `namespace`) are deleted when the Nova's finalizer is",
         "released. Scraped through a ServiceMonitor (honorLabels off), a per-Nova `namespace` arrives as",
         f"`{monitoring.NOVA_NAMESPACE}`; the alerts and the dashboard expect that.\n",
         "## nova_operator families\n",

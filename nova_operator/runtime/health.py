@@ -33,16 +33,26 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-Response = tuple[int, str, bytes]  # status, content type, body
-Route = Callable[[], Response]
+Response = tuple[int, Mapping[str, str], bytes]  # status, headers (Content-Type at least), body
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a route may read of its request: the headers and the query (name -> every value)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+Route = Callable[[Asked], Response]
 
 TEXT = "text/plain; charset=utf-8"
-PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -63,25 +73,44 @@ def health_routes(
     """``/healthz`` from ``problems()`` (none: healthy); ``/readyz`` from ``not_ready()`` (none:
     ready) when given, else from ``ready()``."""
 
-    def healthz() -> Response:
+    def healthz(_: Asked) -> Response:
         found = problems()
         if found:
-            return 503, TEXT, ("unhealthy:\n" + "".join(f"- {p}\n" for p in found)).encode()
-        return 200, TEXT, b"ok\n"
+            return _text(503, "unhealthy:\n" + "".join(f"- {p}\n" for p in found))
+        return _text(200, "ok\n")
 
-    def readyz() -> Response:
+    def readyz(_: Asked) -> Response:
         if not_ready is None:
-            return (200, TEXT, b"ok\n") if ready() else (503, TEXT, b"caches not synced\n")
+            return _text(200, "ok\n") if ready() else _text(503, "caches not synced\n")
         found = not_ready()
         if found:
-            return 503, TEXT, ("not ready:\n" + "".join(f"- {p}\n" for p in found)).encode()
-        return 200, TEXT, b"ok\n"
+            return _text(503, "not ready:\n" + "".join(f"- {p}\n" for p in found))
+        return _text(200, "ok\n")
 
     return {"/healthz": healthz, "/readyz": readyz}
 
 
-def metrics_routes(render: Callable[[], bytes]) -> dict[str, Route]:
-    return {"/metrics": lambda: (200, PROMETHEUS, render())}
+def _text(status: int, body: str) -> Response:
+    return status, {"Content-Type": TEXT}, body.encode()
+
+
+Exposition = Callable[[str, str, list[str]], tuple[Mapping[str, str], bytes]]
+"""(Accept, Accept-Encoding, the ``name[]`` values) -> headers and body (``Metrics.exposition``)."""
+
+
+def metrics_routes(expose: Exposition) -> dict[str, Route]:
+    """``/metrics`` as a Prometheus client library serves it: text or OpenMetrics as the scraper
+    asks (``Accept``), gzip when it accepts it, only the families named by ``name[]`` when given."""
+
+    def metrics(asked: Asked) -> Response:
+        headers, body = expose(
+            asked.headers.get("Accept", ""),
+            asked.headers.get("Accept-Encoding", ""),
+            asked.query.get("name[]", []),
+        )
+        return 200, headers, body
+
+    return {"/metrics": metrics}
 
 
 MAX_CONNECTIONS = 64
@@ -227,18 +256,18 @@ class HttpServer:
         finally:
             await self.stop()
 
-    async def _answer(self, route: Route) -> Response:
-        """``route()``, on the probed loop when there is one (bounded by ``loop_timeout``)."""
+    async def _answer(self, route: Route, asked: Asked) -> Response:
+        """``route(asked)``, on the probed loop when there is one (bounded by ``loop_timeout``)."""
         target = self._check_loop
         if target is None:
-            return route()
+            return route(asked)
         result: concurrent.futures.Future[Response] = concurrent.futures.Future()
 
         def run() -> None:
             if not result.set_running_or_notify_cancel():
                 return  # the probe gave up waiting already
             try:
-                result.set_result(route())
+                result.set_result(route(asked))
             except Exception as exc:
                 result.set_exception(exc)
 
@@ -246,10 +275,11 @@ class HttpServer:
             target.call_soon_threadsafe(run)
             return await asyncio.wait_for(asyncio.wrap_future(result), self._loop_timeout)
         except TimeoutError:
-            msg = f"unhealthy:\n- event loop unresponsive: no answer within {self._loop_timeout:g} s\n"
-            return 503, TEXT, msg.encode()
+            return _text(
+                503, f"unhealthy:\n- event loop unresponsive: no answer within {self._loop_timeout:g} s\n"
+            )
         except RuntimeError:  # the probed loop is closed: the process is stopping
-            return 503, TEXT, b"unhealthy:\n- event loop stopped\n"
+            return _text(503, "unhealthy:\n- event loop stopped\n")
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         transport, busy = request.transport, self._web.busy if self._web is not None else None
@@ -271,9 +301,10 @@ class HttpServer:
     async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
         route = self._routes.get(request.path)
         if request.method not in ("GET", "HEAD"):
-            status, ctype, body = 405, TEXT, b"method not allowed\n"
+            status, headers, body = _text(405, "method not allowed\n")
         elif route is None:
-            status, ctype, body = 404, TEXT, b"not found\n"
+            status, headers, body = _text(404, "not found\n")
         else:
-            status, ctype, body = await self._answer(route)
-        return web.Response(status=status, body=body, headers={"Content-Type": ctype})
+            asked = Asked(dict(request.headers), {k: request.query.getall(k) for k in request.query})
+            status, headers, body = await self._answer(route, asked)
+        return web.Response(status=status, body=body, headers=dict(headers))

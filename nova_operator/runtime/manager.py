@@ -267,7 +267,7 @@ class Manager:
         servers: list[HttpServer] = []
         s = self.settings.servers
         if (addr := parse_address(s.metrics_bind_address)) is not None:
-            self.metrics_server = HttpServer(*addr, metrics_routes(self.metrics.render))
+            self.metrics_server = HttpServer(*addr, metrics_routes(self.metrics.exposition))
             servers.append(self.metrics_server)
         if (addr := parse_address(s.health_probe_bind_address)) is not None:
             self.health_server = HttpServer(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import time
 
+import aiohttp
 import pytest
 
 from nova_operator.metrics import Metrics
@@ -36,7 +38,9 @@ async def test_readyz_follows_the_ready_check_and_healthz_is_always_ok() -> None
     ready = False
     metrics = Metrics()
     metrics.api_requests.labels("get", "configmaps", "200").inc()
-    server = HttpServer("127.0.0.1", 0, {**health_routes(lambda: ready), **metrics_routes(metrics.render)})
+    server = HttpServer(
+        "127.0.0.1", 0, {**health_routes(lambda: ready), **metrics_routes(metrics.exposition)}
+    )
     await server.start()
     try:
         assert await get(server.port, "/healthz") == (200, "ok\n")
@@ -197,3 +201,41 @@ async def test_the_kubelets_probes_are_answered_while_a_neighbour_holds_every_sl
         for _, writer in flood:
             writer.close()
         await server.stop()
+
+
+async def test_metrics_are_served_as_the_scraper_asks_text_openmetrics_gzip_and_by_name() -> None:
+    """Issue 40 item 5: content negotiation, OpenMetrics, gzip and ``name[]``, as prometheus_client's
+    own servers answer them."""
+    metrics = Metrics()
+    metrics.api_requests.labels("get", "configmaps", "200").inc()
+    server = HttpServer("127.0.0.1", 0, metrics_routes(metrics.exposition))
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    try:
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
+            async with session.get(url, headers={"Accept-Encoding": "identity"}) as plain:
+                assert plain.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                assert "Content-Encoding" not in plain.headers
+                text = await plain.text()
+            assert "# EOF" not in text
+            assert "nova_operator_workqueue_depth" in text
+            openmetrics = {
+                "Accept": "application/openmetrics-text; version=1.0.0",
+                "Accept-Encoding": "identity",
+            }
+            async with session.get(url, headers=openmetrics) as om:
+                assert om.headers["Content-Type"].startswith("application/openmetrics-text")
+                assert (await om.text()).rstrip().endswith("# EOF")
+            async with session.get(url, headers={"Accept-Encoding": "gzip"}) as zipped:
+                assert zipped.headers["Content-Encoding"] == "gzip"
+                assert gzip.decompress(await zipped.read()).decode() == text
+            one = "nova_operator_api_requests_total"
+            async with session.get(
+                url, params={"name[]": one}, headers={"Accept-Encoding": "identity"}
+            ) as named:
+                body = await named.text()
+            assert 'nova_operator_api_requests_total{code="200",resource="configmaps",verb="get"} 1.0' in body
+            assert "nova_operator_workqueue_depth" not in body
+    finally:
+        await server.stop()
+    await asyncio.sleep(0)

@@ -24,7 +24,7 @@ import yaml
 from simcluster import ControlPlane
 
 from nova_operator.kube import Kube
-from nova_operator.kube.errors import Conflict, NotFound
+from nova_operator.kube.errors import Conflict, KubeError, NotFound
 from nova_operator.kube.resources import (
     DATABASES,
     DEPLOYMENTS,
@@ -120,6 +120,32 @@ async def admin(nova_cluster: ControlPlane) -> AsyncIterator[Kube]:
     ) as kube:
         kube.timeout = 10
         yield kube
+
+
+@pytest.fixture(autouse=True)
+async def _novas_leave_with_their_test(nova_cluster: ControlPlane, namespace: str) -> AsyncIterator[None]:
+    """A test's Novas are deleted when it ends, their finalizers released first.
+
+    The bare control plane has no namespace controller: the test's namespace is deleted but its
+    objects stay for the session. Every later test that runs a cluster-wide operator would then
+    reconcile all of them first (one pass each, fair or not) before its own Nova, and its waits
+    would grow with the number of tests before it (test_secret_scope timed out at 90 s once 100
+    more tests created Novas on the real API server).
+    """
+    yield
+    async with await Kube.connect(
+        kubeconfig=str(nova_cluster.kubeconfig), context="admin", metrics=Metrics()
+    ) as kube:  # its own client: a test may replace the admin fixture with another kind
+        try:
+            novas = (await kube.list(NOVAS, namespace)).get("items") or []
+        except KubeError:
+            return
+        for nova in novas:
+            name = nova["metadata"]["name"]
+            with contextlib.suppress(KubeError):
+                if nova["metadata"].get("finalizers"):
+                    await kube.patch(NOVAS, name, {"metadata": {"finalizers": None}}, namespace)
+                await kube.delete(NOVAS, name, namespace)
 
 
 async def ok_probe(url: str, limit: float) -> int:

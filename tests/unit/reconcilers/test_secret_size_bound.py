@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import copy
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -20,11 +19,10 @@ from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.metrics import Metrics
-from nova_operator.models.nova import Nova
 from nova_operator.pipeline import NullObserver, Step, run_sequence
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import make_controller
-from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
+from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import SECRET_BOUND, make_controller_factory
 from nova_operator.reconcilers.nova.secrets import reconcile_secrets
 from nova_operator.runtime.cache import Cache
@@ -32,7 +30,7 @@ from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.secret_refs import NAMESPACE_SECRET_DATA_LIMIT, SECRET_DATA_LIMIT, secret_data_size
-from tests.unit.reconcilers.nova.passes import NS, managed_nova
+from tests.unit.reconcilers.nova.passes import NS, RecordingKube, ctx_with, managed_nova
 
 KIB = 1024
 MARKER = "UVVJQ0tCUk9XTkZPWA"  # a recognisable run of base64 in the content, never to be quoted
@@ -117,31 +115,6 @@ def test_the_secrets_held_with_data_in_one_namespace_are_bounded() -> None:
     assert not secrets.cache.withheld(Request(NS, "named-29"))  # its next version fits
 
 
-class RecordingKube:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.metrics = Metrics()
-        self.objs = {o["metadata"]["name"]: o for o in objs}
-        self.gets: list[str] = []
-
-    async def get(self, ref: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        self.gets.append(name)
-        return copy.deepcopy(self.objs[name])
-
-
-def pass_context(kube: RecordingKube, secrets: Cache) -> PassContext:
-    raw = managed_nova()
-    return PassContext(
-        kube=cast(Kube, kube),
-        obj=raw,
-        nova=Nova.model_validate(raw),
-        status={},
-        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
-        events=None,  # type: ignore[arg-type]
-        caches={SECRETS: secrets},
-        metrics=kube.metrics,
-    )
-
-
 @pytest.mark.parametrize("cached", [True, False], ids=["refused-by-the-cache", "read-with-a-get"])
 async def test_the_pass_refuses_a_secret_over_the_limit_with_a_clear_condition(cached: bool) -> None:
     oversized = big_secret("api-db", SECRET_DATA_LIMIT + 1)
@@ -151,7 +124,7 @@ async def test_the_pass_refuses_a_secret_over_the_limit_with_a_clear_condition(c
     if cached:
         secrets.cache.upsert(copy.deepcopy(oversized))
     kube = RecordingKube(oversized)
-    ctx = pass_context(kube, secrets.cache)
+    ctx = ctx_with(kube, secrets.cache)
     await run_sequence([Step("Secrets", conditions.SECRETS_READY, reconcile_secrets)], ctx, NullObserver())
     cond = conditions.find(ctx.status.get("conditions") or [], conditions.SECRETS_READY)
     assert cond is not None

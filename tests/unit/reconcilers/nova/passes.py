@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import base64
+import copy
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NOVAS, SECRETS
+from nova_operator.kube import Kube
+from nova_operator.kube.resources import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    JOBS,
+    NOVAS,
+    SECRETS,
+)
+from nova_operator.metrics import Metrics
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
@@ -103,3 +112,28 @@ def managed_nova(api_cluster: str = "mariadb", cell_cluster: str = "mariadb") ->
             "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
         },
     }
+
+
+class RecordingKube:
+    def __init__(self, *objs: dict[str, Any]) -> None:
+        self.metrics = Metrics()
+        self.objs = {o["metadata"]["name"]: o for o in objs}
+        self.gets: list[str] = []
+
+    async def get(self, ref: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        self.gets.append(name)
+        return copy.deepcopy(self.objs[name])
+
+
+def ctx_with(kube: RecordingKube, secrets: Cache) -> PassContext:
+    raw = managed_nova()
+    return PassContext(
+        kube=cast(Kube, kube),
+        obj=raw,
+        nova=Nova.model_validate(raw),
+        status={},
+        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        events=None,  # type: ignore[arg-type]
+        caches={SECRETS: secrets},
+        metrics=NovaMetrics.of(kube.metrics),
+    )

@@ -9,7 +9,6 @@ that stops naming a Secret has it narrowed again.
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from nova_operator.kube import Kube
@@ -26,8 +25,7 @@ from nova_operator.reconcilers.compute.controller import (
     make_controller,
     pool_reads,
 )
-from nova_operator.reconcilers.metrics import NovaMetrics
-from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
+from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.reconcilers.nova.secret_reads import (
     CLUSTER_INDEX,
@@ -45,7 +43,7 @@ from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL
-from tests.unit.reconcilers.nova.passes import NS, managed_nova
+from tests.unit.reconcilers.nova.passes import NS, RecordingKube, ctx_with, managed_nova
 
 BIG = "QUJD" * 1024
 
@@ -133,31 +131,6 @@ def test_the_default_user_of_a_cluster_is_read_only_while_a_nova_names_the_clust
     assert not admits(secret("other-default-user"))  # no Nova uses that cluster
     elsewhere = clusters_cache(rabbit("bus", "bus-default-user", namespace="other-ns"))
     assert not reads(novas_cache(on_cluster), elsewhere)(secret("bus-default-user"))
-
-
-class RecordingKube:
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.metrics = Metrics()
-        self.objs = {o["metadata"]["name"]: o for o in objs}
-        self.gets: list[str] = []
-
-    async def get(self, ref: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
-        self.gets.append(name)
-        return copy.deepcopy(self.objs[name])
-
-
-def ctx_with(kube: RecordingKube, secrets: Cache) -> PassContext:
-    raw = managed_nova()
-    return PassContext(
-        kube=cast(Kube, kube),
-        obj=raw,
-        nova=Nova.model_validate(raw),
-        status={},
-        now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
-        events=None,  # type: ignore[arg-type]
-        caches={SECRETS: secrets},
-        metrics=NovaMetrics.of(kube.metrics),
-    )
 
 
 async def test_a_withheld_secret_is_read_once_then_from_the_cache() -> None:

@@ -161,7 +161,7 @@ def test_a_deprecated_name_of_an_owned_option_is_resolved_before_the_owned_check
 async def test_a_deprecated_name_of_an_owned_option_is_refused_in_the_secret(kube: Any, events: Any) -> None:
     source = secret("nova-secrets", **{"DEFAULT.log_config": "/tmp/evil.ini"})
     ctx = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
-    assert (await secrets.run(ctx)).requeue_after == 15.0
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
     c = ctx.condition(conditions.SECRETS_READY)
     assert c is not None
     assert c["reason"] == "SecretConfigInvalid"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nova_operator.metrics import READ_VERBS, WRITE_VERBS, Metrics
+from nova_operator.metrics import READ_VERBS, WRITE_VERBS, Metrics, counting_writes
 
 
 def test_each_instance_has_its_own_registry() -> None:
@@ -50,9 +50,11 @@ def test_controller_series_exist_at_zero_from_registration() -> None:
 
 def test_count_request_feeds_the_series_and_the_write_tally_a_pass_compares() -> None:
     m = Metrics()
-    for verb in ("get", "list", "watch", "apply", "patch", "create", "update", "delete"):
-        m.count_request(verb, "configmaps", "200")
-    m.count_request("patch", "configmaps", "error")
-    assert m.writes_sent == 6
-    assert m.api_request_count(WRITE_VERBS) == 6
-    assert m.api_request_count() == 9
+    with counting_writes() as tally:
+        for verb in ("get", "list", "watch", "apply", "patch", "create", "update", "delete"):
+            m.count_request(verb, "configmaps", "200")
+        m.count_request("patch", "configmaps", "error")
+    m.count_request("patch", "configmaps", "200")  # outside the scope: the series only
+    assert tally.count == 6
+    assert m.api_request_count(WRITE_VERBS) == 7
+    assert m.api_request_count() == 10

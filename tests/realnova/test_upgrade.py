@@ -22,7 +22,6 @@ stay: nothing else names them).
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import time
 import urllib.error
@@ -31,13 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import yaml
 from simcluster import SimHandle
-from simcluster.kube import KubeError
 
 from tests.realnova.cloud import request, upload_image
+from tests.realnova.own_nova import NOVAS, OwnNova, wait_ready
 from tests.realnova.realcluster import (
-    GROUP,
     JSON,
     NAMESPACE,
     OpenStackClient,
@@ -46,73 +43,17 @@ from tests.realnova.realcluster import (
     is_ready,
     not_ready_summary,
     pods,
-    pool_on_fake_driver,
     wait_for,
 )
 
 pytestmark = [pytest.mark.realnova, pytest.mark.long]  # make test-realnova
 
-UP, UP_POOL, VHOST, BUS_USER = "nova-up", "upgrade", "nova-up", "nova_up"
+OWN = OwnNova("nova-up", "upgrade")
+UP, UP_POOL = OWN.name, OWN.pool
 HOST = "compute-2"
 FLAVOR: dict[str, Any] = {"name": "upgrade.small", "ram": 128, "vcpus": 1, "disk": 1}
-NOVAS = f"{GROUP}/namespaces/{NAMESPACE}/novas"
-POOLS = f"{GROUP}/namespaces/{NAMESPACE}/novacomputes"
 JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 PHASE_JOBS = ("db-expand", "db-migrate", "db-contract")
-ROLES = ("", "-metadata", "-scheduler", "-conductor")
-
-
-def _nova(release: str) -> JSON:
-    role = {"deployment": {"replicas": 1, "terminationGracePeriodSeconds": 30}}
-    return {
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "Nova",
-        "metadata": {"name": UP, "namespace": NAMESPACE},
-        "spec": {
-            "openStackRelease": release,
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": release},
-            "apiDatabase": {
-                "clusterRef": {"name": "mariadb"},
-                "database": "nova_up_api",
-                "secretRef": {"name": f"{UP}-api-db"},
-            },
-            "database": {
-                "clusterRef": {"name": "mariadb"},
-                "database": "nova_up",
-                "secretRef": {"name": f"{UP}-cell-db"},
-            },
-            "cache": {"clusterRef": {"name": "memcached"}},
-            "messaging": {"secretRef": {"name": f"{UP}-bus"}},
-            "keystoneEndpoint": "http://keystone-api.openstack.svc:5000/v3",
-            "serviceUser": {"secretRef": {"name": "nova-service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "nova-metadata-proxy"}, "deployment": {"replicas": 1}},
-            "api": {"deployment": {"replicas": 1}},
-            "scheduler": role,
-            "conductor": role,
-            "consoleProxy": {"enabled": False},
-        },
-    }
-
-
-def _pool(workdir: Any) -> JSON:
-    pool = yaml.safe_load(pool_on_fake_driver(workdir).read_text())
-    pool["metadata"]["name"] = UP_POOL
-    pool["spec"]["novaRef"]["name"] = UP
-    pool["spec"]["nodeSelector"] = {"example.org/compute-pool": "upgrade"}
-    # The scenario tests the roll, not the stop: a 2026.1 nova-compute would sleep out its release's
-    # manager_shutdown_timeout (160 s) within the 200 s grace the pool now gets, and 2025.2's catalog
-    # has no such option to shorten it. The 30 s every pool had before keeps the roll's pace.
-    pool["spec"]["terminationGracePeriodSeconds"] = 30
-    return dict(pool)
-
-
-def _secret(name: str, data: dict[str, str]) -> JSON:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "stringData": data,
-    }
 
 
 class SteadyClient(threading.Thread):
@@ -174,45 +115,19 @@ class Site:
         return {s["id"]: s["status"] for s in listed if s["id"] in self.servers}
 
 
-def _wait_ready(handle: SimHandle, plural: str, name: str, within: float, what: str) -> None:
-    wait_for(
-        lambda: is_ready(handle, plural, name) or None,
-        within=within,
-        what=what,
-        handle=handle,
-        detail=lambda: not_ready_summary(handle, plural, name),
-    )
-
-
 @pytest.fixture(scope="module")
 def site(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     handle = minimal
     real = handle.real
     assert real is not None
-    kube = handle.cluster.kube
-    broker = real.backends.rabbitmq
-    bus_password = secrets.token_urlsafe(18)
-    if VHOST not in broker.ctl("list_vhosts", "--no-table-headers").split():
-        broker.ctl("add_vhost", VHOST)
-    broker.ensure_user(BUS_USER, bus_password)
-    broker.ctl("set_permissions", "-p", VHOST, BUS_USER, ".*", ".*", ".*")
-    for doc in (
-        _secret(f"{UP}-api-db", {"username": "nova_up_api", "password": secrets.token_urlsafe(18)}),
-        _secret(f"{UP}-cell-db", {"username": "nova_up", "password": secrets.token_urlsafe(18)}),
-        _secret(
-            f"{UP}-bus",
-            {"transport_url": f"rabbit://{BUS_USER}:{bus_password}@rabbitmq.{NAMESPACE}.svc:5672/{VHOST}"},
-        ),
-    ):
-        kube.apply(doc, NAMESPACE)
+    OWN.provision(handle)
     t0 = time.monotonic()
-    kube.apply(_nova("2025.2"), NAMESPACE)
-    kube.apply(_pool(tmp_path_factory.mktemp("upgrade")), NAMESPACE)
+    OWN.create(handle, "2025.2", tmp_path_factory.mktemp("upgrade"))
     steady: SteadyClient | None = None
     s: Site | None = None
     try:
-        _wait_ready(handle, "novas", UP, 480, "the upgrade's Nova Ready at 2025.2")
-        _wait_ready(handle, "novacomputes", UP_POOL, 300, "the upgrade's pool Ready")
+        wait_ready(handle, "novas", UP, 480, "the upgrade's Nova Ready at 2025.2")
+        wait_ready(handle, "novacomputes", UP_POOL, 300, "the upgrade's pool Ready")
         client = OpenStackClient(handle, compute_url(handle, UP))
         steady = SteadyClient(OpenStackClient(handle, compute_url(handle, UP)))
         s = Site(handle, client, steady)
@@ -251,7 +166,6 @@ def site(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def _tear_down(handle: SimHandle, s: Site | None) -> None:
-    kube = handle.cluster.kube
     real = handle.real
     assert real is not None
     if s is not None:
@@ -269,28 +183,7 @@ def _tear_down(handle: SimHandle, s: Site | None) -> None:
             request(
                 "DELETE", f"{real.openstack.glance_url}/v2/images/{s.image}", headers={"X-Auth-Token": token}
             )
-    # the pool first, to the end of its finalizer: it releases its node through the Nova's API
-    for path, instance in ((f"{POOLS}/{UP_POOL}", UP_POOL), (f"{NOVAS}/{UP}", UP)):
-        kube.delete(path)
-        wait_for(
-            lambda: _gone(handle, path, instance) or None,  # noqa: B023 (called in this iteration)
-            within=240,
-            what=f"{instance} and its pods gone",
-            handle=handle,
-        )
-    real.backends.rabbitmq.delete_user(BUS_USER)
-    real.backends.rabbitmq.ctl("delete_vhost", VHOST)
-
-
-def _gone(handle: SimHandle, path: str, instance: str) -> bool:
-    """The object at ``path`` deleted (its finalizers done) and no pod of ``instance`` left."""
-    try:
-        handle.cluster.kube.get(path)
-    except KubeError as exc:
-        if exc.status != 404:
-            raise
-        return not pods(handle, selector=f"app.kubernetes.io/instance={instance}")
-    return False
+    OWN.tear_down(handle)
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -349,18 +242,6 @@ def _schemas(handle: SimHandle) -> dict[str, list[list[str]]]:
     return {db: _alembic(handle, db) for db in ("nova_up_api", "nova_up", "nova_up_cell0")}
 
 
-def _images(s: Site) -> dict[str, str]:
-    out = {}
-    for role in ROLES:
-        dep = s.kube.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{UP}{role}")
-        out[role or "api"] = dep["spec"]["template"]["spec"]["containers"][0]["image"]
-    return out
-
-
-def _patch_release(s: Site, release: str) -> None:
-    s.kube.patch(f"{NOVAS}/{UP}", {"spec": {"openStackRelease": release, "image": {"tag": release}}})
-
-
 # -- 1. a failed expand and the abort ------------------------------------------------------------------
 
 
@@ -372,12 +253,12 @@ def test_a_failed_pre_flight_check_fails_the_expand_and_the_documented_abort_res
     osv = handle.real.openstack
     schemas = _schemas(handle)
     before = _events(handle)
-    images = _images(site)
+    images = OWN.images(site.handle)
     site.steady.label = "failed expand"
     t0 = time.monotonic()
     osv.stop_service("placement")
     try:
-        _patch_release(site, "2026.1")
+        OWN.patch_release(site.handle, "2026.1")
 
         def failed() -> JSON | None:
             c = conditions(handle, "novas", UP).get("DatabaseReady", {})
@@ -407,7 +288,7 @@ def test_a_failed_pre_flight_check_fails_the_expand_and_the_documented_abort_res
     job = site.kube.get(f"{JOBS}/{UP}-db-expand")
     assert (job.get("status") or {}).get("failed") == 5, job.get("status")
     assert _schemas(handle) == schemas  # stopped before either schema was touched
-    assert _images(site) == images  # the old release kept serving
+    assert OWN.images(site.handle) == images  # the old release kept serving
     reasons = [r for r, _ in _new_events(handle, before)]
     assert "UpgradeCheckWarnings" in reasons, reasons
     assert "ExpandFailed" in reasons, reasons
@@ -415,8 +296,8 @@ def test_a_failed_pre_flight_check_fails_the_expand_and_the_documented_abort_res
     # the abort recipe of docs/operations.md: release and tag back in one merge patch
     before = _events(handle)
     t0 = time.monotonic()
-    _patch_release(site, "2025.2")
-    _wait_ready(handle, "novas", UP, 300, "the Nova Ready at 2025.2 after the abort")
+    OWN.patch_release(site.handle, "2025.2")
+    wait_ready(handle, "novas", UP, 300, "the Nova Ready at 2025.2 after the abort")
     site.seconds["abort"] = time.monotonic() - t0
     status = site.status()
     assert status.get("installedRelease") == "2025.2", status
@@ -426,7 +307,7 @@ def test_a_failed_pre_flight_check_fails_the_expand_and_the_documented_abort_res
     assert "UpgradeAborted" in reasons, reasons
     names = {j["metadata"]["name"] for j in site.kube.get(JOBS)["items"]}
     assert not {f"{UP}-{job}" for job in PHASE_JOBS} & names, names
-    assert _images(site) == images
+    assert OWN.images(site.handle) == images
     assert set(site.servers_shown().values()) == {"ACTIVE"}
     site.failed["failed expand and abort"] = site.steady.tally("failed expand")
     assert site.failed["failed expand and abort"][1] == [], site.failed
@@ -442,7 +323,7 @@ def _upgrade(s: Site, release: str, within: float = 1200) -> None:
     s.steady.label = release
     phases: dict[str, float] = {}
     t0 = time.monotonic()
-    _patch_release(s, release)
+    OWN.patch_release(s.handle, release)
 
     def done() -> bool:
         status = s.status()
@@ -480,7 +361,7 @@ def _upgrade(s: Site, release: str, within: float = 1200) -> None:
     print(f"upgrade {previous} -> {release}: phases at {phases}; requests, failed {s.failed}")
 
     assert list(phases) == ["Expanding", "Migrating", "RollingUpdate", "Contracting"], phases
-    assert set(_images(s).values()) == {f"ghcr.io/c5c3/nova:{release}"}
+    assert set(OWN.images(s.handle).values()) == {f"ghcr.io/c5c3/nova:{release}"}
     events = _new_events(handle, before)
     reasons = [r for r, _ in events]
     for reason in ("UpgradeInitiated", "ExpandComplete", "MigrateComplete", "DeploymentRolloutComplete"):

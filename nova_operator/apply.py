@@ -87,6 +87,7 @@ from typing import Any, Final
 from nova_operator.digests import keyed_digest
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import Conflict, NotFound
+from nova_operator.kube.owners import with_owner
 from nova_operator.kube.resources import ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.runtime.cache import object_version
@@ -100,29 +101,6 @@ RETAIN_MANAGER: Final = "nova-operator-retained"  # holds fields handed over by 
 NO_VERSION: Final = str(2**63 - 1)
 # (apiVersion, kind) -> top-level maps whose keys the operator owns exclusively
 EXCLUSIVE: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {("v1", "Secret"): ("data",)}
-
-
-def owner_reference(owner: Mapping[str, Any], *, controller: bool = True) -> dict[str, Any]:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
-
-
-def with_owner(desired: Mapping[str, Any], owner: Mapping[str, Any]) -> Object:
-    """A copy of ``desired`` whose ownerReferences include ``owner`` as controller."""
-    obj: Object = dict(desired)
-    meta = dict(obj.get("metadata") or {})
-    ref = owner_reference(owner)
-    refs = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != ref["uid"]]
-    meta["ownerReferences"] = [*refs, ref]
-    obj["metadata"] = meta
-    return obj
 
 
 def carries(live: Any, desired: Any) -> bool:

@@ -184,6 +184,30 @@ def secret_options(
     )
 
 
+def extra_config_problems(
+    release: str | None,
+    extra_config: Mapping[str, Mapping[str, str]] | None,
+    *,
+    exempt: Collection[tuple[str, str]],
+    exempt_secret: Collection[tuple[str, str]] | None = None,
+) -> list[str]:
+    """One message per ``extraConfig`` pair the release's catalog does not know, then one per pair
+    naming an option nova marks secret (``exempt``: the operator-owned pairs, never reported;
+    ``exempt_secret``: those of the secret check when they differ). ``release``: the catalog's
+    release (None: nothing to check against). Without a catalog for ``release``, one refusal: the
+    check fails closed, nothing is taken unchecked."""
+    if release is None or not extra_config:
+        return []
+    try:
+        unknown = unknown_options(release, extra_config, exempt=exempt)
+        secret = secret_options(
+            release, extra_config, exempt=exempt if exempt_secret is None else exempt_secret
+        )
+    except NoCatalogError:
+        return [no_catalog_refusal(release, extra_config)]
+    return [format_unknown(release, s, k) for s, k in unknown] + [format_secret(s, k) for s, k in secret]
+
+
 def secret_config_problems(
     release: str | None, keys: Collection[str], *, owned: Collection[tuple[str, str]]
 ) -> tuple[dict[str, tuple[str, str]], list[str]]:

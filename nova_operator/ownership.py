@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from nova_operator import intervals
+from nova_operator.kube.owners import controller_ref
 from nova_operator.pipeline import StepInputError
 
 __all__ = ["CHILD_OWNED_BY_ANOTHER", "ChildOwnedByAnother", "Taken", "holder", "refuse_unless_ours"]
@@ -39,19 +40,12 @@ class ChildOwnedByAnother(StepInputError):
     requeue_after = intervals.CHILD_OWNED_POLL
 
 
-def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
 def holder(obj: Mapping[str, Any], owner_uid: str, marks: Mapping[str, str]) -> str | None:
     """None when ``obj`` is the owner's to write; else why not, in fixed words (for a message).
 
     ``marks``: the labels every child of the owner carries (an orphan with all of them is the owner's).
     """
-    ref = _controller(obj)
+    ref = controller_ref(obj)
     if ref is not None:
         if ref.get("uid") == owner_uid:
             return None

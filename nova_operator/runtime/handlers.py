@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from nova_operator.kube.owners import controller_ref
 from nova_operator.kube.types import Object
 from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.predicates import Predicate
@@ -47,13 +48,10 @@ def object_key(obj: Object) -> Request:
 
 def controller_owner(obj: Object, *, group: str, kind: str) -> Request | None:
     """The key of ``obj``'s controller owner if it is a ``kind`` of ``group`` (any version)."""
-    meta = obj.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        api_version = ref.get("apiVersion", "")
-        ref_group = api_version.rpartition("/")[0]
-        if ref.get("controller") and ref.get("kind") == kind and ref_group == group:
-            return Request(meta.get("namespace") or "", ref["name"])
-    return None
+    ref = controller_ref(obj)
+    if ref is None or ref.get("kind") != kind or str(ref.get("apiVersion", "")).rpartition("/")[0] != group:
+        return None
+    return Request((obj.get("metadata") or {}).get("namespace") or "", str(ref["name"]))
 
 
 class MappedHandler:

@@ -11,6 +11,7 @@ from typing import Any
 
 from nova_operator import apply, conditions, ownership
 from nova_operator.kube import errors
+from nova_operator.kube.owners import controlled_by
 from nova_operator.kube.resources import DAEMONSETS
 from nova_operator.ownership import CHILD_OWNED_BY_ANOTHER
 from nova_operator.reconcilers.compute.context import ComputePass
@@ -30,11 +31,6 @@ def rolled_out(ds: Mapping[str, Any]) -> bool:
     if int(status.get("observedGeneration") or 0) != generation:
         return False
     return desired == 0 or (ready == updated and updated == desired)
-
-
-def _owned(obj: Mapping[str, Any], uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
 def _marks(p: ComputePass) -> dict[str, str]:
@@ -117,7 +113,7 @@ async def _remove(p: ComputePass, name: str) -> None:
         live = await p.kube.get(DAEMONSETS, name, p.namespace)
     except errors.NotFound:
         live = None
-    if live is not None and _owned(live, p.cr["metadata"]["uid"]):
+    if live is not None and controlled_by(live, p.cr["metadata"]["uid"]):
         await apply.delete_if_present(p.kube, DAEMONSETS, name, p.namespace)
     p.status["desiredNumberScheduled"] = 0
     p.status["numberReady"] = 0

@@ -20,6 +20,7 @@ from typing import Any
 from nova_operator import apply, naming, ownership
 from nova_operator.decisions import readiness
 from nova_operator.kube import errors
+from nova_operator.kube.owners import with_owner
 from nova_operator.kube.resources import DEPLOYMENTS, JOBS
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.compute.context import ComputePass
@@ -105,7 +106,7 @@ async def _start(p: ComputePass, nova: Nova, name: str, hosts: list[str]) -> str
         ),
     )
     try:
-        await p.kube.create(JOBS, apply.with_owner(job, p.nova or {}), ns)
+        await p.kube.create(JOBS, with_owner(job, p.nova or {}), ns)
     except errors.Conflict:
         return f"discovery Job {name} is running"
     await p.emit(

@@ -20,6 +20,7 @@ from typing import Any
 from nova_operator import apply, catalog, conditions, naming, secret_config
 from nova_operator.decisions import releases, retention
 from nova_operator.kube import errors
+from nova_operator.kube.owners import controlled_by, with_owner
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -33,11 +34,6 @@ from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 COND = conditions.CONFIG_READY
 HEALTH = conditions.EXTRA_CONFIG_HEALTHY
 WAITING_FOR_DIGEST_KEY = "WaitingForDigestKey"
-
-
-def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(r.get("controller") and r.get("uid") == uid for r in refs)
 
 
 async def _extra_config_health(p: ComputePass) -> None:
@@ -61,18 +57,8 @@ def _decoded(secret: Mapping[str, Any]) -> dict[str, bytes]:
 
 
 def catalog_problems(release: str, extra_config: Mapping[str, Mapping[str, str]] | None) -> list[str]:
-    """One message per extraConfig pair the release's option catalog does not know."""
-    base = releases.base(release)
-    if base is None or not extra_config:
-        return []
-    try:
-        unknown = catalog.unknown_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
-        secret = catalog.secret_options(base, extra_config, exempt=compute_pool.OWNED_KEYS)
-    except catalog.NoCatalogError:
-        return [catalog.no_catalog_refusal(base, extra_config)]  # fail closed (issue 13): nothing is checked
-    return [catalog.format_unknown(base, s, k) for s, k in unknown] + [
-        catalog.format_secret(s, k) for s, k in secret
-    ]
+    """One message per extraConfig pair the release's option catalog does not know or marks secret."""
+    return catalog.extra_config_problems(releases.base(release), extra_config, exempt=compute_pool.OWNED_KEYS)
 
 
 async def reconcile_pool_config(p: ComputePass) -> Result:
@@ -161,7 +147,7 @@ async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
     name = compute_pool.secret_config_name(p.name)
     if spec is None:
         live = p.cached(SECRETS, p.namespace, name)
-        if live is not None and owned_by(live, p.cr["metadata"]["uid"]):
+        if live is not None and controlled_by(live, p.cr["metadata"]["uid"]):
             await apply.delete_if_present(p.kube, SECRETS, name, p.namespace)
         return None
     ref = spec.secret_ref.name
@@ -212,7 +198,7 @@ def _release(p: ComputePass) -> str:
 
 def _accepted(p: ComputePass, desired: Mapping[str, Any]) -> bool:
     live = p.cached(CONFIGMAPS, p.namespace, desired["metadata"]["name"])
-    return live is not None and owned_by(live, p.cr["metadata"]["uid"])
+    return live is not None and controlled_by(live, p.cr["metadata"]["uid"])
 
 
 def _refused(p: ComputePass, desired: Mapping[str, Any]) -> list[str]:
@@ -268,10 +254,10 @@ async def _ensure_config_map(p: ComputePass, desired: Object) -> str:
     live = p.cached(CONFIGMAPS, p.namespace, name)
     if live is None:
         try:
-            live = await p.kube.create(CONFIGMAPS, apply.with_owner(desired, p.cr), p.namespace)
+            live = await p.kube.create(CONFIGMAPS, with_owner(desired, p.cr), p.namespace)
         except errors.Conflict:  # AlreadyExists (stale cache or a twin): judge the live one
             live = await p.kube.get(CONFIGMAPS, name, p.namespace)
-    if not owned_by(live, uid):
+    if not controlled_by(live, uid):
         raise OwnershipError(f"ConfigMap {p.namespace}/{name} exists and is not owned by this NovaCompute")
     return str(name)
 
@@ -289,6 +275,6 @@ async def _prune(p: ComputePass, current: str) -> None:
         listed = await p.kube.list(CONFIGMAPS, p.namespace, label_selector=f"{CONFIG_BASE_LABEL}={base}")
         items = listed.get("items") or []
     uid = p.cr["metadata"]["uid"]
-    ours = [cm for cm in items if owned_by(cm, uid)]
+    ours = [cm for cm in items if controlled_by(cm, uid)]
     for name in retention.surplus(ours, current, p.settings.config_map_history):
         await apply.delete_if_present(p.kube, CONFIGMAPS, name, p.namespace)

@@ -62,18 +62,9 @@ async def _extra_config_health(ctx: PassContext, extra: dict[str, dict[str, str]
 
 
 def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> list[str]:
+    owned = [(s, k) for s, keys in novaconf.OWNED_KEYS.items() for k in keys]
     release = releases.base(ctx.nova.spec.open_stack_release)
-    if release is None or not extra:
-        return []
-    exempt = [(s, k) for s, keys in novaconf.OWNED_KEYS.items() for k in keys]
-    try:
-        unknown = catalog.unknown_options(release, extra, exempt=exempt)
-        secret = catalog.secret_options(release, extra, exempt=novaconf.OWNED_PAIRS)
-    except catalog.NoCatalogError:
-        return [catalog.no_catalog_refusal(release, extra)]  # fail closed (issue 13): nothing is checked
-    return [catalog.format_unknown(release, s, k) for s, k in unknown] + [
-        catalog.format_secret(s, k) for s, k in secret
-    ]
+    return catalog.extra_config_problems(release, extra, exempt=owned, exempt_secret=novaconf.OWNED_PAIRS)
 
 
 async def _last_good(ctx: PassContext) -> None:

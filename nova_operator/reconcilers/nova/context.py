@@ -22,6 +22,7 @@ from typing import Any, Final
 from nova_operator import apply, conditions, intervals, naming, ownership
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
+from nova_operator.kube.owners import controlled_by
 from nova_operator.kube.resources import SECRETS, ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
@@ -461,17 +462,3 @@ class Unread:
 
 
 UNREAD: Final = Unread()
-
-
-def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("uid") == uid:
-            return True
-    return False
-
-
-def controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None

@@ -31,10 +31,11 @@ from nova_operator import conditions, intervals, ownership
 from nova_operator.decisions import cells, releases
 from nova_operator.decisions.readiness import JobState, custom_resource_ready, job_state
 from nova_operator.kube.errors import Conflict
+from nova_operator.kube.owners import controller_uid, owner_reference, with_owner
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.pipeline import all_in_order
 from nova_operator.reconcilers.claims import Claim, job_uid_annotation, record_claims
-from nova_operator.reconcilers.nova.context import PassContext, controller_uid
+from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.priority import jobs_priority_field, missing_priority_class
 from nova_operator.renderers import jobs, mariadb
 from nova_operator.renderers.workload import image_ref
@@ -193,7 +194,7 @@ async def run_job(
         await ctx.kube.patch(
             JOBS,
             name,
-            {"metadata": {"ownerReferences": [_owner_ref(ctx)]}},
+            {"metadata": {"ownerReferences": [owner_reference(ctx.obj)]}},
             ctx.namespace,
         )
     state = job_state(observed)
@@ -204,26 +205,9 @@ async def run_job(
     if have != want:
         await ctx.kube.delete(JOBS, name, ctx.namespace, propagation="Background")
         with contextlib.suppress(Conflict):
-            await ctx.kube.create(JOBS, _with_owner(ctx, desired), ctx.namespace)
+            await ctx.kube.create(JOBS, with_owner(desired, ctx.obj), ctx.namespace)
         return None, observed
     return state, observed
-
-
-def _owner_ref(ctx: PassContext) -> dict[str, Any]:
-    return {
-        "apiVersion": ctx.obj["apiVersion"],
-        "kind": ctx.obj["kind"],
-        "name": ctx.name,
-        "uid": ctx.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def _with_owner(ctx: PassContext, desired: Mapping[str, Any]) -> dict[str, Any]:
-    body = dict(desired)
-    body["metadata"] = {**desired["metadata"], "ownerReferences": [_owner_ref(ctx)]}
-    return body
 
 
 def _job_failure(job: Mapping[str, Any]) -> str:

@@ -15,10 +15,11 @@ from typing import Any, Final
 
 from nova_operator import conditions, intervals, naming
 from nova_operator.decisions.readiness import JobState, job_state
+from nova_operator.kube.owners import controller_uid
 from nova_operator.kube.resources import CRONJOBS, JOBS, NOVAS
 from nova_operator.naming import Component
 from nova_operator.reconcilers.claims import Claim, record_claims
-from nova_operator.reconcilers.nova.context import PassContext, controller_uid
+from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.priority import jobs_priority_field, missing_priority_class
 from nova_operator.renderers import jobs
 from nova_operator.runtime.request import Result

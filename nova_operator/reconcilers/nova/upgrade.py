@@ -37,12 +37,13 @@ from nova_operator.decisions.cells import report_pod, termination_message
 from nova_operator.decisions.readiness import JobState, deployment_rolled_out, first_container_image
 from nova_operator.decisions.upgrade import Action, Decision, JobOutcome, Next, View
 from nova_operator.kube.errors import NotFound
+from nova_operator.kube.owners import controller_uid
 from nova_operator.kube.resources import DEPLOYMENTS, JOBS, NOVAS, PODS
 from nova_operator.models.nova import NovaStatus
 from nova_operator.naming import Component
 from nova_operator.reconcilers.claims import Claim, record_claims
 from nova_operator.reconcilers.nova import database
-from nova_operator.reconcilers.nova.context import PassContext, controller_uid
+from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.renderers import jobs
 from nova_operator.renderers.workload import image_ref
 from nova_operator.runtime.request import Result

@@ -92,7 +92,7 @@ class Forkable(Protocol):
 
 
 Ctx = TypeVar("Ctx")
-GroupCtx = TypeVar("GroupCtx", bound=Forkable)
+GroupCtx = TypeVar("GroupCtx", bound="Speculative")
 
 
 class StepInputError(Exception):
@@ -272,7 +272,8 @@ async def _member(step: Step[GroupCtx], ctx: GroupCtx, observer: StepObserver) -
 async def run_group(
     members: Sequence[Step[GroupCtx]], ctx: GroupCtx, observer: StepObserver, *, budget: Budget = UNLIMITED
 ) -> Result:
-    """Run every member concurrently on its own fork; merge each member's condition back into ``ctx``.
+    """Run every member concurrently on its own fork; merge each member's condition, and the status
+    fields it changed, back into ``ctx`` (members are independent: no two change the same field).
     A group begins only while ``budget`` lasts: else nothing runs, and the result is ``LEFT_OVER``."""
     if budget.spent():
         log.info("the pass's budget is spent; the group goes to its next pass", steps=len(members))
@@ -294,7 +295,7 @@ async def run_group(
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     for member, fork in zip(members, forks, strict=True):
-        ctx.adopt_condition(fork, member.condition)
+        ctx.adopt_step(fork, member.condition)
     # The error that ended the group (it completed before the others were cancelled).
     first_error = next((t.exception() for t in tasks if t in done and t.exception() is not None), None)
     if first_error is not None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from nova_operator import naming
+from nova_operator.models.nova import DOWN_HOSTS_SHOWN
 from nova_operator.openstack.client import ComputeService
 
 HOSTNAME_MAX: Final = 63
@@ -104,3 +105,30 @@ def judge(nova: str, records: Iterable[ComputeService], hosts: Mapping[str, froz
             continue
         (stale if record.state == "down" else waiting).append(record)
     return Verdict(tuple(stale), tuple(waiting))
+
+
+def summary(records: Iterable[ComputeService]) -> dict[str, Any]:
+    """Nova's own view of its services, for ``status.services``: how many records it lists up and
+    down (in total, and per binary, sorted by name) and, per binary, the hosts of the down ones
+    (sorted, ``DOWN_HOSTS_SHOWN`` at most: a tenant's nova-api decides how many records it
+    lists, the status's size must not grow with them). A record of a cell that did not answer (state neither
+    ``up`` nor ``down``) is counted in neither."""
+    up: dict[str, int] = {}
+    down: dict[str, list[str]] = {}
+    for record in records:
+        if record.state == "up":
+            up[record.binary] = up.get(record.binary, 0) + 1
+        elif record.state == "down":
+            down.setdefault(record.binary, []).append(record.host)
+    binaries = []
+    for binary in sorted({*up, *down}):
+        hosts = sorted(down.get(binary, ()))
+        entry: dict[str, Any] = {"binary": binary, "up": up.get(binary, 0), "down": len(hosts)}
+        if hosts:
+            entry["downHosts"] = hosts[:DOWN_HOSTS_SHOWN]
+        binaries.append(entry)
+    return {
+        "up": sum(up.values()),
+        "down": sum(len(h) for h in down.values()),
+        "binaries": binaries,
+    }

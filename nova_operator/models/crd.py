@@ -103,6 +103,15 @@ KINDS: tuple[Kind, ...] = (
             _REASON,
             Column("Release", "string", ".status.installedRelease", "The release whose schema is installed."),
             Column("Endpoint", "string", ".status.endpoint", "URL of the compute API."),
+            Column(
+                "Up", "integer", ".status.services.up", "Service records Nova reports up (its last look)."
+            ),
+            Column(
+                "Down",
+                "integer",
+                ".status.services.down",
+                "Service records Nova reports down (its last look).",
+            ),
             _AGE,
             Column(
                 "Phase", "string", ".status.upgradePhase", "Phase of a running release upgrade.", priority=1

@@ -646,6 +646,35 @@ class CellStatus(CRDModel):
     """Cell UUID as nova-manage reports it."""
 
 
+MAX_SERVICE_BINARIES = 16
+"""Binaries ``status.services`` lists (nova has eight that register services)."""
+SERVICE_BINARY_MAX = 64
+HOST_MAX = 255
+DOWN_HOSTS_SHOWN = 20
+
+
+class ServiceBinaryStatus(CRDModel):
+    binary: Annotated[str, Field(max_length=SERVICE_BINARY_MAX)]
+    """The service binary, e.g. nova-compute, nova-conductor, nova-scheduler."""
+    up: Int64
+    """Its service records Nova reports up."""
+    down: Int64
+    """Its service records Nova reports down."""
+    down_hosts: (
+        Annotated[list[Annotated[str, Field(max_length=HOST_MAX)]], Field(max_length=DOWN_HOSTS_SHOWN)] | None
+    ) = None
+    """The hosts of the down records, sorted (the first 20; down counts them all)."""
+
+
+class ServicesStatus(CRDModel):
+    up: Int64
+    """Service records Nova reports up, every binary."""
+    down: Int64
+    """Service records Nova reports down, every binary."""
+    binaries: Annotated[list[ServiceBinaryStatus], Field(max_length=MAX_SERVICE_BINARIES)] | None = None
+    """The same per binary, sorted by name."""
+
+
 class NovaStatus(CRDModel):
     conditions: Conditions | None = None
     """Ready and one condition per reconcile step; each carries observedGeneration."""
@@ -665,6 +694,10 @@ class NovaStatus(CRDModel):
     """The compute contract Secret {name}-compute-config that NovaCompute pools mount."""
     remote_compute_config_secret_ref: NameRef | None = None
     """The remote compute contract Secret {name}-remote-compute-config, while spec.remoteCompute is set."""
+    services: ServicesStatus | None = None
+    """Nova's own view of its services (GET /os-services): up and down records per binary and the
+    hosts of the down ones, refreshed at each look of the ServiceRecords step (after a rollout or a
+    scale-down of a role, and every 30 s while records wait; no extra call)."""
 
 
 class Nova(CRDModel):

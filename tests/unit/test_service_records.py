@@ -13,7 +13,9 @@ from nova_operator.decisions.service_records import (
     live_hosts,
     looks_like_pod_of,
     pod_hostname,
+    summary,
 )
+from nova_operator.models.nova import DOWN_HOSTS_SHOWN
 from nova_operator.openstack import ComputeService
 
 SCHEDULER_POD = "nova-scheduler-7d9f8c6b5d-x2x4z"
@@ -141,3 +143,30 @@ def test_nothing_is_stale_without_records_of_this_nova() -> None:
     verdict = judge("nova", [record("nova-x-scheduler-7d9f8c6b5d-x2x4z")], {})
     assert verdict.stale == ()
     assert verdict.waiting == ()
+
+
+def test_the_summary_counts_up_and_down_per_binary_and_names_the_down_hosts() -> None:
+    records = [
+        record("node-2", "nova-compute", "down"),
+        record("node-1", "nova-compute", "up"),
+        record("node-0", "nova-compute", "down"),
+        record("ctl1", "nova-scheduler", "up"),
+        ComputeService("", "cell2-host", "UNKNOWN", "", "", "nova-conductor"),  # a cell that did not answer
+    ]
+    assert summary(records) == {
+        "up": 2,
+        "down": 2,
+        "binaries": [
+            {"binary": "nova-compute", "up": 1, "down": 2, "downHosts": ["node-0", "node-2"]},
+            {"binary": "nova-scheduler", "up": 1, "down": 0},
+        ],
+    }
+    assert summary([]) == {"up": 0, "down": 0, "binaries": []}
+
+
+def test_the_summary_names_at_most_twenty_down_hosts_and_counts_them_all() -> None:
+    down = [record(f"node-{n:04d}", "nova-compute", "down") for n in range(3000)]
+    (compute,) = summary(down)["binaries"]
+    assert compute["down"] == 3000
+    assert compute["downHosts"] == [f"node-{n:04d}" for n in range(DOWN_HOSTS_SHOWN)]
+    assert DOWN_HOSTS_SHOWN == 20

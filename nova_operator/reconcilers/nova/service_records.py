@@ -11,10 +11,12 @@ aggregation bound what reaches the API server) and one count of
 ``nova_operator_stale_services_deleted_total`` per record deleted; at most ``DELETES_PER_PASS``
 per pass, the rest after ``MORE_AFTER`` (condition False ``DeletingStaleServiceRecords`` meanwhile).
 
-A look: one Keystone token and one ``GET /os-services`` (2.69); when it lists a record of this
-Nova's roles, one LIST of the Nova's pods (label-selected; pods are not cached: looks are rare, after
-a rollout or a scale-down, so a pod informer's watch of every pod change would cost more than the
-one LIST per look); then ``DELETE /os-services/{uuid}`` (2.53) per stale record.
+A look: one Keystone token and one ``GET /os-services`` (2.69), whose records (less those the look
+deletes) are also Nova's own view of its services in ``status.services`` (``service_records.summary``);
+when it lists a record of this Nova's roles, one LIST of the Nova's pods (label-selected; pods are
+not cached: looks are rare, after a rollout or a scale-down, so a pod informer's watch of every pod
+change would cost more than the one LIST per look); then ``DELETE /os-services/{uuid}`` (2.53)
+per stale record.
 
 It is **quiet in steady state**: the last look is remembered per Nova (``NovaOptions.sweeps``) with
 the resourceVersions of the four role Deployments; while those are unchanged and the last look left
@@ -36,7 +38,7 @@ import time
 from typing import Any, Final
 
 from nova_operator import conditions, intervals, naming
-from nova_operator.decisions.service_records import candidates, judge, live_hosts
+from nova_operator.decisions.service_records import candidates, judge, live_hosts, summary
 from nova_operator.kube.errors import KubeError
 from nova_operator.kube.resources import DEPLOYMENTS, PODS
 from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, Credentials, DeleteOutcome
@@ -127,6 +129,7 @@ async def _look(ctx: PassContext) -> tuple[list[ComputeService], int, int]:
     client = await ComputeClient.connect(_credentials(ctx), ctx.options.nova_api_url(ctx.name, ctx.namespace))
     records = await client.list_all_services()
     if not candidates(ctx.name, records):
+        ctx.status["services"] = summary(records)
         return [], 0, 0
     selector = ",".join(f"{k}={v}" for k, v in sorted(ctx.marks.items()))
     try:
@@ -136,8 +139,11 @@ async def _look(ctx: PassContext) -> tuple[list[ComputeService], int, int]:
     verdict = judge(ctx.name, records, live_hosts(pods.get("items") or []))
     waiting = list(verdict.waiting)
     deleted = 0
+    gone: set[str] = set()
     for record in verdict.stale[:DELETES_PER_PASS]:
         outcome = await client.delete_service(record.id)
+        if outcome is not DeleteOutcome.CONFLICT:
+            gone.add(record.id)
         if outcome is DeleteOutcome.CONFLICT:  # only nova-compute deletes answer 409; judged again later
             waiting.append(record)
         elif outcome is DeleteOutcome.DELETED:  # GONE: somebody else deleted it
@@ -151,6 +157,7 @@ async def _look(ctx: PassContext) -> tuple[list[ComputeService], int, int]:
                 f"Deployment {naming.deployment_name(ctx.name, component)} has that name any more and Nova "
                 "reports it down",
             )
+    ctx.status["services"] = summary(r for r in records if r.id not in gone)  # what Nova lists now
     return waiting, deleted, max(0, len(verdict.stale) - DELETES_PER_PASS)
 
 

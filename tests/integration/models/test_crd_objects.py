@@ -330,6 +330,7 @@ async def test_printer_columns_show_status_through_kubectl_get(
     nova["status"] = {
         "installedRelease": "2025.2",
         "endpoint": "https://nova.example.org/",
+        "services": {"up": 7, "down": 1, "binaries": [{"binary": "nova-compute", "up": 4, "down": 1}]},
         "conditions": [
             {
                 "type": "Ready",
@@ -348,13 +349,15 @@ async def test_printer_columns_show_status_through_kubectl_get(
         "Reason",
         "Release",
         "Endpoint",
+        "Up",
+        "Down",
         "Age",
         "Phase",
         "Target",
     ]
     cells = table["rows"][0]["cells"]
-    assert cells[:5] == ["nova", "True", "AllReady", "2025.2", "https://nova.example.org/"]
-    assert cells[6:] == [None, None]
+    assert cells[:7] == ["nova", "True", "AllReady", "2025.2", "https://nova.example.org/", 7, 1]
+    assert cells[8:] == [None, None]
 
     compute = await objects.create("novacomputes", _compute())
     compute["status"] = {"desiredNumberScheduled": 3, "numberReady": 2}

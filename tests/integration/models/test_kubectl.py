@@ -116,11 +116,12 @@ async def test_kubectl_get_category_short_names_and_wide_columns(
     ]
 
     header, row = _kubectl(crds, tmp_path, "get", "nv", ns).splitlines()
-    assert header.split() == ["NAME", "READY", "REASON", "RELEASE", "ENDPOINT", "AGE"]
+    assert header.split() == ["NAME", "READY", "REASON", "RELEASE", "ENDPOINT", "UP", "DOWN", "AGE"]
     assert row.split()[:4] == ["nova", "False", "NotAllReady", "2025.1"]
 
     header, row = _kubectl(crds, tmp_path, "get", "nv", ns, "-o", "wide").splitlines()
-    assert header.split() == ["NAME", "READY", "REASON", "RELEASE", "ENDPOINT", "AGE", "PHASE", "TARGET"]
+    wide = ["NAME", "READY", "REASON", "RELEASE", "ENDPOINT", "UP", "DOWN", "AGE", "PHASE", "TARGET"]
+    assert header.split() == wide
     assert row.split()[-2:] == ["Migrating", "2025.2"]
 
     header, _ = _kubectl(crds, tmp_path, "get", "nvc", ns).splitlines()

@@ -53,6 +53,8 @@ _AGE = ("Age", "date", ".metadata.creationTimestamp", 0)
                 _REASON,
                 ("Release", "string", ".status.installedRelease", 0),
                 ("Endpoint", "string", ".status.endpoint", 0),
+                ("Up", "integer", ".status.services.up", 0),
+                ("Down", "integer", ".status.services.down", 0),
                 _AGE,
                 ("Phase", "string", ".status.upgradePhase", 1),
                 ("Target", "string", ".status.targetRelease", 1),

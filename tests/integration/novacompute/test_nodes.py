@@ -49,7 +49,9 @@ async def test_nothing_selected_or_held_is_no_matching_nodes_and_not_a_wait(stag
 async def test_a_node_held_by_a_rival_is_a_conflict_with_one_event(stage: Stage) -> None:
     n1 = await stage.node("n1", {"pool": stage.ns})
     rival = await stage.pool("older", selector=stage.ns, nodes=[{"name": n1, "phase": "Active"}])
-    cr = await stage.pool(selector=stage.ns)  # created after the rival: the younger pool
+    # created after the rival: the younger pool (the server stamps whole seconds; a tie goes by name,
+    # and "older" sorts first too)
+    cr = await stage.pool(selector=stage.ns)
     p, events = stage.pass_over(cr, siblings=[rival, cr])
     await reconcile_nodes(p)
     assert p.nodes == [{"name": n1, "phase": "Conflict", "conflictsWith": "older"}]

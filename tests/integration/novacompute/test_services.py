@@ -76,8 +76,10 @@ async def test_registered_and_mapped_pending_becomes_active_and_unmapped_starts_
         "discover_hosts",
         "--verbose",
     ]
-    volume = job["spec"]["template"]["spec"]["volumes"][0]
-    assert (volume["name"], volume["configMap"]["name"]) == ("config", "nova-config-abc")
+    assert job["spec"]["template"]["spec"]["volumes"][0] == {
+        "name": "config",
+        "configMap": {"name": "nova-config-abc", "defaultMode": 420},  # the server's default mode
+    }
     assert job["spec"]["template"]["spec"]["securityContext"] == {"fsGroup": 42424}
     assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "discover-hosts"
     assert events.reasons() == ["HostDiscoveryStarted"]

@@ -33,7 +33,7 @@ from nova_operator.kube.resources import (
 from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
+from nova_operator.reconcilers.compute.context import DRAIN_FINALIZER, ComputePass, ComputeSettings
 from nova_operator.renderers import compute_pool
 from tests.compute_api import FakeCompute
 
@@ -185,7 +185,7 @@ class Stage:
         ``nodes``: its status ledger (written to the status subresource)."""
         meta: Object = {"name": name}
         if deleting:
-            meta["finalizers"] = ["nova.openstack.c5c3.io/test-hold"]
+            meta["finalizers"] = [DRAIN_FINALIZER]  # what holds a pool in production
         cr = await self.put(
             NOVACOMPUTES,
             {
@@ -267,16 +267,24 @@ class Stage:
         return await self.put(JOBS, body)
 
     async def job_ended(self, name: str, condition: str, at: str) -> Object:
-        """The Job's terminal ``condition`` (Complete or Failed) at ``at``, with the criteria 1.33+ asks."""
-        first = "SuccessCriteriaMet" if condition == "Complete" else "FailureTarget"
+        """The Job's terminal ``condition`` (Complete or Failed) at ``at``, after the criterion the
+        server asks for first since 1.33 (SuccessCriteriaMet, FailureTarget)."""
+        if condition == "Complete":
+            first, reason, message = (
+                "SuccessCriteriaMet",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            )
+            counts: Object = {"completionTime": at, "succeeded": 1}
+        else:
+            first, reason, message = "FailureTarget", "BackoffLimitExceeded", "BackoffLimitExceeded"
+            counts = {"failed": 1}
         conds = [
-            {"type": t, "status": "True", "reason": "BackoffLimitExceeded", "message": "BackoffLimitExceeded"}
+            {"type": t, "status": "True", "reason": reason, "message": message}
             | {"lastTransitionTime": at, "lastProbeTime": at}
             for t in (first, condition)
         ]
-        status: Object = {"startTime": at, "conditions": conds}
-        status |= {"completionTime": at, "succeeded": 1} if condition == "Complete" else {"failed": 1}
-        return await self.status(JOBS, name, status)
+        return await self.status(JOBS, name, {"startTime": at, "conditions": conds, **counts})
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -312,9 +320,8 @@ class Stage:
     async def ledger_pass(
         self, nodes: list[Object], compute: FakeCompute | None = None, **kw: Any
     ) -> tuple[ComputePass, Emitted]:
-        """A pass over a fresh pool ``pool`` whose status holds ``nodes`` (``deleting`` passed on)."""
-        cr = await self.pool(nodes=nodes, deleting=kw.pop("deleting", False))
-        return self.pass_over(cr, compute=compute, **kw)
+        """A pass (``pass_over`` with ``kw``) over a fresh pool ``pool`` whose status holds ``nodes``."""
+        return self.pass_over(await self.pool(nodes=nodes), compute=compute, **kw)
 
     # -- the end of the test ---------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from nova_operator.reconcilers.compute.controller import factory_with
 from nova_operator.renderers.compute_pool import selector_labels
 from nova_operator.runtime.manager import Manager
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
+from tests.integration.novacompute.passes import Stage
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PASSWORD = "service-user-pw"
@@ -387,4 +388,14 @@ async def env(
         await e.stop()
 
 
-__all__ = ["NAMESPACES", "Env", "ScriptedOpenStack"]
+@pytest.fixture
+async def stage(admin: Kube, namespace: str) -> AsyncIterator[Stage]:
+    """Step tests: the namespace to store a pool's inputs in and run single steps over (``passes.py``)."""
+    s = Stage(admin, namespace)
+    try:
+        yield s
+    finally:
+        await s.clear()
+
+
+__all__ = ["NAMESPACES", "Env", "ScriptedOpenStack", "Stage"]

@@ -1,11 +1,16 @@
-"""Shared fakes of the NovaCompute step tests (a helper module): the compute API, an API server, passes."""
+"""The NovaCompute pass over an in-memory API-server stand-in (a helper module, not a test module).
+
+Left for the tests outside tests/unit/reconcilers/compute that still build a NovaCompute pass here
+(tests/unit/test_secret_refs.py, tests/unit/reconcilers/test_keyed_digests.py and, in
+tests/unit/reconcilers/nova, test_secret_config.py and test_config_warnings.py). The NovaCompute
+step tests run on kube-apiserver: tests/integration/novacompute/passes.py.
+"""
 
 from __future__ import annotations
 
 import base64
 import copy
 import pathlib
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,80 +21,13 @@ from nova_operator.decisions.nodeplan import Plan
 from nova_operator.kube import errors
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.openstack import (
-    Aggregate,
-    AggregateExists,
-    ComputeAPIError,
-    ComputeService,
-    DeleteOutcome,
-)
 from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
 from nova_operator.renderers import compute_pool
-
-
-@dataclass
-class FakeCompute:
-    services: dict[str, ComputeService] = field(default_factory=dict)
-    servers: dict[str, int] = field(default_factory=dict)
-    mapped: set[str] = field(default_factory=set)
-    aggregates: list[Aggregate] = field(default_factory=list)
-    delete_answers: dict[str, DeleteOutcome] = field(default_factory=dict)
-    fail: dict[str, ComputeAPIError] = field(default_factory=dict)
-    calls: list[tuple[str, Any]] = field(default_factory=list)
-
-    def _call(self, name: str, arg: Any = None) -> None:
-        self.calls.append((name, arg))
-        if name in self.fail:
-            raise self.fail[name]
-
-    async def list_services(self) -> dict[str, ComputeService]:
-        self._call("list_services")
-        return dict(self.services)
-
-    async def disable_service(self, service_id: str, reason: str) -> None:
-        self._call("disable_service", (service_id, reason))
-
-    async def delete_service(self, service_id: str) -> DeleteOutcome:
-        self._call("delete_service", service_id)
-        return self.delete_answers.get(service_id, DeleteOutcome.DELETED)
-
-    async def mapped_hosts(self) -> set[str]:
-        self._call("mapped_hosts")
-        return set(self.mapped)
-
-    async def count_servers(self, host: str) -> int:
-        self._call("count_servers", host)
-        return self.servers.get(host, 0)
-
-    async def list_aggregates(self) -> list[Aggregate]:
-        self._call("list_aggregates")
-        return list(self.aggregates)
-
-    async def create_aggregate(self, name: str, zone: str) -> Aggregate:
-        self._call("create_aggregate", (name, zone))
-        if any(a.name == name for a in self.aggregates):
-            raise AggregateExists("exists", status=409)
-        agg = Aggregate(len(self.aggregates) + 1, name, zone, (), {})
-        self.aggregates.append(agg)
-        return agg
-
-    async def set_aggregate_metadata(self, aggregate_id: int, metadata: dict[str, str]) -> None:
-        self._call("set_aggregate_metadata", (aggregate_id, metadata))
-
-    async def delete_aggregate(self, aggregate_id: int) -> DeleteOutcome:
-        self._call("delete_aggregate", aggregate_id)
-        self.aggregates = [a for a in self.aggregates if a.id != aggregate_id]
-        return DeleteOutcome.DELETED
-
-    def close(self) -> None:
-        return None
-
-    def names(self) -> list[str]:
-        return [c[0] for c in self.calls]
+from tests.compute_api import FakeCompute
 
 
 class FakeKube:
-    """What the Services step touches: the pool's pods, the Nova API Deployment, the discovery Job."""
+    """get / create / delete on a dict of (plural, name); list answers ``pods`` whatever its selector."""
 
     def __init__(
         self, pods: list[Object] | None = None, objects: dict[tuple[str, str], Object] | None = None
@@ -144,24 +82,6 @@ def nova() -> Object:
     return body
 
 
-def api_deployment(config_map: str | None = "nova-config-abc") -> Object:
-    volumes = [{"name": "config", "configMap": {"name": config_map}}] if config_map else []
-    return {
-        "metadata": {"name": "nova"},
-        "spec": {
-            "template": {"spec": {"containers": [{"image": "ghcr.io/c5c3/nova:2025.2"}], "volumes": volumes}}
-        },
-    }
-
-
-def pod(node: str, phase: str = "Running") -> Object:
-    return {"spec": {"nodeName": node}, "status": {"phase": phase}}
-
-
-def service(host: str, status: str = "enabled", state: str = "up", reason: str = "") -> ComputeService:
-    return ComputeService(id=f"uuid-{host}", host=host, status=status, state=state, disabled_reason=reason)
-
-
 def make_pass(
     nodes: list[Object],
     *,
@@ -196,43 +116,6 @@ def make_pass(
     )
     p._client = compute  # type: ignore[assignment]
     return p, events
-
-
-class FailingKube(FakeKube):
-    """``get`` of one kind fails with a server error; ``list`` of pods too; ``apply`` answers ``applied``."""
-
-    def __init__(self, *, fail_get: str = "", fail_list: bool = False, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.fail_get, self.fail_list = fail_get, fail_list
-        self.applied: list[Object] = []
-        self.apply_error: errors.KubeError | None = None
-        self.answer_status: Object = {}
-
-    async def get(self, ref: Any, name: str, namespace: str | None = None) -> Object:
-        if ref.plural == self.fail_get:
-            raise errors.KubeError(f"{ref.plural} {name}: etcdserver: request timed out", status=500)
-        return await super().get(ref, name, namespace)
-
-    async def list(
-        self, ref: Any, namespace: str | None = None, *, label_selector: str | None = None
-    ) -> Object:
-        if self.fail_list:
-            raise errors.KubeError("pods is forbidden: User cannot list pods", status=403)
-        return await super().list(ref, namespace, label_selector=label_selector)
-
-    async def apply(self, ref: Any, body: Object, **_: Any) -> Object:
-        if self.apply_error is not None:
-            raise self.apply_error
-        self.applied.append(body)
-        meta = {**body["metadata"], "generation": 2, "uid": "ds-uid"}
-        return {**body, "metadata": meta, "status": self.answer_status}
-
-
-def daemonset_pass(kube: FailingKube) -> Any:
-    p, _ = make_pass([{"name": "n1", "phase": "Active"}], compute=FakeCompute(), kube=kube)
-    p.image, p.config_map = "ghcr.io/c5c3/nova:2025.2", "pool-config-abc"
-    p.contract_secret, p.contract_hash = "nova-compute-config", "f" * 64
-    return p
 
 
 CONTRACT = "nova-compute-config"

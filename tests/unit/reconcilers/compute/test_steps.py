@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from nova_operator import conditions
-from nova_operator.reconcilers.compute.compute_vpa import reconcile_compute_vpa
 from nova_operator.reconcilers.compute.controller import nova_changed, sibling_changed
 from nova_operator.reconcilers.compute.daemon_set import rolled_out
 from nova_operator.reconcilers.compute.steps import NOVACOMPUTE_STEPS, STEP_CONDITIONS, TEARDOWN_STEPS
-from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 from tests.unit.reconcilers.step_names import misnamed
 
 
@@ -27,14 +25,6 @@ def test_the_seven_steps_run_in_the_spec_order_each_owning_one_ready_input() -> 
 
 def test_each_step_is_reconcile_step_in_the_module_of_its_name() -> None:
     assert misnamed(NOVACOMPUTE_STEPS, {}) == []
-
-
-async def test_vpa_is_not_required_since_no_pool_can_opt_in() -> None:
-    p, _ = make_pass([], compute=FakeCompute())
-    assert (await reconcile_compute_vpa(p)).requeue_after is None
-    c = p.condition("VPAReady")
-    assert (c["status"], c["reason"]) == ("True", "VPANotRequired")
-    assert c["observedGeneration"] == 3
 
 
 def test_daemonset_readiness() -> None:

@@ -1,0 +1,188 @@
+"""The PoolConfig step on the real API server: its waits, the option-catalog check when extraConfig
+changes (not on every pass: a release bump keeps the pool) and the prune of old ConfigMaps
+(novacompute-crd.md §8, §4.2). The contract, the digest key, the Nova and the ConfigMaps are stored
+by kube-apiserver; the pass's informer lookups hand the step the server's copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nova_operator import apply, conditions
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVAS
+from nova_operator.kube.types import Object
+from nova_operator.naming import CONFIG_BASE_LABEL
+from nova_operator.reconcilers.compute import pool_config
+from nova_operator.reconcilers.compute.context import ComputePass
+from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
+from nova_operator.renderers import compute_pool
+from tests.integration.novacompute.passes import CONTRACT, Emitted, Stage, encoded
+
+pytestmark = pytest.mark.integration
+
+DROPPED = {"libvirt": {"num_memory_encrypted_guests": "2"}}  # in 2026.1, gone in 2026.2
+
+
+def cached_from(*objects: Object) -> Any:
+    """The pass's informer lookup holding ``objects`` (the server's copies) and nothing else."""
+    held = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    return lambda ref, ns, name: held.get((ref.kind, name))
+
+
+async def pool_pass(
+    stage: Stage, extra: dict[str, dict[str, str]], release: str
+) -> tuple[ComputePass, Emitted]:
+    """A pass at PoolConfig: the pool's ``extraConfig``, the Nova at ``release``, the contract resolved."""
+    await stage.pool_inputs()
+    nova = await stage.nova(spec={"openStackRelease": release})
+    p, events = stage.pass_over(await stage.pool(extraConfig=extra), nova=nova)
+    p.contract_secret = CONTRACT
+    return p, events
+
+
+def condition(p: ComputePass) -> Any:
+    c = p.condition(conditions.CONFIG_READY)
+    assert c is not None
+    return c
+
+
+async def test_a_release_bump_that_drops_an_accepted_option_keeps_the_pool_running(stage: Stage) -> None:
+    p, _ = await pool_pass(stage, DROPPED, "2026.1")
+    assert (await reconcile_pool_config(p)).requeue_after is None  # accepted and written on 2026.1
+    (cm,) = stage.kube.created
+    nova = await stage.admin.patch(NOVAS, "nova", {"spec": {"openStackRelease": "2026.2"}}, stage.ns)
+    p, events = stage.pass_over(p.cr, nova=nova)
+    p.contract_secret = CONTRACT
+    p.cached = cached_from(cm)
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after is None
+    assert condition(p)["reason"] == "ConfigRendered"
+    assert p.config_map == cm["metadata"]["name"]
+    assert "ConfigError" not in events.reasons()
+    assert [c["metadata"]["name"] for c in stage.kube.created] == [cm["metadata"]["name"]]  # nothing new
+
+
+async def test_a_refused_edit_keeps_the_last_good_config_and_the_pass_goes_on(stage: Stage) -> None:
+    p, events = await pool_pass(stage, DROPPED, "2026.2")
+    labels = {"app": "nova-compute"}
+    ds = await stage.put(
+        DAEMONSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": compute_pool.daemonset_name(p.name)},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "c", "image": "x"}],
+                        "volumes": [{"name": "pool-config", "configMap": {"name": "rack7-config-0123abcd"}}],
+                    },
+                },
+            },
+        },
+    )
+    p.cached = cached_from(ds)
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after is None  # the DaemonSet and drain steps run on
+    cond = condition(p)
+    assert cond["status"] == "False"
+    assert cond["reason"] == "ConfigError"
+    assert "[libvirt][num_memory_encrypted_guests]" in cond["message"]
+    assert "keeps running on ConfigMap rack7-config-0123abcd" in cond["message"]
+    assert p.config_map == "rack7-config-0123abcd"
+    assert p.contract_hash
+    assert stage.kube.created == []
+    await reconcile_pool_config(p)
+    assert events.reasons() == ["ConfigError"]  # once per distinct message
+
+
+async def test_a_new_pool_with_a_refused_config_waits_and_writes_nothing(stage: Stage) -> None:
+    p, _ = await pool_pass(stage, DROPPED, "2026.2")
+    result = await reconcile_pool_config(p)
+    assert result.requeue_after == 15.0
+    assert condition(p)["reason"] == "ConfigError"
+    assert p.config_map == ""
+    assert stage.kube.created == []
+    assert (await stage.admin.list(CONFIGMAPS, stage.ns))["items"] == []
+
+
+async def test_an_accepted_option_on_a_release_that_knows_it_is_rendered(stage: Stage) -> None:
+    p, _ = await pool_pass(stage, DROPPED, "2026.1")
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    assert condition(p)["reason"] == "ConfigRendered"
+    assert [c["metadata"]["name"] for c in stage.kube.created] == [p.config_map]
+    live = await stage.admin.get(CONFIGMAPS, p.config_map, stage.ns)
+    assert live["metadata"]["ownerReferences"][0]["uid"] == p.cr["metadata"]["uid"]
+
+
+@pytest.mark.parametrize(
+    ("contract", "want", "fragment"),
+    [
+        (None, "WaitingForComputeConfig", "does not exist"),
+        (
+            {"nova-compute.conf": "[DEFAULT]\n", "transport_url": "u"},
+            "ComputeConfigIncomplete",
+            "lacks password",
+        ),
+    ],
+)
+async def test_a_missing_or_incomplete_contract_waits_15s(
+    stage: Stage, contract: dict[str, str] | None, want: str, fragment: str
+) -> None:
+    if contract is not None:
+        await stage.secret(CONTRACT, encoded(**contract))
+    p, _ = stage.pass_over(await stage.pool())
+    p.contract_secret = CONTRACT
+    assert (await reconcile_pool_config(p)).requeue_after == 15
+    c = condition(p)
+    assert (c["status"], c["reason"]) == ("False", want)
+    assert fragment in c["message"]
+    assert p.config_map == ""
+
+
+# -- the prune --------------------------------------------------------------------------------------
+
+
+async def historical(stage: Stage, p: ComputePass, name: str, *, uid: str | None = None) -> Object:
+    """A ConfigMap of the pool's config base, owned by the pool (or by ``uid``), stored on the server."""
+    owner = apply.owner_reference(p.cr)
+    if uid is not None:
+        owner["uid"] = uid
+    meta = {
+        "name": name,
+        "labels": {CONFIG_BASE_LABEL: compute_pool.config_base_label(p.name)},
+        "ownerReferences": [owner],
+    }
+    return await stage.put(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+
+
+async def test_old_pool_config_maps_are_pruned_from_the_cache_without_a_list(stage: Stage) -> None:
+    p, _ = stage.pass_over(await stage.pool())
+    # the server stamps whole seconds: these tie or grow in name order, and ties go by name
+    olds = [await historical(stage, p, f"old-{i}") for i in range(1, 6)]
+    foreign = await historical(stage, p, "not-ours", uid="7f0e8d3c-0000-4000-8000-000000000000")
+    asked: list[tuple[str, str, dict[str, str]]] = []
+
+    def listed(ref: Any, namespace: str, labels: Any) -> list[Object]:
+        asked.append((ref.plural, namespace, dict(labels)))
+        return [*olds, foreign]
+
+    p.listed = listed
+    await pool_config._prune(p, "current")
+    assert stage.kube.of_verb("list", CONFIGMAPS.plural) == []  # read from the informer
+    assert asked == [("configmaps", stage.ns, {CONFIG_BASE_LABEL: compute_pool.config_base_label(p.name)})]
+    assert sorted(stage.kube.deleted()) == [("configmaps", "old-1"), ("configmaps", "old-2")]
+    left = {cm["metadata"]["name"] for cm in (await stage.admin.list(CONFIGMAPS, stage.ns))["items"]}
+    assert {"old-3", "old-4", "old-5", "not-ours"} <= left  # the 3 newest stay, the foreign one too
+    assert not {"old-1", "old-2"} & left
+
+
+async def test_without_a_cache_for_the_namespace_the_prune_lists(stage: Stage) -> None:
+    p, _ = stage.pass_over(await stage.pool())
+    await pool_config._prune(p, "current")  # the default lookup: not cached
+    assert [c[3] for c in stage.kube.of_verb("list", CONFIGMAPS.plural)] == [
+        f"{CONFIG_BASE_LABEL}={compute_pool.config_base_label(p.name)}"
+    ]

@@ -28,9 +28,18 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from simcluster import SimHandle
+from simcluster.controlplane import REPO
 
 from tests.realnova.own_nova import NOVAS, OwnNova, wait_ready
-from tests.realnova.realcluster import is_ready, not_ready_summary, operator_metrics, pods, wait_for
+from tests.realnova.realcluster import (
+    NAMESPACE,
+    SAMPLES,
+    is_ready,
+    not_ready_summary,
+    operator_metrics,
+    pods,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.realnova, pytest.mark.long]  # make test-realnova
 
@@ -130,7 +139,14 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def loaded(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimHandle, Run]]:
+def loaded(cluster: SimHandle) -> Iterator[tuple[SimHandle, Run]]:
+    # the samples' shared Secrets (service user, metadata proxy) and the backing services' objects,
+    # as the minimal sample finds them; its own Nova and pool are not needed here
+    cluster.apply(
+        SAMPLES / "secrets.yaml",
+        REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
+        namespace=NAMESPACE,
+    )
     OWN.provision(cluster)
     try:
         yield cluster, Run()

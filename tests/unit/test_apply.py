@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from nova_operator import apply
+from nova_operator.kube import owners
 
 OWNER = {
     "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
@@ -45,7 +46,7 @@ def test_carries_is_a_subset_check_that_ignores_server_added_fields() -> None:
 
 def test_with_owner_sets_one_controller_reference_without_touching_the_input() -> None:
     d = desired()
-    out = apply.with_owner(apply.with_owner(d, OWNER), OWNER)
+    out = owners.with_owner(owners.with_owner(d, OWNER), OWNER)
     assert out["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "nova.openstack.c5c3.io/v1alpha1",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nova_operator import apply
-from nova_operator.kube import Kube
+from nova_operator.kube import Kube, owners
 from nova_operator.kube.errors import Conflict, NotFound
 from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS, NOVAS, SECRETS
 from nova_operator.kube.types import Object
@@ -117,7 +117,7 @@ async def test_a_field_the_operator_stops_rendering_is_applied_away(
     old["metadata"]["annotations"] = {"gateway.example.org/class": "public"}
     cached = await apply.apply(ours, old, owner=owner)
     # the live object still carries every desired field (a subset check would skip) ...
-    assert apply.carries(cached, apply.with_owner(desired(namespace), owner))
+    assert apply.carries(cached, owners.with_owner(desired(namespace), owner))
     before = sent(ours)
     await apply.apply(ours, desired(namespace), owner=owner, cached=cached)
     # ... but its recorded digest is not the desired one: the apply goes out, and the server drops
@@ -127,7 +127,7 @@ async def test_a_field_the_operator_stops_rendering_is_applied_away(
     assert stored["data"] == {"k": "v"}
     assert set(stored["metadata"]["annotations"]) == {apply.APPLIED_DIGEST}
     digest = stored["metadata"]["annotations"][apply.APPLIED_DIGEST]
-    assert digest == apply.digest(apply.with_owner(desired(namespace), owner))
+    assert digest == apply.digest(owners.with_owner(desired(namespace), owner))
     assert digest != cached["metadata"]["annotations"][apply.APPLIED_DIGEST]
 
 
@@ -234,7 +234,7 @@ async def test_create_makes_an_absent_object_in_one_apply_as_apply_would(
     assert int(apply.NO_VERSION) == 2**63 - 1  # beyond any etcd revision (an int64)
     assert live["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
     assert live["metadata"]["annotations"][apply.APPLIED_DIGEST] == apply.digest(
-        apply.with_owner(desired(namespace), owner)
+        owners.with_owner(desired(namespace), owner)
     )
     assert managers(live) == [OPERATOR]
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nova_operator import apply, conditions
+from nova_operator import conditions
+from nova_operator.kube import owners
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVAS
 from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
@@ -148,7 +149,7 @@ async def test_a_missing_or_incomplete_contract_waits_15s(
 
 async def historical(stage: Stage, p: ComputePass, name: str, *, uid: str | None = None) -> Object:
     """A ConfigMap of the pool's config base, owned by the pool (or by ``uid``), stored on the server."""
-    owner = apply.owner_reference(p.cr)
+    owner = owners.owner_reference(p.cr)
     if uid is not None:
         owner["uid"] = uid
     meta = {

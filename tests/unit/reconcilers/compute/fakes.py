@@ -16,9 +16,8 @@ from typing import Any
 
 import yaml
 
-from nova_operator import apply
 from nova_operator.decisions.nodeplan import Plan
-from nova_operator.kube import errors
+from nova_operator.kube import errors, owners
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
@@ -146,4 +145,4 @@ def pool_pass(extra: dict[str, dict[str, str]], release: str, cached: dict[tuple
 
 def owned_config_map(p: Any) -> dict[str, Any]:
     desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
-    return apply.with_owner(desired, p.cr)
+    return owners.with_owner(desired, p.cr)

@@ -486,6 +486,11 @@ class DBArchiveSpec(CRDModel):
     """When set, archives only rows deleted more than this many days ago (--before), task log records
     included (--task-log). Unset: no age limit.
     """
+    purge_after_days: Annotated[Int32, Field(ge=0, le=36500)] | None = None
+    """When set, each run then purges the shadow tables of rows deleted more than this many days ago
+    (nova-manage db purge --all-cells --before); 0 purges every archived row. Unset: nothing is
+    purged, the shadow tables keep every archived row.
+    """
     suspend: bool | None = None
     """Suspends the CronJob; DBArchiveReady stays True with reason DBArchiveSuspended. Default: false."""
 

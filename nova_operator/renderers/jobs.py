@@ -199,6 +199,7 @@ class ArchiveSettings:
     max_rows: int = 1000
     sleep: int = 1
     retention_days: int | None = None
+    purge_after_days: int | None = None
     suspend: bool = False
 
 
@@ -212,6 +213,7 @@ def archive_settings(nova: Nova) -> ArchiveSettings:
         max_rows=spec.max_rows if spec.max_rows is not None else 1000,
         sleep=spec.sleep if spec.sleep is not None else 1,
         retention_days=spec.retention_days,
+        purge_after_days=spec.purge_after_days,
         suspend=bool(spec.suspend),
     )
 
@@ -227,6 +229,8 @@ def db_archive_cronjob(nova: Nova, config_map: str) -> Manifest:
     ]
     if settings.retention_days is not None:
         env.append({"name": "RETENTION_DAYS", "value": str(settings.retention_days)})
+    if settings.purge_after_days is not None:
+        env.append({"name": "PURGE_AFTER_DAYS", "value": str(settings.purge_after_days)})
     template = _pod_template(
         nova,
         container_name="db-archive",

@@ -476,24 +476,25 @@ def _archive_metrics(handle: SimHandle) -> tuple[float, float]:
     return total, count
 
 
-def test_a_one_minute_db_archive_moves_the_deleted_server_to_the_shadow_table(day: Day, server: str) -> None:
-    day.delete()  # done by the previous test when the module runs whole
-    handle, kube = day.handle, day.handle.cluster.kube
-    mariadb = handle.real.backends.mariadb
+def _run_after(handle: SimHandle, archive: JSON) -> JSON:
+    """Patch ``spec.dbArchive`` with ``archive``; wait for a db-archive run begun after the CronJob
+    took it to succeed, and return that Job."""
+    kube = handle.cluster.kube
+    jobs = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs?labelSelector={ARCHIVE_SELECTOR}"
+    cronjob = f"/apis/batch/v1/namespaces/{NAMESPACE}/cronjobs/{NOVA}-db-archive"
+    kube.patch(f"{GROUP}/namespaces/{NAMESPACE}/novas/{NOVA}", {"spec": {"dbArchive": archive}})
 
-    def rows(table: str) -> int:
-        return int(
-            mariadb.sql(f"SELECT COUNT(*) FROM {table} WHERE uuid = '{server}'", database="nova")[0][0]
+    def rendered() -> bool:
+        spec = kube.get(cronjob)["spec"]
+        (container,) = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container.get("env") or []}
+        purge = archive.get("purgeAfterDays")
+        return spec["schedule"] == archive["schedule"] and env.get("PURGE_AFTER_DAYS") == (
+            None if purge is None else str(purge)
         )
 
-    assert (rows("instances"), rows("shadow_instances")) == (1, 0)
-    runs_before, durations_before = _archive_metrics(handle)
-    jobs = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs?labelSelector={ARCHIVE_SELECTOR}"
-    earlier = {j["metadata"]["name"] for j in kube.get(jobs)["items"]}
-    t0 = time.monotonic()
-    kube.patch(
-        f"{GROUP}/namespaces/{NAMESPACE}/novas/{NOVA}", {"spec": {"dbArchive": {"schedule": EVERY_MINUTE}}}
-    )
+    wait_for(rendered, within=60, what=f"the db-archive CronJob rendered with {archive}")
+    earlier = {j["metadata"]["name"] for j in kube.get(jobs)["items"]}  # begun before: the old template
 
     def succeeded() -> JSON | None:
         for job in kube.get(jobs)["items"]:
@@ -505,7 +506,23 @@ def test_a_one_minute_db_archive_moves_the_deleted_server_to_the_shadow_table(da
                 return dict(job)
         return None
 
-    job = wait_for(succeeded, within=240, what="a db-archive run succeeded", handle=handle)
+    return dict(wait_for(succeeded, within=240, what="a db-archive run succeeded", handle=handle))
+
+
+def test_a_one_minute_db_archive_moves_the_deleted_server_to_the_shadow_table(day: Day, server: str) -> None:
+    day.delete()  # done by the previous test when the module runs whole
+    handle = day.handle
+    mariadb = handle.real.backends.mariadb
+
+    def rows(table: str) -> int:
+        return int(
+            mariadb.sql(f"SELECT COUNT(*) FROM {table} WHERE uuid = '{server}'", database="nova")[0][0]
+        )
+
+    assert (rows("instances"), rows("shadow_instances")) == (1, 0)
+    runs_before, durations_before = _archive_metrics(handle)
+    t0 = time.monotonic()
+    job = _run_after(handle, {"schedule": EVERY_MINUTE})
     day.seconds["archive run"] = time.monotonic() - t0
     owner = job["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"]) == ("CronJob", f"{NOVA}-db-archive")
@@ -525,3 +542,27 @@ def test_a_one_minute_db_archive_moves_the_deleted_server_to_the_shadow_table(da
     assert runs >= runs_before + 1
     assert durations >= durations_before + 1
     print(f"day one, scenario 6: run {job['metadata']['name']}; metrics {runs} runs; seconds {day.seconds}")
+
+
+def test_a_purge_after_the_archive_empties_the_shadow_table_of_the_deleted_server(
+    day: Day, server: str
+) -> None:
+    """Issue 38 item 7: with ``purgeAfterDays: 0`` the next run purges every archived row."""
+    handle = day.handle
+    mariadb = handle.real.backends.mariadb
+
+    def shadow_rows(where: str = "") -> int:
+        sql = f"SELECT COUNT(*) FROM shadow_instances {where}"
+        return int(mariadb.sql(sql, database="nova")[0][0])
+
+    assert shadow_rows(f"WHERE uuid = '{server}'") == 1  # archived by the previous test
+    job = _run_after(handle, {"schedule": EVERY_MINUTE, "purgeAfterDays": 0})
+    assert shadow_rows() == 0
+
+    def on_purge() -> JSON | None:
+        c = conditions(handle, "novas", NOVA).get("DBArchiveReady")
+        return c if c and "purges shadow rows deleted more than 0 days ago" in c.get("message", "") else None
+
+    condition = wait_for(on_purge, within=60, what="DBArchiveReady naming the purge")
+    assert (condition["status"], condition["reason"]) == ("True", "DBArchiveScheduled"), condition
+    print(f"day one, scenario 6: purge run {job['metadata']['name']}")

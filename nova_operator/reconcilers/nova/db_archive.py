@@ -99,6 +99,8 @@ async def reconcile_db_archive(ctx: PassContext) -> Result:
         await ctx.emit("Warning", JOB_FAILED, message)
     else:
         window = f", rows older than {settings.retention_days} days" if settings.retention_days else ""
+        if settings.purge_after_days is not None:
+            window += f"; then purges shadow rows deleted more than {settings.purge_after_days} days ago"
         ctx.set(
             CONDITION,
             True,

@@ -8,6 +8,7 @@ exactly as it would in the pod.
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import subprocess
@@ -205,6 +206,41 @@ def test_archive_without_retention_passes_no_date_filter(run: Run) -> None:
     result = run(jobs.archive_script(), MAX_ROWS="1000", SLEEP="0")
     assert result.returncode == 0, result.stderr
     assert run.calls == [f"{CD} db archive_deleted_rows --all-cells --max_rows 1000"]
+
+
+def _coded_nova_manage(run: Run, codes: str) -> None:
+    (run.tmp / "codes").write_text(codes.replace(" ", "\n") + "\n")
+    (run.tmp / "bin" / "nova-manage").write_text(
+        "#!/bin/sh\n"
+        'printf \'%s\\n\' "$*" >> "$STUB_LOG"\n'
+        f'code=$(head -n1 {run.tmp}/codes); sed -i 1d {run.tmp}/codes; exit "$code"\n'
+    )
+
+
+@pytest.mark.parametrize(("purge_code", "ok"), [("0", True), ("3", True), ("1", False), ("4", False)])
+def test_a_purge_follows_the_archive_and_none_to_purge_is_success(
+    run: Run, purge_code: str, ok: bool
+) -> None:
+    _coded_nova_manage(run, f"1 0 {purge_code}")
+    result = run(jobs.archive_script(), MAX_ROWS="1000", SLEEP="0", PURGE_AFTER_DAYS="30")
+    assert (result.returncode == 0) is ok, result.stderr
+    archive, again, purge = run.calls
+    assert archive == again == f"{CD} db archive_deleted_rows --all-cells --max_rows 1000"
+    assert purge.startswith(f"{CD} db purge --all-cells --before ")
+    when = datetime.datetime.strptime(purge.split("--before ", 1)[1], "%Y-%m-%d %H:%M:%S")
+    ago = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - when
+    assert abs(ago - datetime.timedelta(days=30)) < datetime.timedelta(minutes=5)
+
+
+def test_no_purge_after_a_failed_archive_and_none_without_the_setting(run: Run) -> None:
+    _coded_nova_manage(run, "4")
+    result = run(jobs.archive_script(), MAX_ROWS="1000", SLEEP="0", PURGE_AFTER_DAYS="0")
+    assert result.returncode == 4
+    assert [c.split(" db ")[1].split()[0] for c in run.calls] == ["archive_deleted_rows"]
+    run.log.write_text("")
+    _coded_nova_manage(run, "0")
+    assert run(jobs.archive_script(), MAX_ROWS="1000", SLEEP="0").returncode == 0
+    assert [c.split(" db ")[1].split()[0] for c in run.calls] == ["archive_deleted_rows"]
 
 
 def test_expand_checks_first_then_migrates_nova_api_then_the_cell(run: Run) -> None:

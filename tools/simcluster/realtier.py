@@ -284,7 +284,12 @@ def _add_real_tier(
         _provision_compute_node(node_root)
         sock = node_root / "run" / "openvswitch" / "db.sock"
         real.ovsdb[node] = OvsdbServer(root / "ovsdb" / node, sock, system_id=node).start()
-    handle.teardown.append(("ovsdb-server", lambda: [s.stop() for s in real.ovsdb.values()]))
+
+    def stop_ovsdb() -> None:
+        for server in real.ovsdb.values():
+            server.stop()
+
+    handle.teardown.append(("ovsdb-server", stop_ovsdb))
     startup["ovsdb-server"] = time.monotonic() - t
 
     kube = handle.cluster.kube

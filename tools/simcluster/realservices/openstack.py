@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import os
 import pathlib
@@ -136,18 +137,14 @@ class OpenStackServices:
             # Each service's database sync and setup is its own process chain, independent of the
             # others (Placement and Glance need Keystone only to serve requests): run side by side.
             with concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix="openstack-setup") as pool:
-                prepared = list(
-                    pool.map(
-                        lambda prepare: prepare(),
-                        (self._prepare_keystone, self._prepare_placement, self._prepare_glance),
-                    )
-                )
+                steps = (self._prepare_keystone, self._prepare_placement, self._prepare_glance)
+                prepared = [future.result() for future in [pool.submit(step) for step in steps]]
             for name, argv, env, health in prepared:
                 self._served[name] = (argv, env, health)
                 self._children[name] = self._spawner.spawn(name, argv, env=env)
             for name, _, _, health in prepared:
                 wait_until(
-                    lambda url=health: _http_ok(url),
+                    functools.partial(_http_ok, health),
                     self._children[name],
                     what=name,
                     timeout=120,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "tools" / "catalogs" / "ensure_venvs.sh"
 CONSTRAINTS = REPO / "tools" / "catalogs" / "constraints-2026.1.txt"
 STUB = """#!/bin/sh

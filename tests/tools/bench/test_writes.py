@@ -7,7 +7,7 @@ import pathlib
 import yaml
 from bench import writes
 
-CRD = pathlib.Path(__file__).resolve().parents[2] / "config" / "crd" / "nova.openstack.c5c3.io_novas.yaml"
+CRD = pathlib.Path(__file__).resolve().parents[3] / "config" / "crd" / "nova.openstack.c5c3.io_novas.yaml"
 
 
 def test_the_crd_without_cel_keeps_everything_else_and_no_stale_version() -> None:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from simcluster import SERVICE_PASSWORD, KubeError, ManagedProcess, SimHandle
-from simcluster.controlplane import free_port
+from simcluster.platform.controlplane import free_port
 
 T = TypeVar("T")
 

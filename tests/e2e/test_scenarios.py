@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 from simcluster import FAIL_LABEL, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
-from simcluster.faultproxy import HttpFaultProxy, StallProxy
-from simcluster.kube import Kube as SimKube
+from simcluster.client.kube import Kube as SimKube
+from simcluster.hazards.faultproxy import HttpFaultProxy, StallProxy
 
 from tests.e2e.harness import (
     DEPLOYMENTS,

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 from simcluster import SimHandle
-from simcluster.controlplane import REPO, free_port
-from simcluster.realtier import FAKE_COMPUTE_DRIVER
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER
 from simcluster.run import operator_argv
 
 T = TypeVar("T")

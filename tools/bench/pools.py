@@ -42,8 +42,8 @@ from typing import Any
 
 import yaml
 from simcluster import POOL_LABEL, SimHandle, launch
-from simcluster.asynckube import ApiError, AsyncKube
-from simcluster.fakeopenstack import FakeOpenStack
+from simcluster.client.asynckube import ApiError, AsyncKube
+from simcluster.standins.openstack import FakeOpenStack
 
 from bench import audit, poolfigures, proc, promtext
 from bench.poolfigures import ComputeCall

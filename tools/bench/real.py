@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 import yaml
-from simcluster.controlplane import REPO, free_port
-from simcluster.realtier import FAKE_COMPUTE_DRIVER, launch_real
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
 from simcluster.run import operator_argv
 
 from bench.proc import rss

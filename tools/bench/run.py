@@ -40,8 +40,8 @@ from typing import Any
 
 import yaml
 from simcluster import SERVICE_PASSWORD, ManagedProcess, SimHandle, launch
-from simcluster.asynckube import AsyncKube
-from simcluster.controlplane import OPERATOR_USER, REPO, free_port
+from simcluster.client.asynckube import AsyncKube
+from simcluster.platform.controlplane import OPERATOR_USER, REPO, free_port
 
 from bench import audit, figures, proc, promtext
 from bench.tracker import Tracker

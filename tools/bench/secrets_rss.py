@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from simcluster import ManagedProcess, SimHandle, launch
-from simcluster.controlplane import REPO, free_port
+from simcluster.platform.controlplane import REPO, free_port
 
 from bench import proc, promtext
 from bench.run import NAME, NOVAS, Options, in_namespace, namespaces, prepare

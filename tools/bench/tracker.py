@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 import aiohttp
-from simcluster.asynckube import JSON, ApiError, AsyncKube
+from simcluster.client.asynckube import JSON, ApiError, AsyncKube
 
 
 def _conditions(obj: JSON) -> dict[str, JSON]:

@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from simcluster.controlplane import DEATH_SIGNAL, REPO, ControlPlane
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.controlplane import DEATH_SIGNAL, REPO, ControlPlane
 
 from realnode import cleanup, images
 from realnode.access import KubeletAccess

@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from simcluster.controlplane import REPO, free_port
-from simcluster.launch import ManagedProcess, SimHandle, launch
-from simcluster.realtier import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.platform.launch import ManagedProcess, SimHandle, launch
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"

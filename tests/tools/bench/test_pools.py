@@ -143,7 +143,7 @@ def test_ready_times_and_the_ratio_to_the_floor() -> None:
 
 @dataclass
 class FakeCall:
-    """What ``simcluster.fakeopenstack.Call`` carries that the bench reads."""
+    """What ``simcluster.standins.openstack.Call`` carries that the bench reads."""
 
     api: str
     method: str

@@ -10,7 +10,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
-from simcluster.launch import Sidecar, SimHandle
+from simcluster.platform.launch import Sidecar, SimHandle
 
 
 def test_the_stand_ins_have_ended_when_the_first_teardown_part_runs() -> None:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 import pytest
-from simcluster.watchcache import KeyQueue, run_workers
+from simcluster.client.watchcache import KeyQueue, run_workers
 
 
 async def test_a_repeated_failure_logs_one_traceback_then_one_line_per_retry(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from simcluster.hostile import HostileServer
+from simcluster.hazards.hostile import HostileServer
 
 from nova_operator.openstack import Credentials
 from nova_operator.reconcilers.compute.aggregates import reconcile_aggregates

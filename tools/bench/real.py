@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 from simcluster.platform.controlplane import REPO, free_port
+from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
-from simcluster.run import operator_argv
 
 from bench.proc import rss
 

@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from simcluster.client.kube import Kube, KubeError
-from simcluster.platform.controlplane import DEATH_SIGNAL, REPO, ControlPlane
+from simcluster.platform.controlplane import REPO, ControlPlane
+from simcluster.platform.process import DEATH_SIGNAL
 
 from realnode import cleanup, images
 from realnode.access import KubeletAccess

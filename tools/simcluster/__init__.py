@@ -23,7 +23,8 @@ from simcluster.platform.cluster import (
     SimCluster,
 )
 from simcluster.platform.controlplane import ControlPlane, ControlPlaneError, find_binaries
-from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, ManagedProcess, SimHandle, launch
+from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, SimHandle, launch
+from simcluster.platform.process import ManagedProcess
 from simcluster.standins.openstack import FakeOpenStack
 
 __all__ = [

@@ -24,9 +24,9 @@ import pytest
 import yaml
 from simcluster import ControlPlane
 from simcluster.client.kube import Kube, KubeError
-from simcluster.platform.controlplane import DEATH_SIGNAL
 from simcluster.platform.incluster import pod_process, request_token, rotate_token, write_mount
 from simcluster.platform.installtools import by_kind, helm_template
+from simcluster.platform.process import DEATH_SIGNAL
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 RELEASE = "incluster"

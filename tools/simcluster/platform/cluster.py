@@ -422,7 +422,7 @@ class SimCluster:
             },
         )
         while not _node_ready(self.kube.get(f"/api/v1/nodes/{probe}")):
-            if kwok.poll() is not None or time.monotonic() > deadline:
+            if not kwok.alive or time.monotonic() > deadline:
                 raise ControlPlaneError(f"kwok did not manage the probe node\n{self.logs(4000)}")
             time.sleep(0.1)
         self.kube.delete(f"/api/v1/nodes/{probe}")

@@ -14,15 +14,15 @@ import os
 import pathlib
 import secrets
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from simcluster.platform.process import ManagedProcess, Processes, wait_until
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 OPERATOR_NAMESPACE = "nova-system"
@@ -55,12 +55,6 @@ rules:
     resources: ["rabbitmqclusters/status"]
 - level: None
 """
-
-
-# Children get SIGKILL when the thread that started them dies (even by SIGKILL), so a killed test
-# run or launcher leaves no etcd or apiserver behind. setpriv (util-linux) execs the binary in
-# place, so the pid and process group stay the binary's own.
-DEATH_SIGNAL: list[str] = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
 class ControlPlaneError(RuntimeError):
@@ -98,13 +92,6 @@ def _insecure_context() -> ssl.SSLContext:
 
 
 @dataclass
-class _Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: pathlib.Path
-
-
-@dataclass
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, in ``workdir``.
 
@@ -126,7 +113,10 @@ class ControlPlane:
     service_account_admission: bool = False
     # what ``stop()`` took per process ("... (SIGKILL)": it outlived its grace period)
     stop_seconds: dict[str, float] = field(default_factory=dict)
-    _procs: list[_Proc] = field(default_factory=list)
+    _procs: Processes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._procs = Processes(self.workdir)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -216,19 +206,21 @@ class ControlPlane:
 
     def stop_apiserver(self) -> None:
         """Stop kube-apiserver only (etcd keeps the data), for restart tests."""
-        for p in [p for p in self._procs if p.name == "kube-apiserver"]:
-            self._terminate(p)
-            self._procs.remove(p)
+        for p in [p for p in self._procs.running if p.name == "kube-apiserver"]:
+            p.stop(20.0)
+            self._procs.running.remove(p)
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver (a crash: watches end without a goodbye); ``start_apiserver`` again."""
+        for p in [p for p in self._procs.running if p.name == "kube-apiserver"]:
+            p.kill()
+            self._procs.running.remove(p)
 
     def stop(self) -> None:
         """Stop every process, clients first. The data is thrown away, so a process that has not
         exited ``STOP_GRACE`` seconds after SIGTERM (the API server draining its connections) is
         killed rather than waited for."""
-        for p in reversed(self._procs):
-            t0 = time.monotonic()
-            killed = self._terminate(p, STOP_GRACE)
-            self.stop_seconds[f"{p.name} (SIGKILL)" if killed else p.name] = time.monotonic() - t0
-        self._procs.clear()
+        self.stop_seconds.update(self._procs.stop_all(STOP_GRACE))
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -240,7 +232,7 @@ class ControlPlane:
 
     def processes(self) -> dict[str, int]:
         """Name -> pid of every process it started that still runs."""
-        return {p.name: p.popen.pid for p in self._procs if p.popen.poll() is None}
+        return {p.name: p.pid for p in self._procs.running if p.alive}
 
     @property
     def server(self) -> str:
@@ -285,54 +277,26 @@ class ControlPlane:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
-        log = self.workdir / f"{name}.log"
-        with log.open("ab") as fh:
-            popen = subprocess.Popen(
-                [*DEATH_SIGNAL, str(self.bindir / name), *args],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self._procs.append(_Proc(name, popen, log))
-        return popen
+    def _spawn(self, name: str, args: Sequence[str]) -> ManagedProcess:
+        """A control plane binary from ``bindir``, its log ``<workdir>/<name>.log``, stopped by ``stop``."""
+        return self._procs.spawn(name, [str(self.bindir / name), *args])
 
-    @staticmethod
-    def _terminate(p: _Proc, grace: float = 20.0) -> bool:
-        """SIGTERM, SIGKILL after ``grace`` seconds; True when it had to be killed."""
-        if p.popen.poll() is not None:
-            return False
-        p.popen.send_signal(signal.SIGTERM)
-        try:
-            p.popen.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.popen.kill()
-            p.popen.wait()
-            return True
-        return False
-
-    def _name_of(self, proc: subprocess.Popen[bytes]) -> str:
-        return next((p.name for p in self._procs if p.popen is proc), "process")
-
-    def _wait_ok(
-        self, url: str, proc: subprocess.Popen[bytes], token: str | None = None, *, timeout: float
-    ) -> None:
+    def _wait_ok(self, url: str, proc: ManagedProcess, token: str | None = None, *, timeout: float) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         ctx = _insecure_context()
-        deadline, last = time.monotonic() + timeout, "no answer"
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise ControlPlaneError(
-                    f"{self._name_of(proc)} exited with {proc.returncode}\n{self.logs(4000)}"
-                )
+        last = ["no answer"]
+
+        def ok() -> bool:
             try:
                 with urllib.request.urlopen(
                     urllib.request.Request(url, headers=headers), context=ctx, timeout=3
                 ) as resp:
-                    if resp.status == 200:
-                        return
+                    return bool(resp.status == 200)
             except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-            time.sleep(0.2)
-        raise ControlPlaneError(f"{url} not ready after {timeout:.0f} s: {last}\n{self.logs(4000)}")
+                last[0] = str(exc)
+                return False
+
+        try:
+            wait_until(ok, proc, what=f"{proc.name} ({url})", timeout=timeout, error=ControlPlaneError)
+        except ControlPlaneError as exc:
+            raise ControlPlaneError(f"{exc}\nlast answer: {last[0]}\n{self.logs(4000)}") from None

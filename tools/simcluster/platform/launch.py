@@ -16,10 +16,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import os
 import pathlib
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +28,7 @@ from typing import Any, TypeVar
 from simcluster.client.asynckube import AsyncKube
 from simcluster.client.kube import Kube
 from simcluster.platform.cluster import CRDS_DIR, SimCluster
-from simcluster.platform.controlplane import DEATH_SIGNAL
+from simcluster.platform.process import ManagedProcess, spawn
 from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, Backend, StandIns
 from simcluster.standins.openstack import FakeOpenStack
 
@@ -45,43 +42,6 @@ DEPENDENCY_CRD_FILES = [
 # The service user the fake Keystone knows (admin role, project "service", domain "Default").
 SERVICE_USER = "nova"
 SERVICE_PASSWORD = "nova-service-password"
-
-
-@dataclass
-class ManagedProcess:
-    """A process started by ``SimHandle.spawn``."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: pathlib.Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash or an evicted pod would end it."""
-        if self.alive:
-            self.popen.kill()
-            self.popen.wait()
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
-        if self.alive:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-    def output(self, tail_bytes: int = 20_000) -> str:
-        return self.log.read_bytes()[-tail_bytes:].decode(errors="replace") if self.log.exists() else ""
 
 
 class Sidecar:
@@ -218,19 +178,8 @@ class SimHandle:
         exactly ``env``, as a pod's process gets it), its output in ``<workdir>/<name>.log``, the
         same parent-death signal as the cluster, and stopped by ``stop()``. Names must be unique
         per handle."""
-        log = self.workdir / f"{name}.log"
-        full_env = {**os.environ, **self.operator_env(), **(env or {})} if inherit_env else dict(env or {})
-        with log.open("ab") as fh:
-            popen = subprocess.Popen(
-                [*DEATH_SIGNAL, *argv],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=full_env,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        proc = ManagedProcess(name, popen, log)
+        env = {**self.operator_env(), **(env or {})} if inherit_env else env
+        proc = spawn(name, argv, self.workdir, env=env, inherit_env=inherit_env, cwd=cwd)
         self.processes.append(proc)
         return proc
 

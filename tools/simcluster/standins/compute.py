@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 
 from simcluster.client.asynckube import ApiError, AsyncKube, sleep_or
-from simcluster.client.watchcache import Store
+from simcluster.client.watchcache import Store, reflect
 from simcluster.standins.base import StandIn
 from simcluster.standins.objects import is_pod_ready
 from simcluster.standins.openstack import FakeOpenStack
@@ -38,7 +38,10 @@ class ComputeAgent(StandIn):
         self._discovered: set[str] = set()  # uids of discover-hosts pods already acted on
 
     async def run(self, stop: asyncio.Event) -> None:
-        watcher = asyncio.create_task(self._watch_pods(stop), name=f"watch {COMPUTE_PODS}")
+        pods = Store("pods", COMPUTE_PODS)
+        watcher = asyncio.create_task(
+            reflect(self.kube, pods, lambda *_: self.kick.set(), stop), name=f"watch {COMPUTE_PODS}"
+        )
         try:
             while not stop.is_set():
                 self.kick.clear()
@@ -54,16 +57,6 @@ class ComputeAgent(StandIn):
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
-
-    async def _watch_pods(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                async for _event in self.kube.watch(COMPUTE_PODS, timeout_seconds=50):
-                    self.kick.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # apiserver restarting, ...
-                await asyncio.sleep(1.0)
 
     async def agent_pass(self) -> None:
         """A Ready nova-compute pod registers its node's service (unmapped, as nova-compute does on

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import aiohttp
 
 from simcluster.client.asynckube import JSON, ApiError, AsyncKube
+from simcluster.client.watchcache import Store, reflect
 from simcluster.realtier.kubelet.backoff import BackOff
 from simcluster.realtier.kubelet.pod import NodeContext, PodWorker
 from simcluster.realtier.kubelet.runtime import Image
@@ -267,34 +268,14 @@ class Kubelet:
     # -- pods ----------------------------------------------------------------------------------
 
     async def _watch_pods(self, node: str) -> None:
-        selector = quote(f"spec.nodeName={node}")
-        while True:
-            try:
-                listing = await self.kube.request("GET", f"/api/v1/pods?fieldSelector={selector}")
-                rv = listing["metadata"]["resourceVersion"]
-                present = set()
-                for pod in listing.get("items", []):
-                    present.add(pod["metadata"]["uid"])
-                    self._dispatch(node, "MODIFIED", pod)
-                for uid, n in list(self._worker_node.items()):
-                    if n == node and uid not in present:
-                        self.workers[uid].gone()
-                while True:
-                    relist = False
-                    async for event in self.kube.watch(
-                        f"/api/v1/pods?fieldSelector={selector}&resourceVersion={rv}", timeout_seconds=300
-                    ):
-                        if event["type"] == "ERROR":
-                            relist = True
-                            break
-                        obj = event["object"]
-                        rv = obj["metadata"].get("resourceVersion", rv)
-                        self._dispatch(node, event["type"], obj)
-                    if relist:
-                        break
-            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
-                log.warning("pod watch of %s: %s", node, exc)
-                await asyncio.sleep(1)
+        """The node's pods by list + watch (``watchcache.reflect``): each change goes to its worker; a
+        pod gone between two lists is handed over as deleted."""
+        pods = Store("pods", f"/api/v1/pods?fieldSelector={quote(f'spec.nodeName={node}')}")
+
+        def changed(_: Store, pod: JSON, deleted: bool) -> None:
+            self._dispatch(node, "DELETED" if deleted else "MODIFIED", pod)
+
+        await reflect(self.kube, pods, changed, asyncio.Event())  # runs until the task is cancelled
 
     def _dispatch(self, node: str, kind: str, pod: JSON) -> None:
         uid = pod["metadata"]["uid"]

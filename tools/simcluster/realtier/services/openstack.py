@@ -34,8 +34,9 @@ from typing import Any
 from aiohttp import web
 
 from simcluster.platform.controlplane import free_port
+from simcluster.platform.process import ManagedProcess, Processes
 from simcluster.realtier.services.mariadb import MariaDBServer
-from simcluster.realtier.services.procs import Child, ServiceError, Spawner, run, wait_until
+from simcluster.realtier.services.procs import ServiceError, run, wait_until
 
 REGION = "RegionOne"
 VENVS = pathlib.Path("/var/cache/nova-operator/realnova")
@@ -103,12 +104,12 @@ class OpenStackServices:
     admin_password: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     users: dict[str, ServiceUser] = field(default_factory=dict)
     network: NetworkStandIn | None = None
-    _spawner: Spawner = field(init=False)
-    _children: dict[str, Child] = field(default_factory=dict, init=False)
+    _spawner: Processes = field(init=False)
+    _children: dict[str, ManagedProcess] = field(default_factory=dict, init=False)
     _served: dict[str, tuple[list[str], dict[str, str], str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self._spawner = Spawner(self.workdir)
+        self._spawner = Processes(self.workdir, cwd=self.workdir)
 
     # -- URLs --------------------------------------------------------------------------------
 

@@ -113,6 +113,8 @@ class Cloud:
         self.migrations: dict[str, int] = {}  # host -> in-progress migrations
         self.down_cell_hosts: set[str] = set()
         self.agent_hosts: set[str] = set()  # hosts whose service the compute agent registered
+        # hosts whose service somebody else deletes just before a DELETE of it arrives (it answers 404)
+        self.gone_on_delete: set[str] = set()
         self._faults: dict[str, tuple[Fault, float | None]] = {}
         self._ids = itertools.count(1)
         self.project_id = uuid.uuid4().hex

@@ -120,6 +120,10 @@ class NovaAPI:
 
     async def _services_delete(self, request: web.Request) -> web.Response:
         mv = authorize(self.cloud, request, admin=True)
+        with self.cloud.lock:
+            gone = self.cloud.services.get(request.match_info["id"])
+            if gone is not None and gone.host in self.cloud.gone_on_delete:
+                del self.cloud.services[gone.uuid]  # the race the spec's 404 rule covers
         svc = self._find_service(request.match_info["id"], mv)
         with self.cloud.lock:
             if svc.binary == "nova-compute":

@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +22,7 @@ import yaml
 
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.installtools import ToolError
+from simcluster.platform.process import spawn, wait_until
 
 
 @functools.cache
@@ -80,8 +80,8 @@ class Prometheus:
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         promtool("check", "config", str(workdir / "prometheus.yml"))
-        self._log = (workdir / "prometheus.log").open("wb")
-        self._proc = subprocess.Popen(
+        self._proc = spawn(
+            "prometheus",
             [
                 str(bindir() / "prometheus"),
                 f"--config.file={workdir / 'prometheus.yml'}",
@@ -90,28 +90,19 @@ class Prometheus:
                 "--storage.tsdb.retention.time=1h",
                 "--log.level=warn",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            workdir,
         )
-        self._wait_ready()
+        wait_until(self._ready, self._proc, what="prometheus", timeout=30, error=RuntimeError)
 
-    def _wait_ready(self, within: float = 30.0) -> None:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited {self._proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus not ready within {within} s: {self.log()}")
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
 
     def log(self) -> str:
-        self._log.flush()
-        return (self.workdir / "prometheus.log").read_text(errors="replace")[-4000:]
+        return self._proc.output(4000)
 
     def api(self, path: str, **params: str) -> Any:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -135,11 +126,4 @@ class Prometheus:
         return list(self.api("targets")["activeTargets"])
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._log.close()
+        self._proc.stop()

@@ -6,8 +6,8 @@ appended to ``<log_dir>/<name>.log``. ``ManagedProcess`` is its handle: ``alive`
 log's tail), ``stop`` (SIGTERM to the group, SIGKILL after a grace period, then to whatever is left
 of the group), ``kill``. ``wait_until`` polls a readiness check and fails at once, with the log's
 tail, when the process exits. ``Processes`` remembers what it spawned and stops it newest first.
-Used by the control plane, ``SimHandle.spawn`` (the operator and its replicas), Prometheus and the
-real tier's servers.
+Used by the control plane, ``SimHandle.spawn`` (the operator and its replicas), Prometheus, the
+real tier's servers and ``tools/realnode`` (containerd, kubelets, kube-proxy, its helpers).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@
    and ``/lib/modules`` are the host's, as a node's own would be) each with a real
    ``ovsdb-server`` whose ``Open_vSwitch`` row names the node (``external_ids:system-id``) at the
    hostPath the pool mounts (``/run/openvswitch/db.sock``), for its wait-for-chassis;
-2. MariaDB, RabbitMQ and memcached (``realservices.RealBackends``) on the pod bridge's gateway;
-3. Keystone, Placement and Glance (``realservices.OpenStackServices``) and the network stand-in;
+2. MariaDB, RabbitMQ and memcached (``services.backends.RealBackends``) on the pod bridge's gateway;
+3. Keystone, Placement and Glance (``services.openstack.OpenStackServices``) and the network stand-in;
 4. the stand-in operators acting on the real servers (``standins.StandIns(backend=...)``): a
    MariaDB or RabbitmqCluster object also gets the Service its operator would create, here without
    a selector and with an EndpointSlice naming the real server;

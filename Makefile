@@ -6,7 +6,7 @@ N ?= 10
 P ?= 20
 export PYTHONPATH := tools
 
-.PHONY: help venv envtest realnode deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real bench-pools
+.PHONY: help venv envtest realnode deploytools prometheus nova-venvs realnova test-realnova test-servers catalogs verify-catalogs lint fmt manifests verify-manifests test test-unit test-tools test-integration test-e2e run install uninstall deploy undeploy docker-build e2e-kind bench bench-floor bench-writes bench-real bench-pools
 
 # The operator's image (docker-build, deploy, e2e-kind); deploy without IMG uses config/'s own.
 IMG ?=
@@ -70,6 +70,9 @@ verify-manifests: venv  ## fail when config/, charts/nova-operator/ or a generat
 
 test-unit: venv  ## unit tests (no cluster)
 	$(PY) -m pytest tests/unit
+
+test-tools: venv  ## the tools' own tests (simulated cluster's pieces, benchmarks, image builders; no cluster)
+	$(PY) -m pytest tests/tools
 
 test-integration: venv  ## integration tests against a real kube-apiserver + etcd (helm/kustomize renders, promtool)
 	$(TOOLS_ENV) $(PY) -m pytest tests/integration

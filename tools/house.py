@@ -8,6 +8,10 @@ of rooms that reach each other (a strongly connected component of two or more). 
 lines are counted in the package and ``tools/``; the tables and schemas the house exempts (the
 reasons table, the CRD models) are listed apart.
 
+The tools are measured the same way, each package of ``tools/`` (simcluster, bench, realnode, ...)
+apart: its rooms are its first-level modules and folders, with the number of source files in each;
+arrows and circles are counted between the rooms of one package.
+
 ROOT defaults to this checkout; pass another checkout (``git worktree add /tmp/old REV``) to
 measure an older tree the same way.
 """
@@ -28,19 +32,19 @@ LONG = 600
 EXEMPT = ("nova_operator/install/reasons.py", "nova_operator/reasons.py", "nova_operator/models/")
 
 
-def room(module: str) -> str | None:
+def room(module: str, package: str = PACKAGE) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
+    return parts[1] if len(parts) > 1 and parts[0] == package else None
 
 
-def arrows(graph: grimp.ImportGraph) -> dict[str, set[str]]:
+def arrows(graph: grimp.ImportGraph, package: str = PACKAGE) -> dict[str, set[str]]:
     out: dict[str, set[str]] = defaultdict(set)
     for module in graph.modules:
-        source = room(module)
+        source = room(module, package)
         if source is None:
             continue
         for imported in graph.find_modules_directly_imported_by(module):
-            target = room(imported)
+            target = room(imported, package)
             if target is not None and target != source:
                 out[source].add(target)
     return out
@@ -91,7 +95,8 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def long_files(root: Path) -> tuple[list[str], list[str]]:
-    counted, exempt = [], []
+    counted: list[str] = []
+    exempt: list[str] = []
     for folder in (PACKAGE, "tools"):
         for path in sorted((root / folder).rglob("*.py")):
             lines = len(path.read_text().splitlines())
@@ -128,18 +133,51 @@ def figures(root: Path) -> dict[str, object]:
     }
 
 
+def tool_packages(root: Path) -> list[str]:
+    return sorted(p.parent.name for p in (root / "tools").glob("*/__init__.py"))
+
+
+def tool_figures(root: Path) -> dict[str, object]:
+    """Per package of ``tools/``: rooms (with their source files), arrows and circles between them."""
+    sys.path.insert(0, str(root / "tools"))
+    packages = tool_packages(root)
+    graph = grimp.build_graph(*packages, cache_dir=None)
+    out: dict[str, object] = {}
+    for package in packages:
+        edges = arrows(graph, package)
+        files: dict[str, int] = defaultdict(int)
+        for path in (root / "tools" / package).rglob("*.py"):
+            parts = path.relative_to(root / "tools" / package).parts
+            files[parts[0].removesuffix(".py")] += 1
+        out[package] = {
+            "rooms": {name: files[name] for name in sorted(files) if name not in ("__init__", "__main__")},
+            "arrows": sum(len(bs) for bs in edges.values()),
+            "circles": circles(edges),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     found = figures(args.root.resolve())
+    found["tools"] = tool_figures(args.root.resolve())
     if args.json:
         print(json.dumps(found, indent=2))
         return
     for key, value in found.items():
         if isinstance(value, list):
             print(f"{key}: {len(value)}" + "".join(f"\n  {item}" for item in value))
+        elif isinstance(value, dict):
+            print(f"{key}:")
+            for package, its in value.items():
+                rooms, circled = its["rooms"], its["circles"]
+                print(f"  {package}: {len(rooms)} rooms, {its['arrows']} arrows, {len(circled)} circles")
+                print("    " + ", ".join(f"{name} ({count})" for name, count in rooms.items()))
+                for circle in circled:
+                    print(f"    circle: {' -> '.join(circle)}")
         else:
             print(f"{key}: {value}")
 

@@ -2,7 +2,7 @@
 
 With ``E2E_KUBECONFIG`` set, the tests run against that cluster (kind, for example); the
 tests that need kwok stages, fake nodes or the stand-ins are skipped with a reason.
-Otherwise ``simcluster.launch`` starts etcd, kube-apiserver, kube-controller-manager,
+Otherwise ``simcluster.platform.launch`` starts etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok, the stand-ins and the fake OpenStack API on first use and stops them after
 the last e2e test. Scenarios run the operator with ``sim.spawn(...)`` under ``sim.operator_env()``;
 ``sim_module`` gives module-scoped fixtures (one operator per scenario group) the same cluster. The

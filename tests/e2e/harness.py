@@ -7,7 +7,6 @@ import contextlib
 import copy
 import json
 import pathlib
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from simcluster import SERVICE_PASSWORD, KubeError, ManagedProcess, SimHandle
-from simcluster.controlplane import free_port
+from simcluster.platform.operator import PROGRAM, start_operator
 
 T = TypeVar("T")
 
@@ -132,30 +131,28 @@ class Scenario:
         tag: str,
         *,
         leader_elect: bool = False,
-        program: tuple[str, ...] = ("-m", "nova_operator"),
+        program: tuple[str, ...] = PROGRAM,
         kubeconfig: pathlib.Path | None = None,
         namespaces: tuple[str, ...] = (),
         extra: tuple[str, ...] = (),
     ) -> ManagedProcess:
         assert self.sim.openstack is not None
-        metrics, health = free_port(), free_port()
-        argv = [
-            sys.executable, *program,
-            "--kubeconfig", str(kubeconfig or self.sim.kubeconfig), "--context", "operator",
+        op = start_operator(
+            self.sim,
+            f"operator-{self.ns}-{tag}",
             *[arg for ns in (self.ns, *namespaces) for arg in ("--namespace", ns)],
             *extra,
             "--nova-api-url", self.sim.openstack.nova_url,
-            "--metrics-bind-address", f"127.0.0.1:{metrics}",
-            "--health-probe-bind-address", f"127.0.0.1:{health}",
-            "--log-format", "json",
             *(["--leader-elect", "--leader-election-namespace", self.ns] if leader_elect
               else ["--no-leader-elect"]),
-        ]  # fmt: skip
-        proc = self.sim.spawn(f"operator-{self.ns}-{tag}", argv, cwd=REPO)
-        self.operators.append(proc)
-        self.metrics_ports[proc.name] = metrics
-        self.health_ports[proc.name] = health
-        return proc
+            cwd=REPO,
+            kubeconfig=kubeconfig,
+            program=program,
+        )  # fmt: skip
+        self.operators.append(op.process)
+        self.metrics_ports[op.process.name] = op.metrics_port
+        self.health_ports[op.process.name] = op.health_port
+        return op.process
 
     def probe(self, proc: ManagedProcess, path: str = "/healthz") -> tuple[int, str]:
         """``/healthz`` or ``/readyz`` of an operator: (status, body), (0, error) when it does not answer."""

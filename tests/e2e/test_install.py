@@ -3,7 +3,7 @@
 Each path: every object is accepted by the real API server (read back after the install); the
 operator's Deployment becomes available on kwok nodes (restricted pod security enforced on its
 namespace); its pods cannot run a process here, so the operator runs as in the in-cluster test
-(``simcluster.incluster``): the container spec read back from the API server, a bound token of the
+(``simcluster.platform.incluster``): the container spec read back from the API server, a bound token of the
 install's ServiceAccount in a kubelet-like mount, no kubeconfig; the sample Nova reaches Ready.
 Helm also goes through ``helm upgrade`` with changed values (one replica, so no PDB; namespaced
 RBAC, the new pod reconciles with it) and ``helm uninstall`` (CRDs kept, the Nova and its children
@@ -30,8 +30,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 from simcluster import SERVICE_PASSWORD, KubeError, ManagedProcess, SimHandle
-from simcluster.incluster import PodProcess, pod_process, request_token, write_mount
-from simcluster.installtools import CHART, docs, run
+from simcluster.platform.incluster import PodProcess, pod_process, request_token, write_mount
+from simcluster.platform.installtools import CHART, docs, run
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")

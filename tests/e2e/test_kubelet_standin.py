@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from simcluster import SimHandle
-from simcluster.asynckube import AsyncKube
-from simcluster.kubelet import STANDIN_LABEL, Image, Kubelet
-from simcluster.kubelet.network import PodNetwork
+from simcluster.client.asynckube import AsyncKube
+from simcluster.realtier.kubelet import STANDIN_LABEL, Image, Kubelet
+from simcluster.realtier.kubelet.network import PodNetwork
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

@@ -16,8 +16,9 @@ import pathlib
 from typing import Any
 
 import pytest
-from simcluster import SimHandle, jsonlog
-from simcluster.prometheus import Prometheus
+from simcluster import SimHandle
+from simcluster.client import jsonlog
+from simcluster.platform.prometheus import Prometheus
 
 from nova_operator.install.monitoring import (
     DASHBOARD_FILE,

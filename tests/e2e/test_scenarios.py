@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import yaml
 from simcluster import FAIL_LABEL, UNREADY_LABEL, KubeError, ManagedProcess, SimHandle
-from simcluster.faultproxy import HttpFaultProxy, StallProxy
-from simcluster.kube import Kube as SimKube
+from simcluster.client.kube import Kube as SimKube
+from simcluster.hazards.faultproxy import HttpFaultProxy, StallProxy
 
 from tests.e2e.harness import (
     DEPLOYMENTS,
@@ -913,10 +913,7 @@ def test_restart_mid_install_killed_five_times_and_an_apiserver_restart_converge
         proc = faults.start_operator(str(i + 1))
     wait_for(lambda: s.probe(proc, "/readyz")[0] == 200, 30, "the last operator's caches synced", 0.05)
     plane = s.sim.cluster.control_plane
-    for p in [p for p in plane._procs if p.name == "kube-apiserver"]:
-        p.popen.kill()  # a crash: watches end without a goodbye
-        p.popen.wait()
-        plane._procs.remove(p)
+    plane.kill_apiserver()  # a crash: watches end without a goodbye
     stamp(t0, "kube-apiserver killed")
     plane.start_apiserver()
     stamp(t0, "kube-apiserver restarted (same etcd)")

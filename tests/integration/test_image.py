@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Iterator
 
 import pytest
-from simcluster import jsonlog
+from simcluster.client import jsonlog
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

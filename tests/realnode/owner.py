@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
-from simcluster.controlplane import ControlPlane
-from simcluster.kube import Kube
+from simcluster.client.kube import Kube
+from simcluster.platform.controlplane import ControlPlane
 
 
 @dataclass

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from realnode import BUSYBOX_IMAGE
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
-from simcluster.controlplane import REPO
-from simcluster.kube import Kube
+from simcluster.client.kube import Kube
+from simcluster.platform.controlplane import REPO
 
 pytestmark = pytest.mark.realnova
 

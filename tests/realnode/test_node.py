@@ -30,9 +30,9 @@ from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
 from realnode.access import KubeletAccess
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from simcluster import SimCluster, find_binaries
-from simcluster.controlplane import REPO
-from simcluster.installtools import tool
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.installtools import tool
 
 pytestmark = pytest.mark.realnova
 

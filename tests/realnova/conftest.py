@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 from catalogs.generate import venv_dir
 from simcluster import SimHandle
-from simcluster.controlplane import REPO
-from simcluster.realservices.backends import RealBackends
-from simcluster.realservices.pki import PKI, make_pki
-from simcluster.realtier import launch_real
+from simcluster.platform.controlplane import REPO
+from simcluster.realtier.launch import launch_real
+from simcluster.realtier.services.backends import RealBackends
+from simcluster.realtier.services.pki import PKI, make_pki
 
 from tests.realnova.realcluster import (
     NAMESPACE,

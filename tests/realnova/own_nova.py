@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 from simcluster import SimHandle
-from simcluster.kube import KubeError
+from simcluster.client.kube import KubeError
 
 from tests.realnova.realcluster import (
     GROUP,

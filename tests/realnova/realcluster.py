@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import yaml
 from simcluster import SimHandle
-from simcluster.controlplane import REPO, free_port
-from simcluster.realtier import FAKE_COMPUTE_DRIVER
-from simcluster.run import operator_argv
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.platform.operator import operator_argv
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER
 
 T = TypeVar("T")
 JSON = dict[str, Any]

@@ -8,10 +8,10 @@ import signal
 import socket
 
 import pytest
-from simcluster.controlplane import free_port
-from simcluster.realservices.backends import RealBackends
-from simcluster.realservices.mariadb import MariaDBServer, ident, literal
-from simcluster.realservices.procs import ServiceError
+from simcluster.platform.controlplane import free_port
+from simcluster.realtier.services.backends import RealBackends
+from simcluster.realtier.services.mariadb import MariaDBServer, ident, literal
+from simcluster.realtier.services.procs import ServiceError
 
 # A password the API server admits that SQL quoting must carry literally.
 HARD_PASSWORD = "p'a\"s$s\\w`o;r--d"
@@ -138,7 +138,7 @@ def test_a_server_that_dies_at_start_is_reported_with_its_log(tmp_path: pathlib.
 
 
 def test_a_killed_broker_group_leaves_nothing(tmp_path: pathlib.Path) -> None:
-    from simcluster.realservices.rabbitmq import RabbitMQServer
+    from simcluster.realtier.services.rabbitmq import RabbitMQServer
 
     mq = RabbitMQServer(
         tmp_path / "mq", port=free_port(), dist_port=free_port(), epmd_port=free_port(), start_timeout=120

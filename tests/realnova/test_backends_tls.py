@@ -14,12 +14,12 @@ import subprocess
 import textwrap
 from typing import Any
 
-from simcluster.controlplane import free_port
-from simcluster.realservices.backends import RealBackends
-from simcluster.realservices.dbprobe import probe
-from simcluster.realservices.mariadb import MariaDBServer
-from simcluster.realservices.pki import PKI
-from simcluster.realservices.rabbitmq import amqp_answers
+from simcluster.platform.controlplane import free_port
+from simcluster.realtier.services.backends import RealBackends
+from simcluster.realtier.services.dbprobe import probe
+from simcluster.realtier.services.mariadb import MariaDBServer
+from simcluster.realtier.services.pki import PKI
+from simcluster.realtier.services.rabbitmq import amqp_answers
 
 
 def _url(server: MariaDBServer, user: str, password: str, **query: str) -> str:

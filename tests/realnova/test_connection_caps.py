@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 from simcluster import SimHandle
-from simcluster.realservices.mariadb import MariaDBServer
+from simcluster.realtier.services.mariadb import MariaDBServer
 
 from nova_operator.models.nova import Nova
 from nova_operator.renderers.mariadb import max_user_connections

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from simcluster.controlplane import free_port
-from simcluster.realservices.dbprobe import Outcome, probe
-from simcluster.realservices.mariadb import MariaDBServer
-from simcluster.realservices.pki import PKI, KeyPair
+from simcluster.platform.controlplane import free_port
+from simcluster.realtier.services.dbprobe import Outcome, probe
+from simcluster.realtier.services.mariadb import MariaDBServer
+from simcluster.realtier.services.pki import PKI, KeyPair
 
 from nova_operator.models.nova import Nova
 from nova_operator.renderers import secrets

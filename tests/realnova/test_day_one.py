@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from simcluster import SimHandle
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
 
 from tests.realnova.cloud import (
     allocations,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from simcluster import SimHandle
-from simcluster.realservices.rabbitmq import amqp_answers
+from simcluster.realtier.services.rabbitmq import amqp_answers
 
 from tests.realnova.realcluster import (
     JSON,

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import pytest
 from simcluster import SimHandle
-from simcluster.controlplane import REPO, free_port
-from simcluster.kube import KubeError
-from simcluster.realservices.mariadb import MariaDBServer
-from simcluster.realservices.pki import PKI, make_pki
-from simcluster.realservices.rabbitmq import RabbitMQServer
+from simcluster.client.kube import KubeError
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.realtier.services.mariadb import MariaDBServer
+from simcluster.realtier.services.pki import PKI, make_pki
+from simcluster.realtier.services.rabbitmq import RabbitMQServer
 
 from tests.realnova.realcluster import (
     GROUP,

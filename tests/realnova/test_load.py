@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from simcluster import SimHandle
-from simcluster.controlplane import REPO
+from simcluster.platform.controlplane import REPO
 
 from tests.realnova.own_nova import NOVAS, OwnNova, wait_ready
 from tests.realnova.realcluster import (

@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-from simcluster.controlplane import REPO
-from simcluster.realservices.openstack import VENVS
+from simcluster.platform.controlplane import REPO
+from simcluster.realtier.services.openstack import VENVS
 
 pytestmark = [pytest.mark.realnova, pytest.mark.long]  # make test-realnova
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from simcluster.realservices.backends import RealBackends
-from simcluster.realservices.openstack import OpenStackServices, ServiceUser
+from simcluster.realtier.services.backends import RealBackends
+from simcluster.realtier.services.openstack import OpenStackServices, ServiceUser
 
 DASHED = "-" + secrets.token_urlsafe(17)  # the admin password this module's Keystone starts with
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from simcluster import SimHandle
-from simcluster.kube import KubeError
+from simcluster.client.kube import KubeError
 
 from tests.realnova.cloud import request, upload_image
 from tests.realnova.realcluster import (

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from simcluster import ControlPlane
-from simcluster.asynckube import AsyncKube
-from simcluster.kube import Kube
-from simcluster.launch import DEPENDENCY_CRD_FILES
-from simcluster.realservices.backends import RealBackends
+from simcluster.client.asynckube import AsyncKube
+from simcluster.client.kube import Kube
+from simcluster.platform.launch import DEPENDENCY_CRD_FILES
+from simcluster.realtier.services.backends import RealBackends
 from simcluster.standins import MARIADB, RABBIT, StandIns
 
 pytestmark = pytest.mark.integration

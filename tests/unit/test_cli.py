@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import structlog
-from simcluster import jsonlog
+from simcluster.client import jsonlog
 
 from nova_operator import cli
 from nova_operator.settings import LeaderElectionSettings, Settings

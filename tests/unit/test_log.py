@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
-from simcluster import jsonlog
+from simcluster.client import jsonlog
 
 from nova_operator import log
 

@@ -1,5 +1,5 @@
 """The API server's audit log (JSON lines, one per completed request: the operator's, and others'
-status writes to the kinds an install waits on; see ``simcluster.controlplane.AUDIT_POLICY``).
+status writes to the kinds an install waits on; see ``simcluster.platform.controlplane.AUDIT_POLICY``).
 
 ``read(path, offset)`` parses what was appended since ``offset``; ``Request`` keeps the fields the
 benchmark counts by. Verbs are the audit verbs (``get``, ``list``, ``watch``, ``create``,

@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from simcluster.controlplane import OPERATOR_USER
+from simcluster.platform.controlplane import OPERATOR_USER
 
 from bench import audit, promtext
 from bench.tracker import Tracker

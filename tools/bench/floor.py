@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcluster import SimHandle, launch
-from simcluster.asynckube import ApiError, AsyncKube
+from simcluster.client.asynckube import ApiError, AsyncKube
 
 from bench import proc
 from bench.run import NAME, NOVAS, Options, in_namespace, namespaces, prepare, start_operator

@@ -38,9 +38,9 @@ import urllib.request
 from typing import Any
 
 from simcluster import ControlPlane, find_binaries
-from simcluster.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OPERATOR_USER
-from simcluster.kube import Kube as AdminKube
-from simcluster.kube import KubeError
+from simcluster.client.kube import Kube as AdminKube
+from simcluster.client.kube import KubeError
+from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OPERATOR_USER
 
 from bench import promtext
 from nova_operator.install import objects as o

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simcluster.controlplane import OPERATOR_USER
+from simcluster.platform.controlplane import OPERATOR_USER
 
 from bench import audit
 from bench.figures import pct, spread
@@ -59,7 +59,7 @@ class ComputeCall:
 
     @staticmethod
     def of(call: Any, offset: float) -> ComputeCall:
-        """A ``simcluster.fakeopenstack.Call`` (monotonic ``at``) on the wall clock (``offset`` added)."""
+        """A ``simcluster.standins.openstack.Call`` (monotonic ``at``) on the wall clock (plus ``offset``)."""
         body = call.body
         disables = isinstance(body, dict) and body.get("status") == "disabled"
         return ComputeCall(call.at + offset, call.api, call.method, call.path, call.status, disables)

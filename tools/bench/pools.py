@@ -42,8 +42,9 @@ from typing import Any
 
 import yaml
 from simcluster import POOL_LABEL, SimHandle, launch
-from simcluster.asynckube import ApiError, AsyncKube
-from simcluster.fakeopenstack import FakeOpenStack
+from simcluster.client.asynckube import ApiError, AsyncKube
+from simcluster.platform.operator import Operator
+from simcluster.standins.openstack import FakeOpenStack
 
 from bench import audit, poolfigures, proc, promtext
 from bench.poolfigures import ComputeCall
@@ -52,7 +53,6 @@ from bench.run import (
     NOVAS,
     QUIET,
     SAMPLES,
-    Operator,
     Options,
     _quiet,
     git_commit,

@@ -17,9 +17,9 @@ import time
 from typing import Any
 
 import yaml
-from simcluster.controlplane import REPO, free_port
-from simcluster.realtier import FAKE_COMPUTE_DRIVER, launch_real
-from simcluster.run import operator_argv
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.platform.operator import operator_argv
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
 
 from bench.proc import rss
 

@@ -30,7 +30,6 @@ import pathlib
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,9 +38,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from simcluster import SERVICE_PASSWORD, ManagedProcess, SimHandle, launch
-from simcluster.asynckube import AsyncKube
-from simcluster.controlplane import OPERATOR_USER, REPO, free_port
+from simcluster import SERVICE_PASSWORD, SimHandle, launch
+from simcluster.client.asynckube import AsyncKube
+from simcluster.platform.controlplane import OPERATOR_USER, REPO
+from simcluster.platform.operator import Operator, wait_leading
+from simcluster.platform.operator import start_operator as start_operator_process
 
 from bench import audit, figures, proc, promtext
 from bench.tracker import Tracker
@@ -66,17 +67,6 @@ class Options:
     operator_args: list[str] = field(default_factory=list)
     floor: dict[str, Any] | None = None  # a ``bench floor`` result to measure against
     floor_source: str = ""
-
-
-@dataclass
-class Operator:
-    process: ManagedProcess
-    metrics_url: str
-    led_after: float  # seconds from the process's start until it held the Lease
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
 
 def namespaces(n: int) -> list[str]:
@@ -147,33 +137,13 @@ def prepare(handle: SimHandle, opts: Options) -> dict[str, Any]:
 
 
 def start_operator(handle: SimHandle, opts: Options) -> Operator:
+    """The operator (``opts.operator_args`` appended), up and leading."""
     assert handle.openstack is not None
-    metrics, health = free_port(), free_port()
-    argv = [
-        sys.executable, "-m", "nova_operator",
-        "--kubeconfig", str(handle.kubeconfig), "--context", "operator",
-        "--nova-api-url", handle.openstack.nova_url,
-        "--metrics-bind-address", f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address", f"127.0.0.1:{health}",
-        "--log-format", "json",
-        *opts.operator_args,
-    ]  # fmt: skip
-    started = time.monotonic()
-    p = handle.spawn("operator", argv, cwd=REPO)
-    url = f"http://127.0.0.1:{metrics}/metrics"
-    deadline = started + 120
-    while True:  # up and leading (the leader gauge is 1 once the Lease is ours)
-        if not p.alive:
-            raise RuntimeError(f"the operator exited:\n{p.output(4000)}")
-        try:
-            if promtext.total(promtext.scrape(url), "nova_operator_leader_election_master_status") >= 1:
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the operator did not become leader in 120 s:\n{p.output(4000)}")
-        time.sleep(0.5)
-    return Operator(p, url, time.monotonic() - started)
+    op = start_operator_process(
+        handle, "operator", "--nova-api-url", handle.openstack.nova_url, *opts.operator_args, cwd=REPO
+    )
+    wait_leading(op, 120)
+    return op
 
 
 async def _quiet(log: audit.AuditLog, seconds: float, limit: float) -> float:

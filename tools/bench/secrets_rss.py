@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from simcluster import ManagedProcess, SimHandle, launch
-from simcluster.controlplane import REPO, free_port
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.operator import start_operator, wait_leading
 
 from bench import proc, promtext
 from bench.run import NAME, NOVAS, Options, in_namespace, namespaces, prepare
@@ -49,30 +50,10 @@ def _requests(url: str) -> float:
 def start(handle: SimHandle, name: str, source: pathlib.Path) -> tuple[ManagedProcess, str]:
     """The operator as its own process (code from ``source``), up and leading."""
     assert handle.openstack is not None
-    metrics, health = free_port(), free_port()
-    argv = [
-        sys.executable, "-m", "nova_operator",
-        "--kubeconfig", str(handle.kubeconfig), "--context", "operator",
-        "--nova-api-url", handle.openstack.nova_url,
-        "--metrics-bind-address", f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address", f"127.0.0.1:{health}",
-        "--log-format", "json",
-    ]  # fmt: skip
     env = {"PYTHONPATH": os.pathsep.join([str(source), str(REPO / "tools")])}
-    p = handle.spawn(name, argv, cwd=source, env=env)
-    url = f"http://127.0.0.1:{metrics}/metrics"
-    deadline = time.monotonic() + 180
-    while True:
-        if not p.alive:
-            raise RuntimeError(f"the operator exited:\n{p.output(4000)}")
-        try:
-            if promtext.total(promtext.scrape(url), "nova_operator_leader_election_master_status") >= 1:
-                return p, url
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the operator did not become leader in 180 s:\n{p.output(4000)}")
-        time.sleep(0.5)
+    op = start_operator(handle, name, "--nova-api-url", handle.openstack.nova_url, cwd=source, env=env)
+    wait_leading(op, 180)
+    return op.process, op.metrics_url
 
 
 def _scrape(url: str) -> str | None:

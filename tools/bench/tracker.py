@@ -8,8 +8,8 @@ import contextlib
 import time
 from collections.abc import Callable
 
-import aiohttp
-from simcluster.asynckube import JSON, ApiError, AsyncKube
+from simcluster.client.asynckube import JSON, AsyncKube
+from simcluster.client.watchcache import Store, reflect
 
 
 def _conditions(obj: JSON) -> dict[str, JSON]:
@@ -70,9 +70,15 @@ class Tracker:
         self.seen: set[Key] = set()
         self.changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()  # never set: ``stop`` cancels the watches
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._follow(kind), name=f"track {kind}") for kind in KINDS]
+        self._tasks = [
+            asyncio.create_task(
+                reflect(self.kube, Store(kind, path), self._changed, self._stop), name=f"track {kind}"
+            )
+            for kind, (path, _) in KINDS.items()
+        ]
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -94,31 +100,9 @@ class Tracker:
             self.ready[key] = at
             self.changed.set()
 
-    async def _follow(self, kind: str) -> None:
-        path, check = KINDS[kind]
-        while True:
-            try:
-                listed = await self.kube.request("GET", path)
-                now = time.time()
-                for obj in listed.get("items") or []:
-                    self._see(kind, obj, check, now)
-                rv = (listed.get("metadata") or {}).get("resourceVersion", "")
-                sep = "&" if "?" in path else "?"
-                async for event in self.kube.watch(f"{path}{sep}resourceVersion={rv}", timeout_seconds=300):
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._see(kind, event["object"], check, time.time())
-                    elif event.get("type") == "ERROR":
-                        break  # 410 Gone: list again
-            except asyncio.CancelledError:
-                raise
-            except (
-                ApiError,
-                OSError,
-                ValueError,
-                RuntimeError,
-                aiohttp.ClientError,
-            ):  # not served yet, busy, cut off
-                await asyncio.sleep(0.5)
+    def _changed(self, store: Store, obj: JSON, deleted: bool) -> None:
+        if not deleted:
+            self._see(store.kind, obj, KINDS[store.kind][1], time.time())
 
     async def wait(self, done: Callable[[], bool], within: float) -> bool:
         deadline = time.monotonic() + within

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from simcluster.asynckube import AsyncKube
-from simcluster.controlplane import REPO, ControlPlane, find_binaries
-from simcluster.kube import Kube
+from simcluster.client.asynckube import AsyncKube
+from simcluster.client.kube import Kube
+from simcluster.platform.controlplane import REPO, ControlPlane, find_binaries
 
 from bench import proc
 

@@ -9,44 +9,25 @@
 # with tools/envtest/build.sh).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
-[[ -d /usr/local/go/bin ]] && export PATH="/usr/local/go/bin:$PATH"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
-mkdir -p "$CACHE"
 # Its own lock: these builds need not wait for the control plane's (Go's caches are safe to share).
-exec 9>"$CACHE/.deploytools.lock"
-flock 9
-version() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2"); }
-HV="$(version helm helm.sh/helm/v3)"
-KZV="$(version kustomize sigs.k8s.io/kustomize/kustomize/v5)"
-KV="$(version kubectl k8s.io/kubernetes)"
-[[ "$KV" == "$(version envtest k8s.io/kubernetes)" ]] || { echo "tools/kubectl and tools/envtest pin different Kubernetes versions" >&2; exit 1; }
+source "$HERE/lib/gocache.sh" .deploytools.lock
+HV="$(gomod_version helm helm.sh/helm/v3)"
+KZV="$(gomod_version kustomize sigs.k8s.io/kustomize/kustomize/v5)"
+KV="$(gomod_version kubectl k8s.io/kubernetes)"
+[[ "$KV" == "$(gomod_version envtest k8s.io/kubernetes)" ]] || { echo "tools/kubectl and tools/envtest pin different Kubernetes versions" >&2; exit 1; }
 PROM="github.com/prometheus-operator/prometheus-operator"
-PV="$(version prometheus-crds "$PROM")"
+PV="$(gomod_version prometheus-crds "$PROM")"
 OUT="$CACHE/deploytools-helm$HV-kustomize$KZV-kubectl$KV-promop$PV-$(go env GOVERSION)"
-MINOR="$(cut -d. -f2 <<<"$KV")"
 mkdir -p "$OUT"
-build() {  # name, package, ldflags, module dir
-  local name="$1" pkg="$2" ldf="$3" dir="$4" t0=$SECONDS
-  [[ -x "$OUT/$name" ]] && return 0
-  (cd "$dir" && go build -trimpath -pgo=off -ldflags="$ldf" -o "$OUT/$name.partial" "$pkg") >&2
-  mv "$OUT/$name.partial" "$OUT/$name"
-  echo "built $name in $((SECONDS - t0)) s" >&2
-}
 # helm's default Kubernetes version (helm template, lint) is that of its client-go, as its Makefile sets it.
-HK="$(version helm k8s.io/client-go)"
+HK="$(gomod_version helm k8s.io/client-go)"
 HLDF="-s -w -X=helm.sh/helm/v3/internal/version.version=$HV"
 for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   HLDF+=" -X=$p.k8sVersionMajor=1 -X=$p.k8sVersionMinor=$(cut -d. -f2 <<<"$HK")"
 done
-build helm helm.sh/helm/v3/cmd/helm "$HLDF" "$HERE/helm"
-build kustomize sigs.k8s.io/kustomize/kustomize/v5 "-s -w" "$HERE/kustomize"
-KLDF="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  KLDF+=" -X=$p.gitVersion=$KV -X=$p.gitMajor=1 -X=$p.gitMinor=$MINOR -X=$p.gitTreeState=clean"
-done
-build kubectl k8s.io/kubernetes/cmd/kubectl "$KLDF" "$HERE/kubectl"
+go_build helm helm.sh/helm/v3/cmd/helm "$HLDF" "$HERE/helm"
+go_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "-s -w" "$HERE/kustomize"
+go_build kubectl k8s.io/kubernetes/cmd/kubectl "$(k8s_ldflags "$KV")" "$HERE/kubectl"
 for kind in servicemonitors prometheusrules; do
   crd="monitoring.coreos.com_$kind.yaml"
   [[ -f "$OUT/$crd" ]] && continue

@@ -6,13 +6,8 @@
 # Env: ENVTEST_CACHE (default /var/cache/nova-envtest), ENVTEST_ONLY_CORE=1 to skip the simulated-cluster binaries.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
-mkdir -p "$CACHE"
 # One build at a time per cache: a second caller waits for the first, then finds the binaries.
-exec 9>"$CACHE/.build.lock"
-flock 9
+source "$HERE/../lib/gocache.sh" .build.lock
 cd "$HERE"
 KV="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 KWOK_V="$(cd ../kwok && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
@@ -26,25 +21,14 @@ for b in "${want[@]}"; do [[ -x "$OUT/$b" ]] || missing+=("$b"); done
 if [[ ${#missing[@]} -eq 0 ]]; then
   [[ -f "$OUT/kwok-stages.yaml" || "${ENVTEST_ONLY_CORE:-0}" == 1 ]] && { echo "$OUT"; exit 0; }
 fi
-MINOR="$(cut -d. -f2 <<<"$KV")"; NOW="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-LDF="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDF+=" -X=$p.gitVersion=$KV -X=$p.gitMajor=1 -X=$p.gitMinor=$MINOR -X=$p.gitTreeState=clean -X=$p.buildDate=$NOW"
-done
+LDF="$(k8s_ldflags "$KV" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
 mkdir -p "$OUT"
-build() {  # name, package, ldflags, module dir
-  local name="$1" pkg="$2" ldf="$3" dir="$4" t0=$SECONDS
-  [[ -x "$OUT/$name" ]] && return 0
-  (cd "$dir" && go build -trimpath -pgo=off -ldflags="$ldf" -o "$OUT/$name.partial" "$pkg") >&2
-  mv "$OUT/$name.partial" "$OUT/$name"
-  echo "built $name in $((SECONDS - t0)) s" >&2
-}
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$LDF" "$HERE"
-build etcd go.etcd.io/etcd/server/v3 "-s -w" "$HERE"
+go_build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$LDF" "$HERE"
+go_build etcd go.etcd.io/etcd/server/v3 "-s -w" "$HERE"
 if [[ "${ENVTEST_ONLY_CORE:-0}" != 1 ]]; then
-  build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$LDF" "$HERE"
-  build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$LDF" "$HERE"
-  build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" "$HERE/../kwok"
+  go_build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$LDF" "$HERE"
+  go_build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$LDF" "$HERE"
+  go_build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" "$HERE/../kwok"
   # kwok's stock stages ship in its module directory; concatenate them (without kustomization.yaml).
   KWOK_DIR="$(cd ../kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
   {

@@ -9,14 +9,8 @@
 # with tools/envtest/build.sh and tools/deploytools/build.sh).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
-[[ -d /usr/local/go/bin ]] && export PATH="/usr/local/go/bin:$PATH"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
-mkdir -p "$CACHE"
 # Its own lock: a second caller waits for the first, then finds the binaries.
-exec 9>"$CACHE/.prometheus.lock"
-flock 9
+source "$HERE/../lib/gocache.sh" .prometheus.lock
 cd "$HERE"
 MOD=github.com/prometheus/prometheus
 MV="$(go list -m -f '{{.Version}}' "$MOD")"
@@ -29,11 +23,7 @@ mkdir -p "$OUT"
 V=github.com/prometheus/common/version
 LDF="-s -w -X=$V.Version=$PV -X=$V.Branch=HEAD -X=$V.BuildUser=nova-operator -X=$V.Revision=$MV"
 for name in prometheus promtool; do
-  [[ -x "$OUT/$name" ]] && continue
-  t0=$SECONDS
-  go build -trimpath -pgo=off -tags=remove_all_sd -ldflags="$LDF" -o "$OUT/$name.partial" "$MOD/cmd/$name" >&2
-  mv "$OUT/$name.partial" "$OUT/$name"
-  echo "built $name in $((SECONDS - t0)) s" >&2
+  go_build "$name" "$MOD/cmd/$name" "$LDF" "$HERE" -tags=remove_all_sd
 done
 # The first line of the version only, without a pipe: under pipefail, head closing the pipe early
 # kills the writer with SIGPIPE and the whole script with it, silently (seen on a busy machine).

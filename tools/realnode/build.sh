@@ -9,17 +9,10 @@
 # tools/envtest/build.sh).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${ENVTEST_CACHE:-/var/cache/nova-envtest}"
-[[ -d /usr/local/go/bin ]] && export PATH="/usr/local/go/bin:$PATH"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}" GOCACHE="${GOCACHE:-$CACHE/gobuild}"
-mkdir -p "$CACHE"
 # Its own lock: these builds need not wait for the control plane's (Go's caches are safe to share).
-exec 9>"$CACHE/.realnode.lock"
-flock 9
-version() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2"); }
-KV="$(version kubelet k8s.io/kubernetes)"
-[[ "$KV" == "$(version envtest k8s.io/kubernetes)" ]] || {
+source "$HERE/lib/gocache.sh" .realnode.lock
+KV="$(gomod_version kubelet k8s.io/kubernetes)"
+[[ "$KV" == "$(gomod_version envtest k8s.io/kubernetes)" ]] || {
   echo "tools/kubelet and tools/envtest pin different Kubernetes versions" >&2
   exit 1
 }
@@ -29,21 +22,10 @@ want=(kubelet kube-proxy pause)
 missing=0
 for b in "${want[@]}"; do [[ -x "$OUT/$b" ]] || missing=1; done
 ((missing)) || { echo "$OUT"; exit 0; }
-MINOR="$(cut -d. -f2 <<<"$KV")"
-LDF="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDF+=" -X=$p.gitVersion=$KV -X=$p.gitMajor=1 -X=$p.gitMinor=$MINOR -X=$p.gitTreeState=clean"
-done
+LDF="$(k8s_ldflags "$KV")"
 mkdir -p "$OUT"
-build() {  # name, package
-  local name="$1" pkg="$2" t0=$SECONDS
-  [[ -x "$OUT/$name" ]] && return 0
-  (cd "$HERE/kubelet" && go build -trimpath -pgo=off -ldflags="$LDF" -o "$OUT/$name.partial" "$pkg") >&2
-  mv "$OUT/$name.partial" "$OUT/$name"
-  echo "built $name in $((SECONDS - t0)) s" >&2
-}
-build kubelet k8s.io/kubernetes/cmd/kubelet
-build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+go_build kubelet k8s.io/kubernetes/cmd/kubelet "$LDF" "$HERE/kubelet"
+go_build kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$LDF" "$HERE/kubelet"
 if [[ ! -x "$OUT/pause" ]]; then
   src="$(cd "$HERE/kubelet" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
   gcc -Os -static -DVERSION="$KV" -o "$OUT/pause.partial" "$src/build/pause/linux/pause.c"

@@ -39,7 +39,6 @@ import os
 import pathlib
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -47,8 +46,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from simcluster.controlplane import DEATH_SIGNAL, REPO, ControlPlane
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.controlplane import REPO, ControlPlane
+from simcluster.platform.process import ManagedProcess, spawn
 
 from realnode import cleanup, images
 from realnode.access import KubeletAccess
@@ -127,19 +127,13 @@ def _python_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def _alive(popen: subprocess.Popen[bytes] | None) -> bool:
-    return popen is not None and popen.poll() is None
+def _alive(proc: ManagedProcess | None) -> bool:
+    return proc is not None and proc.alive
 
 
-def _stop(popen: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
-    if popen is None or popen.poll() is not None:
-        return
-    popen.send_signal(signal.SIGTERM)
-    try:
-        popen.wait(grace)
-    except subprocess.TimeoutExpired:
-        popen.kill()
-        popen.wait()
+def _stop(proc: ManagedProcess | None, grace: float = 10.0) -> None:
+    if proc is not None:
+        proc.stop(grace)
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
@@ -163,9 +157,9 @@ class Node:
     index: int  # 1-based
     tag: str  # the cluster's, in every name visible outside the namespaces
     state: pathlib.Path
-    init: subprocess.Popen[bytes] | None = None
-    containerd: subprocess.Popen[bytes] | None = None
-    kubelet: subprocess.Popen[bytes] | None = None
+    init: ManagedProcess | None = None
+    containerd: ManagedProcess | None = None
+    kubelet: ManagedProcess | None = None
     mnt_inode: int | None = None
     prefix: str = "realnode"
 
@@ -217,12 +211,12 @@ class RealNodes:
     access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     nodes: list[Node] = field(default_factory=list)
-    netns_holder: subprocess.Popen[bytes] | None = None
+    netns_holder: ManagedProcess | None = None
     net_inode: int | None = None
-    janitor: subprocess.Popen[bytes] | None = None
-    egress: subprocess.Popen[bytes] | None = None  # the API server's way to the kubelets (``access``)
-    forwarder: subprocess.Popen[bytes] | None = None
-    kube_proxy: subprocess.Popen[bytes] | None = None
+    janitor: subprocess.Popen[bytes] | None = None  # not a ManagedProcess: it must outlive this one
+    egress: ManagedProcess | None = None  # the API server's way to the kubelets (``access``)
+    forwarder: ManagedProcess | None = None
+    kube_proxy: ManagedProcess | None = None
     startup_seconds: float = 0.0
     _host_settings: dict[str, str] = field(default_factory=dict)
     _host_paths_before: set[str] = field(default_factory=set)
@@ -291,7 +285,8 @@ class RealNodes:
             try:
                 self.janitor.wait(30)
             except subprocess.TimeoutExpired:
-                _stop(self.janitor, 1)
+                self.janitor.kill()
+                self.janitor.wait()
 
     def __enter__(self) -> RealNodes:
         return self.start()
@@ -369,19 +364,11 @@ class RealNodes:
 
     # -- network ---------------------------------------------------------------------------
 
-    def _spawn(
-        self, name: str, argv: Sequence[str], log: pathlib.Path | None = None
-    ) -> subprocess.Popen[bytes]:
-        log = log or self.workdir / f"{name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as fh:
-            return subprocess.Popen(
-                [*DEATH_SIGNAL, *argv],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+    def _spawn(self, name: str, argv: Sequence[str], log: pathlib.Path | None = None) -> ManagedProcess:
+        """``argv`` by the one process wrapper, its log ``log`` (default ``<workdir>/<name>.log``)."""
+        if log is None:
+            return spawn(name, argv, self.workdir)
+        return spawn(log.stem, argv, log.parent)
 
     def _start_janitor(self) -> None:
         """``realnode.janitor``: it outlives this process (no parent-death signal, a session of its own)
@@ -425,21 +412,12 @@ class RealNodes:
         # per-namespace: bridged pod-to-pod replies pass kube-proxy's DNAT (trap 9)
         self._run_in_netns("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1")
 
-    def _helper(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _helper(self, name: str, args: Sequence[str]) -> ManagedProcess:
         """``python -m realnode.forward ARGS``, once it says ready."""
-        log = self.workdir / f"{name}.log"
-        with log.open("ab") as fh:
-            proc = subprocess.Popen(
-                [*DEATH_SIGNAL, sys.executable, "-m", "realnode.forward", *args],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env=_python_env(),
-            )
-        _wait(lambda: "ready" in log.read_text() or not _alive(proc), 30, name)
+        proc = spawn(name, [sys.executable, "-m", "realnode.forward", *args], self.workdir, env=_python_env())
+        _wait(lambda: "ready" in proc.output() or not _alive(proc), 30, name)
         if not _alive(proc):
-            raise RealNodeError(f"{name} exited\n{log.read_text()}")
+            raise RealNodeError(f"{name} exited\n{proc.output()}")
         return proc
 
     def _forward(self) -> None:

@@ -3,7 +3,7 @@
     python3 tools/realnova/images.py            # every release of tools/catalogs/releases.txt
     python3 tools/realnova/images.py 2026.1     # one release; prints each image's root directory
 
-An image is a root tree the kubelet stand-in (``tools/simcluster/kubelet``) mounts as the read-only
+An image is a root tree the kubelet stand-in (``tools/simcluster/realtier/kubelet``) mounts as the read-only
 lower layer of a container's overlay, with the host's ``/usr`` bound into it (Debian's Python 3.11,
 the shell, GNU coreutils and awk, noVNC's web files). It is built from what the image contract says
 (``nova_operator/image_contract.py``, the source of ``docs/image-contract.md``), so the two cannot

@@ -4,7 +4,7 @@
 # a real node runs beside the kubelet (tools/realnode): containerd, runc, the CNI plugins, and the static
 # busybox its test image is made of (libc6-dev: the static pause binary of tools/realnode/build.sh).
 # Idempotent: returns at once when every package is installed. No service is started (no systemd
-# here); tools/simcluster/realservices starts each as a plain process.
+# here); tools/simcluster/realtier/services starts each as a plain process.
 set -euo pipefail
 # python3.11-dev, python3.11-venv and gcc: the venvs (tools/catalogs/ensure_venvs.sh, venvs.sh) are made with
 # Debian's interpreter, and uWSGI compiles against its libpython.

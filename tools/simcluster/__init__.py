@@ -10,7 +10,8 @@ Never imported by the operator package, and never imports it. The binaries come 
 tools/envtest/build.sh.
 """
 
-from simcluster.cluster import (
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.cluster import (
     CELL0_UUID,
     COMPLETE_AFTER_ANNOTATION,
     EXIT_CODE_ANNOTATION,
@@ -21,10 +22,10 @@ from simcluster.cluster import (
     UNREADY_LABEL,
     SimCluster,
 )
-from simcluster.controlplane import ControlPlane, ControlPlaneError, find_binaries
-from simcluster.fakeopenstack import FakeOpenStack
-from simcluster.kube import Kube, KubeError
-from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, ManagedProcess, SimHandle, launch
+from simcluster.platform.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, SimHandle, launch
+from simcluster.platform.process import ManagedProcess
+from simcluster.standins.openstack import FakeOpenStack
 
 __all__ = [
     "CELL0_UUID",

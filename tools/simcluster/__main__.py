@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from simcluster.launch import SERVICE_PASSWORD, SERVICE_USER, launch
+from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, launch
 from simcluster.run import run_against_kubeconfig, run_simulated
 
 

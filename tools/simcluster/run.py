@@ -26,9 +26,11 @@ from typing import Any
 
 import yaml
 
-from simcluster.controlplane import REPO, free_port
-from simcluster.launch import ManagedProcess, SimHandle, launch
-from simcluster.realtier import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
+from simcluster.platform.controlplane import REPO, free_port
+from simcluster.platform.launch import SimHandle, launch
+from simcluster.platform.operator import PROGRAM, operator_argv
+from simcluster.platform.process import ManagedProcess
+from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -48,7 +50,7 @@ def run_args(operator_args: Sequence[str]) -> list[str]:
 
 def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
     """Replace this process with the operator (signals go straight to it)."""
-    argv = [sys.executable, "-m", "nova_operator", *run_args(operator_args)]
+    argv = [sys.executable, *PROGRAM, *run_args(operator_args)]
     os.execv(sys.executable, argv)
     return 1  # not reached
 
@@ -133,18 +135,6 @@ def _service_password() -> str:
         if doc["metadata"]["name"] == "nova-service-user":
             return str(doc["stringData"]["password"])
     raise KeyError("nova-service-user")
-
-
-def operator_argv(handle: SimHandle, metrics_port: int, *args: str) -> list[str]:
-    """The operator's command line against this cluster, as its ServiceAccount (``args`` appended)."""
-    return [
-        sys.executable, "-m", "nova_operator",
-        "--kubeconfig", str(handle.cluster.kubeconfig), "--context", "operator",
-        "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
-        "--health-probe-bind-address", f"127.0.0.1:{free_port()}",
-        "--log-format", "json",
-        *args,
-    ]  # fmt: skip
 
 
 def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[str]) -> ManagedProcess:

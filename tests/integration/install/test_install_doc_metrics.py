@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 from simcluster import ControlPlane
-from simcluster.installtools import bindir, by_kind, docs, helm_template, run
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.installtools import bindir, by_kind, docs, helm_template, run
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INSTALL_MD = REPO / "docs" / "install.md"

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 from simcluster import ControlPlane
-from simcluster.controlplane import REPO
-from simcluster.installtools import CHART, ToolError, bindir, by_kind, docs, helm_template, run
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.installtools import CHART, ToolError, bindir, by_kind, docs, helm_template, run
 
 from nova_operator import cli
 from nova_operator.kube.resources import KNOWN, render_rbac

@@ -15,9 +15,9 @@ import urllib.error
 import urllib.request
 
 from simcluster import ControlPlane
-from simcluster.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
-from simcluster.installtools import by_kind, helm_template
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from simcluster.platform.installtools import by_kind, helm_template
 
 FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases"

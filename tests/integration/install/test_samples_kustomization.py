@@ -6,7 +6,7 @@ import pathlib
 from typing import Any
 
 import yaml
-from simcluster.installtools import docs, run
+from simcluster.platform.installtools import docs, run
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[3] / "config" / "samples"
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from simcluster import ControlPlane
-from simcluster.asynckube import AsyncKube
-from simcluster.kubelet import Image, Kubelet
+from simcluster.client.asynckube import AsyncKube
+from simcluster.realtier.kubelet import Image, Kubelet
 
 JSON = dict[str, Any]
 IMAGE = "sim.local/minimal:1"

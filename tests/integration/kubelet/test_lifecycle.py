@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from simcluster.asynckube import AsyncKube
-from simcluster.kubelet import Kubelet
+from simcluster.client.asynckube import AsyncKube
+from simcluster.realtier.kubelet import Kubelet
 
 from .conftest import IMAGE, condition, container, create_pod, wait_pod
 

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from simcluster.asynckube import AsyncKube
-from simcluster.kubelet import Image, Kubelet
-from simcluster.kubelet.network import PodNetwork
+from simcluster.client.asynckube import AsyncKube
+from simcluster.realtier.kubelet import Image, Kubelet
+from simcluster.realtier.kubelet.network import PodNetwork
 
 from .conftest import IMAGE, condition, container, create_pod, wait_pod
 

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 import pytest
-from simcluster.asynckube import AsyncKube
-from simcluster.kubelet import STANDIN_LABEL, Kubelet
+from simcluster.client.asynckube import AsyncKube
+from simcluster.realtier.kubelet import STANDIN_LABEL, Kubelet
 
 from .conftest import IMAGE, condition, container, create_pod, wait_pod
 

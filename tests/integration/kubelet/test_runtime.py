@@ -8,7 +8,7 @@ import pathlib
 import signal
 
 import pytest
-from simcluster.kubelet.runtime import Image, Process, StartError
+from simcluster.realtier.kubelet.runtime import Image, Process, StartError
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 from simcluster import ControlPlane, Kube
-from simcluster.kubelet import Image
-from simcluster.kubelet.thread import KubeletThread
-from simcluster.realtier import claim_pod_network
+from simcluster.realtier.kubelet import Image
+from simcluster.realtier.kubelet.thread import KubeletThread
+from simcluster.realtier.launch import claim_pod_network
 
 from .conftest import IMAGE
 

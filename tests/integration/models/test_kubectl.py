@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 from simcluster import ControlPlane
-from simcluster.installtools import ToolError, run
+from simcluster.platform.installtools import ToolError, run
 
 if TYPE_CHECKING:
     from conftest import Objects

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from simcluster.controlplane import REPO
-from simcluster.installtools import by_kind, helm_template, run
-from simcluster.prometheus import promtool
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.installtools import by_kind, helm_template, run
+from simcluster.platform.prometheus import promtool
 
 Obj = dict[str, Any]
 

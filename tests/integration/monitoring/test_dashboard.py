@@ -10,9 +10,9 @@ import pathlib
 
 import pytest
 import yaml
-from simcluster.controlplane import REPO
-from simcluster.installtools import ToolError, by_kind, helm_template, run
-from simcluster.prometheus import promtool
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.installtools import ToolError, by_kind, helm_template, run
+from simcluster.platform.prometheus import promtool
 
 from nova_operator.install.monitoring import DASHBOARD_FILE, DASHBOARD_UID, panel_queries
 

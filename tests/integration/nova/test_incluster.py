@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 from simcluster import ControlPlane
-from simcluster.controlplane import DEATH_SIGNAL
-from simcluster.incluster import pod_process, request_token, rotate_token, write_mount
-from simcluster.installtools import by_kind, helm_template
-from simcluster.kube import Kube, KubeError
+from simcluster.client.kube import Kube, KubeError
+from simcluster.platform.incluster import pod_process, request_token, rotate_token, write_mount
+from simcluster.platform.installtools import by_kind, helm_template
+from simcluster.platform.process import DEATH_SIGNAL
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 RELEASE = "incluster"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from simcluster import ControlPlane, FakeOpenStack
-from simcluster.installtools import tool
+from simcluster.platform.installtools import tool
 
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS

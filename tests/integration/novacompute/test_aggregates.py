@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from simcluster.hostile import HostileServer
+from simcluster.hazards.hostile import HostileServer
 
 from nova_operator.openstack import Aggregate, AggregateExists, ComputeAPIError, Credentials
 from nova_operator.pipeline import LEFT_OVER, Budget

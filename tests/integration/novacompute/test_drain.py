@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from simcluster.fakeopenstack import Aggregate
+from simcluster.standins.openstack import Aggregate
 
 from nova_operator.kube.resources import DAEMONSETS, NOVACOMPUTES
 from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from simcluster.hostile import HeaderTrickle
+from simcluster.hazards.hostile import HeaderTrickle
 
 from .conftest import Env
 

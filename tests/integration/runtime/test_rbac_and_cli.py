@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from simcluster import ControlPlane, jsonlog
-from simcluster.controlplane import free_port
-from simcluster.kube import Kube as SimKube
+from simcluster import ControlPlane
+from simcluster.client import jsonlog
+from simcluster.client.kube import Kube as SimKube
+from simcluster.platform.controlplane import free_port
 
 from nova_operator import apply
 from nova_operator.kube import Kube

@@ -1,6 +1,6 @@
 """The compute client against endpoints a tenant controls (issue 26, items 1 and 3).
 
-Each server is a small aiohttp server on 127.0.0.1 (``simcluster.hostile``): a huge answer, an
+Each server is a small aiohttp server on 127.0.0.1 (``simcluster.hazards.hostile``): a huge answer, an
 answer that trickles one byte every 0.5 s, a redirect to a server that records whether it was
 hit, an error body with a marker. The outer ``asyncio.timeout(GUARD)`` only keeps a failing
 test from hanging: the client's own deadline is a tenth of it.
@@ -13,7 +13,7 @@ import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
-from simcluster.hostile import HeaderTrickle, HostileServer
+from simcluster.hazards.hostile import HeaderTrickle, HostileServer
 
 from nova_operator.openstack import ComputeAPIError, ComputeClient, Credentials
 

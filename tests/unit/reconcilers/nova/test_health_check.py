@@ -1,6 +1,6 @@
 """The NovaAPIReady probe against API pods that run the tenant's image (issue 26, items 1 and 3).
 
-Each server is a small aiohttp server on 127.0.0.1 (``simcluster.hostile``). The probe reads the
+Each server is a small aiohttp server on 127.0.0.1 (``simcluster.hazards.hostile``). The probe reads the
 status line and headers only, follows no redirect, and puts a status code and its standard
 phrase into the condition, never a byte of the answer.
 """
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from simcluster.hostile import HeaderTrickle, HostileServer
+from simcluster.hazards.hostile import HeaderTrickle, HostileServer
 
 from nova_operator import conditions
 from nova_operator.reconcilers.nova import health_check

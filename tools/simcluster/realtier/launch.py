@@ -1,0 +1,363 @@
+"""The real-Nova tier: the simulated cluster with nodes whose pods really run, on real servers.
+
+``launch_real(workdir)`` starts, in this order:
+
+1. the simulated control plane (``launch``) without kwok nodes, so every pod lands on a node of
+   the kubelet stand-in (``simcluster.realtier.kubelet``): ``control-0``/``control-1`` for the control
+   plane, and the pool nodes (``compute-0``/``compute-1`` by default; ``/dev``, ``/sys/fs/cgroup``
+   and ``/lib/modules`` are the host's, as a node's own would be) each with a real
+   ``ovsdb-server`` whose ``Open_vSwitch`` row names the node (``external_ids:system-id``) at the
+   hostPath the pool mounts (``/run/openvswitch/db.sock``), for its wait-for-chassis;
+2. MariaDB, RabbitMQ and memcached (``services.backends.RealBackends``) on the pod bridge's gateway;
+3. Keystone, Placement and Glance (``services.openstack.OpenStackServices``) and the network stand-in;
+4. the stand-in operators acting on the real servers (``standins.StandIns(backend=...)``): a
+   MariaDB or RabbitmqCluster object also gets the Service its operator would create, here without
+   a selector and with an EndpointSlice naming the real server;
+5. for each namespace in ``namespaces``: the Services the samples name, pointing at the real
+   servers: ``keystone-api`` (5000), ``placement-api`` (8778), ``glance-api`` (9292),
+   ``neutron-server`` (9696, the network stand-in) and ``memcached`` (11211). ``real.expose`` adds
+   more (a brownfield database), ``real.alias`` names them outside the cluster domain.
+
+Images: ``ghcr.io/c5c3/nova:<release>`` and ``ghcr.io/c5c3/nova-compute:<release>`` are the root
+trees ``tools/realnova/images.py`` builds from the image contract (plus any ``image_aliases``).
+
+Processes on the host that must resolve in-cluster names (the operator, as a pod would) get
+``handle.run_in_cluster_dns(argv)``: their own mount namespace with ``/etc/hosts`` bound to a file
+the stand-in keeps current with every Service's names; ClusterIPs are reachable from the host
+(the stand-in DNATs the host's own connections too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from simcluster.client.kube import Kube
+from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
+from simcluster.realtier.kubelet.runtime import Image
+from simcluster.realtier.kubelet.thread import KubeletThread
+from simcluster.realtier.services.backends import RealBackends
+from simcluster.realtier.services.openstack import OpenStackServices
+from simcluster.realtier.services.ovsdb import OvsdbServer
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+IMAGE_BUILDER = REPO / "tools" / "realnova" / "images.py"
+NOVA_IMAGE = "ghcr.io/c5c3/nova"
+COMPUTE_IMAGE = "ghcr.io/c5c3/nova-compute"
+IMAGE_PYTHON = "/usr/bin/python3.11"
+# The pools' nova-compute driver here (no libvirt): the fake driver that keeps a stable node identity
+# (``compute_id`` in ``state_path``, the node's /var/lib/nova), as libvirt does. ``fake.FakeDriver``
+# names its node with a UUID new in every process and writes no ``compute_id``, so nova-compute can
+# never start again once its service row exists ("No local node identity found, but this is not our
+# first startup on this host"): every rollout of a pool (a rotated contract Secret) crash-loops it.
+FAKE_COMPUTE_DRIVER = "fake.FakeDriverWithoutFakeNodes"
+DEFAULT_RELEASES = ("2025.2", "2026.1", "2026.2")
+SERVICE_USER = "nova"
+MANAGED_BY = "simcluster.realtier"
+JSON = dict[str, Any]
+
+
+def nova_images(releases: Sequence[str], aliases: Mapping[str, str] | None = None) -> dict[str, Image]:
+    """Image name -> root tree, built (or reused) by ``tools/realnova/images.py``.
+
+    ``aliases`` maps further image names (e.g. a sample's registry and digest) to a release."""
+    out = subprocess.run(
+        [IMAGE_PYTHON, str(IMAGE_BUILDER), *releases], check=True, capture_output=True, text=True
+    )
+    dirs = [pathlib.Path(line) for line in out.stdout.split()]
+    by_release: dict[str, Image] = {}
+    for release, d in zip(releases, dirs, strict=True):
+        env = json.loads((d / "env.json").read_text())
+        by_release[release] = Image(d / "root", binds={"/usr": "/usr"}, env=env)
+    images = {}
+    for release, image in by_release.items():
+        images[f"{NOVA_IMAGE}:{release}"] = image
+        images[f"{COMPUTE_IMAGE}:{release}"] = image
+    for name, release in (aliases or {}).items():
+        images[name] = by_release[release]
+    return images
+
+
+def service_with_endpoints(namespace: str, name: str, port: int, address: str, target: int) -> list[JSON]:
+    """A Service without a selector and the EndpointSlice that sends its port to ``address:target``."""
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
+    port_name = "main"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"ports": [{"name": port_name, "port": port, "targetPort": target, "protocol": "TCP"}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{name}-real",
+                "namespace": namespace,
+                "labels": {
+                    **labels,
+                    "kubernetes.io/service-name": name,
+                    "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
+                },
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": port_name, "port": target, "protocol": "TCP"}],
+        },
+    ]
+
+
+@dataclass
+class RealTier:
+    """What ``launch_real`` added to the simulated cluster; stopped by the handle."""
+
+    workdir: pathlib.Path
+    kubelet: KubeletThread
+    backends: RealBackends
+    openstack: OpenStackServices
+    ovsdb: dict[str, OvsdbServer] = field(default_factory=dict)
+    hosts_file: pathlib.Path | None = None
+    control_nodes: list[str] = field(default_factory=list)
+    compute_nodes: list[str] = field(default_factory=list)
+    startup: dict[str, float] = field(default_factory=dict)  # seconds, by part
+    kube: Kube | None = None
+
+    @property
+    def gateway(self) -> str:
+        return self.backends.address
+
+    def in_cluster_dns(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run in a mount namespace of its own whose ``/etc/hosts`` names every Service."""
+        assert self.hosts_file is not None
+        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            str(self.hosts_file),
+            *argv,
+        ]
+
+    def expose(self, namespace: str, name: str, port: int, target: int, address: str | None = None) -> None:
+        """A Service ``namespace/name`` whose ``port`` leads to ``address:target`` on the host (default
+        the bridge's gateway, where the real servers listen)."""
+        assert self.kube is not None
+        for doc in service_with_endpoints(namespace, name, port, address or self.gateway, target):
+            self.kube.apply(doc, namespace)
+
+    def alias(self, name: str, namespace: str, service: str) -> None:
+        """Pods resolve ``name`` (outside the cluster domain) to Service ``namespace/service``."""
+        self.kubelet.alias(name, namespace, service)
+
+    def stop_pods(self) -> None:
+        self.kubelet.stop()
+
+    def stop_servers(self) -> None:
+        self.openstack.stop()
+        self.backends.stop()
+        for server in self.ovsdb.values():
+            server.stop()
+
+
+def launch_real(
+    workdir: pathlib.Path | None = None,
+    *,
+    bindir: pathlib.Path | None = None,
+    control_nodes: int = 2,
+    compute_nodes: Sequence[str] = ("compute-0", "compute-1"),
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
+    releases: Sequence[str] = DEFAULT_RELEASES,
+    image_aliases: Mapping[str, str] | None = None,
+    namespaces: Sequence[str] = ("openstack",),
+    audit: bool = False,
+) -> SimHandle:
+    """Start the real-Nova tier (see the module's text); ``handle.real`` is its ``RealTier``."""
+    t0 = time.monotonic()
+    images = nova_images(releases, image_aliases)
+    images_seconds = time.monotonic() - t0
+    handle = launch(workdir, bindir=bindir, nodes=0, standins=False, openstack=False, audit=audit)
+    try:
+        _add_real_tier(
+            handle, images, control_nodes, list(compute_nodes), dict(node_labels or {}), list(namespaces)
+        )
+    except BaseException:
+        handle.stop()
+        raise
+    assert handle.real is not None
+    handle.real.startup["images"] = images_seconds
+    handle.startup_seconds = time.monotonic() - t0
+    return handle
+
+
+def claim_pod_network() -> dict[str, str]:
+    """The bridge, nftables table and pod range of this cluster: the first free of ``simkube0``
+    (10.244.0.0/16, ``simkubelet``) and ``simkube1..15`` (10.225-239.0.0/16, ``simkubelet_N``), so two
+    real tiers on one machine (``make run`` beside a test session) never share addresses or rules.
+    The bridge is created here, which claims it (``ip link add`` fails for a name in use)."""
+    for n in range(16):
+        bridge = f"simkube{n}"
+        made = subprocess.run(
+            ["ip", "link", "add", bridge, "type", "bridge"], capture_output=True, check=False
+        )
+        if made.returncode == 0:
+            if n == 0:
+                return {"bridge": bridge, "table": "simkubelet", "cidr": "10.244.0.0/16"}
+            return {"bridge": bridge, "table": f"simkubelet_{n}", "cidr": f"10.{224 + n}.0.0/16"}
+    raise RuntimeError("no free pod bridge (simkube0..15 all exist): stop the other simulated clusters")
+
+
+def release_pod_network(bridge: str) -> None:
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+
+
+def _add_real_tier(
+    handle: SimHandle,
+    images: dict[str, Image],
+    control_nodes: int,
+    compute_nodes: list[str],
+    node_labels: dict[str, Mapping[str, str]],
+    namespaces: list[str],
+) -> None:
+    cp = handle.cluster.control_plane
+    install_dependency_crds(handle.cluster.kube)
+    root = handle.workdir / "real"
+    root.mkdir(exist_ok=True)
+    controls = [f"control-{i}" for i in range(control_nodes)]
+    t = time.monotonic()
+    network = claim_pod_network()
+    (root / "network.json").write_text(json.dumps(network) + "\n")  # what this cluster owns on the host
+    kubelet = KubeletThread(
+        cp.server,
+        cp.admin_token,
+        cp.ca_file,
+        [*controls, *compute_nodes],
+        images,
+        root / "kubelet",
+        network=network,
+    )
+    handle.teardown.append(("kubelet stand-in", kubelet.stop))
+    handle.teardown.append(("pod bridge", lambda: release_pod_network(network["bridge"])))
+    kubelet.start()
+    assert kubelet.kubelet is not None
+    assert kubelet.kubelet.network is not None
+    gateway = kubelet.kubelet.network.gateway
+    startup = {"kubelet": time.monotonic() - t}
+
+    t = time.monotonic()
+    backends = RealBackends(root / "backends", address=gateway)
+    handle.teardown.append(("backing servers", backends.stop))
+    backends.start()
+    startup["backing servers"] = time.monotonic() - t
+    t = time.monotonic()
+    openstack = OpenStackServices(
+        root / "openstack", backends.mariadb, f"{gateway}:{backends.memcached.port}", address=gateway
+    )
+    handle.teardown.insert(-1, ("keystone, placement, glance", openstack.stop))
+    openstack.start(service_users=())
+    startup["keystone, placement, glance"] = time.monotonic() - t
+
+    real = RealTier(
+        root,
+        kubelet,
+        backends,
+        openstack,
+        control_nodes=controls,
+        compute_nodes=compute_nodes,
+        kube=handle.cluster.kube,
+    )
+    real.startup.update(startup)
+    handle.real = real
+    t = time.monotonic()
+    for node in compute_nodes:
+        node_root = root / "kubelet" / "hostpath" / node
+        _provision_compute_node(node_root)
+        sock = node_root / "run" / "openvswitch" / "db.sock"
+        real.ovsdb[node] = OvsdbServer(root / "ovsdb" / node, sock, system_id=node).start()
+
+    def stop_ovsdb() -> None:
+        for server in real.ovsdb.values():
+            server.stop()
+
+    handle.teardown.append(("ovsdb-server", stop_ovsdb))
+    startup["ovsdb-server"] = time.monotonic() - t
+
+    kube = handle.cluster.kube
+    for node, labels in node_labels.items():
+        kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
+    assert openstack.network is not None
+    for ns in namespaces:
+        for name, port, target in (
+            ("keystone-api", 5000, openstack.keystone_port),
+            ("placement-api", 8778, openstack.placement_port),
+            ("glance-api", 9292, openstack.glance_port),
+            ("neutron-server", 9696, openstack.network.port),
+            ("memcached", 11211, backends.memcached.port),
+        ):
+            real.expose(ns, name, port, target)
+
+    real.hosts_file = root / "hosts"
+    real.hosts_file.write_text("127.0.0.1\tlocalhost\n")
+    kubelet.attach_hosts("host", "default", real.hosts_file)
+    start_standins(handle, backend=backends)
+
+
+# What a compute node has and the pool mounts by hostPath without a type (no check, no creation):
+# the node's own, which on this machine is the host's.
+NODE_PATHS = ("dev", "sys/fs/cgroup", "lib/modules")
+
+
+def _provision_compute_node(node_root: pathlib.Path) -> None:
+    for rel in NODE_PATHS:
+        link = node_root / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            continue
+        if pathlib.Path(f"/{rel}").is_dir():
+            link.symlink_to(f"/{rel}")
+        else:  # this machine has none (no kernel modules in a container): an empty one, as a node's
+            link.mkdir(parents=True)
+
+
+def clouds_yaml(handle: SimHandle, path: pathlib.Path, service_password: str | None = None) -> pathlib.Path:
+    """A ``clouds.yaml`` for the ``openstack`` CLI: cloud ``simcluster`` (admin) and, with the service
+    user's password, ``simcluster-nova`` (the service user)."""
+    assert handle.real is not None
+    osv = handle.real.openstack
+    clouds: JSON = {
+        "simcluster": {
+            "auth": {
+                "auth_url": osv.keystone_url,
+                "username": "admin",
+                "password": osv.admin_password,
+                "project_name": "admin",
+                "user_domain_name": "Default",
+                "project_domain_name": "Default",
+            },
+            "region_name": "RegionOne",
+            "identity_api_version": 3,
+        }
+    }
+    if service_password is not None:
+        clouds["simcluster-nova"] = {
+            **clouds["simcluster"],
+            "auth": {
+                **clouds["simcluster"]["auth"],
+                "username": SERVICE_USER,
+                "password": service_password,
+                "project_name": "service",
+            },
+        }
+    path.write_text(json.dumps({"clouds": clouds}, indent=2) + "\n")
+    os.chmod(path, 0o600)
+    return path

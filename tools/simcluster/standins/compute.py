@@ -1,0 +1,87 @@
+"""nova-compute and host discovery, played on the fake Nova API.
+
+A Ready ``nova-compute`` pool pod registers its node as a compute service (unmapped), a Succeeded
+``discover-hosts`` Job pod maps every registered host, and a service whose pod is gone is reported
+``down``. Not cache-driven: a loop of its own, woken by pod events or a 2 s tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from simcluster.client.asynckube import ApiError, AsyncKube, sleep_or
+from simcluster.client.watchcache import Store, reflect
+from simcluster.standins.base import StandIn
+from simcluster.standins.objects import is_pod_ready
+from simcluster.standins.openstack import FakeOpenStack
+
+log = logging.getLogger("simcluster.standins")
+
+# Pods the compute agent follows (labels of novacompute-crd.md §9.1 and §15).
+COMPUTE_COMPONENT = "nova-compute"
+DISCOVERY_COMPONENT = "discover-hosts"
+COMPUTE_PODS = (
+    "/api/v1/pods?labelSelector=app.kubernetes.io%2Fcomponent%20in%20%28"
+    f"{COMPUTE_COMPONENT}%2C{DISCOVERY_COMPONENT}%29"
+)
+
+
+class ComputeAgent(StandIn):
+    def __init__(self, kube: AsyncKube, stores: Mapping[str, Store], fake: FakeOpenStack) -> None:
+        super().__init__(kube, stores)
+        self.fake = fake
+        self.kick = asyncio.Event()  # the agent's wake-up
+        self.passes = 0
+        self._discovered: set[str] = set()  # uids of discover-hosts pods already acted on
+
+    async def run(self, stop: asyncio.Event) -> None:
+        pods = Store("pods", COMPUTE_PODS)
+        watcher = asyncio.create_task(
+            reflect(self.kube, pods, lambda *_: self.kick.set(), stop), name=f"watch {COMPUTE_PODS}"
+        )
+        try:
+            while not stop.is_set():
+                self.kick.clear()
+                try:
+                    await self.agent_pass()
+                except ApiError as exc:
+                    log.info("compute agent pass retried: %s", exc)
+                except Exception:  # keep going; the log tells why
+                    log.exception("compute agent pass failed")
+                self.passes += 1
+                await sleep_or(self.kick, 2.0)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+
+    async def agent_pass(self) -> None:
+        """A Ready nova-compute pod registers its node's service (unmapped, as nova-compute does on
+        start); a Succeeded discover-hosts Job pod maps every registered host; a service whose pod
+        is gone goes ``down``, as Nova reports it after service_down_time."""
+        fake = self.fake
+        pods = await self.kube.list(COMPUTE_PODS)
+        running: set[str] = set()
+        for pod in pods:
+            labels = pod["metadata"].get("labels", {})
+            component = labels.get("app.kubernetes.io/component")
+            node = pod.get("spec", {}).get("nodeName")
+            if component == COMPUTE_COMPONENT and node and not pod["metadata"].get("deletionTimestamp"):
+                if is_pod_ready(pod):
+                    running.add(node)
+                    svc = fake.service_by_host(node)
+                    if svc is None:
+                        fake.add_compute(node, mapped=False, by_agent=True)
+                    elif svc.state == "down" and not svc.forced_down:
+                        fake.set_service_state(node, "up")
+            elif component == DISCOVERY_COMPONENT and pod.get("status", {}).get("phase") == "Succeeded":
+                uid = pod["metadata"]["uid"]
+                if uid not in self._discovered:
+                    self._discovered.add(uid)
+                    fake.map_all_hosts()
+        for svc in fake.compute_services():
+            if svc.host not in running and svc.state == "up" and svc.host in fake.agent_hosts:
+                fake.set_service_state(svc.host, "down")

@@ -20,6 +20,7 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.echoes import OwnWrites
 from tests.novas import nova_spec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -64,6 +65,7 @@ def make_ctx(
     events: Any = None,
     options: NovaOptions | None = None,
     caches: Mapping[ResourceRef, Cache] | None = None,
+    writes: OwnWrites | None = None,
 ) -> PassContext:
     """A pass over the stored ``nova``: the Secrets, ConfigMaps, Deployments and Jobs caches hold
     ``cached`` (objects as the server answered them) and nothing else; ``caches`` adds or replaces."""
@@ -80,6 +82,7 @@ def make_ctx(
         caches={**filled, **(caches or {})},
         metrics=NovaMetrics.of(kube.metrics),
         options=options or NovaOptions(),
+        writes=writes,
     )
 
 

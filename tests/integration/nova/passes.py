@@ -66,9 +66,11 @@ def make_ctx(
     options: NovaOptions | None = None,
     caches: Mapping[ResourceRef, Cache] | None = None,
     writes: OwnWrites | None = None,
+    status: Object | None = None,
 ) -> PassContext:
     """A pass over the stored ``nova``: the Secrets, ConfigMaps, Deployments and Jobs caches hold
-    ``cached`` (objects as the server answered them) and nothing else; ``caches`` adds or replaces."""
+    ``cached`` (objects as the server answered them) and nothing else; ``caches`` adds or replaces.
+    ``status``: the working status to begin from (a test of several passes keeps one)."""
     filled = {ref: Cache(str(ref)) for ref in CACHED.values()}
     for obj in cached:
         filled[CACHED[obj["kind"]]].upsert(obj)
@@ -76,7 +78,7 @@ def make_ctx(
         kube=kube,
         obj=nova,
         nova=Nova.model_validate(nova),
-        status={},
+        status=status if status is not None else {},
         now=lambda: NOW,
         events=events if events is not None else Emitted(),
         caches={**filled, **(caches or {})},

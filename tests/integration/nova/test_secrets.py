@@ -2,16 +2,18 @@
 the ``spec.secretConfig`` Secret it publishes, credentials it refuses, and its keyed digests.
 
 Each pass runs in ``make_ctx`` over a Nova stored by kube-apiserver; the inputs are stored there and
-the Secrets cache holds the server's copies. Requests are recorded by a wrapper around the real
+the Secrets cache holds the server's copies (or, for the size bound, what a bounded informer keeps
+of them). Requests are recorded by a wrapper around the real
 client (``Recorder``) with the server's answers.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,12 +23,14 @@ from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.metrics import WRITE_VERBS
-from nova_operator.pipeline import NullObserver, run_sequence
+from nova_operator.pipeline import NullObserver, Step, run_sequence
 from nova_operator.reconcilers.nova import secrets
 from nova_operator.reconcilers.nova.context import NovaOptions
+from nova_operator.reconcilers.nova.controller import SECRET_BOUND
 from nova_operator.reconcilers.nova.steps import NOVA_STEPS
 from nova_operator.renderers import workload
-from nova_operator.secret_refs import SecretRefPolicy
+from nova_operator.runtime.informer import Informer
+from nova_operator.secret_refs import SECRET_DATA_LIMIT, SecretRefPolicy
 from tests.integration.nova.passes import ALL_SECRETS, make_ctx, secret, stored, stored_nova
 from tests.integration.nova.requests import Recorder
 
@@ -348,3 +352,33 @@ async def test_with_the_flag_a_tls_secret_that_does_not_exist_yet_does_not_pass_
     tls_secrets = await stored(admin, namespace, *[labelled(empty(n)) for n in ("db-ca", "db-cert")])
     ctx = make_ctx(ours, nova, *inputs, *tls_secrets, options=WITH_LABEL)
     assert (await secrets.reconcile_secrets(ctx)).requeue_after is None  # once both exist, labelled
+
+
+# -- a Secret over the size bound (issue 36) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["refused-by-the-cache", "read-with-a-get"])
+async def test_the_step_refuses_a_secret_over_the_limit_with_a_clear_condition(
+    admin: Kube, ours: Recorder, namespace: str, cached: bool
+) -> None:
+    marker = "UVVJQ0tCUk9XTkZPWA"  # a recognisable run of base64 in the content, never to be quoted
+    raw_bytes = (base64.b64decode(marker + "==") * (SECRET_DATA_LIMIT // 13 + 1))[: SECRET_DATA_LIMIT + 1]
+    (oversized,) = await stored(admin, namespace, raw("api-db", username=b"a", password=raw_bytes))
+    await stored(admin, namespace, *ALL_SECRETS[1:])
+    informer = Informer(cast(Any, None), SECRETS)  # its cache only: the test delivers what it holds
+    informer.bound(SECRET_BOUND)
+    informer.cache.cover({namespace} if cached else set())  # not covered: not listed yet, read with a GET
+    if cached:
+        informer.cache.upsert(copy.deepcopy(oversized))
+    ctx = make_ctx(ours, await stored_nova(admin, namespace), caches={SECRETS: informer.cache})
+    steps = [Step("Secrets", conditions.SECRETS_READY, secrets.reconcile_secrets)]
+    await run_sequence(steps, ctx, NullObserver())
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "SecretTooLarge")
+    assert f"Secret {namespace}/api-db" in cond["message"]
+    assert f"{SECRET_DATA_LIMIT} bytes" in cond["message"]
+    assert oversized["data"]["password"][:12] not in cond["message"]  # no content
+    gets = [(n, c) for v, r, n, c in ours.calls if (v, r) == ("get", "secrets")]
+    assert gets == ([] if cached else [("api-db", "200")])  # refused by the cache: not even read
+    assert not informer.cache.answers("api-db", namespace)  # never held with its data

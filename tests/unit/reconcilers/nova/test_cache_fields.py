@@ -2,7 +2,9 @@
 
 Every reader of a pruned kind runs here on the object as the cache keeps it; the kinds the
 operator applies, and the Nova itself, are kept whole (``apply.carries`` compares them field by
-field with the desired object, so a pruned field would be a write on every pass).
+field with the desired object, so a pruned field would be a write on every pass). The
+TransportURLSecret step, which reads the kept RabbitmqCluster, runs on the real API server
+(``tests/integration/nova/test_transport_url_secret.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The upstream webhook's extraConfig warnings, as Warning events when a changed config is written."""
+"""The upstream webhook's extraConfig warnings, as Warning events when a changed config is written.
+
+The Nova's Config step runs on the real API server (``tests/integration/nova/test_config.py``); here
+the warnings themselves and a pool's step.
+"""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from nova_operator.secret_refs import SECRET_DATA_LIMIT, SecretRefPolicy
 from tests.integration.nova.passes import ALL_SECRETS, make_ctx, secret, stored, stored_nova
 from tests.integration.nova.requests import Recorder
 
-SECRET_CONFIG = {"secretConfig": {"secretRef": {"name": "nova-secrets"}}}
+SECRET_CONFIG: dict[str, Any] = {"secretConfig": {"secretRef": {"name": "nova-secrets"}}}
 
 
 @pytest.fixture

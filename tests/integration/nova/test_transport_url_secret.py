@@ -29,7 +29,7 @@ from nova_operator.runtime.transform import Transform
 from tests.integration.nova.passes import ALL_SECRETS, make_ctx, secret, stored, stored_nova
 from tests.integration.nova.requests import Recorder
 
-ON_CLUSTER = {"messaging": {"clusterRef": {"name": "rabbit"}}}
+ON_CLUSTER: dict[str, Any] = {"messaging": {"clusterRef": {"name": "rabbit"}}}
 RABBIT_RESOURCE = f"{RABBITMQ_CLUSTERS.plural}.{RABBITMQ_CLUSTERS.group}"
 
 
@@ -43,7 +43,7 @@ def written(kube: Recorder) -> list[tuple[str, str, str]]:
     return [(v, r, n) for v, r, n, _ in kube.calls if v in WRITE_VERBS]
 
 
-async def rabbit(admin: Kube, ns: str, default_user: dict[str, str] | None) -> Object:
+async def rabbit(admin: Kube, ns: str, default_user: dict[str, Any] | None) -> Object:
     """A RabbitmqCluster ``rabbit`` whose status publishes ``default_user`` (as its operator would)."""
     body = {
         "apiVersion": RABBITMQ_CLUSTERS.api_version,
@@ -67,7 +67,7 @@ def bus_secret(name: str) -> Object:
 # -- the default user's Secret: only the Nova's own namespace (issue 13) ---------------------------
 
 
-KEYS = {"username": "username", "password": "password"}  # the CRD requires keys and namespace
+KEYS: dict[str, str] = {"username": "username", "password": "password"}  # the CRD requires keys and namespace
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ async def transport_from_cache(admin: Kube, ours: Recorder, ns: str, cluster: Ob
 async def test_the_transport_step_builds_its_url_from_the_kept_rabbitmq_cluster(
     admin: Kube, ours: Recorder, namespace: str
 ) -> None:
-    ref = {"name": "rabbit-default-user", "namespace": namespace, "keys": KEYS}
+    ref: dict[str, Any] = {"name": "rabbit-default-user", "namespace": namespace, "keys": KEYS}
     cluster = await rabbit(admin, namespace, ref)
     ctx, result = await transport_from_cache(admin, ours, namespace, cluster)
     assert result.requeue_after is None

@@ -5,6 +5,9 @@ flag, a Secret a CR names is used only while it carries the label: the Nova's Se
 every Secret its spec names before any is read, copied or mounted; a pool checks its Nova's
 service-user Secret and its own secretConfig. The refusal is a condition with reason
 ``SecretRefNotLabelled`` that names the field and the Secret.
+
+The Nova's Secrets step runs on the real API server (``tests/integration/nova/test_secrets.py``);
+here the flag, the policy and a pool's step.
 """
 
 from __future__ import annotations
@@ -15,20 +18,15 @@ from typing import Any
 
 import pytest
 
-from nova_operator import cli, conditions
+from nova_operator import cli
 from nova_operator.controllers import compute_settings, with_settings
 from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
-from nova_operator.reconcilers.nova import secrets
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.secret_refs import SecretRefPolicy, parse_policy
 from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass, nova
 from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
-from tests.unit.reconcilers.fakes import FakeEvents, FakeKube
-from tests.unit.reconcilers.nova.passes import ALL_SECRETS, make_ctx, secret
 
 LABEL = "nova.openstack.c5c3.io/usable-by-nova"
-NAMED = (*ALL_SECRETS, secret("bus", url="amqp://bus"))
-"""Every Secret the sample spec names (the gate asks for each one to exist with the label)."""
 
 
 def test_the_flag_and_its_variable_parse_to_a_policy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,58 +60,6 @@ def test_the_policy_matches_key_or_key_and_value() -> None:
     assert parse_policy("") is None
 
 
-def _labelled(secret: dict[str, Any]) -> dict[str, Any]:
-    out = {**secret, "metadata": {**secret["metadata"], "labels": {LABEL: "true"}}}
-    return out
-
-
-async def test_without_the_flag_a_nova_may_name_any_secret_of_its_namespace() -> None:
-    ctx = make_ctx(FakeKube(), FakeEvents(), *ALL_SECRETS)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
-    assert ctx.condition(conditions.SECRETS_READY)["reason"] == "SecretsAvailable"  # type: ignore[index]
-
-
-async def test_with_the_flag_an_unlabelled_secret_stops_the_nova_before_anything_is_read_or_written() -> None:
-    kube = FakeKube()
-    labelled = [_labelled(s) for s in NAMED if s["metadata"]["name"] != "service-user"]
-    unlabelled = next(s for s in ALL_SECRETS if s["metadata"]["name"] == "service-user")
-    options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
-    ctx = make_ctx(kube, FakeEvents(), *labelled, unlabelled, options=options)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
-    assert c["message"].startswith(
-        f"spec.serviceUser.secretRef: Secret ns/service-user does not carry the label {LABEL}"
-    )
-    assert kube.writes() == []  # not even the digest key
-    assert ctx.state.service_user_password == ""
-    # labelled, the same Nova goes on
-    ctx = make_ctx(kube, FakeEvents(), *labelled, _labelled(unlabelled), options=options)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
-
-
-async def test_with_the_flag_a_mounted_tls_secret_is_checked_too() -> None:
-    tls = {
-        "mode": "verify-full",
-        "caBundleSecretRef": {"name": "db-ca"},
-        "clientCertSecretRef": {"name": "db-cert"},
-    }
-    options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
-    raw_ctx = make_ctx(FakeKube(), FakeEvents(), *[_labelled(s) for s in NAMED], options=options)
-    spec = raw_ctx.obj["spec"]
-    database = {**spec["database"], "tls": tls}
-    ca = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-ca", "namespace": "ns"}, "data": {}}
-    ctx = make_ctx(
-        FakeKube(), FakeEvents(), *[_labelled(s) for s in NAMED], ca, options=options, database=database
-    )
-    await secrets.reconcile_secrets(ctx)
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert c["reason"] == "SecretRefNotLabelled"
-    assert "spec.database.tls.caBundleSecretRef: Secret ns/db-ca" in c["message"]
-
-
 def _pool_world(labels: dict[str, str] | None) -> ComputeKube:
     n = nova()
     n["status"] = {"installedRelease": "2025.2", "computeConfigSecretRef": {"name": "nova-compute-config"}}
@@ -135,34 +81,3 @@ async def test_with_the_flag_a_pool_does_not_send_an_unlabelled_password_to_keys
     p.settings = replace(p.settings, secret_refs=SecretRefPolicy(LABEL))
     assert (await reconcile_nova_ref(p)).requeue_after is None
     assert p.credentials is not None
-
-
-async def test_with_the_flag_a_tls_secret_that_does_not_exist_yet_does_not_pass_the_gate() -> None:
-    """Issue 36 §5: a missing Secret passed the gate and the Deployments mounted it by name, so a
-    Secret created later without the label was mounted (the database TLS Secrets are never read)."""
-    tls = {
-        "mode": "verify-full",
-        "caBundleSecretRef": {"name": "db-ca"},
-        "clientCertSecretRef": {"name": "db-cert"},
-    }
-    options = NovaOptions(secret_refs=SecretRefPolicy(LABEL))
-    labelled = [_labelled(s) for s in NAMED]
-    base = make_ctx(FakeKube(), FakeEvents(), *labelled, options=options).obj["spec"]["database"]
-    kube = FakeKube()
-    ctx = make_ctx(kube, FakeEvents(), *labelled, options=options, database={**base, "tls": tls})
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
-    assert c["message"].startswith("spec.database.tls.caBundleSecretRef: Secret ns/db-ca not found")
-    assert kube.writes() == []  # nothing rendered that would mount it
-    tls_secrets = [
-        _labelled(
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": n, "namespace": "ns"}, "data": {}}
-        )
-        for n in ("db-ca", "db-cert")
-    ]
-    ctx = make_ctx(
-        FakeKube(), FakeEvents(), *labelled, *tls_secrets, options=options, database={**base, "tls": tls}
-    )
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None  # once both exist, labelled

@@ -1,9 +1,9 @@
 """A Nova pass's context over the real API server, for step tests (not a test module).
 
-``make_ctx`` is the integration tier's port of ``tests/unit/reconcilers/nova/passes.py``'s: the
-Nova is stored by kube-apiserver (its uid, generation and resourceVersion are the server's), the
-client is the real one, and the informer caches are ``Cache`` objects the test fills with what the
-server holds (so a test decides what the watch has delivered).
+``make_ctx`` builds the pass a step runs in: the Nova (``tests/novas.py``'s) is stored by
+kube-apiserver (its uid, generation and resourceVersion are the server's), the client is the real
+one, and the informer caches are ``Cache`` objects the test fills with what the server holds (so a
+test decides what the watch has delivered).
 """
 
 from __future__ import annotations
@@ -20,36 +20,21 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.echoes import OwnWrites
+from tests.novas import nova_spec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CACHED = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS, "Deployment": DEPLOYMENTS, "Job": JOBS}
 
 
-def spec_of(**spec: Any) -> dict[str, Any]:
-    """The unit tier's Nova spec (brownfield databases by host), with ``spec`` laid over it."""
-    body: dict[str, Any] = {
-        "openStackRelease": "2025.2",
-        "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2025.2"},
-        "apiDatabase": {"host": "db", "database": "nova_api", "secretRef": {"name": "api-db"}},
-        "database": {"host": "db", "database": "nova", "secretRef": {"name": "cell-db"}},
-        "cache": {"servers": ["memcached:11211"]},
-        "messaging": {"secretRef": {"name": "bus"}},
-        "keystoneEndpoint": "http://keystone:5000/v3",
-        "serviceUser": {"secretRef": {"name": "service-user"}},
-        "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
-    }
-    body.update(spec)
-    return body
-
-
 async def stored_nova(
     admin: Kube, ns: str, name: str = "nova", *, finalizers: list[str] | None = None, **spec: Any
 ) -> Object:
-    """A Nova created on the server (``spec_of(**spec)``) as the server answers it."""
+    """A Nova created on the server (``nova_spec(**spec)``) as the server answers it."""
     meta: dict[str, Any] = {"name": name}
     if finalizers:
         meta["finalizers"] = finalizers
-    body = {"apiVersion": NOVAS.api_version, "kind": "Nova", "metadata": meta, "spec": spec_of(**spec)}
+    body = {"apiVersion": NOVAS.api_version, "kind": "Nova", "metadata": meta, "spec": nova_spec(**spec)}
     return await admin.create(NOVAS, body, ns)
 
 
@@ -80,9 +65,12 @@ def make_ctx(
     events: Any = None,
     options: NovaOptions | None = None,
     caches: Mapping[ResourceRef, Cache] | None = None,
+    writes: OwnWrites | None = None,
+    status: Object | None = None,
 ) -> PassContext:
     """A pass over the stored ``nova``: the Secrets, ConfigMaps, Deployments and Jobs caches hold
-    ``cached`` (objects as the server answered them) and nothing else; ``caches`` adds or replaces."""
+    ``cached`` (objects as the server answered them) and nothing else; ``caches`` adds or replaces.
+    ``status``: the working status to begin from (a test of several passes keeps one)."""
     filled = {ref: Cache(str(ref)) for ref in CACHED.values()}
     for obj in cached:
         filled[CACHED[obj["kind"]]].upsert(obj)
@@ -90,12 +78,13 @@ def make_ctx(
         kube=kube,
         obj=nova,
         nova=Nova.model_validate(nova),
-        status={},
+        status=status if status is not None else {},
         now=lambda: NOW,
         events=events if events is not None else Emitted(),
         caches={**filled, **(caches or {})},
         metrics=NovaMetrics.of(kube.metrics),
         options=options or NovaOptions(),
+        writes=writes,
     )
 
 

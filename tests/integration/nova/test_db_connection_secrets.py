@@ -7,6 +7,7 @@ there and the derived Secrets are written there (requests recorded by a wrapper 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ import pytest
 from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import SECRETS
+from nova_operator.pipeline import NullObserver, run_sequence
 from nova_operator.reconcilers.nova import db_connection_secrets, secrets
+from nova_operator.reconcilers.nova.steps import NOVA_STEPS
 from tests.integration.nova.passes import ALL_SECRETS, make_ctx, secret, stored, stored_nova
 from tests.integration.nova.requests import Recorder
 
@@ -82,4 +85,24 @@ async def test_missing_api_credentials_write_nothing(admin: Kube, ours: Recorder
     inputs = await stored(admin, namespace, secret("api-db", username="a"), *ALL_SECRETS[1:])
     ctx = make_ctx(ours, await stored_nova(admin, namespace), *inputs)
     assert (await db_connection_secrets.reconcile_db_connection_secrets(ctx)).requeue_after == 15.0
+    assert [c for c in ours.calls if c[0] == "apply"] == []
+
+
+async def test_a_password_that_is_not_text_is_the_steps_condition_naming_secret_and_key(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    """Issue 13: a value the tenant stored that is not UTF-8 is this step's condition, not a crash."""
+    binary = base64.b64encode(b"\xff\xfe\x00Zq9-not-text").decode()
+    api_db = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api-db"}}
+    api_db["data"] = {"username": base64.b64encode(b"a").decode(), "password": binary}
+    inputs = await stored(admin, namespace, api_db, *ALL_SECRETS[1:])
+    ctx = make_ctx(ours, await stored_nova(admin, namespace), *inputs)
+    ctx.state.digest_key = b"key"  # (the Secrets step's gate would have stopped first: the step alone)
+    steps = [s for s in NOVA_STEPS if s.name == "DBConnectionSecrets"]
+    assert (await run_sequence(steps, ctx, NullObserver())).requeue_after is None
+    cond = ctx.condition(conditions.SECRETS_READY)
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "SecretNotText")
+    assert f"key password of Secret {namespace}/api-db" in cond["message"]
+    assert "Zq9" not in cond["message"]
     assert [c for c in ours.calls if c[0] == "apply"] == []

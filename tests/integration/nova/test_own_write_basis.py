@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from simcluster import ControlPlane
 
+from nova_operator import apply
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import Gone
 from nova_operator.kube.resources import NOVAS, SECRETS
@@ -29,8 +31,13 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.runtime import Controller, Informer, Request, Result
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.echoes import OwnWrites
+from nova_operator.runtime.handlers import enqueue_for_owner
 from nova_operator.settings import WatchSettings
 from tests.integration.nova.inputs import nova_body
+from tests.integration.nova.passes import make_ctx, stored_nova
+from tests.integration.nova.requests import Recorder
 
 pytestmark = pytest.mark.integration
 
@@ -214,3 +221,131 @@ async def test_a_key_added_during_a_secrets_watch_outage_is_dropped_once_the_wat
     await reconciler.until(lambda: set((cached() or {}).get("data") or {}) == {"password"}, within=10)
     final = await admin.get(SECRETS, "nova-derived", namespace)
     assert final["data"] == {"password": b64("new")}
+
+
+# -- one pass's write on a lagging cache: whose is the answer? ------------------------------------
+# ``PassContext.ensure`` in a pass over a Nova stored by kube-apiserver, its Secrets cache a ``Cache``
+# the test fills (a lagging watch: a version older than the server's, or nothing); the user's edits
+# are the admin's merge patches under another field manager; ``woken`` is what the Secrets watch's
+# owner handler does with the event a relist then delivers.
+
+DIGEST_KEY = b"digest-key-of-the-nova"
+
+
+def derived(**data: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "nova-derived"},
+        "type": "Opaque",
+        "data": {k: b64(v) for k, v in data.items()},
+    }
+
+
+def lagging_cache(obj: Object | None) -> Cache:
+    cache = Cache(str(SECRETS))
+    if obj is not None:
+        cache.upsert(copy.deepcopy(obj))
+    return cache
+
+
+async def ensure(kube: Kube, nova: Object, cache: Cache, writes: OwnWrites, **data: str) -> None:
+    """One pass's write of the derived Secret through ``ctx.ensure``, its Secrets cache ``cache``."""
+    ctx = make_ctx(kube, nova, caches={SECRETS: cache}, writes=writes)
+    ctx.state.digest_key = DIGEST_KEY  # the Secrets step reads it before any ensure
+    desired = derived(**data)
+    desired["metadata"]["namespace"] = nova["metadata"]["namespace"]
+    await ctx.ensure(desired)
+
+
+def woken(writes: OwnWrites, old: Object | None, new: Object) -> list[Request]:
+    """The keys the Secrets watch wakes for the event ``old`` -> ``new`` (a relist's difference)."""
+    keys: list[Request] = []
+    handler = enqueue_for_owner(keys.append, group=NOVAS.group, kind="Nova", echoes=writes)
+    if old is None:
+        handler.on_add(copy.deepcopy(new))
+    else:
+        handler.on_update(copy.deepcopy(old), copy.deepcopy(new))
+    return keys
+
+
+@pytest.fixture
+def ours(admin: Kube) -> Recorder:
+    return Recorder.of(admin)
+
+
+async def user_edit(admin: Kube, ns: str, **data: str) -> Object:
+    """Another writer (``kubectl edit``) adds keys."""
+    patch = {"data": {k: b64(v) for k, v in data.items()}}
+    return await admin.patch(SECRETS, "nova-derived", patch, ns, field_manager="kubectl-edit")
+
+
+async def test_a_no_op_apply_answered_with_another_writers_version_wakes_the_nova(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    # The issue's case: the cache lags (the Secrets watch is down), a pass re-sends an apply the
+    # server finds nothing to do for, and the server answers with the user's version.
+    nova, writes = await stored_nova(admin, namespace), OwnWrites()
+    await ensure(ours, nova, lagging_cache(None), writes, password="old")
+    first = await admin.get(SECRETS, "nova-derived", namespace)  # cached, then the watch goes down
+    await ensure(ours, nova, lagging_cache(first), writes, password="new")  # our write
+    await user_edit(admin, namespace, extra="user")  # a user adds a key during the outage
+    await ensure(ours, nova, lagging_cache(first), writes, password="new")  # the cache still lags
+    live = await admin.get(SECRETS, "nova-derived", namespace)
+    assert live["data"]["extra"] == b64("user")  # the pass could not see it: it must be woken
+    assert woken(writes, first, live) == [Request(namespace, "nova")]  # the relist's update wakes it
+
+
+async def test_a_write_on_the_cached_basis_is_still_the_passs_own(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    nova, writes = await stored_nova(admin, namespace), OwnWrites()
+    await ensure(ours, nova, lagging_cache(None), writes, password="old")
+    first = await admin.get(SECRETS, "nova-derived", namespace)
+    assert woken(writes, None, first) == []  # the create's echo
+    await ensure(ours, nova, lagging_cache(first), writes, password="new")
+    second = await admin.get(SECRETS, "nova-derived", namespace)
+    assert second["data"] == {"password": b64("new")}
+    assert woken(writes, first, second) == []  # its echo wakes nobody
+    # one request per write, no refusal on a fresh cache, and no read: the child the cache did not
+    # hold yet (its first write) is created first (``apply.create``)
+    assert [(v, c) for v, _, _, c in ours.calls] == [("apply", "201"), ("apply", "200")]
+
+
+async def test_a_child_the_cache_lacks_is_read_first_so_the_write_has_a_known_basis(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    # An earlier life of the object, edited by a user, that the cache does not hold: the create-first
+    # write is refused (the object exists), so the ownership check reads it before the write, which
+    # goes out on the server's own version and is the pass's (the pass saw the user's key); without
+    # that read the write's answer would hold a change no pass saw, and apply's managedFields rule
+    # would make it wake the Nova.
+    nova, writes = await stored_nova(admin, namespace), OwnWrites()
+    await ensure(ours, nova, lagging_cache(None), OwnWrites(), password="new")
+    seen = await user_edit(admin, namespace, extra="user")
+    ours.calls.clear()
+    await ensure(ours, nova, lagging_cache(None), writes, password="new")  # the cache: absent
+    live = await admin.get(SECRETS, "nova-derived", namespace)
+    assert [(v, c) for v, _, _, c in ours.calls[:2]] == [("apply", "409"), ("get", "200")]  # refused, read
+    assert "extra" not in live["data"]  # the key the pass saw is dropped
+    assert woken(writes, seen, live) == []
+
+
+async def test_dropping_foreign_keys_from_a_lagging_cache_is_not_the_passs_own(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    nova, writes = await stored_nova(admin, namespace), OwnWrites()
+    await ensure(ours, nova, lagging_cache(None), writes, password="new")
+    seen = await user_edit(admin, namespace, extra="user")  # the cache saw the first extra key ...
+    await user_edit(admin, namespace, more="more")  # ... not the second
+    await ensure(ours, nova, lagging_cache(seen), writes, password="new")
+    live = await admin.get(SECRETS, "nova-derived", namespace)
+    assert live["data"]["more"] == b64("more")  # only the keys the pass saw are dropped
+    assert "extra" not in live["data"]
+    assert woken(writes, seen, live) == [Request(namespace, "nova")]  # the next pass must see the rest
+    # on a fresh cache the drop is the pass's own
+    await ensure(ours, nova, lagging_cache(live), writes, password="new")
+    final = await admin.get(SECRETS, "nova-derived", namespace)
+    assert set(final["data"]) == {"password"}
+    assert woken(writes, live, final) == []
+    assert apply.APPLIED_DIGEST in final["metadata"]["annotations"]

@@ -17,6 +17,7 @@ import pytest
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.reconcilers.nova.secret_reads import DERIVED_SUFFIXES
+from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.request import Request
 from tests.integration.nova.inputs import (
     create_bus,
@@ -28,6 +29,8 @@ from tests.integration.nova.inputs import (
     secret,
     settled,
 )
+from tests.integration.nova.passes import make_ctx, stored, stored_nova
+from tests.integration.nova.requests import Recorder
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 
@@ -104,3 +107,27 @@ async def test_unread_secrets_are_held_without_data_and_a_newly_named_one_is_rea
     await wait_for(lambda: published_url(admin, ns), lambda url: "rabbitmq-v3.example.org" in url, within=30)
     await settled(operator)
     assert ("get", "secrets") not in grown(after, requests_by_verb(operator.metrics))
+
+
+async def test_a_withheld_secret_is_read_once_then_from_the_cache(admin: Kube, namespace: str) -> None:
+    """``PassContext.live`` in a pass over a stored Nova: a Secret the cache holds as a reference
+    only is read with one GET and handed to the cache; the next pass reads it from there, and a
+    Secret the covering cache does not hold is absent without a request."""
+    bus, api_db = await stored(admin, namespace, large("bus"), large("api-db"))
+    cache = Cache(str(SECRETS))
+    cache.cover({namespace})
+    cache.upsert({"apiVersion": "v1", "kind": "Secret", "metadata": bus["metadata"]}, whole=False)
+    cache.upsert(api_db)
+    ours = Recorder.of(admin)
+    nova = await stored_nova(admin, namespace)
+    ctx = make_ctx(ours, nova, caches={SECRETS: cache})
+    first = await ctx.live(SECRETS, "bus")
+    assert first is not None
+    assert first["data"] == bus["data"]
+    assert ours.called() == [("get", "secrets", "200")]
+    again = await make_ctx(ours, nova, caches={SECRETS: cache}).live(SECRETS, "bus")
+    assert again is not None
+    assert again["data"] == bus["data"]
+    assert await ctx.live(SECRETS, "api-db") is not None
+    assert await ctx.live(SECRETS, "absent") is None
+    assert ours.called() == [("get", "secrets", "200")]  # one GET in all: the rest came from the cache

@@ -5,6 +5,9 @@ database password from a 15-word list was found from it), and the pool DaemonSet
 ``compute-config-hash`` the plain SHA-256 of the compute contract. Both are now HMAC-SHA-256
 with the Nova's ``{name}-digest-key``: they still change whenever the content does, so a
 rotation still rewrites the Secret and rolls the pods, but they cannot test guesses offline.
+
+The derived Secrets' digest is tested on the real API server
+(``tests/integration/nova/test_transport_url_secret.py``); here the pool's hash.
 """
 
 from __future__ import annotations
@@ -12,61 +15,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 from typing import Any
 
-import pytest
-
-from nova_operator import apply, conditions
-from nova_operator.kube.resources import SECRETS
+from nova_operator import conditions
 from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
-from nova_operator.reconcilers.nova import secrets, transport_url_secret
 from nova_operator.renderers import compute_pool
 from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
-from tests.unit.reconcilers.nova.passes import ALL_SECRETS, NS, make_ctx, secret
-
-
-def _plain(live: dict[str, Any]) -> str:
-    """The unkeyed digest of e59040d: SHA-256 of the canonical JSON, the annotation left out."""
-    body = json.loads(json.dumps(live))
-    for server_field in ("resourceVersion", "uid"):
-        body["metadata"].pop(server_field, None)
-    return apply.digest(body)
-
-
-async def _transport_secret(kube: Any, events: Any, url: str) -> tuple[dict[str, Any], bytes]:
-    ctx = make_ctx(kube, events, *ALL_SECRETS, secret("bus", transport_url=url))
-    await secrets.reconcile_secrets(ctx)
-    assert ctx.state.digest_key
-    await transport_url_secret.reconcile_transport_url_secret(ctx)
-    return kube.store[(str(SECRETS), NS, "nova-transport-url")], ctx.state.digest_key
-
-
-async def test_a_derived_secret_records_a_keyed_digest_that_follows_its_content(
-    kube: Any, events: Any
-) -> None:
-    live, key = await _transport_secret(kube, events, "rabbit://nova:guessable@bus:5672/")
-    recorded = live["metadata"]["annotations"][apply.APPLIED_DIGEST]
-    assert recorded != _plain(live)  # not the plain hash an offline guess can be checked against
-    body = json.loads(json.dumps(live))
-    for server_field in ("resourceVersion", "uid"):
-        body["metadata"].pop(server_field, None)
-    assert recorded == apply.digest(body, key)
-    # the stored key Secret holds that key, and its own digest is keyed too
-    stored = kube.store[(str(SECRETS), NS, "nova-digest-key")]
-    assert base64.b64decode(stored["data"]["key"]) == key
-    assert stored["metadata"]["annotations"][apply.APPLIED_DIGEST] != _plain(stored)
-    # a rotated password changes the recorded digest (the Secret is rewritten)
-    kube.store.clear()
-    rotated, _ = await _transport_secret(kube, events, "rabbit://nova:rotated@bus:5672/")
-    assert rotated["metadata"]["annotations"][apply.APPLIED_DIGEST] != recorded
-
-
-async def test_an_unkeyed_secret_is_never_applied(kube: Any) -> None:
-    with pytest.raises(ValueError, match="must be keyed"):
-        await apply.apply(kube, secret("x", password="pw"))
-
 
 # -- the pool's compute-config-hash -------------------------------------------------------------
 

@@ -23,7 +23,9 @@ from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime import cache as cache_module
 from nova_operator.runtime.manager import Manager
-from tests.unit.reconcilers.nova.passes import NS, managed_nova
+from tests.novas import nova_object
+
+NS = "ns"
 
 SECRETS_PER_LOOK = 50
 
@@ -56,7 +58,7 @@ def decodes_per_secret(monkeypatch: pytest.MonkeyPatch, pools: int) -> tuple[flo
     manager = Manager(cast(Kube, NoKube()))
     make_controller_factory(NovaOptions())(manager)
     make_controller(manager, ComputeSettings())
-    manager.informer(NOVAS).cache.upsert(managed_nova())
+    manager.informer(NOVAS).cache.upsert(nova_object(NS))
     for index in range(pools):
         manager.informer(NOVACOMPUTES).cache.upsert(pool(index))
     secrets = next(inf for inf in manager.informers if inf.ref == SECRETS)

@@ -4,7 +4,8 @@ Any Secret a Nova names was cached with its data whoever made it (20 Novas namin
 1 MiB took the operator to 768 MiB). Now a Secret over ``SECRET_DATA_LIMIT`` is never held with its
 data and the pass that needs it reports ``SecretTooLarge`` (naming the Secret and the limit, never
 the content), and a namespace's Secrets held with data are bounded by ``NAMESPACE_SECRET_DATA_LIMIT``;
-``nova_operator_informer_held_bytes{resource="secrets"}`` says how much is held.
+``nova_operator_informer_held_bytes{resource="secrets"}`` says how much is held. The pass's refusal
+runs on the real API server (``tests/integration/nova/test_secrets.py``).
 """
 
 from __future__ import annotations
@@ -13,24 +14,21 @@ import base64
 import copy
 from typing import Any, cast
 
-import pytest
-
-from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import NOVAS, SECRETS
 from nova_operator.metrics import Metrics
-from nova_operator.pipeline import NullObserver, Step, run_sequence
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.controller import make_controller
 from nova_operator.reconcilers.nova.context import NovaOptions
-from nova_operator.reconcilers.nova.controller import SECRET_BOUND, make_controller_factory
-from nova_operator.reconcilers.nova.secrets import reconcile_secrets
+from nova_operator.reconcilers.nova.controller import make_controller_factory
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.secret_refs import NAMESPACE_SECRET_DATA_LIMIT, SECRET_DATA_LIMIT, secret_data_size
-from tests.unit.reconcilers.nova.passes import NS, RecordingKube, ctx_with, managed_nova
+from tests.novas import nova_object
+
+NS = "ns"
 
 KIB = 1024
 MARKER = "UVVJQ0tCUk9XTkZPWA"  # a recognisable run of base64 in the content, never to be quoted
@@ -54,7 +52,7 @@ def big_secret(name: str, size: int) -> dict[str, Any]:
 def novas_naming(count: int) -> list[dict[str, Any]]:
     novas = []
     for index in range(count):
-        nova = managed_nova()
+        nova = nova_object(NS)
         nova["metadata"]["name"] = f"nova-{index}"
         nova["spec"]["serviceUser"]["secretRef"]["name"] = f"named-{index}"
         novas.append(nova)
@@ -113,24 +111,3 @@ def test_the_secrets_held_with_data_in_one_namespace_are_bounded() -> None:
     newer["metadata"]["resourceVersion"] = "2"
     receive(secrets, newer)
     assert not secrets.cache.withheld(Request(NS, "named-29"))  # its next version fits
-
-
-@pytest.mark.parametrize("cached", [True, False], ids=["refused-by-the-cache", "read-with-a-get"])
-async def test_the_pass_refuses_a_secret_over_the_limit_with_a_clear_condition(cached: bool) -> None:
-    oversized = big_secret("api-db", SECRET_DATA_LIMIT + 1)
-    secrets = Informer(cast(Any, None), SECRETS)
-    secrets.bound(SECRET_BOUND)
-    secrets.cache.cover({NS} if cached else set())  # not covered: not listed yet, read with a GET
-    if cached:
-        secrets.cache.upsert(copy.deepcopy(oversized))
-    kube = RecordingKube(oversized)
-    ctx = ctx_with(kube, secrets.cache)
-    await run_sequence([Step("Secrets", conditions.SECRETS_READY, reconcile_secrets)], ctx, NullObserver())
-    cond = conditions.find(ctx.status.get("conditions") or [], conditions.SECRETS_READY)
-    assert cond is not None
-    assert (cond["status"], cond["reason"]) == ("False", "SecretTooLarge")
-    assert f"Secret {NS}/api-db" in cond["message"]
-    assert f"{SECRET_DATA_LIMIT} bytes" in cond["message"]
-    assert oversized["data"]["password"][:12] not in cond["message"]  # no content
-    assert kube.gets == ([] if cached else ["api-db"])  # refused by the cache: not even read
-    assert not secrets.cache.answers("api-db", NS)  # never held with its data

@@ -2,15 +2,15 @@
 
 Every reader of a pruned kind runs here on the object as the cache keeps it; the kinds the
 operator applies, and the Nova itself, are kept whole (``apply.carries`` compares them field by
-field with the desired object, so a pruned field would be a write on every pass).
+field with the desired object, so a pruned field would be a write on every pass). The
+TransportURLSecret step, which reads the kept RabbitmqCluster, runs on the real API server
+(``tests/integration/nova/test_transport_url_secret.py``).
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any, cast
 
-from nova_operator import conditions
 from nova_operator.decisions.readiness import custom_resource_ready
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import (
@@ -23,7 +23,7 @@ from nova_operator.kube.resources import (
     ResourceRef,
 )
 from nova_operator.metrics import Metrics
-from nova_operator.reconcilers.nova import cache_fields, transport_url_secret
+from nova_operator.reconcilers.nova import cache_fields
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import (
     MARIADB_CHILDREN,
@@ -35,7 +35,6 @@ from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL, Transform
-from tests.unit.reconcilers.nova.passes import make_ctx
 
 NS = "ns"
 
@@ -76,65 +75,6 @@ def test_the_mariadb_mapper_finds_the_novas_from_the_kept_cluster() -> None:
     )
     kept = stored(MARIADBS, cr("MariaDB", MARIADBS.api_version, "True"))
     assert _mariadb_mapper(novas)(kept) == [Request(NS, "n")]
-
-
-def rabbit(secret_reference: dict[str, str] | None) -> dict[str, Any]:
-    status: dict[str, Any] = {"conditions": [{"type": "AllReplicasReady", "status": "True"}]}
-    if secret_reference is not None:
-        status["defaultUser"] = {
-            "secretReference": secret_reference,
-            "serviceReference": {"name": "rabbit", "namespace": NS},
-        }
-    return {
-        "apiVersion": RABBITMQ_CLUSTERS.api_version,
-        "kind": "RabbitmqCluster",
-        "metadata": {"name": "rabbit", "namespace": NS, "resourceVersion": "3"},
-        "spec": {"replicas": 3, "override": {"statefulSet": {"spec": {"template": {"spec": {}}}}}},
-        "status": status,
-    }
-
-
-def bus_secret() -> dict[str, Any]:
-    values = {"username": "admin", "password": "pw", "host": "rabbit.ns", "port": "5672"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "rabbit-default-user", "namespace": NS},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
-    }
-
-
-async def _transport(kube: Any, events: Any, cluster: dict[str, Any]) -> Any:
-    ctx = make_ctx(kube, events, bus_secret(), messaging={"clusterRef": {"name": "rabbit"}})
-    rabbits = Cache(str(RABBITMQ_CLUSTERS))
-    rabbits.upsert(stored(RABBITMQ_CLUSTERS, cluster))
-    cast(dict[ResourceRef, Cache], ctx.caches)[RABBITMQ_CLUSTERS] = rabbits
-    ctx.state.digest_key = b"k" * 32
-    result = await transport_url_secret.reconcile_transport_url_secret(ctx)
-    return ctx, result
-
-
-async def test_the_transport_step_builds_its_url_from_the_kept_rabbitmq_cluster(
-    kube: Any, events: Any
-) -> None:
-    ref = {"name": "rabbit-default-user", "namespace": NS, "keys": "ignored"}
-    ctx, result = await _transport(kube, events, rabbit(ref))
-    assert result.requeue_after is None
-    assert ctx.state.transport_url == "rabbit://admin:pw@rabbit.ns:5672/"
-    assert [c for c in kube.calls if c[1] == str(RABBITMQ_CLUSTERS)] == []  # read from the cache
-    kept = stored(RABBITMQ_CLUSTERS, rabbit(ref))
-    assert kept["status"] == {"defaultUser": {"secretReference": ref}}
-    assert "spec" not in kept
-
-
-async def test_a_kept_rabbitmq_cluster_without_a_default_user_still_reads_as_not_published(
-    kube: Any, events: Any
-) -> None:
-    ctx, result = await _transport(kube, events, rabbit(None))
-    assert result.requeue_after == 15.0
-    cond = ctx.condition(conditions.SECRETS_READY)
-    assert cond is not None
-    assert cond["message"] == f"RabbitmqCluster {NS}/rabbit publishes no default user yet"
 
 
 class NoKube:

@@ -1,14 +1,15 @@
-"""The upstream webhook's extraConfig warnings, as Warning events when a changed config is written."""
+"""The upstream webhook's extraConfig warnings, as Warning events when a changed config is written.
+
+The Nova's Config step runs on the real API server (``tests/integration/nova/test_config.py``); here
+the warnings themselves and a pool's step.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from nova_operator import catalog
-from nova_operator.kube.resources import CONFIGMAPS
-from nova_operator.reconcilers.nova import config
 from tests.unit.reconcilers.compute.fakes import owned_config_map, pool_pass
-from tests.unit.reconcilers.nova.passes import ALL_SECRETS, make_ctx
 
 DEPRECATED = {"DEFAULT": {"logdir": "/var/log/nova", "backdoor_port": "0"}}
 
@@ -29,20 +30,6 @@ def test_admission_warnings_name_the_replacement_or_the_missing_catalog() -> Non
 
 def warnings_of(events: Any) -> list[str]:
     return [m for t, r, m in events.emitted if (t, r) == ("Warning", "ExtraConfigWarning")]
-
-
-async def test_the_config_step_warns_once_when_the_config_with_a_deprecated_option_is_written(
-    kube: Any, events: Any
-) -> None:
-    ctx = make_ctx(kube, events, *ALL_SECRETS, extraConfig=DEPRECATED)
-    await config.reconcile_config(ctx)
-    assert warnings_of(events) == catalog.admission_warnings("2025.2", DEPRECATED)
-    assert ctx.state.config_map  # a warning does not stop the config
-    # the next pass finds the ConfigMap written: no second warning
-    written = await kube.get(CONFIGMAPS, ctx.state.config_map, "ns")
-    ctx = make_ctx(kube, events, *ALL_SECRETS, written, extraConfig=DEPRECATED)
-    await config.reconcile_config(ctx)
-    assert len(warnings_of(events)) == 2
 
 
 async def test_a_pool_warns_once_for_a_new_config_with_a_deprecated_option() -> None:

@@ -5,6 +5,9 @@ steps of a Nova and of a pool refuse such an option in ``extraConfig`` (it would
 ConfigMap ``view`` can read) with a message naming ``spec.secretConfig.secretRef``; that Secret's
 ``section.option`` keys are checked against the catalog, published in oslo.config form as a derived
 Secret the pods read as ``OS_<SECTION>__<OPTION>``, and a keyed digest of the values rolls the pods.
+
+The Nova's Config and Secrets steps run on the real API server (``tests/integration/nova/test_config.py``
+and ``test_secrets.py``); here the catalogs' decisions and a pool's step.
 """
 
 from __future__ import annotations
@@ -14,15 +17,12 @@ from typing import Any
 
 import pytest
 
-from nova_operator import apply, catalog, conditions, secret_config
-from nova_operator.kube.resources import SECRETS
+from nova_operator import catalog, conditions
 from nova_operator.models.common import SecretConfigSpec
 from nova_operator.reconcilers.compute.pool_config import catalog_problems, reconcile_pool_config
-from nova_operator.reconcilers.nova import config, secrets
-from nova_operator.renderers import compute_pool, workload
+from nova_operator.renderers import compute_pool
 from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass
 from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
-from tests.unit.reconcilers.nova.passes import ALL_SECRETS, NS, make_ctx, secret
 
 ISSUE_EXAMPLES = [
     ("database", "slave_connection"),
@@ -41,108 +41,11 @@ def test_the_catalogs_know_which_options_are_secret(release: str) -> None:
     ]  # alias
 
 
-async def test_the_config_step_refuses_a_secret_option_and_names_the_secret_backed_way(
-    kube: Any, events: Any
-) -> None:
-    ctx = make_ctx(kube, events, extraConfig={"vault": {"root_token_id": "s.t0ken"}})
-    await config.reconcile_config(ctx)
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert (c["status"], c["reason"]) == ("False", "ConfigError")
-    assert "spec.extraConfig[vault][root_token_id]: nova marks this option secret" in c["message"]
-    assert "key vault.root_token_id of the Secret named by spec.secretConfig.secretRef" in c["message"]
-    assert "s.t0ken" not in c["message"]
-    assert kube.writes() == []  # no ConfigMap carries it
-
-
 def test_a_pool_refuses_a_secret_option_in_extra_config() -> None:
     (problem,) = catalog_problems(
         "2025.2", {"libvirt": {"virt_type": "kvm"}, "vault": {"root_token_id": "t"}}
     )
     assert problem.startswith("spec.extraConfig[vault][root_token_id]: nova marks this option secret")
-
-
-def _watch_back(kube: Any, ctx: Any) -> None:
-    """What the Secrets informer holds after the pass's writes."""
-    for (ref, _ns, _name), obj in kube.store.items():
-        if ref == str(SECRETS):
-            ctx.caches[SECRETS].upsert(obj)
-
-
-def _published(kube: Any) -> dict[str, str]:
-    stored = kube.store[(str(SECRETS), NS, "nova-secret-config")]
-    return {k: base64.b64decode(v).decode() for k, v in stored["data"].items()}
-
-
-async def test_secret_config_is_published_in_oslo_form_and_read_by_every_deployment(
-    kube: Any, events: Any
-) -> None:
-    source = secret(
-        "nova-secrets", **{"vault.root_token_id": "s.$tok", "DATABASE.slave_connection": "mysql+pymysql://r"}
-    )
-    ctx = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
-    assert _published(kube) == {
-        "vault.root_token_id": "s.$$tok",
-        "database.slave_connection": "mysql+pymysql://r",
-    }
-    assert ctx.state.secret_config_keys == ("database.slave_connection", "vault.root_token_id")
-    inputs = ctx.state.workload_inputs()
-    for component, deployment in workload.deployments(ctx.nova, inputs).items():
-        template = deployment["spec"]["template"]
-        env = {
-            e["name"]: e.get("valueFrom") for c in template["spec"]["containers"] for e in c.get("env") or []
-        }
-        assert env["OS_VAULT__ROOT_TOKEN_ID"] == {
-            "secretKeyRef": {"name": "nova-secret-config", "key": "vault.root_token_id"}
-        }, component
-        assert "OS_DATABASE__SLAVE_CONNECTION" in env, component
-        assert template["metadata"]["annotations"]["nova.c5c3.io/secret-config-hash"] == (
-            ctx.state.secret_config_digest
-        )
-    first_digest = ctx.state.secret_config_digest
-    assert first_digest == secret_config.values_digest(_published(kube), ctx.state.digest_key)
-    # a converged pass writes nothing
-    _watch_back(kube, ctx)
-    before = len(kube.writes())
-    again = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
-    _watch_back(kube, again)
-    await secrets.reconcile_secrets(again)
-    assert len(kube.writes()) == before
-    # a rotated value rolls the pods (the annotation follows the values)
-    rotated = secret(
-        "nova-secrets", **{"vault.root_token_id": "s.other", "DATABASE.slave_connection": "mysql+pymysql://r"}
-    )
-    third = make_ctx(
-        kube, events, *ALL_SECRETS, rotated, secretConfig={"secretRef": {"name": "nova-secrets"}}
-    )
-    _watch_back(kube, third)
-    await secrets.reconcile_secrets(third)
-    assert third.state.secret_config_digest != first_digest
-    stored = kube.store[(str(SECRETS), NS, "nova-secret-config")]
-    assert stored["metadata"]["annotations"][apply.APPLIED_DIGEST]
-
-
-async def test_bad_keys_are_named_and_no_value_is_echoed(kube: Any, events: Any) -> None:
-    source = secret(
-        "nova-secrets",
-        **{"vault.no_such": "v1", "database.connection": "v2", "plain": "v3", "neutron.password": "v4"},
-    )
-    ctx = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert c["reason"] == "SecretConfigInvalid"
-    for part in (
-        "key database.connection: the operator sets [database] connection",
-        "key neutron.password: the operator sets",
-        "key plain is not section.option",
-        "key vault.no_such: no such option in the nova 2025.2 option catalog",
-    ):
-        assert part in c["message"]
-    assert not any(v in c["message"] for v in ("v1", "v2", "v3", "v4"))
-    assert ctx.state.service_user_password == ""  # a wait hands nothing on
-    assert (str(SECRETS), NS, "nova-secret-config") not in kube.store
 
 
 @pytest.mark.parametrize("release", catalog.supported_releases())
@@ -156,29 +59,6 @@ def test_a_deprecated_name_of_an_owned_option_is_resolved_before_the_owned_check
         pairs, problems = catalog.secret_config_problems(release, [key], owned=novaconf.OWNED_PAIRS)
         assert pairs == {}
         assert problems == [f"key {key}: the operator sets [DEFAULT] log_config_append from the spec"]
-
-
-async def test_a_deprecated_name_of_an_owned_option_is_refused_in_the_secret(kube: Any, events: Any) -> None:
-    source = secret("nova-secrets", **{"DEFAULT.log_config": "/tmp/evil.ini"})
-    ctx = make_ctx(kube, events, *ALL_SECRETS, source, secretConfig={"secretRef": {"name": "nova-secrets"}})
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert c["reason"] == "SecretConfigInvalid"
-    assert "key DEFAULT.log_config: the operator sets [DEFAULT] log_config_append" in c["message"]
-    assert "/tmp/evil.ini" not in c["message"]
-    assert (str(SECRETS), NS, "nova-secret-config") not in kube.store
-
-
-async def test_a_missing_secret_config_secret_is_a_wait(kube: Any, events: Any) -> None:
-    ctx = make_ctx(kube, events, *ALL_SECRETS, secretConfig={"secretRef": {"name": "absent"}})
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
-    c = ctx.condition(conditions.SECRETS_READY)
-    assert c is not None
-    assert (c["reason"], c["message"]) == (
-        "WaitingForSecretConfig",
-        f"spec.secretConfig.secretRef: Secret {NS}/absent not found",
-    )
 
 
 # -- a pool ----------------------------------------------------------------------------------------

@@ -1,29 +1,33 @@
-"""The ServiceRecords step against the fake Keystone + Nova on loopback and a fake pod list (issue 24).
+"""The ServiceRecords step against the fake Keystone + Nova on loopback and the real API server's pod
+list (issue 24).
 
 What it deletes is ``service_records.judge``'s (tested on its own in ``tests/unit/test_service_records.py``);
 here: the calls it makes and when it makes none, its condition, events, metric, waits and backoff.
+The step runs in ``make_ctx`` passes over a Nova stored by kube-apiserver, the pods are stored there
+(the selector is the server's), the role Deployments are what the cache shows (a test rolls one by
+giving it a new resourceVersion), and the requests are recorded by a wrapper around the real client.
+The whole operator against the same fake API, with its rollouts: ``test_service_records.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from simcluster import FakeOpenStack
 
-from nova_operator import conditions
+from nova_operator import conditions, naming
+from nova_operator.kube import Kube
 from nova_operator.kube.errors import Forbidden
-from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
-from nova_operator.models.nova import Nova
-from nova_operator.reconcilers.metrics import NovaMetrics
+from nova_operator.kube.resources import DEPLOYMENTS, PODS
+from nova_operator.kube.types import Object
 from nova_operator.reconcilers.nova import service_records
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
+from tests.integration.nova.passes import Emitted, make_ctx, stored_nova
+from tests.integration.nova.requests import Recorder
 
-NS = "ns"
-UID = "nova-uid"
 PASSWORD = "service-user-pw"
 OLD_SCHEDULER = "nova-scheduler-7d9f8c6b5d-x2x4z"
 NEW_SCHEDULER = "nova-scheduler-5c4b7f9d8-q8w2m"
@@ -50,64 +54,45 @@ async def fake() -> AsyncIterator[FakeOpenStack]:
         await f.stop()
 
 
-def nova_obj(keystone: str) -> dict[str, Any]:
-    return {
-        "apiVersion": NOVAS.api_version,
-        "kind": "Nova",
-        "metadata": {"name": "nova", "namespace": NS, "uid": UID, "generation": 3, "resourceVersion": "1"},
-        "spec": {
-            "openStackRelease": "2026.1",
-            "image": {"repository": "ghcr.io/c5c3/nova", "tag": "2026.1"},
-            "apiDatabase": {"host": "db", "database": "nova_api", "secretRef": {"name": "api-db"}},
-            "database": {"host": "db", "database": "nova", "secretRef": {"name": "cell-db"}},
-            "cache": {"servers": ["memcached:11211"]},
-            "messaging": {"secretRef": {"name": "bus"}},
-            "keystoneEndpoint": keystone,
-            "serviceUser": {"secretRef": {"name": "service-user"}},
-            "metadata": {"sharedSecretRef": {"name": "metadata-proxy"}},
-        },
-    }
-
-
-def deployment(name: str, rv: str) -> dict[str, Any]:
+def deployment(name: str, ns: str, rv: str) -> Object:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "resourceVersion": rv},
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": rv},
     }
 
 
-def pod(name: str, component: str) -> dict[str, Any]:
-    labels = {
-        "app.kubernetes.io/name": "nova",
-        "app.kubernetes.io/instance": "nova",
-        "app.kubernetes.io/component": component,
+def pod(name: str, component: str) -> Object:
+    """A pod of the Nova's role Deployment: the pod template's labels (the step's selector is
+    name + instance + managed-by; a pod without managed-by is not listed)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": naming.labels("nova", component)},
+        "spec": {"containers": [{"name": component, "image": "nova"}]},
     }
-    return {"metadata": {"name": name, "namespace": NS, "labels": labels}, "status": {"phase": "Running"}}
 
 
 class Setup:
-    def __init__(self, kube: Any, events: Any, fake: FakeOpenStack) -> None:
-        self.kube, self.events, self.fake = kube, events, fake
+    def __init__(self, admin: Kube, ns: str, nova: Object, fake: FakeOpenStack) -> None:
+        self.admin, self.ns, self.nova, self.fake = admin, ns, nova, fake
+        self.kube = Recorder.of(admin)
+        self.events = Emitted()
         self.clock = Clock()
         self.options = NovaOptions(nova_api_url=lambda _name, _ns: fake.nova_url, monotonic=self.clock)
         self.deployments = Cache(str(DEPLOYMENTS))
         self.status: dict[str, Any] = {}
         for name in ("nova", "nova-metadata", "nova-scheduler", "nova-conductor"):
-            self.deployments.upsert(deployment(name, "1"))
+            self.deployments.upsert(deployment(name, ns, "1"))
 
     def ctx(self) -> PassContext:
-        raw = nova_obj(self.fake.keystone_url)
-        ctx = PassContext(
-            kube=self.kube,
-            obj=raw,
-            nova=Nova.model_validate(raw),
-            status=self.status,
-            now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        ctx = make_ctx(
+            self.kube,
+            self.nova,
             events=self.events,
-            caches={DEPLOYMENTS: self.deployments},
-            metrics=NovaMetrics.of(self.kube.metrics),
             options=self.options,
+            caches={DEPLOYMENTS: self.deployments},
+            status=self.status,
         )
         ctx.state.service_user_password = PASSWORD
         return ctx
@@ -120,15 +105,16 @@ class Setup:
 
     def roll(self, name: str) -> None:
         """A role's Deployment changed (a rollout, a scale, a pod that went)."""
-        old = self.deployments.get(name, NS)
+        old = self.deployments.get(name, self.ns)
         assert old is not None
-        self.deployments.upsert(deployment(name, str(int(old["metadata"]["resourceVersion"]) + 1)))
+        self.deployments.upsert(deployment(name, self.ns, str(int(old["metadata"]["resourceVersion"]) + 1)))
 
-    def pods(self, *pods: dict[str, Any]) -> None:
-        for key in [k for k in self.kube.store if k[0] == str(PODS)]:
-            del self.kube.store[key]
+    async def pods(self, *pods: Object) -> None:
+        """Exactly ``pods`` run in the namespace (created, then Running as the kubelet reports)."""
         for p in pods:
-            self.kube.put(PODS, p)
+            name = p["metadata"]["name"]
+            await self.admin.create(PODS, p, self.ns)
+            await self.admin.patch_status(PODS, name, {"status": {"phase": "Running"}}, self.ns)
 
     def hosts(self, binary: str) -> list[str]:
         return sorted(s.host for s in self.fake.services_of(binary))
@@ -136,14 +122,21 @@ class Setup:
     def deleted_metric(self, binary: str) -> float:
         value = self.kube.metrics.registry.get_sample_value(
             "nova_operator_stale_services_deleted_total",
-            {"nova": "nova", "namespace": NS, "binary": binary},
+            {"nova": "nova", "namespace": self.ns, "binary": binary},
         )
         return float(value or 0)
 
 
 @pytest.fixture
-def setup(kube: Any, events: Any, fake: FakeOpenStack) -> Setup:
-    return Setup(kube, events, fake)
+async def setup(admin: Kube, namespace: str, fake: FakeOpenStack) -> Setup:
+    nova = await stored_nova(
+        admin,
+        namespace,
+        openStackRelease="2026.1",
+        image={"repository": "ghcr.io/c5c3/nova", "tag": "2026.1"},
+        keystoneEndpoint=fake.keystone_url,
+    )
+    return Setup(admin, namespace, nova, fake)
 
 
 async def test_a_rollouts_down_records_are_deleted_and_live_and_compute_records_kept(setup: Setup) -> None:
@@ -155,7 +148,7 @@ async def test_a_rollouts_down_records_are_deleted_and_live_and_compute_records_
     fake.add_service("nova-6b8d9f7c4-zt5kq", "nova-osapi_compute", state="down")  # hidden by Nova's list
     fake.add_compute("nova-scheduler-9d8c7b6f5-bb2cc", state="down")  # a pool's: never the Nova's
     fake.add_service("ctl1", "nova-scheduler", state="down")  # not a pod of this Nova: never touched
-    setup.pods(pod(NEW_SCHEDULER, "scheduler"), pod(NEW_CONDUCTOR, "conductor"))
+    await setup.pods(pod(NEW_SCHEDULER, "scheduler"), pod(NEW_CONDUCTOR, "conductor"))
 
     requeue, cond = await setup.run()
 
@@ -176,7 +169,7 @@ async def test_a_rollouts_down_records_are_deleted_and_live_and_compute_records_
 
 async def test_a_converged_nova_is_not_asked_again_until_a_role_deployment_changes(setup: Setup) -> None:
     setup.fake.add_service(NEW_SCHEDULER, "nova-scheduler")
-    setup.pods(pod(NEW_SCHEDULER, "scheduler"))
+    await setup.pods(pod(NEW_SCHEDULER, "scheduler"))
     await setup.run()
     assert len(setup.fake.calls("GET", "/v2.1/os-services")) == 1
     setup.fake.clear_calls()
@@ -199,14 +192,14 @@ async def test_no_pod_is_listed_without_a_record_of_this_novas_roles(setup: Setu
     setup.fake.add_compute("node-1", state="down")
     requeue, cond = await setup.run()
     assert (requeue, cond["reason"]) == (None, "NoStaleServiceRecords")
-    assert [c for c in setup.kube.calls if c[1] == str(PODS)] == []
+    assert [c for c in setup.kube.calls if c[1] == "pods"] == []
     assert setup.fake.calls("DELETE") == []
 
 
 async def test_records_still_up_wait_and_are_deleted_once_down(setup: Setup) -> None:
     setup.fake.add_service(OLD_SCHEDULER, "nova-scheduler")  # its pod just went: still up
     setup.fake.add_service(NEW_SCHEDULER, "nova-scheduler")
-    setup.pods(pod(NEW_SCHEDULER, "scheduler"))
+    await setup.pods(pod(NEW_SCHEDULER, "scheduler"))
 
     requeue, cond = await setup.run()
     assert (requeue, cond["status"], cond["reason"]) == (30.0, "False", "WaitingForServicesDown")
@@ -301,10 +294,7 @@ async def test_a_look_that_takes_too_long_is_a_compute_api_error(
 async def test_a_refused_pod_list_deletes_nothing(setup: Setup) -> None:
     setup.fake.add_service(OLD_SCHEDULER, "nova-scheduler", state="down")
 
-    async def refused(*_a: Any, **_k: Any) -> Any:
-        raise Forbidden("pods is forbidden")
-
-    setup.kube.list = refused
+    setup.kube.refuse["list"] = Forbidden("pods is forbidden")
     requeue, cond = await setup.run()
     assert (requeue, cond["status"], cond["reason"]) == (30.0, "False", "PodListError")
     assert setup.hosts("nova-scheduler") == [OLD_SCHEDULER]
@@ -331,7 +321,7 @@ async def test_one_look_deletes_a_bounded_number_of_records_and_the_next_comes_p
         host = f"nova-scheduler-7d9f8c6b5d-{alphabet[index // 20]}{alphabet[index % 20]}x4z"
         setup.fake.add_service(host, "nova-scheduler", state="down")
     setup.fake.add_service(NEW_SCHEDULER, "nova-scheduler")
-    setup.pods(pod(NEW_SCHEDULER, "scheduler"))
+    await setup.pods(pod(NEW_SCHEDULER, "scheduler"))
 
     requeue, cond = await setup.run()
     assert len(setup.fake.calls("DELETE", "/v2.1/os-services/")) == service_records.DELETES_PER_PASS

@@ -10,8 +10,9 @@ import pytest
 from nova_operator import conditions
 from nova_operator.kube import errors
 from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
+from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
-from nova_operator.secret_refs import SECRET_DATA_LIMIT
+from nova_operator.secret_refs import SECRET_DATA_LIMIT, SecretRefPolicy
 from tests.integration.novacompute.passes import SERVICE_USER, Stage
 
 pytestmark = pytest.mark.integration
@@ -123,3 +124,23 @@ async def test_a_nova_that_does_not_parse_is_nova_error_unless_only_a_step_of_it
     assert c is not None
     assert (c["status"], c["reason"]) == ("False", "NovaError")
     assert "does not parse" in c["message"]
+
+
+async def test_with_the_flag_a_pool_does_not_send_an_unlabelled_password_to_keystone(stage: Stage) -> None:
+    """--secret-ref-label: an unlabelled service-user Secret is refused by name (its password unread
+    into credentials); once the label is on the stored Secret the next pass uses it."""
+    label = "nova.openstack.c5c3.io/usable-by-nova"
+    await stage.nova()
+    policy = SecretRefPolicy(label)
+    p, _ = stage.pass_over(await stage.pool(), settings=ComputeSettings(secret_refs=policy))
+    assert (await reconcile_nova_ref(p)).requeue_after == 15
+    c = p.condition("NovaReady")
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
+    assert f"Secret {stage.ns}/{SERVICE_USER} does not carry the label" in c["message"]
+    assert p.credentials is None
+    await stage.admin.patch(SECRETS, SERVICE_USER, {"metadata": {"labels": {label: "x"}}}, stage.ns)
+    p, _ = stage.pass_over(p.cr, settings=ComputeSettings(secret_refs=policy))
+    assert (await reconcile_nova_ref(p)).requeue_after is None
+    assert p.credentials is not None
+    assert p.credentials.password == "pw"

@@ -5,20 +5,24 @@ by kube-apiserver; the pass's informer lookups hand the step the server's copies
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from typing import Any
 
 import pytest
 
-from nova_operator import conditions
-from nova_operator.kube import owners
-from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVAS
+from nova_operator import catalog, conditions
+from nova_operator.kube import errors, owners
+from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, NOVAS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.reconcilers.compute import pool_config
-from nova_operator.reconcilers.compute.context import ComputePass
+from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
 from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
 from nova_operator.renderers import compute_pool
-from tests.integration.novacompute.passes import CONTRACT, Emitted, Stage, encoded
+from nova_operator.secret_refs import SecretRefPolicy
+from tests.integration.novacompute.passes import CONTRACT, KEY_SECRET, Emitted, Stage, encoded
 
 pytestmark = pytest.mark.integration
 
@@ -187,3 +191,153 @@ async def test_without_a_cache_for_the_namespace_the_prune_lists(stage: Stage) -
     assert [c[3] for c in stage.kube.of_verb("list", CONFIGMAPS.plural)] == [
         f"{CONFIG_BASE_LABEL}={compute_pool.config_base_label(p.name)}"
     ]
+
+
+# -- the keyed compute-config-hash (issue 26 item 7) ------------------------------------------------
+
+KEYED = {"nova-compute.conf": "[DEFAULT]\n", "transport_url": "rabbit://n:pw@b:5672/", "password": "pw"}
+DIGEST_KEY = "k" * 64
+
+
+async def keyed_pass(stage: Stage, *, key: bool = True) -> ComputePass:
+    """A pass at PoolConfig over the contract ``KEYED`` and (``key``) the Nova's digest key."""
+    await stage.secret(CONTRACT, encoded(**KEYED))
+    if key:
+        await stage.secret(KEY_SECRET, key=DIGEST_KEY)
+    p, _ = stage.pass_over(await stage.pool(), nova=await stage.nova())
+    p.contract_secret = CONTRACT
+    return p
+
+
+async def test_the_pool_hash_is_keyed_with_the_novas_digest_key_and_follows_the_contract(
+    stage: Stage,
+) -> None:
+    """The pool DaemonSet's ``compute-config-hash`` is HMAC-SHA-256 with the Nova's digest key (not
+    the plain SHA-256 a guess could be tested against), and a rotated contract changes it."""
+    p = await keyed_pass(stage)
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    preimage = b"".join(k.encode() + b"=" + v.encode() + b"\n" for k, v in sorted(KEYED.items()))
+    assert p.contract_hash != hashlib.sha256(preimage).hexdigest()
+    assert p.contract_hash == hmac.new(DIGEST_KEY.encode(), preimage, hashlib.sha256).hexdigest()
+    ds = compute_pool.daemonset(
+        p.pool,
+        compute_pool.PoolInputs(
+            image="i",
+            config_map=p.config_map,
+            contract_secret=p.contract_secret,
+            contract_hash=p.contract_hash,
+        ),
+    )
+    assert ds is not None
+    annotations = ds["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[compute_pool.COMPUTE_CONFIG_HASH_ANNOTATION] == p.contract_hash
+    await stage.admin.patch(SECRETS, CONTRACT, {"data": encoded(password="rotated")}, stage.ns)
+    rotated, _ = stage.pass_over(p.cr, nova=p.nova)
+    rotated.contract_secret = CONTRACT
+    assert (await reconcile_pool_config(rotated)).requeue_after is None
+    assert rotated.contract_hash not in ("", p.contract_hash)
+
+
+async def test_a_pool_waits_for_the_digest_key(stage: Stage) -> None:
+    p = await keyed_pass(stage, key=False)
+    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
+    cond = condition(p)
+    assert (cond["status"], cond["reason"]) == ("False", "WaitingForDigestKey")
+    assert KEY_SECRET in cond["message"]
+    assert p.contract_hash == ""
+    assert stage.kube.created == []
+    assert (await stage.admin.list(CONFIGMAPS, stage.ns))["items"] == []
+
+
+# -- the pool's secretConfig (issue 26 item 5) -------------------------------------------------------
+
+
+async def secret_pass(
+    stage: Stage, values: dict[str, str], *, settings: ComputeSettings | None = None
+) -> ComputePass:
+    """A pass at PoolConfig over a pool whose ``spec.secretConfig`` names the Secret ``pool-secrets``
+    (stored with ``values``); the contract, the digest key and the Nova stored too."""
+    await stage.pool_inputs()
+    await stage.secret("pool-secrets", **values)
+    cr = await stage.pool(secretConfig={"secretRef": {"name": "pool-secrets"}})
+    p, _ = stage.pass_over(cr, nova=await stage.nova(), settings=settings)
+    p.contract_secret = CONTRACT
+    return p
+
+
+async def test_a_pool_publishes_its_secret_config_and_its_pods_read_it(stage: Stage) -> None:
+    p = await secret_pass(stage, {"libvirt.rbd_secret_uuid": "457eb676-$x"})
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    name = compute_pool.secret_config_name(p.name)
+    stored = await stage.admin.get(SECRETS, name, stage.ns)
+    assert base64.b64decode(stored["data"]["libvirt.rbd_secret_uuid"]).decode() == "457eb676-$$x"
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == p.cr["metadata"]["uid"]
+    ds = compute_pool.daemonset(
+        p.pool,
+        compute_pool.PoolInputs(
+            image="i",
+            config_map=p.config_map,
+            contract_secret=p.contract_secret,
+            contract_hash=p.contract_hash,
+            secret_config_secret=p.secret_config_secret,
+            secret_config_keys=p.secret_config_keys,
+            secret_config_hash=p.secret_config_hash,
+        ),
+    )
+    assert ds is not None
+    template = ds["spec"]["template"]
+    env = {e["name"]: e.get("valueFrom") for c in template["spec"]["containers"] for e in c.get("env") or []}
+    assert env["OS_LIBVIRT__RBD_SECRET_UUID"] == {
+        "secretKeyRef": {"name": name, "key": "libvirt.rbd_secret_uuid"}
+    }
+    assert (
+        template["metadata"]["annotations"][compute_pool.SECRET_CONFIG_HASH_ANNOTATION]
+        == p.secret_config_hash
+    )
+
+
+async def test_a_pool_refuses_a_key_the_contract_sets(stage: Stage) -> None:
+    p = await secret_pass(stage, {"DEFAULT.transport_url": "rabbit://x"})
+    assert (await reconcile_pool_config(p)).requeue_after == 15.0
+    c = condition(p)
+    assert c["reason"] == "SecretConfigInvalid"
+    assert "key DEFAULT.transport_url: the operator sets [DEFAULT] transport_url" in c["message"]
+    assert "rabbit://x" not in c["message"]
+    assert stage.kube.applied == []
+
+
+async def test_with_secret_ref_label_a_pool_uses_only_a_labelled_secret_config(stage: Stage) -> None:
+    """Issue 26 item 5: --secret-ref-label also covers the pool's own secretConfig Secret."""
+    settings = ComputeSettings(secret_refs=SecretRefPolicy("usable"))
+    p = await secret_pass(stage, {"libvirt.rbd_secret_uuid": "u"}, settings=settings)
+    assert (await reconcile_pool_config(p)).requeue_after == 15.0
+    c = condition(p)
+    assert c["reason"] == "SecretRefNotLabelled"
+    assert c["message"].startswith(
+        f"spec.secretConfig.secretRef: Secret {stage.ns}/pool-secrets does not carry the label"
+    )
+    assert stage.kube.applied == []
+    with pytest.raises(errors.NotFound):
+        await stage.admin.get(SECRETS, compute_pool.secret_config_name(p.name), stage.ns)
+
+
+# -- the upstream webhook's warnings, without a webhook -----------------------------------------------
+
+DEPRECATED = {"DEFAULT": {"logdir": "/var/log/nova", "backdoor_port": "0"}}
+
+
+def warnings_of(events: Emitted) -> list[str]:
+    return [m for t, r, m in events.emitted if (t, r) == ("Warning", "ExtraConfigWarning")]
+
+
+async def test_a_pool_warns_once_for_a_new_config_with_a_deprecated_option(stage: Stage) -> None:
+    p, events = await pool_pass(stage, DEPRECATED, "2025.2")
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    assert warnings_of(events) == catalog.admission_warnings("2025.2", DEPRECATED)
+    (cm,) = stage.kube.created  # the config written on the server
+    p, events = stage.pass_over(p.cr, nova=p.nova)
+    p.contract_secret = CONTRACT
+    p.cached = cached_from(cm)
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    assert warnings_of(events) == []
+    assert [c["metadata"]["name"] for c in stage.kube.created] == [cm["metadata"]["name"]]

@@ -6,25 +6,21 @@ every Secret its spec names before any is read, copied or mounted; a pool checks
 service-user Secret and its own secretConfig. The refusal is a condition with reason
 ``SecretRefNotLabelled`` that names the field and the Secret.
 
-The Nova's Secrets step runs on the real API server (``tests/integration/nova/test_secrets.py``);
-here the flag, the policy and a pool's step.
+The Nova's Secrets step and a pool's NovaRef and PoolConfig steps run on the real API server
+(``tests/integration/nova/test_secrets.py``, ``tests/integration/novacompute/test_nova_ref.py`` and
+``test_pool_config.py``); here the flag and the policy.
 """
 
 from __future__ import annotations
 
-import base64
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from nova_operator import cli
 from nova_operator.controllers import compute_settings, with_settings
-from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.secret_refs import SecretRefPolicy, parse_policy
-from tests.unit.reconcilers.compute.fakes import FakeCompute, make_pass, nova
-from tests.unit.reconcilers.compute.fakes import FakeKube as ComputeKube
 
 LABEL = "nova.openstack.c5c3.io/usable-by-nova"
 
@@ -58,26 +54,3 @@ def test_the_policy_matches_key_or_key_and_value() -> None:
     assert not SecretRefPolicy("k", "v").permits(labelled({"k": "w"}))
     assert parse_policy("k=") == SecretRefPolicy("k", "")
     assert parse_policy("") is None
-
-
-def _pool_world(labels: dict[str, str] | None) -> ComputeKube:
-    n = nova()
-    n["status"] = {"installedRelease": "2025.2", "computeConfigSecretRef": {"name": "nova-compute-config"}}
-    secret = {"metadata": {"name": "nova-service-user", **({"labels": labels} if labels else {})}}
-    secret["data"] = {"password": base64.b64encode(b"pw").decode()}
-    return ComputeKube(objects={("novas", "nova"): n, ("secrets", "nova-service-user"): secret})
-
-
-async def test_with_the_flag_a_pool_does_not_send_an_unlabelled_password_to_keystone() -> None:
-    p, _ = make_pass([], compute=FakeCompute(), kube=_pool_world(None))
-    p.settings = replace(p.settings, secret_refs=SecretRefPolicy(LABEL))
-    assert (await reconcile_nova_ref(p)).requeue_after == 15
-    c = p.condition("NovaReady")
-    assert c is not None
-    assert (c["status"], c["reason"]) == ("False", "SecretRefNotLabelled")
-    assert "Secret ns/nova-service-user does not carry the label" in c["message"]
-    assert p.credentials is None
-    p, _ = make_pass([], compute=FakeCompute(), kube=_pool_world({LABEL: "x"}))
-    p.settings = replace(p.settings, secret_refs=SecretRefPolicy(LABEL))
-    assert (await reconcile_nova_ref(p)).requeue_after is None
-    assert p.credentials is not None

@@ -1,6 +1,6 @@
 """A NovaCompute pass over the real API server, for step tests (a helper module, not a test module).
 
-The integration tier's port of the unit tier's ``make_pass``: the pool and its Nova are stored by
+A pass as the controller builds one, for one step: the pool and its Nova are stored by
 kube-apiserver (uid, generation, creationTimestamp and deletionTimestamp are the server's), every
 input a step reads is stored there too, and the step's client is the real one wrapped by ``Calls``
 (which records what was sent and can refuse a request the test cannot provoke from the server;

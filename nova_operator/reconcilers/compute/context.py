@@ -2,8 +2,10 @@
 
 A pass object is built fresh for every reconcile: pools are reconciled concurrently, so
 nothing a step produces may live on the controller (novacompute-crd.md §5.1, §20). The
-compute API client is made lazily, once per pass, and shared by the Aggregates and
-Services steps, so a pass asks Keystone for one token.
+compute API is reached through the Nova's ``NovaView`` (``openstack.view``), taken lazily once
+per pass and shared by the Aggregates and Services steps: within its short window every pool of
+the Nova shares one token and one read of the services, hypervisors and aggregates (issue 41), so
+a pass asks Keystone for one token at most.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import SECRETS, ResourceRef
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.openstack import ComputeClient, Credentials
+from nova_operator.openstack import Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.openstack.view import ComputeAPI, NovaViews
 from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
 from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.secret_refs import (
@@ -130,6 +133,8 @@ class ComputeSettings:
     monotonic: Callable[[], float] = time.monotonic  # the budget's clock
     # Where a walk the budget stopped goes on in the pool's next pass (``services``), by pool.
     resume: WalkResume = field(default_factory=WalkResume)
+    # The compute API reads and token every pool of a Nova shares within a short window.
+    views: NovaViews = field(default_factory=NovaViews)
 
 
 @dataclass
@@ -165,7 +170,7 @@ class ComputePass:
     secret_config_hash: str = ""
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
-    _client: ComputeClient | None = None
+    _client: ComputeAPI | None = None
 
     # -- identity --------------------------------------------------------------------------
 
@@ -224,18 +229,22 @@ class ComputePass:
     async def emit(self, type_: EventType, reason: str, message: str) -> None:
         await self.events.emit(self.cr, type_, reason, message)
 
-    # -- the compute API (one token per pass) ------------------------------------------------
+    # -- the compute API (the Nova's shared view) ---------------------------------------------
 
-    async def compute(self) -> ComputeClient:
-        """The pass's compute client, authenticated on first use; raises ``ComputeAPIError``."""
+    async def compute(self) -> ComputeAPI:
+        """The Nova's compute API view (authenticated on its first call, which raises ``ComputeAPIError``)."""
         if self._client is None:
             if self.credentials is None:
                 raise RuntimeError("the NovaRef step did not resolve the credentials")
-            self._client = await ComputeClient.connect(
-                self.credentials, self.nova_url, request_timeout=self.settings.request_timeout
+            self._client = self.settings.views.view(
+                self.namespace,
+                self.nova_name,
+                self.credentials,
+                self.nova_url,
+                request_timeout=self.settings.request_timeout,
             )
         return self._client
 
     def close(self) -> None:
-        """Forget the pass's token (the client holds no connection: each call opens and closes its own)."""
+        """Let go of the view (no connection is held: each call opens and closes its own)."""
         self._client = None

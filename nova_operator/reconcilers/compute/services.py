@@ -31,7 +31,8 @@ from nova_operator.decisions import nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
 from nova_operator.kube.types import Object
-from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, DeleteOutcome
+from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome
+from nova_operator.openstack.view import ComputeAPI
 from nova_operator.pipeline import LEFT_OVER
 from nova_operator.reconcilers.compute import host_discovery
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass
@@ -70,7 +71,7 @@ class _PodListError(Exception):
     pass
 
 
-async def _disabled_as_asked(client: ComputeClient, service: ComputeService, asked: str) -> bool:
+async def _disabled_as_asked(client: ComputeAPI, service: ComputeService, asked: str) -> bool:
     """Whether a disable that got no answer (a timeout, a dropped connection) took effect all the same.
 
     Nova saves the disable first, then calls the host's nova-compute (``set_host_enabled``) to sync

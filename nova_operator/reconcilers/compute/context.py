@@ -25,8 +25,9 @@ from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
 from nova_operator.openstack import Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
-from nova_operator.openstack.view import ComputeAPI, NovaViews
+from nova_operator.openstack.view import ComputeAPI, NovaView, NovaViews
 from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
+from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.secret_refs import (
     SECRET_DATA_LIMIT,
@@ -118,6 +119,33 @@ class WalkResume:
         return len(self._after)
 
 
+class ZoneClaims:
+    """The zones each pool's latest pass holds, as its Aggregates step saw them (issue 41, item 5).
+
+    A pass creates a zone aggregate before its status (the ledger that shows the zone) is written,
+    so a sibling's pass in between sees a marked, empty aggregate that no ledger it knows needs, and
+    deleted it (the owner then created it again: 7 creates and 1 delete for 5 aggregates at 20
+    pools). A pass records its zones here before it creates anything, and a pass counts its live
+    siblings' claims as required as well as their ledgers: an aggregate goes once neither shows it.
+    Kept across passes like ``WalkResume``; a pool's claim goes with its release.
+    """
+
+    def __init__(self) -> None:
+        self._zones: dict[tuple[str, str], frozenset[str]] = {}
+
+    def hold(self, namespace: str, name: str, zones: frozenset[str]) -> None:
+        self._zones[(namespace, name)] = zones
+
+    def of(self, namespace: str, names: list[str]) -> set[str]:
+        return {zone for name in names for zone in self._zones.get((namespace, name), ())}
+
+    def finished(self, namespace: str, name: str) -> None:
+        self._zones.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        return len(self._zones)
+
+
 @dataclass(frozen=True)
 class ComputeSettings:
     """Knobs of the NovaCompute controller; production defaults, tests inject faster ones."""
@@ -133,6 +161,8 @@ class ComputeSettings:
     monotonic: Callable[[], float] = time.monotonic  # the budget's clock
     # Where a walk the budget stopped goes on in the pool's next pass (``services``), by pool.
     resume: WalkResume = field(default_factory=WalkResume)
+    # The zones each pool's latest pass holds, for its siblings' Aggregates steps.
+    claims: ZoneClaims = field(default_factory=ZoneClaims)
     # The compute API reads and token every pool of a Nova shares within a short window.
     views: NovaViews = field(default_factory=NovaViews)
 
@@ -151,6 +181,7 @@ class ComputePass:
     cached: Lookup = no_cache
     listed: Listing = no_listing
     fill: Fill = no_fill
+    node_cache: Cache | None = None  # the Node informer's (metadata only), read once it has synced
     now: datetime = field(default_factory=utcnow)
     budget: Budget = UNLIMITED  # when the pass stops beginning work (``pipeline.Budget``)
 
@@ -170,6 +201,7 @@ class ComputePass:
     secret_config_hash: str = ""
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
+    discovery_due: float | None = None  # seconds until the discovery Job's state machine can move on
     _client: ComputeAPI | None = None
 
     # -- identity --------------------------------------------------------------------------
@@ -244,6 +276,14 @@ class ComputePass:
                 request_timeout=self.settings.request_timeout,
             )
         return self._client
+
+    async def fresh(self, *kinds: str) -> ComputeAPI:
+        """The view, with its reads of ``kinds`` forgotten: this pass reads them anew (a joining node's
+        service and mapping show in a read started now, not in one a sibling made seconds ago)."""
+        client = await self.compute()
+        if isinstance(client, NovaView):
+            client.invalidate(*kinds)
+        return client
 
     def close(self) -> None:
         """Let go of the view (no connection is held: each call opens and closes its own)."""

@@ -7,9 +7,9 @@ no redirect, and runs on the event loop, so cancelling a pass ends its calls.
 
 The pools of one Nova reach its API through a ``NovaView`` (``openstack.view``): within a short
 window they share one token and one read of the services, the hypervisors and the aggregates, and
-the operator's own writes invalidate what they changed. Every failure is a ``ComputeAPIError`` (``status`` is the HTTP
-code, 0 when there was no answer). Passwords and tokens are never logged or put into an error
-message.
+the operator's own writes invalidate what they changed. Every failure is a ``ComputeAPIError``
+(``status`` is the HTTP code, 0 when there was no answer). Passwords and tokens are never logged
+or put into an error message.
 """
 
 from nova_operator.openstack.client import (

@@ -242,6 +242,8 @@ class SiblingWakes:
         self._wake(self._siblings(obj))
 
     def on_update(self, old: Object, new: Object) -> None:
+        if nova_ref(old) == nova_ref(new) and not sibling_changed.update(old, new):
+            return  # most updates (status counters, conditions): no sibling is read
         found = {_meta(s).get("name"): s for s in self._siblings(new)}
         if nova_ref(old) != nova_ref(new):
             found.update({_meta(s).get("name"): s for s in self._siblings(old)})

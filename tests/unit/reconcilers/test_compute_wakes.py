@@ -7,6 +7,7 @@ from typing import Any
 
 from nova_operator.kube.types import Object
 from nova_operator.reconcilers.compute.controller import (
+    SiblingWakes,
     concerned_siblings,
     discovery_changed,
     node_relabelled,
@@ -173,3 +174,21 @@ def test_only_the_discovery_job_turning_complete_or_failed_passes_the_predicate(
     assert not discovery_changed.update(job(None), job(None))
     assert not discovery_changed.update(job(None, "db-sync"), job("Complete", "db-sync"))
     assert not discovery_changed.create(job("Complete"))
+
+
+def test_the_handler_wakes_all_siblings_on_create_and_delete_and_the_concerned_ones_on_update() -> None:
+    woken: list[Request] = []
+    a_old = pool("a", {"rack": "a"}, entries=[entry("a1"), entry("a2", "Draining")])
+    a_new = pool("a", {"rack": "a"}, entries=[entry("a1"), entry("a2", "Releasing")])
+    everyone = [a_new, *SIBLINGS]
+    wakes = SiblingWakes(woken.append, lambda ns, nova: everyone, no_labels)
+    wakes.on_add(a_new)
+    assert sorted(r.name for r in woken) == ["b", "c", "d"]
+    woken.clear()
+    wakes.on_update(a_old, a_new)
+    assert [r.name for r in woken] == ["b"]  # b holds a2 as a Conflict entry
+    woken.clear()
+    wakes.on_update(a_new, {**a_new, "metadata": {**a_new["metadata"], "resourceVersion": "2"}})
+    assert woken == []
+    wakes.on_delete(a_new)
+    assert sorted(r.name for r in woken) == ["b", "c", "d"]

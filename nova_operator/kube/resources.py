@@ -159,7 +159,7 @@ ACCESS: tuple[Access, ...] = (
     Access(CLUSTER_SECRET_STORES, ("get", "list", "watch")),
     Access(PODS, ("list",)),
     Access(PRIORITY_CLASSES, ("get",)),
-    Access(NODES, ("get", "list")),
+    Access(NODES, ("get", "list", "watch")),
     Access(EVENTS, ("create", "patch")),
     Access(LEASES, ("get", "create", "update")),
 )

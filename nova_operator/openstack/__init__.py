@@ -5,10 +5,11 @@ Built on aiohttp (``openstack.http``): one project-scoped token from Keystone v3
 sent with every call of that client; each request has a total deadline and a body cap and follows
 no redirect, and runs on the event loop, so cancelling a pass ends its calls.
 
-One ``ComputeClient`` is made per pass (the pool's Aggregates and Services steps share it), so a
-pass asks Keystone for one token. Every failure is a ``ComputeAPIError`` (``status`` is the HTTP
-code, 0 when there was no answer). Passwords and tokens are never logged or put into an error
-message.
+The pools of one Nova reach its API through a ``NovaView`` (``openstack.view``): within a short
+window they share one token and one read of the services, the hypervisors and the aggregates, and
+the operator's own writes invalidate what they changed. Every failure is a ``ComputeAPIError``
+(``status`` is the HTTP code, 0 when there was no answer). Passwords and tokens are never logged
+or put into an error message.
 """
 
 from nova_operator.openstack.client import (

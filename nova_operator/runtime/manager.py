@@ -96,6 +96,8 @@ class Manager:
         self.metrics_server: HttpServer | None = None
         self.health_server: HttpServer | None = None
         self._informers: dict[tuple[ResourceRef, str | None, tuple[str, ...]], Informer] = {}
+        # informers started but neither waited for nor part of readiness (``informer(optional=True)``)
+        self._optional_keys: dict[tuple[ResourceRef, str | None, tuple[str, ...]], bool] = {}
         self._scoped: dict[tuple[ResourceRef, str | None], ScopedInformer] = {}
         self._stop = asyncio.Event()
         self._running = False
@@ -111,8 +113,14 @@ class Manager:
         label_selector: str | None = None,
         namespaces: Sequence[str] | None = None,
         keep: Fields | None = ALL,
+        optional: bool = False,
     ) -> Informer:
         """The shared informer for ``ref``, selector and namespaces (default: the watch settings).
+
+        ``optional``: an informer the operator works without (its readers fall back to the API
+        server until it has synced, e.g. one the install's RBAC may not allow): the manager starts
+        it, but neither waits for its sync nor counts it in readiness. Any caller asking for the
+        same informer without ``optional`` makes it required.
 
         ``keep``: what this caller reads of each object (``runtime.transform``); the informer stores
         the union of its callers' trees, so the default (``ALL``, every field) of any one caller
@@ -133,8 +141,10 @@ class Manager:
                 metrics=self.metrics,
                 gate=self._gate,
             )
-        self._informers[key].keep(keep)
-        return self._informers[key]
+        informer = self._informers[key]
+        informer.keep(keep)
+        self._optional_keys[key] = optional and self._optional_keys.get(key, True)
+        return informer
 
     def scoped_informer(
         self,
@@ -185,9 +195,17 @@ class Manager:
     def informers(self) -> list[Informer]:
         return [*self._informers.values(), *self._scoped.values()]
 
+    @property
+    def required(self) -> list[Informer]:
+        """The informers whose caches must sync before the controllers start (not the optional ones)."""
+        return [
+            *(inf for key, inf in self._informers.items() if not self._optional_keys.get(key)),
+            *self._scoped.values(),
+        ]
+
     def ready(self) -> bool:
-        """Set up (the API server answered, the controllers are built) and every cache synced."""
-        return self._running and all(inf.has_synced for inf in self.informers)
+        """Set up (the API server answered, the controllers are built) and every required cache synced."""
+        return self._running and all(inf.has_synced for inf in self.required)
 
     def readiness_problems(self) -> list[str]:
         """Why this process is not ready (empty: it is); one line each, for ``/readyz``."""
@@ -198,7 +216,8 @@ class Manager:
         stale_after = STALE_WATCH_TIMEOUTS * self.settings.watch.inactivity_timeout
         return [
             f"watch stale: {where} heard nothing from the API server for over {stale_after:g} s"
-            for inf in self._informers.values()
+            for key, inf in self._informers.items()
+            if not self._optional_keys.get(key)
             for where in inf.stale(stale_after)
         ]
 
@@ -320,9 +339,9 @@ class Manager:
     async def _wait_for_sync(self) -> None:
         try:
             async with asyncio.timeout(self.settings.watch.sync_timeout):
-                await asyncio.gather(*(inf.wait_for_sync() for inf in self.informers))
+                await asyncio.gather(*(inf.wait_for_sync() for inf in self.required))
         except TimeoutError:
-            pending = [str(inf.ref) for inf in self.informers if not inf.has_synced]
+            pending = [str(inf.ref) for inf in self.required if not inf.has_synced]
             raise CacheSyncTimeout(f"caches not synced: {', '.join(pending)}") from None
 
     async def _until_stopped(self, coro: Coroutine[Any, Any, None]) -> bool:

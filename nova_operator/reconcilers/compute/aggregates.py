@@ -3,7 +3,8 @@
 openstack-hypervisor-operator adds every host to the aggregate named after its zone and to
 ``tenant_filter_tests``, and creates neither. The pool creates them, marks what it created
 with ``c5c3.io:nova=<namespace>/<nova>``, and deletes a marked one once no live pool of the
-Nova needs it and it holds no host. It never adds or removes a host.
+Nova needs it and it holds no host. A live sibling needs a zone its ledger shows, or that its latest
+pass holds and has not written yet (``ZoneClaims``). It never adds or removes a host.
 
 A tenant's compute API decides how many aggregates are listed: one pass deletes
 ``DELETES_PER_PASS`` at most (one ``AggregateDeleted`` event each) and, when more are left, comes
@@ -60,7 +61,11 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
     if siblings is None:  # the Nodes step did not run (a deleting pool that holds no node)
         siblings = [s for s in p.pools(p.namespace, p.nova_name) if s["metadata"]["name"] != p.name]
         p.siblings = siblings
-    required = required_names(p.nodes, p.deleting, siblings)
+    claims = p.settings.claims
+    # before anything is created: a sibling's pass meanwhile keeps what this one needs
+    claims.hold(p.namespace, p.name, frozenset() if p.deleting else frozenset(_zones(p.nodes)))
+    live = [s["metadata"]["name"] for s in siblings if not (s.get("metadata") or {}).get("deletionTimestamp")]
+    required = required_names(p.nodes, p.deleting, siblings) | claims.of(p.namespace, live)
     marker = f"{p.namespace}/{p.nova_name}"
     wanted = {z: z for z in zones}
     if not p.deleting:

@@ -2,8 +2,10 @@
 
 A pass object is built fresh for every reconcile: pools are reconciled concurrently, so
 nothing a step produces may live on the controller (novacompute-crd.md §5.1, §20). The
-compute API client is made lazily, once per pass, and shared by the Aggregates and
-Services steps, so a pass asks Keystone for one token.
+compute API is reached through the Nova's ``NovaView`` (``openstack.view``), taken lazily once
+per pass and shared by the Aggregates and Services steps: within its short window every pool of
+the Nova shares one token and one read of the services, hypervisors and aggregates (issue 41), so
+a pass asks Keystone for one token at most.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import SECRETS, ResourceRef
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaCompute
-from nova_operator.openstack import ComputeClient, Credentials
+from nova_operator.openstack import Credentials
 from nova_operator.openstack.client import REQUEST_TIMEOUT
+from nova_operator.openstack.view import ComputeAPI, NovaView, NovaViews
 from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
+from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.events import EventSink, EventType
 from nova_operator.secret_refs import (
     SECRET_DATA_LIMIT,
@@ -115,6 +119,33 @@ class WalkResume:
         return len(self._after)
 
 
+class ZoneClaims:
+    """The zones each pool's latest pass holds, as its Aggregates step saw them (issue 41, item 5).
+
+    A pass creates a zone aggregate before its status (the ledger that shows the zone) is written,
+    so a sibling's pass in between sees a marked, empty aggregate that no ledger it knows needs, and
+    deleted it (the owner then created it again: 7 creates and 1 delete for 5 aggregates at 20
+    pools). A pass records its zones here before it creates anything, and a pass counts its live
+    siblings' claims as required as well as their ledgers: an aggregate goes once neither shows it.
+    Kept across passes like ``WalkResume``; a pool's claim goes with its release.
+    """
+
+    def __init__(self) -> None:
+        self._zones: dict[tuple[str, str], frozenset[str]] = {}
+
+    def hold(self, namespace: str, name: str, zones: frozenset[str]) -> None:
+        self._zones[(namespace, name)] = zones
+
+    def of(self, namespace: str, names: list[str]) -> set[str]:
+        return {zone for name in names for zone in self._zones.get((namespace, name), ())}
+
+    def finished(self, namespace: str, name: str) -> None:
+        self._zones.pop((namespace, name), None)
+
+    def __len__(self) -> int:
+        return len(self._zones)
+
+
 @dataclass(frozen=True)
 class ComputeSettings:
     """Knobs of the NovaCompute controller; production defaults, tests inject faster ones."""
@@ -130,6 +161,10 @@ class ComputeSettings:
     monotonic: Callable[[], float] = time.monotonic  # the budget's clock
     # Where a walk the budget stopped goes on in the pool's next pass (``services``), by pool.
     resume: WalkResume = field(default_factory=WalkResume)
+    # The zones each pool's latest pass holds, for its siblings' Aggregates steps.
+    claims: ZoneClaims = field(default_factory=ZoneClaims)
+    # The compute API reads and token every pool of a Nova shares within a short window.
+    views: NovaViews = field(default_factory=NovaViews)
 
 
 @dataclass
@@ -146,6 +181,7 @@ class ComputePass:
     cached: Lookup = no_cache
     listed: Listing = no_listing
     fill: Fill = no_fill
+    node_cache: Cache | None = None  # the Node informer's (metadata only), read once it has synced
     now: datetime = field(default_factory=utcnow)
     budget: Budget = UNLIMITED  # when the pass stops beginning work (``pipeline.Budget``)
 
@@ -165,7 +201,8 @@ class ComputePass:
     secret_config_hash: str = ""
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
-    _client: ComputeClient | None = None
+    discovery_due: float | None = None  # seconds until the discovery Job's state machine can move on
+    _client: ComputeAPI | None = None
 
     # -- identity --------------------------------------------------------------------------
 
@@ -224,18 +261,30 @@ class ComputePass:
     async def emit(self, type_: EventType, reason: str, message: str) -> None:
         await self.events.emit(self.cr, type_, reason, message)
 
-    # -- the compute API (one token per pass) ------------------------------------------------
+    # -- the compute API (the Nova's shared view) ---------------------------------------------
 
-    async def compute(self) -> ComputeClient:
-        """The pass's compute client, authenticated on first use; raises ``ComputeAPIError``."""
+    async def compute(self) -> ComputeAPI:
+        """The Nova's compute API view (authenticated on its first call, which raises ``ComputeAPIError``)."""
         if self._client is None:
             if self.credentials is None:
                 raise RuntimeError("the NovaRef step did not resolve the credentials")
-            self._client = await ComputeClient.connect(
-                self.credentials, self.nova_url, request_timeout=self.settings.request_timeout
+            self._client = self.settings.views.view(
+                self.namespace,
+                self.nova_name,
+                self.credentials,
+                self.nova_url,
+                request_timeout=self.settings.request_timeout,
             )
         return self._client
 
+    async def fresh(self, *kinds: str) -> ComputeAPI:
+        """The view, with its reads of ``kinds`` forgotten: this pass reads them anew (a joining node's
+        service and mapping show in a read started now, not in one a sibling made seconds ago)."""
+        client = await self.compute()
+        if isinstance(client, NovaView):
+            client.invalidate(*kinds)
+        return client
+
     def close(self) -> None:
-        """Forget the pass's token (the client holds no connection: each call opens and closes its own)."""
+        """Let go of the view (no connection is held: each call opens and closes its own)."""
         self._client = None

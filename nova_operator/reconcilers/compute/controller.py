@@ -3,9 +3,17 @@
 Watches: the NovaCompute itself (status-only updates ignored); its DaemonSet and ConfigMaps
 (by owner); Nova updates that matter to a pool (generation, installedRelease,
 computeConfigSecretRef, and the status of its Ready condition) mapped to the Nova's pools
-through the ``spec.novaRef.name`` index; other pools of the same Nova when one changes
-generation, starts deleting, or changes which nodes it holds; the ``<nova>-compute-config``
-contract Secrets. Local pools have no Node watch: a relabel is noticed by the poll (60 s at most).
+through the ``spec.novaRef.name`` index; other pools of the same Nova when one is created or
+deleted, changes generation, starts deleting, or changes which nodes it holds (only the siblings
+that change concerns: ``concerned_siblings``); the ``<nova>-compute-config``
+contract Secrets; Node label changes, mapped to the pools that select or hold the node; and the
+Nova's discover-hosts Job turning Complete or Failed, mapped to the Nova's pools with a Pending node.
+
+Nodes (issue 41): an optional, cluster-wide Node informer keeping metadata only. While it has not
+synced (before its first list, or always where the install's RBAC does not let it list and watch
+Nodes) the Nodes step reads the API server as before and a relabel is noticed by the poll (60 s at
+most); once synced, a converged pass reads no Node from the API server and a relabel wakes the pools
+it concerns at once.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from nova_operator import naming
+from nova_operator.decisions import readiness
 from nova_operator.kube.resources import (
     CONFIGMAPS,
     DAEMONSETS,
@@ -27,7 +37,12 @@ from nova_operator.kube.resources import (
     ResourceRef,
 )
 from nova_operator.kube.types import Object
-from nova_operator.reconcilers.compute.context import COMPONENT, NOVA_REF_INDEX, ComputeSettings
+from nova_operator.reconcilers.compute.context import (
+    COMPONENT,
+    NOVA_REF_INDEX,
+    ComputeSettings,
+    PoolLister,
+)
 from nova_operator.reconcilers.compute.reconciler import NovaComputeReconciler
 from nova_operator.reconcilers.compute.steps import STEP_CONDITIONS
 from nova_operator.reconcilers.metrics import NovaMetrics, StepMetrics
@@ -38,7 +53,7 @@ from nova_operator.runtime.events import EventRecorder
 from nova_operator.runtime.manager import ControllerFactory, Manager
 from nova_operator.runtime.predicates import Predicate, ignore_status_only
 from nova_operator.runtime.request import Request
-from nova_operator.runtime.transform import ALL
+from nova_operator.runtime.transform import ALL, Fields
 from nova_operator.secret_refs import NAMESPACE_SECRET_DATA_LIMIT, SECRET_DATA_LIMIT, secret_data_size
 
 NAME = "novacompute"
@@ -57,13 +72,13 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     # OwnerReferencesPermissionEnforcement admission plugin is on.
     f"{NOVACOMPUTES}/finalizers": ("update",),
     str(NOVAS): ("get", "list", "watch"),
-    str(NODES): ("get", "list"),  # uncached, as the spec asks
+    str(NODES): ("get", "list", "watch"),  # the optional informer; uncached reads until it synced
     str(PODS): ("list",),
     str(DAEMONSETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(CONFIGMAPS): ("get", "list", "watch", "create", "delete"),
     # the contract and spec.secretConfig read; mirrors reaped; {cr}-nova-compute-secret-config applied
     str(SECRETS): ("get", "list", "watch", "create", "patch", "delete"),
-    str(JOBS): ("get", "create", "delete"),  # the host-discovery Job
+    str(JOBS): ("get", "list", "watch", "create", "delete"),  # the host-discovery Job (and its watch)
     str(DEPLOYMENTS): ("get",),
     str(EVENTS): ("create", "patch"),
 }
@@ -165,6 +180,80 @@ sibling_changed = Predicate(
     )
 )
 
+NodeLabels = Callable[[str], Mapping[str, str] | None]
+"""A node's labels from the Node informer's synced cache; None: not known."""
+
+
+def _selects(pool: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    selector = (pool.get("spec") or {}).get("nodeSelector") or {}
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def concerned_siblings(
+    old: Object, new: Object, siblings: Iterable[Object], node_labels: NodeLabels
+) -> list[Object]:
+    """The siblings a pool's update concerns (issue 41, item 3: not every sibling on every ledger change).
+
+    All of them when its generation changed, it started deleting, or the set of zones it holds
+    changed (their Aggregates steps keep or delete the zone aggregates by it). Otherwise, when the
+    entries it holds changed (name, phase or zone), only the siblings that hold one of the changed
+    nodes (a rival's entry, ``Conflict`` included: a handover waits on this pool) or, as far as the
+    Node cache knows, select one. None for any other change.
+    """
+    if not sibling_changed.update(old, new):
+        return []
+    siblings = list(siblings)
+    if (
+        _meta(old).get("generation") != _meta(new).get("generation")
+        or ("deletionTimestamp" in _meta(new)) != ("deletionTimestamp" in _meta(old))
+        or {z for _, _, z in _held(old) if z} != {z for _, _, z in _held(new) if z}
+    ):
+        return siblings
+    changed = {name for name, _, _ in set(_held(old)) ^ set(_held(new))}
+    labels = [found for name in changed if (found := node_labels(name)) is not None]
+    return [
+        s
+        for s in siblings
+        if any(n in changed for n, _, _ in _held(s)) or any(_selects(s, lab) for lab in labels)
+    ]
+
+
+class SiblingWakes:
+    """Enqueue a pool's siblings: all when one is created or deleted, the concerned ones on an update."""
+
+    def __init__(
+        self, enqueue: Callable[[Request], None], lister: PoolLister, node_labels: NodeLabels
+    ) -> None:
+        self._enqueue, self._lister, self._labels = enqueue, lister, node_labels
+
+    def _siblings(self, obj: Object) -> list[Object]:
+        meta = _meta(obj)
+        return [
+            s
+            for s in self._lister(meta.get("namespace") or "", nova_ref(obj))
+            if _meta(s).get("name") != meta.get("name")
+        ]
+
+    def _wake(self, pools: Iterable[Object]) -> None:
+        for pool in pools:
+            self._enqueue(Request(_meta(pool).get("namespace") or "", _meta(pool).get("name") or ""))
+
+    def on_add(self, obj: Object) -> None:
+        self._wake(self._siblings(obj))
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if nova_ref(old) == nova_ref(new) and not sibling_changed.update(old, new):
+            return  # most updates (status counters, conditions): no sibling is read
+        found = {_meta(s).get("name"): s for s in self._siblings(new)}
+        if nova_ref(old) != nova_ref(new):
+            found.update({_meta(s).get("name"): s for s in self._siblings(old)})
+            self._wake(found.values())
+            return
+        self._wake(concerned_siblings(old, new, found.values(), self._labels))
+
+    def on_delete(self, obj: Object) -> None:
+        self._wake(self._siblings(obj))
+
 
 def _nova_fields(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     status = obj.get("status") or {}
@@ -181,6 +270,60 @@ def _nova_fields(obj: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 nova_changed = Predicate(update=lambda old, new: _nova_fields(old) != _nova_fields(new))
+
+JOB_FIELDS: Final[Fields] = {"status": {"conditions": ALL}}
+"""What the Job watch reads (the Nova controller, sharing the informer, declares its own)."""
+
+node_relabelled = Predicate(update=lambda old, new: _meta(old).get("labels") != _meta(new).get("labels"))
+
+NODE_FIELDS: Final[Fields] = {"metadata": {"name": ALL, "labels": ALL, "deletionTimestamp": ALL}}
+"""What the Node informer keeps (the transform keeps ``metadata`` whole anyway: ``IDENTITY``)."""
+
+
+def discovery_finished(old: Object, new: Object) -> bool:
+    """The discover-hosts Job turned Complete or Failed (a Job's other changes wake nobody)."""
+    labels = _meta(new).get("labels") or {}
+    if labels.get(naming.COMPONENT_LABEL) != compute_pool.DISCOVER_HOSTS:
+        return False
+    finished = (readiness.JobState.COMPLETE, readiness.JobState.FAILED)
+    return readiness.job_state(new) in finished and readiness.job_state(old) not in finished
+
+
+discovery_changed = Predicate(create=lambda _: False, update=discovery_finished, delete=lambda _: False)
+
+
+def waiting_pools(lister: PoolLister) -> Callable[[Object], Iterable[Request]]:
+    """The pools of a discover-hosts Job's Nova that hold a Pending node (the ones the Job maps)."""
+
+    def mapper(job: Object) -> Iterable[Request]:
+        meta = _meta(job)
+        namespace, nova = meta.get("namespace") or "", (meta.get("labels") or {}).get(naming.INSTANCE_LABEL)
+        if not nova:
+            return []
+        return [
+            Request(namespace, _meta(pool).get("name") or "")
+            for pool in lister(namespace, nova)
+            if any(e.get("phase") == "Pending" for e in (pool.get("status") or {}).get("nodes") or [])
+        ]
+
+    return mapper
+
+
+def pools_of_node(pools: Cache) -> Callable[[Object], Iterable[Request]]:
+    """The pools a Node's event concerns: those whose nodeSelector its labels match, or that hold it."""
+
+    def mapper(node: Object) -> Iterable[Request]:
+        meta = _meta(node)
+        name, labels = meta.get("name") or "", meta.get("labels") or {}
+        found = []
+        for pool in pools.list():
+            selector = (pool.get("spec") or {}).get("nodeSelector") or {}
+            held = any(e.get("name") == name for e in (pool.get("status") or {}).get("nodes") or [])
+            if held or (selector and all(labels.get(k) == v for k, v in selector.items())):
+                found.append(Request(pool["metadata"].get("namespace") or "", pool["metadata"]["name"]))
+        return found
+
+    return mapper
 
 
 def controller_factory(manager: Manager) -> Controller:
@@ -199,6 +342,10 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     pools.cache.add_index(SECRET_CONFIG_INDEX, _by_secret_config)
     pools.cache.add_index(POOL_SECRETS_INDEX, _pool_secrets)
     daemonsets = manager.informer(DAEMONSETS, label_selector=MANAGED_BY_SELECTOR)
+    nodes = manager.informer(NODES, keep=NODE_FIELDS, optional=True)
+    jobs = manager.informer(
+        JOBS, label_selector=f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}", keep=JOB_FIELDS
+    )
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     novas = manager.informer(NOVAS)
     if COMPUTE_READS_INDEX not in novas.cache._index_funcs:
@@ -240,6 +387,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         fill=fill,
         settings=settings,
         own=pools.cache,
+        nodes=nodes.cache,
     )
     pools.add_handler(reconciler.reads)  # learns when the cache shows our own writes
     ctl = manager.controller(NAME, reconciler)
@@ -250,10 +398,6 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
             for p in lister(namespace, nova)
             if p["metadata"]["name"] != skip
         ]
-
-    def siblings(obj: Object) -> Iterable[Request]:
-        meta = obj["metadata"]
-        return pools_of(meta.get("namespace") or "", nova_ref(obj), skip=meta["name"])
 
     def nova_pools(obj: Object) -> Iterable[Request]:
         return pools_of(obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
@@ -276,9 +420,19 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         return sorted(found)
 
     ctl.watch_primary(pools, ignore_status_only)
-    ctl.watch_mapped(pools, siblings, sibling_changed)
+
+    def node_labels(name: str) -> Mapping[str, str] | None:
+        if not nodes.cache.has_synced:
+            return None
+        node = nodes.cache.get(name)
+        return dict(_meta(node).get("labels") or {}) if node is not None else None
+
+    pools.add_handler(SiblingWakes(ctl.enqueue_together, lister, node_labels))
     for owned in (daemonsets, config_maps):
         ctl.watch_owned(owned, owner_group=NOVACOMPUTES.group, owner_kind=NOVACOMPUTES.kind)
     ctl.watch_mapped(novas, nova_pools, nova_changed)
     ctl.watch_mapped(contracts, contract_pools)
+    ctl.watch_mapped(nodes, pools_of_node(pools.cache), node_relabelled)
+    # the Nova's discover-hosts Job (shared with the Nova controller's informer of its children)
+    ctl.watch_mapped(jobs, waiting_pools(lister), discovery_changed)
     return ctl

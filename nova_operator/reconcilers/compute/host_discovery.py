@@ -8,6 +8,11 @@ shortens the wait. State machine, applied on every pass that has unmapped hosts:
     Job finished  -> leave it for ``discovery_grace`` (30 s) after its terminal condition, then
                      delete it (a Failed one with a Warning first) so the next pass starts afresh
 
+When the state machine can next move on is handed to the Services step (``ComputePass.
+discovery_due``, issue 41 item 4): the end of the grace, when that comes before the 10 s poll,
+and the next pass at once (1 s) after a delete, so a join does not wait out a poll the Job no
+longer needs. The Job's own changes wake the pools too (the controller's Job watch).
+
 Returns a short note for the ServicesReady message; a Kubernetes error is raised as
 ``HostDiscoveryError``.
 """
@@ -74,13 +79,16 @@ async def discover(p: ComputePass, hosts: list[str]) -> str:
             return f"discovery Job {name} is running"
         word = "failed" if state is readiness.JobState.FAILED else "finished"
         ended = _finished_at(job, state)
-        if ended is not None and (p.now - ended).total_seconds() < p.settings.intervals.discovery_grace:
+        left = p.settings.intervals.discovery_grace - (p.now - ended).total_seconds() if ended else 0.0
+        if left > 0:
+            p.discovery_due = left
             return f"discovery Job {name} {word} and will be replaced"
         if state is readiness.JobState.FAILED:
             await p.emit(
                 "Warning", "HostDiscoveryFailed", f"discovery Job {name} failed: {_failure_message(job)}"
             )
         await apply.delete_if_present(p.kube, JOBS, name, ns)
+        p.discovery_due = p.settings.intervals.next_pass
         return f"discovery Job {name} {word}; a new one starts on the next pass"
     except errors.KubeError as exc:
         raise HostDiscoveryError(f"discovery Job {ns}/{name}: {exc}") from exc

@@ -1,7 +1,10 @@
 """Step Nodes (condition NodesReady): read which nodes the pool selects and plan its ledger (§7).
 
-Nodes are read uncached, straight from the API server: a cluster-wide Node informer would
-not sync on a namespace-scoped install, and a local pool notices relabels by its poll.
+Nodes are read from the controller's optional Node informer once it has synced (issue 41: no
+Kubernetes request in a converged pass), else straight from the API server: that informer never
+syncs where the install may not list and watch Nodes, and the operator works on without it. A held
+node the synced cache does not show is read from the API server all the same, so only the API
+server's NotFound takes a node for gone (never a watch that lags).
 """
 
 from __future__ import annotations
@@ -43,13 +46,22 @@ def _labels(node: Mapping[str, Any]) -> dict[str, str]:
 async def reconcile_nodes(p: ComputePass) -> Result:
     selected: dict[str, dict[str, str]] = {}
     held: dict[str, dict[str, str] | None] = {}
+    cache = p.node_cache if p.node_cache is not None and p.node_cache.has_synced else None
     try:
         if not p.deleting:
-            listed = await p.kube.list(NODES, label_selector=label_selector(p.pool.spec.node_selector))
-            selected = {n["metadata"]["name"]: _labels(n) for n in listed.get("items") or []}
+            if cache is not None:
+                items = cache.list(None, p.pool.spec.node_selector)
+            else:
+                listed = await p.kube.list(NODES, label_selector=label_selector(p.pool.spec.node_selector))
+                items = listed.get("items") or []
+            selected = {n["metadata"]["name"]: _labels(n) for n in items}
         for entry in p.nodes:
             name = entry["name"]
             if entry.get("phase") == nodeplan.CONFLICT or name in selected:
+                continue
+            known = cache.get(name) if cache is not None else None
+            if known is not None:
+                held[name] = _labels(known)
                 continue
             try:
                 held[name] = _labels(await p.kube.get(NODES, name))

@@ -66,6 +66,7 @@ class NovaComputeReconciler:
         fill: Fill | None = None,
         settings: ComputeSettings | None = None,
         own: Cache | None = None,
+        nodes: Cache | None = None,
     ) -> None:
         self.kube = kube
         self.events = events
@@ -75,6 +76,7 @@ class NovaComputeReconciler:
         self.listed = listed
         self.fill = fill
         self.settings = settings if settings is not None else ComputeSettings()
+        self.nodes = nodes  # the optional Node informer's cache (read once it has synced)
         # the NovaCompute itself from the informer cache (``own``); see ``OwnReads``
         self.reads = OwnReads(kube, NOVACOMPUTES, own)
 
@@ -135,6 +137,7 @@ class NovaComputeReconciler:
             cached=self.cached or no_cache,
             listed=self.listed or no_listing,
             fill=self.fill or no_fill,
+            node_cache=self.nodes,
         )
 
     async def _run(self, p: ComputePass, steps: Sequence[Step[ComputePass]]) -> Result:
@@ -194,6 +197,7 @@ class NovaComputeReconciler:
         # Local children go by garbage collection through their owner references.
         await remove_finalizer(self.kube, NOVACOMPUTES, cr, DRAIN_FINALIZER)
         self.settings.resume.finished(cr["metadata"]["namespace"], cr["metadata"]["name"])
+        self.settings.claims.finished(cr["metadata"]["namespace"], cr["metadata"]["name"])
         return Result()
 
     async def _nova_exists(self, cr: Object) -> bool:

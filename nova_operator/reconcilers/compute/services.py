@@ -31,7 +31,8 @@ from nova_operator.decisions import nodeplan
 from nova_operator.kube import errors
 from nova_operator.kube.resources import PODS
 from nova_operator.kube.types import Object
-from nova_operator.openstack import ComputeAPIError, ComputeClient, ComputeService, DeleteOutcome
+from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome, view
+from nova_operator.openstack.view import ComputeAPI
 from nova_operator.pipeline import LEFT_OVER
 from nova_operator.reconcilers.compute import host_discovery
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass
@@ -70,7 +71,7 @@ class _PodListError(Exception):
     pass
 
 
-async def _disabled_as_asked(client: ComputeClient, service: ComputeService, asked: str) -> bool:
+async def _disabled_as_asked(client: ComputeAPI, service: ComputeService, asked: str) -> bool:
     """Whether a disable that got no answer (a timeout, a dropped connection) took effect all the same.
 
     Nova saves the disable first, then calls the host's nova-compute (``set_host_enabled``) to sync
@@ -232,17 +233,22 @@ class _Walk:
 async def reconcile_services(p: ComputePass) -> Result:
     every = p.settings.intervals
     poll = poll_interval(p.nodes, every)  # before the walk: a node dropped now still polls soon
+    pending = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING]
+    moving = pending or any(e.get("phase") in _COSTLY for e in p.nodes)
     try:
-        client = await p.compute()
+        # A pool with a joining or leaving node reads the services anew: a joining node's service
+        # shows at once, and no drain decision rests on a read a sibling made seconds ago (a cell
+        # that stopped answering since must stop it). Only a settled pool shares the Nova's view.
+        client = await (p.fresh(view.SERVICES) if moving else p.compute())
         services = await client.list_services()
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
         return Result(requeue_after=every.draining)
     mapping_error: ComputeAPIError | None = None
     mapped: set[str] = set()
-    if any(e.get("phase") == nodeplan.PENDING and e["name"] in services for e in p.nodes):
+    if any(name in services for name in pending):
         try:
-            mapped = await client.mapped_hosts()
+            mapped = await (await p.fresh(view.HYPERVISORS)).mapped_hosts()
         except ComputeAPIError as exc:
             mapping_error = exc
     walk = _Walk(p, services, mapped)
@@ -265,7 +271,7 @@ async def reconcile_services(p: ComputePass) -> Result:
             log.warning("host discovery failed", error=str(exc))
             p.set(COND, False, "HostDiscoveryError", str(exc))
             return Result(requeue_after=min(poll, every.draining))
-        poll = min(poll, every.releasing)
+        poll = min(poll, every.releasing, *([p.discovery_due] if p.discovery_due is not None else []))
     _condition(p, walk.unmapped, note)
     return LEFT_OVER if walk.stopped else Result(requeue_after=poll)
 

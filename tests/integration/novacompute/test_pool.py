@@ -96,9 +96,9 @@ async def test_a_pool_comes_up_and_reaches_ready(env: Env) -> None:
     assert {e["source"]["component"] for e in created} == {"novacompute-controller"}
     assert all(e["involvedObject"]["kind"] == "NovaCompute" for e in created)
 
-    # One Keystone token per pass: every pass that reached Aggregates listed them once.
+    # At most one Keystone token per pass: the Nova's view shares one within its window (issue 41).
     tokens = env.fake.calls_to("POST", "/v3/auth/tokens")
-    assert len(tokens) == len(env.fake.calls_to("GET", "/v2.1/os-aggregates"))
+    assert 1 <= len(tokens) <= env.step_count("Aggregates")
     # No call ever enables a service, and nothing but the mapping read used 2.88.
     assert env.fake.calls("PUT", "/v2.1/os-services") == []
 

@@ -1,0 +1,71 @@
+"""When a pass waiting on the discover-hosts Job comes back (issue 41), on the real API server.
+
+The Job's state machine is the spec's (§15): a finished Job is left alone for 30 s after its terminal
+condition, then deleted, and the next pass creates a new one. What changed is only when that next
+pass comes: at the grace's end when it is sooner than the 10 s poll, 1 s after the delete. The Job
+and its conditions are stored by kube-apiserver; the pass's clock is the stage's ``NOW``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from nova_operator.kube.resources import JOBS
+from nova_operator.reconcilers.compute import host_discovery
+from nova_operator.reconcilers.compute.context import ComputePass
+from tests.integration.novacompute.passes import NOW, Stage
+
+JOB = "nova-discover-hosts"
+
+
+async def waiting_on(stage: Stage, ended: float | None, condition: str = "Complete") -> ComputePass:
+    """A pass over a pool with one Pending node, beside the Nova's discovery Job that ended ``ended``
+    seconds before ``NOW`` with ``condition`` (None: still running)."""
+    nova = await stage.nova()
+    await stage.api_deployment()
+    await stage.job(JOB, owner=nova)
+    if ended is not None:
+        at = (NOW - timedelta(seconds=ended)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        await stage.job_ended(JOB, condition, at)
+    p, _ = await stage.ledger_pass([{"name": "n1", "phase": "Pending"}], nova=nova)
+    return p
+
+
+async def job_names(stage: Stage) -> list[str]:
+    return [j["metadata"]["name"] for j in (await stage.admin.list(JOBS, stage.ns))["items"]]
+
+
+@pytest.mark.parametrize("ago", [25.0, 29.0])
+async def test_within_the_grace_the_pass_comes_back_when_it_ends(stage: Stage, ago: float) -> None:
+    p = await waiting_on(stage, ago)
+    note = await host_discovery.discover(p, ["n1"])
+    assert note == f"discovery Job {JOB} finished and will be replaced"
+    assert stage.kube.deleted() == []
+    assert await job_names(stage) == [JOB]
+    assert p.discovery_due == pytest.approx(30.0 - ago)
+
+
+async def test_early_in_the_grace_the_due_time_is_past_the_10s_poll_which_still_applies(stage: Stage) -> None:
+    p = await waiting_on(stage, 5.0)
+    await host_discovery.discover(p, ["n1"])
+    assert p.discovery_due == pytest.approx(25.0)  # the Services step takes min(10 s poll, this)
+
+
+@pytest.mark.parametrize("condition", ["Complete", "Failed"])
+async def test_after_the_grace_the_job_is_deleted_and_the_next_pass_comes_in_1s(
+    stage: Stage, condition: str
+) -> None:
+    p = await waiting_on(stage, 31.0, condition)
+    note = await host_discovery.discover(p, ["n1"])
+    assert stage.kube.deleted() == [("jobs", JOB)]
+    assert note.endswith("a new one starts on the next pass")
+    assert p.discovery_due == p.settings.intervals.next_pass == 1.0
+
+
+async def test_a_running_job_sets_no_due_time(stage: Stage) -> None:
+    p = await waiting_on(stage, None)
+    assert await host_discovery.discover(p, ["n1"]) == f"discovery Job {JOB} is running"
+    assert p.discovery_due is None
+    assert await job_names(stage) == [JOB]

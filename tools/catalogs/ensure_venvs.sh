@@ -74,7 +74,8 @@ while read -r release version; do
   echo "nova venv $release: installing nova==$version into $dir" >&2
   start=$SECONDS
   tmp="$dir.tmp.$$"
-  rm -rf "$tmp"
+  # what a stopped install left (under the lock, no other install is running)
+  rm -rf "$dir".tmp.*
   "$python" -m venv "$tmp"
   "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.

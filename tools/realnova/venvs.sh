@@ -25,12 +25,14 @@ declare -A packages=(
   [placement]="openstack-placement==15.0.0 oslo.policy<6"
   [glance]="glance==32.0.0 oslo.policy<6"
 )
+built=0
 for svc in keystone placement glance; do
   dir="$cache/$svc"
   want="${packages[$svc]} ${common[*]} (debian libpython)"
   if [[ -f "$dir/.ready" && "$(cat "$dir/.ready")" == "$want" ]]; then
     continue
   fi
+  built=1
   rm -rf "$dir"
   "$python" -m venv "$dir"
   # shellcheck disable=SC2086
@@ -38,5 +40,6 @@ for svc in keystone placement glance; do
     ${packages[$svc]} ${common[*]} >&2
   echo "$want" > "$dir/.ready"
 done
-chmod -R a+rX "$cache"
+# readable by every uid (a warm run skips the walk over the venvs' files)
+((built)) && chmod -R a+rX "$cache"
 echo "$cache"

@@ -13,6 +13,8 @@ set -euo pipefail
 cache="${REALNOVA_VENV_CACHE:-/var/cache/nova-operator/realnova}"
 python="${REALNOVA_PYTHON:-/usr/bin/python3.11}"
 mkdir -p "$cache"
+# pip's cache, shared with tools/catalogs/ensure_venvs.sh (same interpreter): uWSGI compiles once.
+pip_cache="$(dirname "$cache")/pip"
 exec 9>"$cache/.lock"
 flock 9
 
@@ -35,8 +37,10 @@ for svc in keystone placement glance; do
   built=1
   rm -rf "$dir"
   "$python" -m venv "$dir"
+  # Debian's pip (23) builds no wheel for uWSGI without the wheel package: nothing would be cached
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" --upgrade pip
   # shellcheck disable=SC2086
-  PATH="$dir/bin:$build_path" "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+  PATH="$dir/bin:$build_path" "$dir/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" \
     ${packages[$svc]} ${common[*]} >&2
   echo "$want" > "$dir/.ready"
 done

@@ -96,7 +96,9 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
         )
     try:
         _wait_for_line(log, r"make run: prepared in \d+ s", proc, within=300)
-        progress = re.findall(r"^\[ ?(\d)/(\d)\] (.+) \.\.\. (\d+) s$", log.read_text(), re.MULTILINE)
+        progress = re.findall(
+            r"^\[ ?(\d)/(\d)\] (.+) \.\.\. (\d+) s \(CPU \d+ s\)$", log.read_text(), re.MULTILINE
+        )
         assert [(n, total) for n, total, _, _ in progress] == [(str(i), "5") for i in range(1, 6)], progress
         titles = [title for _, _, title, _ in progress]
         assert all(any(t.startswith(stage) for t in titles) for stage in STAGES), titles

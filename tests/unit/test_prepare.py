@@ -39,14 +39,15 @@ def test_lanes_run_side_by_side_with_one_line_per_stage_and_the_output_in_logs(t
         f"echo noisy a; i=0; while [ ! -f {flag} ]; do i=$((i+1)); [ $i -gt 400 ] && exit 9; sleep 0.05; "
         "done",
     )
-    b = sh("b", f"touch {flag}; echo noisy b >&2")
+    spin = "import time; t = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    b = sh("b", f"touch {flag}; echo noisy b >&2; {sys.executable} -c '{spin}'")
     c = sh("c", "echo /the/result; echo to the log >&2", output=True)
     out = io.StringIO()
     outcome = Runner([[a, c], [b]], tmp_path / "logs", out=out).run()
     assert outcome.ok, out.getvalue()
     lines = out.getvalue().splitlines()
     assert len(lines) == 3, lines
-    assert {re.sub(r"^\[ ?\d/3\] (stage \w) \.\.\. \d+ s$", r"\1", line) for line in lines} == {
+    assert {re.sub(r"^\[ ?\d/3\] (stage \w) \.\.\. \d+ s \(CPU \d+ s\)$", r"\1", line) for line in lines} == {
         "stage a",
         "stage b",
         "stage c",
@@ -57,7 +58,8 @@ def test_lanes_run_side_by_side_with_one_line_per_stage_and_the_output_in_logs(t
     assert (tmp_path / "logs" / "b.log").read_text() == "noisy b\n"
     assert (tmp_path / "logs" / "c.log").read_text() == "to the log\n"
     assert outcome.outputs == {"c": "/the/result"}
-    assert set(outcome.seconds) == {"a", "b", "c"}
+    assert set(outcome.seconds) == set(outcome.cpu_seconds) == {"a", "b", "c"}
+    assert outcome.cpu_seconds["b"] >= 0.3  # its grandchild's CPU counts
 
 
 def test_a_failed_stage_prints_its_log_and_stops_the_other_lane(tmp_path: Path) -> None:

@@ -36,7 +36,8 @@ def prepare(name: str, lanes: Lanes, logs: Path) -> Outcome:
     t0 = time.monotonic()
     outcome = Runner([lane for lane in lanes if lane], logs, cwd=REPO).run()
     if outcome.ok:
-        print(f"{name}: prepared in {time.monotonic() - t0:.0f} s", flush=True)
+        cpu = sum(outcome.cpu_seconds.values())
+        print(f"{name}: prepared in {time.monotonic() - t0:.0f} s (CPU {cpu:.0f} s)", flush=True)
     return outcome
 
 

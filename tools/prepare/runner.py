@@ -41,6 +41,9 @@ class Stage:
 class Outcome:
     outputs: dict[str, str] = field(default_factory=dict)  # key -> stripped stdout, ``output`` stages
     seconds: dict[str, float] = field(default_factory=dict)  # key -> wall time, finished stages
+    # key -> CPU time (user + system) of the stage and every process it waited for: the work, which
+    # a busy machine does not inflate as it does the wall time
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
     failed: str | None = None  # the first stage that failed
     interrupted: bool = False
 
@@ -153,7 +156,7 @@ class Runner:
                     proc = None
                 if proc is not None:
                     self._running[stage.key] = proc
-            rc = proc.wait() if proc is not None else 127
+            rc, cpu = _wait(proc) if proc is not None else (127, 0.0)
         seconds = time.monotonic() - t0
         with self._lock:
             self._running.pop(stage.key, None)
@@ -162,6 +165,7 @@ class Runner:
             if rc == 0:
                 self._succeeded.add(stage.key)
                 self.outcome.seconds[stage.key] = seconds
+                self.outcome.cpu_seconds[stage.key] = cpu
                 if stage.output:
                     self.outcome.outputs[stage.key] = result.read_text().strip()
             elif not stopped:
@@ -169,7 +173,7 @@ class Runner:
                 self.outcome.failed = stage.key
             self._lock.notify_all()
         if rc == 0:
-            self._progress(f"{stage.title} ... {seconds:.0f} s")
+            self._progress(f"{stage.title} ... {seconds:.0f} s (CPU {cpu:.0f} s)")
             return True
         if stopped:  # stopped by the runner: no failure of its own
             return False
@@ -212,6 +216,19 @@ class Runner:
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """The exit status (as ``Popen.returncode``) and the CPU seconds of ``proc`` and its waited-for
+    descendants."""
+    while True:
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            break
+        except InterruptedError:
+            continue
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:

@@ -85,7 +85,7 @@ realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and
 	bash tools/realnova/venvs.sh >/dev/null
 	/usr/bin/python3.11 tools/realnova/images.py
 
-test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: make run, release upgrades)
+test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: the release upgrades)
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
 
 test-servers: venv realnova  ## the day-one server scenario (boot, resize to the other host, confirm, delete; placement) on the minimal Nova at RELEASE=2025.2|2026.1|2026.2
@@ -94,9 +94,10 @@ test-servers: venv realnova  ## the day-one server scenario (boot, resize to the
 test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit, integration and e2e tests
 	$(TOOLS_ENV) $(PY) -m pytest tests -m 'not long' --durations=40
 
-run: venv  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins)
-	@[ -n "$$KUBECONFIG" ] || [ -n "$(STANDINS)" ] || $(MAKE) --no-print-directory realnova
-	ENVTEST_BIN="$$( [ -n "$$KUBECONFIG" ] || bash tools/envtest/build.sh)" $(PY) -m simcluster run $(if $(STANDINS),--standins) -- $(ARGS)
+# The builds run side by side (tools/prepare: the Python installs beside the Go builds), one line per
+# stage; each stage's output is in .logs/make-run/<stage>.log, printed when it fails.
+run:  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins)
+	@python3 -m prepare run $(if $(STANDINS),--standins) -- $(ARGS)
 
 bench: venv  ## the floor, then N Novas (N=10 default; N=1, 10, 100): headline ratio, table, bench-N.json (FLOOR=file: that floor)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(FLOOR),--floor $(FLOOR)) $(if $(ARGS),-- $(ARGS))

@@ -36,6 +36,18 @@ from tests.realnova.realcluster import (
     wait_for,
 )
 
+MAKE_RUN = "tests/realnova/test_make_run.py::"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``make run``'s test first in the tier: its real cluster is up and gone before the tier's own
+    starts (``cluster`` lives until the tier's last test), so the two never run at once."""
+    first = [item for item in items if item.nodeid.startswith(MAKE_RUN)]
+    rest = [item for item in items if not item.nodeid.startswith(MAKE_RUN)]
+    at = next((i for i, item in enumerate(rest) if item.nodeid.startswith("tests/realnova/")), len(rest))
+    items[:] = [*rest[:at], *first, *rest[at:]]
+
+
 # The release whose nova venv runs the clients nova uses (oslo.db, SQLAlchemy, PyMySQL, kombu).
 NOVA_RELEASE = "2026.1"
 

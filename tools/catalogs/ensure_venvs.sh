@@ -32,6 +32,9 @@ cache="${NOVA_VENV_CACHE:-/var/cache/nova-operator/nova-venvs}"
 python="${NOVA_VENV_PYTHON:-/usr/bin/python3.11}"
 build_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 mkdir -p "$cache"
+# pip's cache beside the venvs, shared with tools/realnova/venvs.sh (same interpreter): uWSGI, which
+# every venv has, compiles once (half a CPU-minute each), and the common packages download once.
+pip_cache="$(dirname "$cache")/pip"
 
 # The machine-readable option data oslo-config-validator reads (--opt-data), written once
 # per venv by nova's own generator config, so a validation need not load every namespace.
@@ -74,15 +77,16 @@ while read -r release version; do
   echo "nova venv $release: installing nova==$version into $dir" >&2
   start=$SECONDS
   tmp="$dir.tmp.$$"
-  rm -rf "$tmp"
+  # what a stopped install left (under the lock, no other install is running)
+  rm -rf "$dir".tmp.*
   "$python" -m venv "$tmp"
-  "$tmp/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$tmp/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" --upgrade pip
   # osprofiler is an extra of nova, but nova-config-generator.conf lists its namespace.
-  PATH="$tmp/bin:$build_path" "$tmp/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+  PATH="$tmp/bin:$build_path" "$tmp/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" \
     "${pin[@]}" "nova[osprofiler]==$version" \
     "${image_packages[@]}"
   sdist="$(mktemp -d)"
-  "$tmp/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+  "$tmp/bin/python" -m pip download -q --disable-pip-version-check --cache-dir "$pip_cache" --no-deps --no-binary :all: \
     -d "$sdist" "nova==$version"
   tar -xzf "$sdist"/nova-"$version".tar.gz -C "$sdist" "nova-$version/etc/nova/nova-config-generator.conf"
   cp "$sdist/nova-$version/etc/nova/nova-config-generator.conf" "$tmp/nova-config-generator.conf"

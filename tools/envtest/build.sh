@@ -3,7 +3,8 @@
 #   kube-apiserver, etcd, kube-controller-manager, kube-scheduler  (tools/envtest/go.mod, Kubernetes v1.37.x)
 #   kwok                                                           (tools/kwok/go.mod, its own module graph)
 # Idempotent: a second run with the same versions prints the directory at once.
-# Env: ENVTEST_CACHE (default /var/cache/nova-envtest), ENVTEST_ONLY_CORE=1 to skip the simulated-cluster binaries.
+# Env: ENVTEST_CACHE (default /var/cache/nova-envtest), ENVTEST_ONLY_CORE=1 to skip the simulated-cluster binaries,
+# ENVTEST_NO_KWOK=1 to skip kwok only (the real-Nova tier and `make run` have no fake nodes).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # One build at a time per cache: a second caller waits for the first, then finds the binaries.
@@ -12,22 +13,27 @@ cd "$HERE"
 KV="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 KWOK_V="$(cd ../kwok && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
 OUT="$CACHE/bin-$KV-kwok$KWOK_V-$(go env GOVERSION)"
-CORE=(kube-apiserver etcd)
-SIM=(kube-controller-manager kube-scheduler kwok)
-want=("${CORE[@]}")
-[[ "${ENVTEST_ONLY_CORE:-0}" == 1 ]] || want+=("${SIM[@]}")
+controllers=1 kwok=1
+[[ "${ENVTEST_ONLY_CORE:-0}" == 1 ]] && controllers=0 kwok=0
+[[ "${ENVTEST_NO_KWOK:-0}" == 1 ]] && kwok=0
+want=(kube-apiserver etcd)
+((controllers)) && want+=(kube-controller-manager kube-scheduler)
+((kwok)) && want+=(kwok)
 missing=()
 for b in "${want[@]}"; do [[ -x "$OUT/$b" ]] || missing+=("$b"); done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  [[ -f "$OUT/kwok-stages.yaml" || "${ENVTEST_ONLY_CORE:-0}" == 1 ]] && { echo "$OUT"; exit 0; }
+if [[ ${#missing[@]} -eq 0 ]] && { ((!kwok)) || [[ -f "$OUT/kwok-stages.yaml" ]]; }; then
+  echo "$OUT"
+  exit 0
 fi
 LDF="$(k8s_ldflags "$KV" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
 mkdir -p "$OUT"
 go_build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$LDF" "$HERE"
 go_build etcd go.etcd.io/etcd/server/v3 "-s -w" "$HERE"
-if [[ "${ENVTEST_ONLY_CORE:-0}" != 1 ]]; then
+if ((controllers)); then
   go_build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$LDF" "$HERE"
   go_build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$LDF" "$HERE"
+fi
+if ((kwok)); then
   go_build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" "$HERE/../kwok"
   # kwok's stock stages ship in its module directory; concatenate them (without kustomization.yaml).
   KWOK_DIR="$(cd ../kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"

@@ -17,6 +17,8 @@ for p in "${PACKAGES[@]}"; do
 done
 if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
+  # an install stopped half-way (Ctrl-C of make run) leaves dpkg needing this; otherwise a no-op
+  dpkg --configure -a
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -13,6 +13,8 @@ set -euo pipefail
 cache="${REALNOVA_VENV_CACHE:-/var/cache/nova-operator/realnova}"
 python="${REALNOVA_PYTHON:-/usr/bin/python3.11}"
 mkdir -p "$cache"
+# pip's cache, shared with tools/catalogs/ensure_venvs.sh (same interpreter): uWSGI compiles once.
+pip_cache="$(dirname "$cache")/pip"
 exec 9>"$cache/.lock"
 flock 9
 
@@ -25,18 +27,23 @@ declare -A packages=(
   [placement]="openstack-placement==15.0.0 oslo.policy<6"
   [glance]="glance==32.0.0 oslo.policy<6"
 )
+built=0
 for svc in keystone placement glance; do
   dir="$cache/$svc"
   want="${packages[$svc]} ${common[*]} (debian libpython)"
   if [[ -f "$dir/.ready" && "$(cat "$dir/.ready")" == "$want" ]]; then
     continue
   fi
+  built=1
   rm -rf "$dir"
   "$python" -m venv "$dir"
+  # Debian's pip (23) builds no wheel for uWSGI without the wheel package: nothing would be cached
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" --upgrade pip
   # shellcheck disable=SC2086
-  PATH="$dir/bin:$build_path" "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir \
+  PATH="$dir/bin:$build_path" "$dir/bin/python" -m pip install -q --disable-pip-version-check --cache-dir "$pip_cache" \
     ${packages[$svc]} ${common[*]} >&2
   echo "$want" > "$dir/.ready"
 done
-chmod -R a+rX "$cache"
+# readable by every uid (a warm run skips the walk over the venvs' files)
+((built)) && chmod -R a+rX "$cache"
 echo "$cache"

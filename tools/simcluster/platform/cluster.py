@@ -30,6 +30,7 @@ import yaml
 
 from simcluster.client.kube import JSON, Kube, KubeError
 from simcluster.platform.controlplane import ControlPlane, ControlPlaneError, find_binaries, free_port
+from simcluster.platform.process import ManagedProcess
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tools/simcluster: its stages/ and crds/
 STAGES_DIR = HERE / "stages"
@@ -84,6 +85,7 @@ class SimCluster:
     audit: bool = False  # log the operator's requests (``control_plane.audit_log``)
     extra_apiserver_args: Sequence[str] = ()  # see ControlPlane
     service_account_admission: bool = False  # see ControlPlane
+    kwok: bool = True  # False: no fake nodes (the real-Nova tier), so no kwok process to build or start
     control_plane: ControlPlane = field(init=False)
     kube: Kube = field(init=False)
     startup_seconds: float = 0.0
@@ -96,11 +98,12 @@ class SimCluster:
         self.workdir = pathlib.Path(self.workdir)
         if self.bindir is None:
             self.bindir = find_binaries()
-        missing = [b for b in SIM_BINARIES if not (self.bindir / b).exists()]
+        needed = SIM_BINARIES if self.kwok else tuple(b for b in SIM_BINARIES if not b.startswith("kwok"))
+        missing = [b for b in needed if not (self.bindir / b).exists()]
         if missing:
             raise ControlPlaneError(
-                f"{self.bindir} lacks {', '.join(missing)}: "
-                "run tools/envtest/build.sh without ENVTEST_ONLY_CORE=1"
+                f"{self.bindir} lacks {', '.join(missing)}: run tools/envtest/build.sh without "
+                "ENVTEST_ONLY_CORE=1" + ("" if self.kwok else " (ENVTEST_NO_KWOK=1 leaves out kwok only)")
             )
         self.control_plane = ControlPlane(
             self.workdir,
@@ -124,7 +127,8 @@ class SimCluster:
             self.kube = Kube(self.server, self.admin_token, self.control_plane.ca_file)
             with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="simcluster-setup") as pool:
                 side = pool.submit(while_controllers_start, self.kube) if while_controllers_start else None
-                self._write_stages()
+                if self.kwok:
+                    self._write_stages()
                 self._start_controllers()
                 if side is not None:
                     side.result()
@@ -197,6 +201,8 @@ class SimCluster:
         Names are ``<prefix>-<n>`` with a counter per prefix. ``pool`` sets the label
         ``sim.nova.openstack.c5c3.io/pool=<pool>``; ``labels`` are added as given.
         """
+        if not self.kwok:
+            raise ControlPlaneError("this cluster runs no kwok (kwok=False): it has no fake nodes")
         names = []
         for _ in range(count):
             with self._lock:
@@ -394,7 +400,21 @@ class SimCluster:
             ],
         )
         sched = cp._spawn("kube-scheduler", [*common, *serving("kube-scheduler")])
-        kwok = cp._spawn(
+        kwok = self._spawn_kwok() if self.kwok else None
+        for name, proc in (("kube-controller-manager", kcm), ("kube-scheduler", sched)):
+            cp._wait_ok(f"https://127.0.0.1:{self._ports[name]}/healthz", proc, timeout=self.start_timeout)
+        if kwok is not None:
+            self._wait_kwok(kwok)
+        # The namespace controller runs when the default ServiceAccount appears.
+        self.kube.wait(
+            lambda: bool(self.kube.get("/api/v1/namespaces/default/serviceaccounts/default")),
+            self.start_timeout,
+            "the default ServiceAccount (controller-manager running)",
+        )
+
+    def _spawn_kwok(self) -> ManagedProcess:
+        kubeconfig = str(self.control_plane.kubeconfig)
+        return self.control_plane._spawn(
             "kwok",
             [
                 f"--kubeconfig={kubeconfig}",
@@ -407,9 +427,9 @@ class SimCluster:
                 f"--server-address=127.0.0.1:{free_port()}",
             ],
         )
-        for name, proc in (("kube-controller-manager", kcm), ("kube-scheduler", sched)):
-            cp._wait_ok(f"https://127.0.0.1:{self._ports[name]}/healthz", proc, timeout=self.start_timeout)
-        # kwok has no health endpoint worth trusting here; it is ready when it turns a probe node Ready.
+
+    def _wait_kwok(self, kwok: ManagedProcess) -> None:
+        """kwok has no health endpoint worth trusting here; it is ready when it turns a probe node Ready."""
         deadline = time.monotonic() + self.start_timeout
         probe = "simcluster-probe"
         self.kube.post(
@@ -426,12 +446,6 @@ class SimCluster:
                 raise ControlPlaneError(f"kwok did not manage the probe node\n{self.logs(4000)}")
             time.sleep(0.1)
         self.kube.delete(f"/api/v1/nodes/{probe}")
-        # The namespace controller runs when the default ServiceAccount appears.
-        self.kube.wait(
-            lambda: bool(self.kube.get("/api/v1/namespaces/default/serviceaccounts/default")),
-            self.start_timeout,
-            "the default ServiceAccount (controller-manager running)",
-        )
 
 
 def _cel_map(values: Mapping[str, str]) -> str:

@@ -241,17 +241,19 @@ def launch(
     openstack: bool = True,
     extra_stage_files: tuple[pathlib.Path, ...] = (),
     audit: bool = False,
+    kwok: bool = True,
 ) -> SimHandle:
     """Start the simulated cluster and return its handle (stopped at exit if not before).
 
     ``nodes`` plain fake nodes plus, for each ``pools`` entry, that many nodes labelled
     ``sim.nova.openstack.c5c3.io/pool=<pool>``. ``handle.nodes`` maps "" and each pool to names.
     ``audit`` makes the API server log the operator's requests (``cluster.control_plane.audit_log``).
+    ``kwok=False``: no kwok process, so no fake nodes (``nodes`` and ``pools`` must be empty).
     """
     t0 = time.monotonic()
     if workdir is None:
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
-    cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files, audit=audit)
+    cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files, audit=audit, kwok=kwok)
     cluster.start(while_controllers_start=install_dependency_crds if standins else None)
     handle = SimHandle(cluster=cluster, nodes={})
     atexit.register(handle.stop)

@@ -2,7 +2,7 @@
 
 ``launch_real(workdir)`` starts, in this order:
 
-1. the simulated control plane (``launch``) without kwok nodes, so every pod lands on a node of
+1. the simulated control plane (``launch``) without kwok (no fake nodes), so every pod lands on a node of
    the kubelet stand-in (``simcluster.realtier.kubelet``): ``control-0``/``control-1`` for the control
    plane, and the pool nodes (``compute-0``/``compute-1`` by default; ``/dev``, ``/sys/fs/cgroup``
    and ``/lib/modules`` are the host's, as a node's own would be) each with a real
@@ -186,7 +186,7 @@ def launch_real(
     t0 = time.monotonic()
     images = nova_images(releases, image_aliases)
     images_seconds = time.monotonic() - t0
-    handle = launch(workdir, bindir=bindir, nodes=0, standins=False, openstack=False, audit=audit)
+    handle = launch(workdir, bindir=bindir, nodes=0, standins=False, openstack=False, audit=audit, kwok=False)
     try:
         _add_real_tier(
             handle, images, control_nodes, list(compute_nodes), dict(node_labels or {}), list(namespaces)

@@ -39,7 +39,8 @@ from simcluster.realtier.services.mariadb import MariaDBServer
 from simcluster.realtier.services.procs import ServiceError, run, wait_until
 
 REGION = "RegionOne"
-VENVS = pathlib.Path("/var/cache/nova-operator/realnova")
+# tools/realnova/venvs.sh builds them there (REALNOVA_VENV_CACHE moves both).
+VENVS = pathlib.Path(os.environ.get("REALNOVA_VENV_CACHE", "/var/cache/nova-operator/realnova"))
 
 
 # A service ready to serve: its name, its uWSGI command line, environment and health URL.

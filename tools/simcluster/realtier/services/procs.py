@@ -42,7 +42,11 @@ class ServerProcess:
 
 
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> str:
-    """Run a short command; its standard output, or ``ServiceError`` with its output on failure."""
+    """Run a short command; its standard output, or ``ServiceError`` with its output on failure.
+
+    In a session of its own: the Ctrl-C that stops ``make run`` reaches the terminal's whole process
+    group, and a command in flight (a stand-in's ``rabbitmqctl``) would die of it with a traceback,
+    instead of finishing before the stand-ins stop and the servers with them."""
     proc = subprocess.run(
         list(argv),
         env={**os.environ, **(env or {})},
@@ -51,6 +55,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: f
         stderr=subprocess.STDOUT,
         timeout=timeout,
         check=False,
+        start_new_session=True,
     )
     out = proc.stdout.decode(errors="replace")
     if proc.returncode != 0:

@@ -1,0 +1,96 @@
+"""Build (or find cached) what a command needs, one line per stage, then run it.
+
+    python3 -m prepare run [--standins] [--workdir DIR] [--python PY] [-- OPERATOR_FLAGS]   # make run
+    python3 -m prepare ci                                                                    # .ci/run
+
+``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
+(``PY``: ``.venv/bin/python``, which the plan makes; ``--python`` names another interpreter and
+leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found. ``ci`` prepares
+everything ``make test`` uses. Each stage's full output is in ``--logs`` (``.logs/make-run``,
+``.ci/logs``); a failed stage's log is printed with its path. Exit status: 1 when a stage failed,
+130 when interrupted (Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from prepare.plans import REPO, Lanes, ci_plan, run_plan
+from prepare.runner import Outcome, Runner
+
+GO_HOME = Path("/usr/local/go/bin")  # where this machine kind ships Go (.ci/run's note)
+
+
+def prepare(name: str, lanes: Lanes, logs: Path) -> Outcome:
+    count = sum(len(lane) for lane in lanes)
+    busy = sum(1 for lane in lanes if lane)
+    print(
+        f"{name}: {count} stages, {busy} at a time; each stage's output goes to {logs}/<stage>.log",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    outcome = Runner([lane for lane in lanes if lane], logs, cwd=REPO).run()
+    if outcome.ok:
+        cpu = sum(outcome.cpu_seconds.values())
+        print(f"{name}: prepared in {time.monotonic() - t0:.0f} s (CPU {cpu:.0f} s)", flush=True)
+    return outcome
+
+
+def _status(outcome: Outcome) -> int:
+    return 130 if outcome.interrupted else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    kubeconfig = bool(os.environ.get("KUBECONFIG"))
+    lanes = run_plan(standins=args.standins, kubeconfig=kubeconfig, make_venv=args.python is None)
+    outcome = prepare("make run", lanes, Path(args.logs))
+    if not outcome.ok:
+        return _status(outcome)
+    python = args.python or str(REPO / ".venv" / "bin" / "python")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "tools"), env.get("PYTHONPATH")) if p)
+    if "control-plane" in outcome.outputs:
+        env["ENVTEST_BIN"] = outcome.outputs["control-plane"]
+    argv = [python, "-m", "simcluster", "run"]
+    if args.standins:
+        argv.append("--standins")
+    if args.workdir:
+        argv += ["--workdir", args.workdir]
+    argv += ["--", *args.operator_args]
+    os.chdir(REPO)
+    os.execve(python, argv, env)
+    return 1  # not reached
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    outcome = prepare("CI", ci_plan(), Path(args.logs))
+    return 0 if outcome.ok else _status(outcome)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m prepare", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="what make run needs, then python -m simcluster run")
+    run.add_argument("--standins", action="store_true", help="kwok and the stand-ins, no Nova")
+    run.add_argument("--workdir", help="simcluster run's directory for logs, kubeconfig and data")
+    run.add_argument("--python", help="run with this interpreter instead of making .venv")
+    run.add_argument("--logs", default=str(REPO / ".logs" / "make-run"), help="the stages' logs")
+    run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
+    run.set_defaults(func=cmd_run)
+    ci = sub.add_parser("ci", help="everything make test uses")
+    ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
+    ci.set_defaults(func=cmd_ci)
+    args = parser.parse_args(argv)
+    if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{GO_HOME}{os.pathsep}{os.environ.get('PATH', '')}"
+    rc: int = args.func(args)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

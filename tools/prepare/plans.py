@@ -1,0 +1,114 @@
+"""What ``make run`` and CI (``.ci/run``) build before they start, as lanes of stages.
+
+Two lanes run side by side: the Python lane (Debian packages, then the venvs, then the nova image
+trees: network, pip and a few C compiles) and the Go lane (the binaries compiled from Go modules:
+CPU). Every stage is idempotent and returns at once when its cache is current, so a warm run costs
+seconds. The caches are the scripts' own (``/var/cache/nova-envtest``, ``/var/cache/nova-operator``;
+``ENVTEST_CACHE``, ``NOVA_VENV_CACHE``, ``REALNOVA_VENV_CACHE`` and ``NOVA_IMAGE_CACHE`` move them).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from prepare.runner import Stage
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "config" / "samples" / "nova_minimal.yaml"
+RELEASES = REPO / "tools" / "catalogs" / "releases.txt"
+IMAGE_PYTHON = "/usr/bin/python3.11"  # Debian's, installed by the apt stage
+CONTROL_PLANE = "kube-apiserver, etcd, kube-controller-manager, kube-scheduler"
+Lanes = list[list[Stage]]
+
+
+def sample_release() -> str:
+    """The release of the minimal sample, the one ``make run`` serves (no YAML parser here)."""
+    match = re.search(r"^\s*openStackRelease:\s*[\"']?([\w.]+)", SAMPLE.read_text(), re.MULTILINE)
+    if match is None:
+        raise SystemExit(f"no spec.openStackRelease in {SAMPLE}")
+    return match.group(1)
+
+
+def all_releases() -> list[str]:
+    lines = (line.split() for line in RELEASES.read_text().splitlines())
+    return [words[0] for words in lines if words and not words[0].startswith("#")]
+
+
+def apt() -> Stage:
+    return Stage(
+        "apt",
+        "Debian packages (MariaDB, RabbitMQ, memcached, ovsdb-server, python3.11-dev, ...)",
+        ("bash", "tools/realnova/install.sh"),
+    )
+
+
+def project_venv() -> Stage:
+    return Stage(
+        "venv", ".venv (the project with its test and dev extras)", ("make", "--no-print-directory", "venv")
+    )
+
+
+def nova_venvs(releases: list[str] | None) -> Stage:
+    """One release's nova venv, or (``None``) every supported release's."""
+    names = releases or all_releases()
+    title = f"nova venv{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    return Stage("nova-venvs", title, ("bash", "tools/catalogs/ensure_venvs.sh", *(releases or ())))
+
+
+def service_venvs() -> Stage:
+    return Stage("service-venvs", "Keystone, Placement and Glance venvs", ("bash", "tools/realnova/venvs.sh"))
+
+
+def nova_images(releases: list[str] | None) -> Stage:
+    names = releases or all_releases()
+    title = f"nova image tree{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    return Stage("images", title, (IMAGE_PYTHON, "tools/realnova/images.py", *(releases or ())))
+
+
+def control_plane(*, kwok: bool) -> Stage:
+    """Prints the binaries' directory (``ENVTEST_BIN``)."""
+    if kwok:
+        return Stage(
+            "control-plane", f"{CONTROL_PLANE}, kwok", ("bash", "tools/envtest/build.sh"), output=True
+        )
+    return Stage(
+        "control-plane",
+        CONTROL_PLANE,
+        ("bash", "tools/envtest/build.sh"),
+        env={"ENVTEST_NO_KWOK": "1"},
+        output=True,
+    )
+
+
+def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool) -> Lanes:
+    """``make run``: against ``$KUBECONFIG`` only the project's venv; with the stand-ins the control
+    plane and kwok; else the real Nova's packages, venvs and image (the sample's release only) beside
+    the control plane without kwok (the real tier has no fake nodes)."""
+    venv = [project_venv()] if make_venv else []
+    if kubeconfig:
+        return [venv]
+    if standins:
+        return [venv, [control_plane(kwok=True)]]
+    release = [sample_release()]
+    # apt first: a Debian python3 needs python3.11-venv for .venv too.
+    python = [apt(), *venv, nova_venvs(release), service_venvs(), nova_images(release)]
+    return [python, [control_plane(kwok=False)]]
+
+
+def ci_plan() -> Lanes:
+    """``.ci/run``: everything ``make test`` uses, every release."""
+    python = [apt(), project_venv(), nova_venvs(None), service_venvs(), nova_images(None)]
+    go = [
+        control_plane(kwok=True),
+        Stage("deploytools", "helm, kustomize, kubectl", ("bash", "tools/deploytools/build.sh")),
+        Stage("prometheus", "prometheus, promtool", ("bash", "tools/prometheus/build.sh")),
+        # its static pause binary links libc6-dev's libc.a (the apt stage)
+        Stage(
+            "realnode",
+            "kubelet, kube-proxy, pause (real nodes)",
+            ("bash", "tools/realnode/build.sh"),
+            needs=("apt",),
+        ),
+    ]
+    return [python, go]

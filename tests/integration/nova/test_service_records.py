@@ -21,8 +21,8 @@ from nova_operator import conditions, intervals
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
 from nova_operator.kube.types import Object
+from tests.integration.nova import fake_openstack
 from tests.integration.nova.inputs import (
-    SECRETS_DATA,
     cond,
     create_inputs,
     events_of,
@@ -32,31 +32,16 @@ from tests.integration.nova.inputs import (
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 
-FAKE: dict[str, str] = {}
-
-
-def fake_nova_url(_name: str, _namespace: str) -> str:
-    return FAKE["nova"]
-
-
-pytestmark = pytest.mark.parametrize(
-    "operator", [{"stale_services": True, "nova_api_url": fake_nova_url}], indirect=True
-)
+pytestmark = pytest.mark.parametrize("operator", [fake_openstack.STALE_SERVICES], indirect=True)
 
 
 @pytest.fixture
 async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeOpenStack]:
-    f = FakeOpenStack()
-    await f.start()
-    f.add_user("nova", SECRETS_DATA["service-user"]["password"])
-    FAKE["nova"] = f.nova_url
     # Nova calls a record down 60 s after its last heartbeat; the test says when, and the step's
     # 30 s looks at records still up are shortened to match
     monkeypatch.setattr(intervals, "SERVICE_RECORDS_WAIT", 0.5)
-    try:
+    async with fake_openstack.running() as f:
         yield f
-    finally:
-        await f.stop()
 
 
 class Pods:

@@ -25,6 +25,7 @@ from nova_operator.kube.types import Object
 from nova_operator.reconcilers.nova import service_records
 from nova_operator.reconcilers.nova.context import NovaOptions, PassContext
 from nova_operator.runtime.cache import Cache
+from tests.integration.nova import fake_openstack
 from tests.integration.nova.passes import Emitted, make_ctx, stored_nova
 from tests.integration.nova.requests import Recorder
 
@@ -45,13 +46,8 @@ class Clock:
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeOpenStack]:
-    f = FakeOpenStack()
-    await f.start()
-    f.add_user("nova", PASSWORD)
-    try:
+    async with fake_openstack.running(PASSWORD) as f:
         yield f
-    finally:
-        await f.stop()
 
 
 def deployment(name: str, ns: str, rv: str) -> Object:

@@ -19,32 +19,18 @@ from simcluster.platform.installtools import tool
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS
 from nova_operator.kube.types import Object
-from tests.integration.nova.inputs import SECRETS_DATA, create_inputs, is_ready, nova_body
+from tests.integration.nova import fake_openstack
+from tests.integration.nova.inputs import create_inputs, is_ready, nova_body
 
 from .conftest import Operator, Simulator, wait_for  # type: ignore[import-not-found]
 
-FAKE: dict[str, str] = {}
-
-
-def fake_nova_url(_name: str, _namespace: str) -> str:
-    return FAKE["nova"]
-
-
-pytestmark = pytest.mark.parametrize(
-    "operator", [{"stale_services": True, "nova_api_url": fake_nova_url}], indirect=True
-)
+pytestmark = pytest.mark.parametrize("operator", [fake_openstack.STALE_SERVICES], indirect=True)
 
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeOpenStack]:
-    f = FakeOpenStack()
-    await f.start()
-    f.add_user("nova", SECRETS_DATA["service-user"]["password"])
-    FAKE["nova"] = f.nova_url
-    try:
+    async with fake_openstack.running() as f:
         yield f
-    finally:
-        await f.stop()
 
 
 async def _services(admin: Kube, ns: str) -> Any:

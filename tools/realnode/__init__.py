@@ -7,8 +7,9 @@ namespaces of their own, joined to the project's control plane (``simcluster``).
 * ``images``: OCI images written here (uncompressed, cached by content) for ``ctr images import``.
 """
 
+from realnode.host import find_binaries
 from realnode.images import BUSYBOX_IMAGE, SANDBOX_IMAGE, ImageSpec, busybox_image
-from realnode.nodes import RealNodeError, RealNodes, find_binaries
+from realnode.nodes import RealNodeError, RealNodes
 
 __all__ = [
     "BUSYBOX_IMAGE",

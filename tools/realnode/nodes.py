@@ -34,11 +34,9 @@ kubelets trust.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import pathlib
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -50,39 +48,18 @@ from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO, ControlPlane
 from simcluster.platform.process import ManagedProcess, spawn
 
-from realnode import cleanup, images
+from realnode import cleanup, host, images
 from realnode.access import KubeletAccess
+from realnode.configs import cni_config, containerd_config, kube_proxy_config, kubelet_config
+from realnode.host import HOST_PATHS, find_binaries, missing_packages
 from realnode.images import ImageSpec
+from realnode.node import Node
 
 HERE = pathlib.Path(__file__).resolve().parent
 NODE_INIT = HERE / "node-init.sh"
 NICE = ["nice", "-n", "10"]  # containers inherit it through the shim (trap 17)
-POD_CIDR = "10.88.0.0/16"
 # Where pods reach the API server (the ``kubernetes`` Service's endpoint): the forwarder, in the namespace.
 API_IP = "10.87.0.1"
-CNI_BIN = pathlib.Path("/usr/lib/cni")
-# The global kernel settings a kubelet or kube-proxy would write (traps 5 and 7): never changed on the host.
-GLOBAL_SETTINGS = (
-    "/proc/sys/vm/overcommit_memory",
-    "/proc/sys/vm/panic_on_oom",
-    "/proc/sys/kernel/panic",
-    "/proc/sys/kernel/panic_on_oops",
-    "/proc/sys/kernel/keys/root_maxkeys",
-    "/proc/sys/kernel/keys/root_maxbytes",
-    "/proc/sys/net/netfilter/nf_conntrack_max",
-    "/sys/module/nf_conntrack/parameters/hashsize",
-)
-# Host paths the daemons write to despite their flags (trap 6): redirected inside each node.
-HOST_PATHS = (
-    "/var/lib/kubelet",
-    "/var/lib/cni",
-    "/var/lib/containerd",
-    "/var/log/pods",
-    "/var/log/containers",
-    "/run/containerd",
-    "/run/netns",
-    "/usr/libexec/kubernetes",
-)
 KUBE_SYSTEM = "kube-system"
 
 
@@ -96,29 +73,6 @@ class Cluster(Protocol):
 
 class RealNodeError(RuntimeError):
     """A node's process failed to start, or a node did not turn Ready."""
-
-
-def find_binaries() -> pathlib.Path:
-    """kubelet, kube-proxy and pause: ``$REALNODE_BIN``, or ``tools/realnode/build.sh``'s output."""
-    env = os.environ.get("REALNODE_BIN")
-    if env:
-        return pathlib.Path(env)
-    out = subprocess.run(
-        ["bash", str(REPO / "tools" / "realnode" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
-    )
-    return pathlib.Path(out.stdout.strip().splitlines()[-1])
-
-
-def missing_packages() -> list[str]:
-    """The Debian packages (``tools/realnova/install.sh``) a node needs and this machine lacks."""
-    needs = {
-        "containerd": shutil.which("containerd") and shutil.which("ctr"),
-        "runc": os.path.exists("/usr/sbin/runc"),
-        "containernetworking-plugins": (CNI_BIN / "bridge").exists() and (CNI_BIN / "host-local").exists(),
-        "nftables": shutil.which("nft"),
-        "util-linux": shutil.which("nsenter") and shutil.which("unshare"),
-    }
-    return [package for package, found in needs.items() if not found]
 
 
 def _python_env() -> dict[str, str]:
@@ -148,53 +102,6 @@ def _write_if_changed(path: pathlib.Path, text: str) -> None:
     """kube-proxy exits when its config file is rewritten, even unchanged (trap 8)."""
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
-
-
-@dataclass
-class Node:
-    """One node's names, addresses, directories and processes."""
-
-    index: int  # 1-based
-    tag: str  # the cluster's, in every name visible outside the namespaces
-    state: pathlib.Path
-    init: ManagedProcess | None = None
-    containerd: ManagedProcess | None = None
-    kubelet: ManagedProcess | None = None
-    mnt_inode: int | None = None
-    prefix: str = "realnode"
-
-    @property
-    def name(self) -> str:
-        return f"{self.prefix}-{self.index}"
-
-    @property
-    def ip(self) -> str:
-        return f"10.87.0.{self.index + 1}"
-
-    @property
-    def pod_subnet(self) -> str:
-        return f"10.88.{self.index - 1}.0/24"
-
-    @property
-    def bridge(self) -> str:
-        return f"rb{self.tag}{self.index}"
-
-    @property
-    def cgroup_root(self) -> str:
-        return f"realnode-{self.tag}-{self.index}"
-
-    @property
-    def socket(self) -> pathlib.Path:
-        """containerd's socket, in the node's own ``/run``: a path under the workdir can pass the
-        108-byte limit of a unix socket's address (it did under pytest's tmp_path)."""
-        return pathlib.Path("/run/containerd/containerd.sock")
-
-    def ctr(self, *args: str) -> list[str]:
-        """``ctr`` on this node's containerd, run in the node's mount namespace (where its socket is,
-        and where ``ctr`` may write its fifos)."""
-        assert self.init is not None
-        mnt = f"--mount=/proc/{self.init.pid}/ns/mnt"
-        return ["nsenter", mnt, "--", "ctr", "--address", str(self.socket), "-n", "k8s.io", *args]
 
 
 @dataclass
@@ -232,7 +139,7 @@ class RealNodes:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.bindir is None:
             self.bindir = find_binaries()
-        self._host_settings = self.host_settings()
+        self._host_settings = host.settings()
         self._host_paths_before = {p for p in HOST_PATHS if os.path.lexists(p)}
         self._started = True
         atexit.register(self.stop)
@@ -321,17 +228,9 @@ class RealNodes:
             parts.append(f"===== {log.relative_to(self.workdir)} =====\n{data.decode(errors='replace')}")
         return "\n".join(parts)
 
-    @staticmethod
-    def host_settings() -> dict[str, str]:
-        out = {}
-        for path in GLOBAL_SETTINGS:
-            with contextlib.suppress(OSError):
-                out[path] = pathlib.Path(path).read_text().strip()
-        return out
-
     def changed_host_settings(self) -> list[str]:
-        """The global kernel settings (``GLOBAL_SETTINGS``) that differ from before ``start()``."""
-        now = self.host_settings()
+        """The global kernel settings (``host.GLOBAL_SETTINGS``) that differ from before ``start()``."""
+        now = host.settings()
         return [f"{p}: {v} -> {now.get(p)}" for p, v in self._host_settings.items() if now.get(p) != v]
 
     def leftovers(self) -> list[str]:
@@ -630,138 +529,3 @@ def _schedulable(node: dict[str, object]) -> bool:
     taints = spec.get("taints", []) if isinstance(spec, dict) else []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     return ready and not any(str(t.get("key", "")).startswith("node.kubernetes.io/") for t in taints)
-
-
-# -- configuration files --------------------------------------------------------------------------
-
-
-def containerd_config(node: Node) -> str:
-    """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
-    is the node's: the content store in the workdir, the state, sockets and runc's state in the
-    node's own /run (an overlay, node-init.sh)."""
-    s = node.state / "containerd"
-    return f"""version = 2
-root = "{s / "root"}"
-state = "/run/containerd"
-oom_score = 0
-[grpc]
-  address = "{node.socket}"
-[ttrpc]
-  address = "{node.socket}.ttrpc"
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{s / "opt"}"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{images.SANDBOX_IMAGE}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  disable_apparmor = true
-  # pod network namespaces under the state directory, not the host's /run/netns
-  netns_mounts_under_state_dir = true
-  # root here lacks CAP_SYS_RESOURCE: runc cannot lower a sandbox's oom_score_adj to the kubelet's
-  # -998 and every sandbox fails ("can't get final child's PID from pipe"). Clamp (trap 1).
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "/usr/sbin/runc"
-        Root = "/run/containerd/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN}"
-    conf_dir = "{node.state / "etc" / "cni"}"
-    max_conf_num = 1
-"""
-
-
-def cni_config(node: Node) -> str:
-    """A bridge per node with host-local IPAM; no ipMasq (it would need iptables, trap 9)."""
-    gateway = node.pod_subnet.replace(".0/24", ".1")
-    return f"""{{
-  "cniVersion": "1.0.0",
-  "name": "realnode",
-  "plugins": [
-    {{
-      "type": "bridge",
-      "bridge": "{node.bridge}",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {{
-        "type": "host-local",
-        "ranges": [[{{"subnet": "{node.pod_subnet}", "gateway": "{gateway}"}}]],
-        "routes": [{{"dst": "0.0.0.0/0"}}],
-        "dataDir": "{node.state / "cni-ipam"}"
-      }}
-    }}
-  ]
-}}
-"""
-
-
-def kubelet_config(node: Node, client_ca: pathlib.Path | None = None) -> str:
-    """kubelet v1.37 on cgroup v1 (``failCgroupV1: false``, trap 4) with the cgroupfs driver
-    (containerd 1.6 has no RuntimeConfig RPC, trap 10)."""
-    return f"""apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: unix://{node.socket}
-cgroupDriver: cgroupfs
-cgroupRoot: /{node.cgroup_root}
-cgroupsPerQOS: true
-enforceNodeAllocatable: [pods]
-failCgroupV1: false
-failSwapOn: false
-address: {node.ip}
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: {10148 + 100 * node.index}
-authentication:
-  anonymous: {{enabled: false}}
-  webhook: {{enabled: true}}
-  x509: {{clientCAFile: "{client_ca or ""}"}}
-authorization:
-  mode: Webhook
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-podLogsDir: /var/log/pods
-volumePluginDir: /var/lib/kubelet/volume-plugins
-serializeImagePulls: false
-rotateCertificates: false
-serverTLSBootstrap: false
-registerNode: true
-nodeStatusReportFrequency: 10s
-syncFrequency: 10s
-fileCheckFrequency: 20s
-imageGCHighThresholdPercent: 100
-evictionHard:
-  memory.available: "100Mi"
-  nodefs.available: "1%"
-  imagefs.available: "1%"
-  nodefs.inodesFree: "1%"
-"""
-
-
-def kube_proxy_config(node: Node, kubeconfig: pathlib.Path) -> str:
-    """nftables mode (only the nft binary is needed); conntrack left alone: its limits are global (trap 7)."""
-    return f"""apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: nftables
-clientConnection:
-  kubeconfig: {kubeconfig}
-hostnameOverride: {node.name}
-bindAddress: {node.ip}
-clusterCIDR: {POD_CIDR}
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-"""

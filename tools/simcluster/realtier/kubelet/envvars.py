@@ -34,6 +34,19 @@ class Objects(Protocol):
     def secret(self, name: str) -> JSON | None: ...
 
 
+class FetchedObjects:
+    """``Objects`` read beforehand: by name, ``None`` for those not found."""
+
+    def __init__(self, configmaps: dict[str, JSON | None], secrets: dict[str, JSON | None]) -> None:
+        self._cm, self._secret = configmaps, secrets
+
+    def configmap(self, name: str) -> JSON | None:
+        return self._cm.get(name)
+
+    def secret(self, name: str) -> JSON | None:
+        return self._secret.get(name)
+
+
 def expand(text: str, env: Mapping[str, str]) -> str:
     """Kubernetes ``$(VAR)`` expansion: ``$(NAME)`` becomes the value of a defined NAME (undefined
     ones stay as written), ``$$`` becomes ``$``, any other ``$`` stays."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import pathlib
 import shutil
 import signal
@@ -33,7 +32,7 @@ from typing import Any
 import aiohttp
 
 from simcluster.client.asynckube import ApiError, AsyncKube
-from simcluster.realtier.kubelet import envvars, probes, volumes
+from simcluster.realtier.kubelet import containerspec, envvars, probes, volumes
 from simcluster.realtier.kubelet.backoff import BackOff
 from simcluster.realtier.kubelet.probestate import ProbeState, Result, Timing
 from simcluster.realtier.kubelet.runtime import Image, Process, StartError
@@ -43,8 +42,6 @@ JSON = dict[str, Any]
 log = logging.getLogger("simcluster.kubelet")
 RETRY = 2.0  # seconds between attempts while an image, ConfigMap or Secret is missing
 MIN_GRACE = 2.0  # the kubelet never gives a container less than this after preStop
-MESSAGE_LIMIT = 4096  # bytes of terminationMessagePath read into the status
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
 
 def now_iso() -> str:
@@ -78,17 +75,6 @@ class NodeContext:
     backoff: BackOff = field(default_factory=BackOff)
     volume_resync: float = 10.0
     network: Any = None  # a network.PodNetwork; None: every pod on the node's network
-
-
-class _Objects:
-    def __init__(self, configmaps: dict[str, JSON | None], secrets: dict[str, JSON | None]) -> None:
-        self._cm, self._secret = configmaps, secrets
-
-    def configmap(self, name: str) -> JSON | None:
-        return self._cm.get(name)
-
-    def secret(self, name: str) -> JSON | None:
-        return self._secret.get(name)
 
 
 def _should_restart(policy: str, code: int) -> bool:
@@ -180,7 +166,7 @@ class PodWorker:
             self.sandbox = await self.ctx.network.sandbox(self.pod)
         else:
             self.sandbox = HostSandbox(self.ctx.host_ip)
-        self._write_hosts()
+        containerspec.write_etc(self.dir / "etc", self.pod, self._pod_ip(), self.ctx.network)
         await self.push()
         await self._mount_volumes()
         self._spawn(self._refresh_volumes())
@@ -278,7 +264,15 @@ class PodWorker:
             else:
                 try:
                     env = envvars.build(self.pod, c, await self._objects(), self.ctx.allocatable, image.env)
-                    spec = self._container_spec(c, image, env)
+                    spec = containerspec.build(
+                        self.pod,
+                        c,
+                        image,
+                        env,
+                        pod_dir=self.dir,
+                        hostpath_root=self._hostpath_root(),
+                        netns=self.sandbox.netns if self.sandbox else None,
+                    )
                 except envvars.ConfigError as exc:
                     waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
                 except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
@@ -303,7 +297,7 @@ class PodWorker:
         spec["mounts"].append(
             {
                 "source": str(term_log),
-                "target": c.get("terminationMessagePath") or DEFAULT_TERMINATION_LOG,
+                "target": c.get("terminationMessagePath") or containerspec.DEFAULT_TERMINATION_LOG,
                 "readOnly": False,
             }
         )
@@ -335,19 +329,9 @@ class PodWorker:
         return proc
 
     def _termination_message(self, c: JSON, code: int) -> str:
-        run_dir = self.dir / "containers" / c["name"] / str(self.runs[c["name"]])
-        text: str
-        try:
-            with (run_dir / "termination-log").open("rb") as fh:
-                text = fh.read(MESSAGE_LIMIT).decode(errors="replace")
-        except OSError:
-            text = ""
-        if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
-            log_file = self.dir / "containers" / c["name"] / f"{self.runs[c['name']]}.log"
-            with contextlib.suppress(OSError):
-                lines = log_file.read_bytes().decode(errors="replace").splitlines()[-80:]
-                text = "\n".join(lines)[-2048:]
-        return text
+        run = self.dir / "containers" / c["name"] / str(self.runs[c["name"]])
+        log_file = self.dir / "containers" / c["name"] / f"{self.runs[c['name']]}.log"
+        return containerspec.termination_message(c, code, run, log_file)
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -546,12 +530,12 @@ class PodWorker:
 
     # -- volumes --------------------------------------------------------------------------------
 
-    async def _objects(self) -> _Objects:
+    async def _objects(self) -> envvars.FetchedObjects:
         configmaps, secrets = envvars.references(self.pod)
         base = f"/api/v1/namespaces/{self.namespace}"
         cms = {n: await self.ctx.kube.get(f"{base}/configmaps/{n}") for n in sorted(configmaps)}
         sec = {n: await self.ctx.kube.get(f"{base}/secrets/{n}") for n in sorted(secrets)}
-        return _Objects(cms, sec)
+        return envvars.FetchedObjects(cms, sec)
 
     def _fs_group(self) -> int | None:
         value = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
@@ -574,7 +558,9 @@ class PodWorker:
             try:
                 await self._project_volumes()
                 for vol in self.pod["spec"].get("volumes") or []:
-                    self._local_volume(vol)
+                    volumes.prepare_local(
+                        vol, self.dir / "volumes" / vol["name"], self._hostpath_root(), self._fs_group()
+                    )
                 return
             except volumes.MountError as exc:
                 log.info("pod %s/%s: FailedMount: %s", self.namespace, self.name, exc)
@@ -583,128 +569,14 @@ class PodWorker:
                 log.warning("pod %s/%s: reading its volumes: %s", self.namespace, self.name, exc)
                 await asyncio.sleep(RETRY)
 
-    def _local_volume(self, vol: JSON) -> None:
-        target = self.dir / "volumes" / vol["name"]
-        if "emptyDir" in vol:
-            if not target.exists():
-                target.mkdir(parents=True)
-                target.chmod(0o777)
-                group = self._fs_group()
-                if group is not None:
-                    os.chown(target, -1, group)
-                    target.chmod(0o2777)
-        elif "hostPath" in vol:
-            path = self._host_path(vol)
-            kind = vol["hostPath"].get("type", "")
-            if kind == "DirectoryOrCreate":
-                path.mkdir(parents=True, exist_ok=True)
-            elif kind == "FileOrCreate":
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch(exist_ok=True)
-            elif kind == "Directory" and not path.is_dir():
-                raise volumes.MountError(f"hostPath type check failed: {path} is not a directory")
-            elif kind == "File" and not path.is_file():
-                raise volumes.MountError(f"hostPath type check failed: {path} is not a file")
-            elif kind and kind not in ("Directory", "File") and not path.exists():
-                raise volumes.MountError(f"hostPath type check failed: {path} does not exist")
-
-    def _host_path(self, vol: JSON) -> pathlib.Path:
-        rel = str(vol["hostPath"]["path"]).lstrip("/")
-        return self.ctx.state_dir / "hostpath" / self.ctx.node / rel
-
-    def _api_backed(self, name: str) -> bool:
-        vol: JSON = next((v for v in self.pod["spec"].get("volumes") or [] if v["name"] == name), {})
-        return any(k in vol for k in ("configMap", "secret", "downwardAPI", "projected"))
-
-    def _volume_source(self, name: str) -> pathlib.Path:
-        vol = next((v for v in self.pod["spec"].get("volumes") or [] if v["name"] == name), None)
-        if vol is None:
-            raise envvars.ConfigError(f'volume "{name}" is not defined')
-        if "hostPath" in vol:
-            return self._host_path(vol)
-        return pathlib.Path(self.dir / "volumes" / name)
+    def _hostpath_root(self) -> pathlib.Path:
+        return self.ctx.state_dir / "hostpath" / self.ctx.node
 
     async def _refresh_volumes(self) -> None:
         while True:
             await asyncio.sleep(self.ctx.volume_resync)
             with contextlib.suppress(volumes.MountError, ApiError, aiohttp.ClientError, TimeoutError):
                 await self._project_volumes()
-
-    # -- the container's spec for the runtime ---------------------------------------------------
-
-    def _container_spec(self, c: JSON, image: Image, env: Mapping[str, str]) -> JSON:
-        psc = self.pod["spec"].get("securityContext") or {}
-        csc = c.get("securityContext") or {}
-        uid = csc.get("runAsUser", psc.get("runAsUser"))
-        gid = csc.get("runAsGroup", psc.get("runAsGroup"))
-        if csc.get("runAsNonRoot", psc.get("runAsNonRoot")) and not uid:
-            raise envvars.ConfigError("container has runAsNonRoot and image will run as root")
-        groups = [int(g) for g in psc.get("supplementalGroups") or []]
-        if psc.get("fsGroup") is not None:
-            groups.append(int(psc["fsGroup"]))
-        mounts: list[JSON] = []
-        for vm in c.get("volumeMounts") or []:
-            source = self._volume_source(vm["name"])
-            sub = vm.get("subPath") or envvars.expand(vm.get("subPathExpr") or "", env)
-            if sub:
-                if sub.startswith("/") or ".." in pathlib.PurePosixPath(sub).parts:
-                    raise envvars.ConfigError(f"invalid subPath {sub!r}")
-                source = source / sub
-                if not source.exists() and not source.is_symlink():
-                    source.mkdir(parents=True, exist_ok=True)
-            api_backed = self._api_backed(vm["name"])  # the kubelet mounts these read-only
-            mounts.append(
-                {
-                    "source": str(source),
-                    "target": vm["mountPath"],
-                    "readOnly": bool(vm.get("readOnly")) or api_backed,
-                }
-            )
-        targets = {m["target"] for m in mounts}
-        for name in ("hosts", "hostname", "resolv.conf"):
-            if f"/etc/{name}" not in targets:
-                mounts.insert(
-                    0, {"source": str(self.dir / "etc" / name), "target": f"/etc/{name}", "readOnly": False}
-                )
-        argv = envvars.argv(c, env, image.entrypoint, image.cmd)
-        if not argv:
-            raise envvars.ConfigError("no command specified")
-        return {
-            "image_root": str(image.root),
-            "image_binds": sorted(image.binds.items()),
-            "mounts": mounts,
-            "hostname": self.pod["spec"].get("hostname") or self.name,
-            "netns": self.sandbox.netns if self.sandbox else None,
-            "uid": None if uid is None else int(uid),
-            "gid": None if gid is None else int(gid),
-            "groups": groups,
-            "privileged": bool(csc.get("privileged")),
-            "read_only_root": bool(csc.get("readOnlyRootFilesystem")),
-            "cwd": c.get("workingDir") or image.workdir,
-            "argv": argv,
-            "env": dict(env),
-        }
-
-    def _write_hosts(self) -> None:
-        etc = self.dir / "etc"
-        etc.mkdir(parents=True, exist_ok=True)
-        hostname = self.pod["spec"].get("hostname") or self.name
-        ip = self._pod_ip()
-        network = self.ctx.network
-        hosts = (
-            network.hosts(self.pod, ip)
-            if network is not None
-            else f"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n{ip}\t{hostname}\n"
-        )
-        for name, text in (("hosts", hosts), ("hostname", hostname + "\n"), ("resolv.conf", self._resolv())):
-            (etc / name).write_text(text)
-            (etc / name).chmod(0o644)
-        if network is not None:
-            network.attach_hosts(self.pod, ip, etc / "hosts")
-
-    def _resolv(self) -> str:
-        ns: str = self.namespace
-        return f"search {ns}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
 
     # -- helpers --------------------------------------------------------------------------------
 

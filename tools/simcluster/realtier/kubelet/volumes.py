@@ -1,4 +1,4 @@
-"""Volume contents from the API (pure) and the kubelet's atomic ``..data`` writer.
+"""Volume contents from the API (pure), the kubelet's atomic ``..data`` writer, and local volumes.
 
 ``project(volume, pod, objects, allocatable)`` gives the files of a ConfigMap, Secret, projected or
 downwardAPI volume as ``{relative path: File}`` (``None`` for other volume types); a missing
@@ -6,7 +6,8 @@ ConfigMap/Secret or key that is not ``optional`` raises ``MountError`` (the pod 
 ``ContainerCreating``, as with a kubelet). ``write_atomic(dir, files)`` lays the files out as the
 kubelet's AtomicWriter does: the payload in a ``..<timestamp>`` directory, ``..data`` a symlink to it
 swapped by ``rename(2)``, and each top-level name a symlink into ``..data``; so a reader sees the old
-or the new payload, never a mix.
+or the new payload, never a mix. ``prepare_local`` makes or checks the volumes kept on the node's disk
+(``emptyDir``, ``hostPath`` under the node's own root).
 """
 
 from __future__ import annotations
@@ -165,3 +166,38 @@ def _mode(mode: int, fs_group: int | None) -> int:
     if fs_group is None:
         return mode
     return mode | 0o040 if mode & 0o400 else mode
+
+
+# -- volumes on the node's disk ------------------------------------------------------------------
+
+
+def host_path(vol: JSON, hostpath_root: pathlib.Path) -> pathlib.Path:
+    """Where a ``hostPath`` volume lives: under the node's own ``hostpath_root``, not the host's root."""
+    rel = str(vol["hostPath"]["path"]).lstrip("/")
+    return hostpath_root / rel
+
+
+def prepare_local(vol: JSON, target: pathlib.Path, hostpath_root: pathlib.Path, fs_group: int | None) -> None:
+    """An ``emptyDir`` made at ``target`` (group-owned by ``fs_group``), a ``hostPath`` made or checked
+    by its ``type``; other volume types are left alone."""
+    if "emptyDir" in vol:
+        if not target.exists():
+            target.mkdir(parents=True)
+            target.chmod(0o777)
+            if fs_group is not None:
+                os.chown(target, -1, fs_group)
+                target.chmod(0o2777)
+    elif "hostPath" in vol:
+        path = host_path(vol, hostpath_root)
+        kind = vol["hostPath"].get("type", "")
+        if kind == "DirectoryOrCreate":
+            path.mkdir(parents=True, exist_ok=True)
+        elif kind == "FileOrCreate":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(exist_ok=True)
+        elif kind == "Directory" and not path.is_dir():
+            raise MountError(f"hostPath type check failed: {path} is not a directory")
+        elif kind == "File" and not path.is_file():
+            raise MountError(f"hostPath type check failed: {path} is not a file")
+        elif kind and kind not in ("Directory", "File") and not path.exists():
+            raise MountError(f"hostPath type check failed: {path} does not exist")

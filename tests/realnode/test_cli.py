@@ -20,6 +20,10 @@ from simcluster.platform.controlplane import REPO
 
 pytestmark = pytest.mark.realnova
 
+# SIGINT as a terminal delivers it, even where this session inherited it ignored (nohup, a background
+# job): an ignored SIGINT is inherited across exec, and Python then keeps it ignored.
+SIGINT_AS_A_TERMINAL = ("env", "--default-signal=INT")
+
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
     assert proc.stdout is not None
@@ -41,7 +45,17 @@ def test_up_serves_two_real_nodes_to_the_printed_kubeconfig_and_ctrl_c_leaves_no
 ) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tools"), str(REPO)])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "realnode", "up", "--nodes", "2", "--workdir", str(tmp_path)],
+        [
+            *SIGINT_AS_A_TERMINAL,
+            sys.executable,
+            "-m",
+            "realnode",
+            "up",
+            "--nodes",
+            "2",
+            "--workdir",
+            str(tmp_path),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -115,7 +115,12 @@ sys.exit(130 if outcome.interrupted else 0)
 def test_ctrl_c_stops_the_running_stages_and_keeps_what_finished(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "tools")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(tmp_path)], env=env, stdout=subprocess.PIPE, text=True
+        # SIGINT as a terminal delivers it, even where this session inherited it ignored (nohup, a
+        # background job): an ignored SIGINT is inherited across exec and Python keeps it ignored
+        ["env", "--default-signal=INT", sys.executable, "-c", DRIVER, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not (tmp_path / "long.pid").is_file() or not (tmp_path / "long.pid").read_text().strip():

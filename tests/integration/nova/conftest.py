@@ -46,6 +46,7 @@ from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.manager import Manager
 from nova_operator.runtime.request import Request
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
+from tests.integration.nova.requests import Recorder
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CRDS = ResourceRef(
@@ -480,3 +481,19 @@ async def external_secrets(admin: Kube) -> None:
             ),
             within=20,
         )
+
+
+@pytest.fixture
+def ours(admin: Kube) -> Recorder:
+    """The operator's requests, recorded apart from the admin's (who plays the user)."""
+    return Recorder.of(admin)
+
+
+@pytest.fixture
+async def cluster(admin: Kube) -> AsyncIterator[list[tuple[ResourceRef, str]]]:
+    """Cluster-scoped objects a test makes (``reasons_kit.make``): removed after it, the control plane
+    outlives it."""
+    made: list[tuple[ResourceRef, str]] = []
+    yield made
+    for ref, name in made:
+        await admin.delete(ref, name)

@@ -26,12 +26,6 @@ from tests.integration.nova.requests import Recorder, managers, sent, since, wri
 OPERATOR = (apply.FIELD_MANAGER, "Apply", "")
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests: the admin's connection, counted and recorded apart from the admin's."""
-    return Recorder.of(admin)
-
-
 async def owner_nova(admin: Kube, ns: str) -> Object:
     return await admin.create(NOVAS, nova_body(), ns)
 

@@ -22,12 +22,6 @@ from tests.integration.nova.requests import Recorder
 DEPRECATED = {"DEFAULT": {"logdir": "/var/log/nova", "backdoor_port": "0"}}
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
-
-
 async def test_the_config_step_refuses_a_secret_option_and_names_the_secret_backed_way(
     admin: Kube, ours: Recorder, namespace: str
 ) -> None:

@@ -41,12 +41,6 @@ ORDER = [
 API_BLOCK = [("databases", "nova-api"), ("users", "nova-api"), ("grants", "nova-api")]
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the MariaDB operator)."""
-    return Recorder.of(admin)
-
-
 def ready_status(is_ready: bool = True) -> Object:
     cond = {
         "type": "Ready",

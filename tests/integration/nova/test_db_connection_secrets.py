@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import pytest
-
 from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import SECRETS
@@ -22,12 +20,6 @@ from tests.integration.nova.passes import ALL_SECRETS, make_ctx, secret, stored,
 from tests.integration.nova.requests import Recorder
 
 DERIVED = {"nova-api-db-connection", "nova-db-connection", "nova-oslo-credentials"}
-
-
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
 
 
 def track_applies(kube: Recorder) -> list[list[str]]:

@@ -269,11 +269,6 @@ def woken(writes: OwnWrites, old: Object | None, new: Object) -> list[Request]:
     return keys
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    return Recorder.of(admin)
-
-
 async def user_edit(admin: Kube, ns: str, **data: str) -> Object:
     """Another writer (``kubectl edit``) adds keys."""
     patch = {"data": {k: b64(v) for k, v in data.items()}}

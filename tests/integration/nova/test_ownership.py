@@ -30,12 +30,6 @@ MARKS = naming.common_labels("nova")
 KEY = "nova-digest-key"
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
-
-
 def a_service(
     name: str, *, owner_uid: str | None = None, labels: dict[str, str] | None = None, port: int = 80
 ) -> Object:

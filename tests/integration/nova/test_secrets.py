@@ -37,12 +37,6 @@ from tests.integration.nova.requests import Recorder
 SECRET_CONFIG: dict[str, Any] = {"secretConfig": {"secretRef": {"name": "nova-secrets"}}}
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
-
-
 def written(kube: Recorder) -> list[tuple[str, str, str]]:
     """(verb, resource, name) of every write request sent."""
     return [(v, r, n) for v, r, n, _ in kube.calls if v in WRITE_VERBS]

@@ -29,12 +29,6 @@ from tests.integration.nova.passes import (
 from tests.integration.nova.requests import Recorder
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
-
-
 def written(kube: Recorder) -> list[tuple[str, str, str]]:
     """(verb, resource, name) of every write request sent."""
     return [(v, r, n) for v, r, n, _ in kube.calls if v in WRITE_VERBS]

@@ -48,11 +48,6 @@ WAIT_DB = cond(conditions.DATABASE_READY, False, "WaitingForDatabase")
 SYNCING = cond(conditions.DATABASE_READY, False, "DBSyncInProgress")
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    return Recorder.of(admin)
-
-
 def reconciler(kube: Kube, clock: FakeClock) -> NovaReconciler:
     rec = NovaReconciler(kube, {}, events=Emitted(), now=lambda: NOW)
     rec.held = HeldWrites(hold=1.0, longest=10.0, clock=clock)

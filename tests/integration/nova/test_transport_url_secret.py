@@ -33,12 +33,6 @@ ON_CLUSTER: dict[str, Any] = {"messaging": {"clusterRef": {"name": "rabbit"}}}
 RABBIT_RESOURCE = f"{RABBITMQ_CLUSTERS.plural}.{RABBITMQ_CLUSTERS.group}"
 
 
-@pytest.fixture
-def ours(admin: Kube) -> Recorder:
-    """The operator's requests, recorded apart from the admin's (who plays the user)."""
-    return Recorder.of(admin)
-
-
 def written(kube: Recorder) -> list[tuple[str, str, str]]:
     return [(v, r, n) for v, r, n, _ in kube.calls if v in WRITE_VERBS]
 

@@ -7,7 +7,10 @@
    Another holder's lease counts as expired when its record has not changed for
    ``leaseDurationSeconds`` as measured on *our* monotonic clock since we first saw that
    record (no comparison of timestamps across machines);
-2. run ``lead()`` and, beside it, renew every ``retry_period``. A renewal attempt that fails
+2. run ``lead()`` and, beside it, renew every ``retry_period``. A renewal is one PUT of the Lease as
+   this process's last write returned it (client-go's fast path: no GET while the record it holds
+   is current; a conflict or any error falls back to a GET and a PUT in the same attempt), so a
+   slow API server costs one round trip per renewal, not two. A renewal attempt that fails
    (an error, a conflict, no answer) is tried again every ``retry_period`` until
    ``renew_deadline`` after the renewal was due, as client-go does; each attempt has a timeout
    of its own, ``attempt_timeout`` (half the renew deadline, at least the retry period), cut to
@@ -119,12 +122,13 @@ class LeaderElector:
         self._own_connections = own_connections
         self._clock: Clock = clock if clock is not None else LoopClock()
         self.attempt_timeout = max(settings.retry_period, settings.renew_deadline / 2)
-        """The most one renewal attempt (a GET and a PUT) may take, before the deadline cuts it."""
+        """The most one renewal attempt (a PUT, or a GET and a PUT) may take, before the deadline cuts it."""
         self.settings = settings
         self.identity = settings.identity
         self._metrics = metrics
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
+        self._held: dict[str, Any] | None = None  # the Lease as our last successful write returned it
         self._leading = False
         if metrics is not None:
             metrics.leader.labels(settings.name).set(0)
@@ -284,6 +288,8 @@ class LeaderElector:
         s = self.settings
         now = _micro_time()
         duration = max(1, math.ceil(s.lease_duration))
+        if await self._renew_held(now, duration):
+            return True
         try:
             lease = await self._kube.get(LEASES, s.name, s.namespace)
         except NotFound:
@@ -301,7 +307,7 @@ class LeaderElector:
                 "spec": spec,
             }
             try:
-                await self._kube.create(LEASES, body, s.namespace)
+                self._held = await self._kube.create(LEASES, body, s.namespace)
             except Conflict:
                 return False
             self._observe(spec)
@@ -312,6 +318,7 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         held_for = spec.get("leaseDurationSeconds") or duration
         if holder and holder != self.identity and self._clock.now() < self._observed_at + held_for:
+            self._held = None
             return False
         new = dict(spec)
         if holder != self.identity:
@@ -320,10 +327,32 @@ class LeaderElector:
         new.update(holderIdentity=self.identity, leaseDurationSeconds=duration, renewTime=now)
         lease["spec"] = new
         try:
-            await self._kube.replace(LEASES, lease, s.namespace)
+            self._held = await self._kube.replace(LEASES, lease, s.namespace)
         except Conflict:
+            self._held = None
             return False
         self._observe(new)
+        return True
+
+    async def _renew_held(self, now: str, duration: int) -> bool:
+        """The fast path: while this process leads and its own record has not expired on its clock,
+        PUT the Lease its last write returned with a new ``renewTime``. That write's
+        resourceVersion is the precondition: a Lease anybody else changed since answers 409, and
+        then (or on any other error) the caller reads it and decides as on the first attempt."""
+        held = self._held
+        if held is None or not self._leading or self._observed_spec is None:
+            return False
+        if self._clock.now() >= self._observed_at + duration:
+            return False  # our own record has expired: read before writing
+        spec = {**(held.get("spec") or {}), "renewTime": now, "holderIdentity": self.identity}
+        body = {**held, "spec": spec}
+        try:
+            self._held = await self._kube.replace(LEASES, body, self.settings.namespace)
+        except KubeError as exc:
+            self._held = None
+            log.debug("fast lease renewal refused; reading it", lease=self.settings.name, status=exc.status)
+            return False
+        self._observe(spec)
         return True
 
     async def _release(self) -> None:

@@ -282,31 +282,48 @@ async def test_a_standby_takes_a_released_lease_within_a_second_and_stops_trying
 
 
 class ScriptedLeaseAPI(LeaseAPI):
-    """``gets`` scripts the next GETs: an exception to raise, or "hang" (never answered until
-    cancelled). Every GET is recorded as (started at, how it ended, ended at) on the fake clock."""
+    """``steps`` scripts the next requests (GET or PUT, in the order they are sent): an exception
+    to raise, or "hang" (never answered until cancelled). Every request is recorded as (started at,
+    verb, how it ended, ended at) on the fake clock."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__()
         self.clock = clock
-        self.gets: list[Exception | str] = []
-        self.log: list[tuple[float, str, float]] = []
+        self.steps: list[Exception | str] = []
+        self.log: list[tuple[float, str, str, float]] = []
 
-    async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> dict[str, Any]:
+    async def _scripted(self, verb: str) -> float:
         started = self.clock.now()
-        step = self.gets.pop(0) if self.gets else "ok"
+        step = self.steps.pop(0) if self.steps else "ok"
         try:
             if step == "hang":
                 await asyncio.Event().wait()
             if isinstance(step, Exception):
                 raise step
         except asyncio.CancelledError:
-            self.log.append((started, "abandoned", self.clock.now()))
+            self.log.append((started, verb, "abandoned", self.clock.now()))
             raise
         except KubeError:
-            self.log.append((started, "error", self.clock.now()))
+            self.log.append((started, verb, "error", self.clock.now()))
             raise
-        self.log.append((started, "ok", self.clock.now()))
+        return started
+
+    async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> dict[str, Any]:
+        started = await self._scripted("get")
+        self.log.append((started, "get", "ok", self.clock.now()))
         return await super().get(ref, name, namespace)
+
+    async def replace(
+        self, ref: ResourceRef, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        started = await self._scripted("put")
+        try:
+            done = await super().replace(ref, body, namespace)
+        except Conflict:
+            self.log.append((started, "put", "conflict", self.clock.now()))
+            raise
+        self.log.append((started, "put", "ok", self.clock.now()))
+        return done
 
 
 async def settle() -> None:
@@ -343,7 +360,7 @@ class Leading:
         self.task = asyncio.create_task(self.elector.run(self.lead))
         await settle()
         assert self.elector.is_leader
-        self.api.log.clear()  # the acquisition's GET
+        self.api.log.clear()  # the acquisition's requests
 
     def renewals(self, result: str) -> tuple[float, float]:
         """(count, sum of seconds) of the renewal histogram for ``result``."""
@@ -360,15 +377,54 @@ class Leading:
             await self.task
 
 
+async def test_a_renewal_is_one_put_of_the_lease_the_last_write_returned() -> None:
+    """client-go's fast path: while it leads, no GET: one request per renewal on a slow server."""
+    s = Leading()
+    await s.start()
+    await drive(s.clock, 6.0)  # due at t=2, 4 and 6
+    assert s.api.log == [(2.0, "put", "ok", 2.0), (4.0, "put", "ok", 4.0), (6.0, "put", "ok", 6.0)]
+    assert s.api.spec()["holderIdentity"] == "a"
+    assert s.renewals("renewed")[0] == 3.0
+    await s.stop()
+
+
+async def test_a_lease_changed_by_another_writer_is_read_and_renewed_in_the_same_attempt() -> None:
+    s = Leading()
+    await s.start()
+    s.api.leases["lease"]["metadata"]["labels"] = {"touched": "yes"}
+    s.api._bump(s.api.leases["lease"])  # another writer's update: our held version is stale
+    await drive(s.clock, 2.0)
+    # the PUT on the stale version is refused (409), then a GET and a PUT on what it read
+    answers = [(verb, how) for _, verb, how, _ in s.api.log]
+    assert answers == [("put", "conflict"), ("get", "ok"), ("put", "ok")]
+    assert s.elector.is_leader
+    assert s.api.leases["lease"]["metadata"]["labels"] == {"touched": "yes"}  # kept, not overwritten
+    assert s.renewals("renewed") == (1.0, 0.0)
+    await drive(s.clock, 2.0)
+    assert s.api.log[3:] == [(4.0, "put", "ok", 4.0)]  # back on the fast path
+    await s.stop()
+
+
+async def test_a_refused_fast_renewal_falls_back_to_a_read_in_the_same_attempt() -> None:
+    s = Leading()
+    await s.start()
+    s.api.steps = [KubeError("etcd request timed out", status=500)]
+    await drive(s.clock, 2.0)
+    assert s.api.log == [(2.0, "put", "error", 2.0), (2.0, "get", "ok", 2.0), (2.0, "put", "ok", 2.0)]
+    assert s.elector.is_leader
+    assert s.renewals("renewed") == (1.0, 0.0)
+    await s.stop()
+
+
 async def test_a_renewal_that_fails_once_is_retried_a_retry_period_later_and_the_lease_is_kept() -> None:
     s = Leading()
     await s.start()
-    s.api.gets = [KubeError("etcd request timed out", status=500)]
+    s.api.steps = [KubeError("etcd request timed out", status=500) for _ in range(2)]
     with structlog.testing.capture_logs() as logs:
-        await drive(s.clock, 2.0)  # due at t=2: the first attempt is refused
-        assert s.api.log == [(2.0, "error", 2.0)]
+        await drive(s.clock, 2.0)  # due at t=2: the PUT and the read after it are refused
+        assert s.api.log == [(2.0, "put", "error", 2.0), (2.0, "get", "error", 2.0)]
         await drive(s.clock, 2.0)  # one retry period later, the second attempt renews
-    assert s.api.log == [(2.0, "error", 2.0), (4.0, "ok", 4.0)]
+    assert s.api.log[2:] == [(4.0, "get", "ok", 4.0), (4.0, "put", "ok", 4.0)]
     assert s.elector.is_leader
     assert not s.cancelled.is_set()
     assert s.renewals("renewed") == (1.0, 2.0)  # renewed 2 s after it was due
@@ -383,7 +439,7 @@ async def test_a_renewal_that_fails_once_is_retried_a_retry_period_later_and_the
 async def test_renewals_failing_past_the_deadline_lose_the_lease_after_one_attempt_per_retry_period() -> None:
     s = Leading()
     await s.start()
-    s.api.gets = [KubeError("unavailable", status=503) for _ in range(20)]
+    s.api.steps = [KubeError("unavailable", status=503) for _ in range(20)]
     await drive(s.clock, 11.75)  # due at t=2, the deadline at t=12
     assert not s.cancelled.is_set()
     await drive(s.clock, 0.5)
@@ -392,7 +448,9 @@ async def test_renewals_failing_past_the_deadline_lose_the_lease_after_one_attem
     with pytest.raises(LeaderElectionLost):
         s.task.result()
     assert s.cancelled.is_set()
-    assert [started for started, _, _ in s.api.log] == [2.0, 4.0, 6.0, 8.0, 10.0]
+    # one attempt per retry period: the first a PUT and its fallback read, then reads alone
+    assert [started for started, verb, _, _ in s.api.log if verb == "get"] == [2.0, 4.0, 6.0, 8.0, 10.0]
+    assert [started for started, verb, _, _ in s.api.log if verb == "put"] == [2.0]
     assert s.renewals("lost") == (1.0, 10.0)
     assert not s.elector.is_leader
 
@@ -400,9 +458,9 @@ async def test_renewals_failing_past_the_deadline_lose_the_lease_after_one_attem
 async def test_a_hung_request_is_abandoned_and_the_next_attempt_keeps_the_lease() -> None:
     s = Leading()
     await s.start()
-    s.api.gets = ["hang"]
+    s.api.steps = ["hang"]
     await drive(s.clock, 8.0)  # due at t=2; the attempt's own timeout is half the renew deadline
-    assert s.api.log == [(2.0, "abandoned", 7.0), (7.0, "ok", 7.0)]
+    assert s.api.log == [(2.0, "put", "abandoned", 7.0), (7.0, "put", "ok", 7.0)]
     assert s.elector.is_leader
     assert not s.cancelled.is_set()
     assert s.renewals("renewed") == (1.0, 5.0)
@@ -412,12 +470,17 @@ async def test_a_hung_request_is_abandoned_and_the_next_attempt_keeps_the_lease(
 async def test_a_hung_request_is_abandoned_at_the_remaining_deadline_and_the_lease_is_lost() -> None:
     s = Leading()
     await s.start()
-    s.api.gets = [KubeError("refused", status=500), "hang", "hang"]
+    s.api.steps = [KubeError("refused", status=500), KubeError("refused", status=500), "hang", "hang"]
     with structlog.testing.capture_logs() as logs:
         await drive(s.clock, 12.5)
     # due at t=2, deadline t=12: refused at 2; retried at 4, abandoned at 9 (its 5 s);
     # retried at once, and that one abandoned at 12, when the deadline had 3 s left for it
-    assert s.api.log == [(2.0, "error", 2.0), (4.0, "abandoned", 9.0), (9.0, "abandoned", 12.0)]
+    assert s.api.log == [
+        (2.0, "put", "error", 2.0),
+        (2.0, "get", "error", 2.0),
+        (4.0, "get", "abandoned", 9.0),
+        (9.0, "get", "abandoned", 12.0),
+    ]
     assert s.task is not None
     assert s.task.done()
     with pytest.raises(LeaderElectionLost):
@@ -533,7 +596,7 @@ async def test_the_lease_is_renewed_while_the_operators_event_loop_is_held() -> 
 async def test_an_attempt_whose_timeout_ran_late_names_the_event_loop_as_its_phase() -> None:
     s = Leading()
     await s.start()
-    s.api.gets = ["hang"]
+    s.api.steps = ["hang"]
     with structlog.testing.capture_logs() as logs:
         await drive(s.clock, 2.0)  # due at t=2: the attempt hangs, its timeout due at t=7
         s.clock.advance(5.0 + 3.0)  # the loop runs again 3 s after that timeout was due

@@ -248,11 +248,12 @@ _PREPARED: set[int] = set()
 
 
 def prepare(sim: SimHandle) -> None:
-    """Once per cluster: the project's CRDs and RBAC, and the pool label on pool "a"'s nodes."""
+    """Once per cluster: the project's CRDs, RBAC and Lease priority level (``SimHandle.install``), and
+    the pool label on pool "a"'s nodes."""
     if id(sim) in _PREPARED:
         return
     assert sim.openstack is not None
-    sim.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+    sim.install()
     for kinds in ("novas", "novacomputes"):  # Established, then its storage answers a moment later (429)
         path = f"/apis/nova.openstack.c5c3.io/v1alpha1/{kinds}"
         sim.cluster.kube.wait(lambda p=path: "items" in sim.cluster.kube.get(p), 30, f"{kinds} served")

@@ -96,7 +96,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     )
     try:
         assert handle.real is not None
-        handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+        handle.install()
         handle.create_gateway(NAMESPACE, "public-gateway")
         handle.real.openstack.add_service_user("nova", sample_secret("nova-service-user", "password"))
         start_operator(handle)

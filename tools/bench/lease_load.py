@@ -40,10 +40,10 @@ from typing import Any
 from simcluster import ControlPlane, find_binaries
 from simcluster.client.kube import Kube as AdminKube
 from simcluster.client.kube import KubeError
-from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OPERATOR_USER
+from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_USER
+from simcluster.platform.flowcontrol import lease_flow_control
 
 from bench import promtext
-from nova_operator.install import objects as o
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import CONFIGMAPS, LEASES
 from nova_operator.runtime.leaderelection import LeaderElectionLost, LeaderElector
@@ -90,20 +90,7 @@ def _setup(admin: AdminKube, objects: int, flowschema: bool) -> None:
                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"load-{i}"}, "data": data},
             )
     if flowschema:
-        level = o.lease_priority_level(o.KUSTOMIZE)
-        schema = o.lease_flow_schema(o.KUSTOMIZE)
-        rule = schema["spec"]["rules"][0]
-        rule["subjects"][0]["serviceAccount"] = {
-            "name": OPERATOR_SERVICE_ACCOUNT,
-            "namespace": OPERATOR_NAMESPACE,
-        }
-        rule["resourceRules"][0]["namespaces"] = [OPERATOR_NAMESPACE]
-        # the kustomize base's names, prefixed as the overlays do (unprefixed they are the built-ins')
-        name = f"nova-operator-{level['metadata']['name']}"
-        level["metadata"]["name"] = schema["metadata"]["name"] = name
-        schema["spec"]["priorityLevelConfiguration"]["name"] = name
-        for doc in (level, schema):
-            doc["metadata"].pop("namespace", None)
+        for doc in lease_flow_control():  # as every install has them (``platform.flowcontrol``)
             admin.apply(doc)
         time.sleep(2)  # the API server's flowcontrol config controller picks them up
 

@@ -76,7 +76,7 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
     figures["cluster start parts (s)"] = {k: round(v, 1) for k, v in handle.real.startup.items()}
     try:
         kube = handle.cluster.kube
-        handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+        handle.install()
         handle.create_gateway(NS, "public-gateway")
         password = next(
             d["stringData"]["password"]

@@ -103,7 +103,7 @@ def prepare(handle: SimHandle, opts: Options) -> dict[str, Any]:
     kube = handle.cluster.kube
     need = max(3, math.ceil(opts.novas * PODS_PER_NOVA / PODS_PER_NODE) + 1)
     handle.nodes[""] = handle.cluster.create_nodes(need, pods=str(PODS_PER_NODE))
-    handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+    handle.install()
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nova-system"}})
     docs, nova = _docs(handle.openstack.keystone_url)
 

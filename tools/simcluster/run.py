@@ -139,7 +139,7 @@ def _service_password() -> str:
 
 def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[str]) -> ManagedProcess:
     c = handle.cluster
-    handle.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+    handle.install()
     handle.create_gateway(NAMESPACE, "public-gateway")
     if real:
         assert handle.real is not None

@@ -17,6 +17,7 @@ import urllib.request
 from simcluster import ControlPlane
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from simcluster.platform.flowcontrol import lease_flow_control
 from simcluster.platform.installtools import by_kind, helm_template
 
 FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
@@ -79,6 +80,46 @@ def test_the_operators_lease_requests_are_served_in_their_own_priority_level(
         status = admin.get(f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}")["status"]
         dangling = [c for c in status.get("conditions", []) if c["type"] == "Dangling"]
         assert [c["status"] for c in dangling] == ["False"]
+    finally:
+        for path in (
+            f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}",
+            f"{FLOWCONTROL}/prioritylevelconfigurations/{level['metadata']['name']}",
+        ):
+            with contextlib.suppress(KubeError):
+                admin.delete(path)
+
+
+def test_the_test_clusters_install_the_same_priority_level_for_the_operators_leases(
+    control_plane: ControlPlane,
+) -> None:
+    """``make run``, the real tier, e2e and the benchmarks install what the chart ships
+    (``simcluster.platform.flowcontrol``): the same specs as the chart, and the operator's Lease
+    requests served in that level."""
+    rendered = helm_template(
+        "nova-operator",
+        OPERATOR_NAMESPACE,
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        f"serviceAccount.name={OPERATOR_SERVICE_ACCOUNT}",
+    )
+    (chart_level,) = by_kind(rendered, "PriorityLevelConfiguration")
+    (chart_schema,) = by_kind(rendered, "FlowSchema")
+    level, schema = lease_flow_control()
+    assert level["spec"] == chart_level["spec"]
+    chart_schema["spec"]["priorityLevelConfiguration"]["name"] = level["metadata"]["name"]
+    assert schema["spec"] == chart_schema["spec"]
+    admin = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    try:
+        for doc in (level, schema):
+            admin.apply(doc)
+        level_uid = admin.get(f"{FLOWCONTROL}/prioritylevelconfigurations/{level['metadata']['name']}")
+        schema_uid = admin.get(f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}")
+        want = (schema_uid["metadata"]["uid"], level_uid["metadata"]["uid"])
+        deadline = time.monotonic() + 60
+        while served_by(control_plane, f"{LEASES}/nova-operator-leader") != want:
+            assert time.monotonic() < deadline, "the API server never served the Lease in that level"
+            time.sleep(0.5)
     finally:
         for path in (
             f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}",

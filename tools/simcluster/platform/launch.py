@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 from simcluster.client.asynckube import AsyncKube
 from simcluster.client.kube import Kube
 from simcluster.platform.cluster import CRDS_DIR, SimCluster
+from simcluster.platform.controlplane import REPO
+from simcluster.platform.flowcontrol import lease_flow_control
 from simcluster.platform.process import ManagedProcess, spawn
 from simcluster.standins import GATEWAY_CLASS, GATEWAY_CONTROLLER, Backend, StandIns
 from simcluster.standins.openstack import FakeOpenStack
@@ -146,6 +148,15 @@ class SimHandle:
         crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
         self.cluster.kube.wait_crds_established(crds)
         return docs
+
+    def install(self, *, flowcontrol: bool = True) -> None:
+        """What an install puts beside the operator: its CRDs (``config/crd``), its RBAC
+        (``config/rbac``) and, unless ``flowcontrol`` is off, the priority level its Lease requests
+        travel in (``platform.flowcontrol``)."""
+        self.apply(REPO / "config" / "crd", REPO / "config" / "rbac")
+        if flowcontrol:
+            for doc in lease_flow_control():
+                self.cluster.kube.apply(doc)
 
     def create_gateway(self, namespace: str, name: str, *, listeners: int = 1) -> None:
         """A Gateway of the stand-in's class; HTTPRoutes naming it get Accepted."""

@@ -5,16 +5,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
 
 __all__ = [
+    "CHECKED_COPIES",
     "CHILD_SUFFIXES",
     "CONFIG_BASE_LABEL",
     "SERVICE_BINARIES",
+    "CheckedCopy",
     "Component",
     "api_endpoint",
     "cell0_object_name",
     "cell0_schema",
+    "checked_copy",
     "common_labels",
     "config_base",
     "config_base_label",
@@ -55,6 +58,17 @@ def digest_key_secret(name: str) -> str:
 def secret_config_secret(name: str) -> str:
     """The derived Secret of a Nova's ``spec.secretConfig`` (keys ``section.option``, oslo.config form)."""
     return f"{name}-secret-config"
+
+
+CheckedCopy = Literal["api-db-tls", "cell-db-tls", "messaging-ca"]
+"""What a label-checked copy holds: a database block's TLS files, the message bus's CA bundle."""
+CHECKED_COPIES: Final[tuple[CheckedCopy, ...]] = ("api-db-tls", "cell-db-tls", "messaging-ca")
+
+
+def checked_copy(name: str, which: CheckedCopy) -> str:
+    """``{name}-checked-<which>``: with ``--secret-ref-label``, the copy of a Secret the pods mount by
+    name, written only while the source carries the label (``reconcilers.nova.checked_copies``)."""
+    return f"{name}-checked-{which}"
 
 
 def common_labels(name: str) -> dict[str, str]:
@@ -163,6 +177,7 @@ CHILD_SUFFIXES: Final[Mapping[str, tuple[str, ...]]] = {
         "-remote-compute-config",
         "-oslo-credentials",
         "-digest-key",
+        *(f"-checked-{which}" for which in CHECKED_COPIES),
     ),
     "Job": ("-db-sync", "-db-expand", "-db-migrate", "-db-contract", "-discover-hosts"),
     "CronJob": ("-db-archive",),
@@ -171,7 +186,8 @@ CHILD_SUFFIXES: Final[Mapping[str, tuple[str, ...]]] = {
     "Grant": ("-api", "", CELL0_PLACEHOLDER),
 }
 """Every child of a Nova ``{name}`` by kind, as ``{name}<suffix>`` (spec nova-crd §13 and the additions
-``-oslo-credentials``, ``-digest-key``; ``-discover-hosts`` is the pools' Job, owned by the Nova).
+``-oslo-credentials``, ``-digest-key``, the ``-checked-*`` copies of ``--secret-ref-label``;
+``-discover-hosts`` is the pools' Job, owned by the Nova).
 Two Novas share a child name when one suffix of a kind ends in another: the Nova name refusals of
 ``models.nova.REFUSED_NAME_SUFFIXES`` cover every such pair but the cell0 one, which the ownership
 check catches (``nova_operator.ownership``)."""

@@ -11,8 +11,11 @@ A cluster that grants Nova authors less than Secret access narrows it with
 ``--secret-ref-label KEY`` (or ``KEY=VALUE``): then a Secret a CR names is used only while it
 carries that label (with that value); a CR naming another one gets its step's condition False,
 reason ``SecretRefNotLabelled``, and the Secret is not read further. A Secret the CR names that does
-not exist yet is refused the same way (``absent``) until it exists with the label: the pods would
-mount it as soon as it appeared (the database TLS Secrets are mounted, never read), whoever made it.
+not exist yet is refused the same way (``absent``) until it exists with the label. The Secrets the
+pods mount by name (the database TLS Secrets, the bus's CA bundle) are never mounted themselves: the
+kubelet would hand the pods whatever they hold later, label or not. The pods mount the Nova's copies
+(``reconcilers.nova.checked_copies``), written only from sources that carry the label, so a label
+removed later keeps them at the last labelled content.
 Secrets the operator writes itself (derived Secrets, the digest key) and the one a
 RabbitmqCluster's status names are not CR references and are not checked.
 

@@ -183,8 +183,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "SecretRefNotLabelled",
         "The operator runs with `--secret-ref-label` and a Secret the spec names (the message names the "
         "field and the Secret) does not carry that label, or does not exist yet, so the operator does not "
-        "use it (nor render pods that would mount it). Requeue 15 s; creating or labelling the Secret "
-        "wakes the Nova at once.",
+        "use it: nothing of it is copied for the pods, which keep the last labelled content "
+        "(`{name}-checked-*`). Requeue 15 s; creating or labelling the Secret wakes the Nova at once.",
         "Label the Secret (`kubectl label secret <name> <key>=<value>`) if this Nova may use it, or name "
         'another one. See docs/install.md, "What a CR author can make the operator read".',
     ),

@@ -529,12 +529,15 @@ def discover_hosts_job_name(nova: str) -> str:
     return f"{head}-{hashlib.sha256(nova.encode()).hexdigest()[:8]}{_DISCOVER_SUFFIX}"
 
 
-def discover_hosts_job(nova: Nova, *, image: str, config_map: str, pull_policy: str) -> dict[str, Any]:
-    """The Nova's host discovery Job (§15): plain ``discover_hosts --verbose``, the API's image and config."""
+def discover_hosts_job(
+    nova: Nova, *, image: str, config_map: str, pull_policy: str, checked: bool = False
+) -> dict[str, Any]:
+    """The Nova's host discovery Job (§15): plain ``discover_hosts --verbose``, the API's image and config;
+    ``checked`` (``--secret-ref-label``): the Nova's label-checked copies of its TLS Secrets mounted."""
     name = nova.metadata.name or ""
     labels = naming.labels(name, DISCOVER_HOSTS)
     placement, resources = job_pod_settings(nova)
-    tls_volumes, tls_mounts = db_tls_volumes(nova)
+    tls_volumes, tls_mounts = db_tls_volumes(nova, checked=checked)
     container = {
         "name": DISCOVER_HOSTS,
         "image": image,

@@ -114,9 +114,10 @@ def _pod_template(
     labels: dict[str, str],
     restart_policy: str,
     extra_env: list[Manifest] | None = None,
+    checked: bool = False,
 ) -> Manifest:
     placement, resources = job_pod_settings(nova)
-    tls_volumes, tls_mounts = db_tls_volumes(nova)
+    tls_volumes, tls_mounts = db_tls_volumes(nova, checked=checked)
     container = {
         "name": container_name,
         "image": image_ref(nova),
@@ -146,7 +147,7 @@ def _pod_template(
     }
 
 
-def _job(nova: Nova, suffix: str, command: list[str], config_map: str) -> Manifest:
+def _job(nova: Nova, suffix: str, command: list[str], config_map: str, *, checked: bool) -> Manifest:
     name = nova.metadata.name or ""
     # The common labels put the Job pods under the NetworkPolicy; the component value is the
     # Job's suffix (reconciler.md §5.6 leaves it unconfirmed), which keeps them out of every
@@ -160,6 +161,7 @@ def _job(nova: Nova, suffix: str, command: list[str], config_map: str) -> Manife
             config_map=config_map,
             labels=labels,
             restart_policy="Never",
+            checked=checked,
         )
     )
     return plain(
@@ -177,12 +179,14 @@ def _job(nova: Nova, suffix: str, command: list[str], config_map: str) -> Manife
     )
 
 
-def db_sync_job(nova: Nova, config_map: str) -> Manifest:
-    """``{name}-db-sync``: both schema migrations and the cell mapping (steady state)."""
-    return _job(nova, "db-sync", [image_contract.SHELL, "-eu", "-c", db_sync_script(nova)], config_map)
+def db_sync_job(nova: Nova, config_map: str, *, checked: bool = False) -> Manifest:
+    """``{name}-db-sync``: both schema migrations and the cell mapping (steady state). ``checked``:
+    the pods mount the label-checked copies of the TLS Secrets (``pod_env.db_tls_volumes``)."""
+    command = [image_contract.SHELL, "-eu", "-c", db_sync_script(nova)]
+    return _job(nova, "db-sync", command, config_map, checked=checked)
 
 
-def phase_job(nova: Nova, phase: Phase, config_map: str) -> Manifest:
+def phase_job(nova: Nova, phase: Phase, config_map: str, *, checked: bool = False) -> Manifest:
     """``{name}-db-expand`` / ``{name}-db-migrate`` / ``{name}-db-contract`` of a release upgrade."""
     if phase == "db-expand":
         command = [image_contract.SHELL, "-eu", "-c", expand_script()]
@@ -190,7 +194,7 @@ def phase_job(nova: Nova, phase: Phase, config_map: str) -> Manifest:
         command = ["nova-manage", "--config-dir", CONFIG_DIR, "cell_v2", "list_cells"]
     else:
         command = [image_contract.SHELL, "-eu", "-c", contract_script()]
-    return _job(nova, phase, command, config_map)
+    return _job(nova, phase, command, config_map, checked=checked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +222,7 @@ def archive_settings(nova: Nova) -> ArchiveSettings:
     )
 
 
-def db_archive_cronjob(nova: Nova, config_map: str) -> Manifest:
+def db_archive_cronjob(nova: Nova, config_map: str, *, checked: bool = False) -> Manifest:
     """``{name}-db-archive``: batches of ``archive_deleted_rows`` (always present)."""
     name = nova.metadata.name or ""
     settings = archive_settings(nova)
@@ -239,6 +243,7 @@ def db_archive_cronjob(nova: Nova, config_map: str) -> Manifest:
         labels=labels,
         restart_policy="OnFailure",
         extra_env=env,
+        checked=checked,
     )
     return plain(
         {

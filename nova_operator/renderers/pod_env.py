@@ -3,12 +3,14 @@ volumes, the config volume."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from nova_operator.models.common import (
     DatabaseSpec,
 )
 from nova_operator.models.nova import Nova
+from nova_operator.naming import CheckedCopy, checked_copy
 
 Manifest = dict[str, Any]
 
@@ -72,54 +74,85 @@ def db_tls_enabled(block: DatabaseSpec) -> bool:
     return block.tls is not None and bool(block.tls.mode) and block.tls.mode != "disabled"
 
 
-def db_tls_volumes(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
-    """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled."""
-    volumes: list[Manifest] = []
-    mounts: list[Manifest] = []
-    for which, block in (("api", nova.spec.api_database), ("cell", nova.spec.database)):
+_CA = ("ca.crt", "ca.crt")
+_DB_VOLUMES: tuple[tuple[str, CheckedCopy], ...] = (("api", "api-db-tls"), ("cell", "cell-db-tls"))
+
+
+@dataclass(frozen=True, slots=True)
+class Mounted:
+    """A Secret the spec names that the pods mount by name: the keys they take from it, each as
+    ``(key in the Secret, file in the pod)``; the file is the key in the label-checked copy too."""
+
+    secret: str
+    items: tuple[tuple[str, str], ...]
+
+
+def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
+    """The Secrets the pods mount by name (never read by the pods' environment), by the volume and
+    the checked copy (``naming.checked_copy``) they make: the TLS files of each database block whose
+    TLS is on, and the message bus's CA bundle."""
+    found: dict[CheckedCopy, tuple[Mounted, ...]] = {}
+    blocks: tuple[tuple[CheckedCopy, DatabaseSpec], ...] = (
+        ("api-db-tls", nova.spec.api_database),
+        ("cell-db-tls", nova.spec.database),
+    )
+    for which, block in blocks:
         if not db_tls_enabled(block) or block.tls is None:
             continue
-        volumes.append(
-            {
-                "name": f"{which}-db-tls",
-                "projected": {
-                    "defaultMode": 0o400,
-                    "sources": [
-                        {
-                            "secret": {
-                                "name": block.tls.ca_bundle_secret_ref.name,
-                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                            }
-                        },
-                        {
-                            "secret": {
-                                "name": block.tls.client_cert_secret_ref.name,
-                                "items": [
-                                    {"key": "tls.crt", "path": "tls.crt"},
-                                    {"key": "tls.key", "path": "tls.key"},
-                                ],
-                            }
-                        },
-                    ],
-                },
-            }
+        found[which] = (
+            Mounted(block.tls.ca_bundle_secret_ref.name, (_CA,)),
+            Mounted(block.tls.client_cert_secret_ref.name, (("tls.crt", "tls.crt"), ("tls.key", "tls.key"))),
         )
+    tls = nova.spec.messaging.tls
+    if tls is not None:
+        ref = tls.ca_bundle_secret_ref
+        found["messaging-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+    return found
+
+
+def _items(pairs: tuple[tuple[str, str], ...]) -> list[Manifest]:
+    return [{"key": key, "path": path} for key, path in pairs]
+
+
+def _copied(mounted: tuple[Mounted, ...]) -> tuple[tuple[str, str], ...]:
+    """The items of a checked copy: its keys are the files."""
+    return tuple((path, path) for m in mounted for _key, path in m.items)
+
+
+def db_tls_volumes(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled: from the
+    Secrets the spec names, or (``checked``, with ``--secret-ref-label``) from the Nova's
+    label-checked copies of them (``naming.checked_copy``)."""
+    volumes: list[Manifest] = []
+    mounts: list[Manifest] = []
+    table = mounted_secrets(nova)
+    for which, copy in _DB_VOLUMES:
+        mounted = table.get(copy)
+        if mounted is None:
+            continue
+        if checked:
+            name = checked_copy(nova_name(nova), copy)
+            sources = [{"secret": {"name": name, "items": _items(_copied(mounted))}}]
+        else:
+            sources = [{"secret": {"name": m.secret, "items": _items(m.items)}} for m in mounted]
+        volumes.append({"name": f"{which}-db-tls", "projected": {"defaultMode": 0o400, "sources": sources}})
         mounts.append({"name": f"{which}-db-tls", "mountPath": DB_TLS_DIR[which], "readOnly": True})
     return volumes, mounts
 
 
-def rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
-    tls = nova.spec.messaging.tls
-    if tls is None:
+def rabbit_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the message bus's CA bundle, from the Secret the spec names or (``checked``)
+    from the Nova's label-checked copy of it."""
+    mounted = mounted_secrets(nova).get("messaging-ca")
+    if mounted is None:
         return [], []
-    ref = tls.ca_bundle_secret_ref
+    (ca,) = mounted
+    name, pairs = (ca.secret, ca.items)
+    if checked:
+        name, pairs = checked_copy(nova_name(nova), "messaging-ca"), _copied(mounted)
     volume = {
         "name": "rabbitmq-ca",
-        "secret": {
-            "secretName": ref.name,
-            "defaultMode": 0o444,
-            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
-        },
+        "secret": {"secretName": name, "defaultMode": 0o444, "items": _items(pairs)},
     }
     return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
 

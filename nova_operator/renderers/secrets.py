@@ -24,7 +24,7 @@ from urllib.parse import quote
 from nova_operator import naming
 from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
-from nova_operator.naming import Component
+from nova_operator.naming import CheckedCopy, Component
 from nova_operator.renderers import oslo
 from nova_operator.renderers.pod_env import DB_TLS_DIR
 from nova_operator.renderers.workload import plain
@@ -34,6 +34,7 @@ __all__ = [
     "TransportURLRejected",
     "broker_port",
     "check_transport_url",
+    "checked_copy_secret",
     "compute_config_secret",
     "database_dsn",
     "database_username",
@@ -277,6 +278,24 @@ def secret_config_data(values: Mapping[tuple[str, str], str]) -> dict[str, str]:
 def secret_config_secret(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
     """``{name}-secret-config``: ``secret_config_data``, what the pods' ``OS_<SECTION>__<OPTION>`` read."""
     return _secret(nova, naming.secret_config_secret(_name(nova)), data)
+
+
+def checked_copy_secret(nova: Nova, which: CheckedCopy, data: Mapping[str, str]) -> dict[str, Any]:
+    """``naming.checked_copy``: what the pods mount of the Secrets the spec names (``--secret-ref-label``),
+    copied while they carry the label. ``data`` is base64 as the sources hold it (never decoded here)."""
+    return plain(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": naming.checked_copy(_name(nova), which),
+                "namespace": _ns(nova),
+                "labels": naming.common_labels(_name(nova)),
+            },
+            "data": dict(sorted(data.items())),
+        }
+    )
 
 
 def compute_config_secret(

@@ -84,6 +84,8 @@ class WorkloadInputs:
     digests: Digests = field(default_factory=Digests)
     broker_port: int = 5672  # port of the resolved transport URL (NOVA_AMQP_PORT)
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
+    # --secret-ref-label: mount the Nova's label-checked copies of the TLS Secrets, not the spec's own
+    checked_copies: bool = False
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -478,8 +480,8 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     labels = naming.labels(name, component)
 
     config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
-    tls_volumes, tls_mounts = db_tls_volumes(nova)
-    ca_volumes, ca_mounts = rabbit_ca_volume(nova)
+    tls_volumes, tls_mounts = db_tls_volumes(nova, checked=inputs.checked_copies)
+    ca_volumes, ca_mounts = rabbit_ca_volume(nova, checked=inputs.checked_copies)
     container = _container(nova, component, inputs, block)
     container["volumeMounts"] = [
         *config_mounts,

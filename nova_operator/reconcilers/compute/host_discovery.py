@@ -112,6 +112,7 @@ async def _start(p: ComputePass, nova: Nova, name: str, hosts: list[str]) -> str
             policy=nova.spec.image.pull_policy,
             operator_default=p.settings.default_pull_policy,
         ),
+        checked=p.settings.secret_refs is not None,  # the Nova's label-checked copies (--secret-ref-label)
     )
     try:
         await p.kube.create(JOBS, with_owner(job, p.nova or {}), ns)

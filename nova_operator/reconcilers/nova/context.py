@@ -144,7 +144,7 @@ class PassState:
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
     secret_config_digest: str = ""
 
-    def workload_inputs(self) -> WorkloadInputs:
+    def workload_inputs(self, *, checked_copies: bool) -> WorkloadInputs:
         digests = Digests(
             api_db_connection=self.api_db_digest,
             db_connection=self.cell_db_digest,
@@ -158,6 +158,7 @@ class PassState:
             digests=digests,
             broker_port=self.broker_port or 5672,
             secret_config_keys=self.secret_config_keys,
+            checked_copies=checked_copies,
         )
 
 
@@ -235,6 +236,15 @@ class PassContext:
     @property
     def generation(self) -> int:
         return int(self.obj["metadata"].get("generation", 0))
+
+    @property
+    def checked_copies(self) -> bool:
+        """With ``--secret-ref-label`` the pods mount the Nova's label-checked copies of the Secrets
+        the spec names for them, never those Secrets (``checked_copies``)."""
+        return self.options.secret_refs is not None
+
+    def workload_inputs(self) -> WorkloadInputs:
+        return self.state.workload_inputs(checked_copies=self.checked_copies)
 
     # -- conditions ----------------------------------------------------------------------------
 

@@ -290,7 +290,7 @@ async def _record_completed(ctx: PassContext, job: Mapping[str, Any]) -> None:
 
 
 async def db_sync(ctx: PassContext) -> Result:
-    desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map)
+    desired = jobs.db_sync_job(ctx.nova, ctx.state.config_map, checked=ctx.checked_copies)
     if ctx.cached(JOBS, desired["metadata"]["name"]) is None:  # about to create it: its class must exist
         field = jobs_priority_field(ctx.nova.spec.jobs.priority_class_name if ctx.nova.spec.jobs else None)
         if (missing := await missing_priority_class(ctx.kube, None, desired, field)) is not None:

@@ -74,7 +74,7 @@ def retention_warning(before: int | None, after: int | None) -> str | None:
 
 async def reconcile_db_archive(ctx: PassContext) -> Result:
     settings = jobs.archive_settings(ctx.nova)
-    desired = jobs.db_archive_cronjob(ctx.nova, ctx.state.config_map)
+    desired = jobs.db_archive_cronjob(ctx.nova, ctx.state.config_map, checked=ctx.checked_copies)
     live = await ctx.live(CRONJOBS, desired["metadata"]["name"])
     field = jobs_priority_field(ctx.nova.spec.jobs.priority_class_name if ctx.nova.spec.jobs else None)
     if (missing := await missing_priority_class(ctx.kube, live, desired, field)) is not None:

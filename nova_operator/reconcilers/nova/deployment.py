@@ -50,7 +50,7 @@ def _roles_rolled_out(ctx: PassContext) -> bool:
 
 
 async def reconcile_deployment(ctx: PassContext) -> Result:
-    desired = workload.deployment(ctx.nova, Component.API, ctx.state.workload_inputs())
+    desired = workload.deployment(ctx.nova, Component.API, ctx.workload_inputs())
     if (
         missing := await missing_priority_class(
             ctx.kube,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from nova_operator.kube.types import Object
+from nova_operator.naming import CHECKED_COPIES
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
 from nova_operator.runtime.request import Request
@@ -45,6 +46,7 @@ DERIVED_SUFFIXES: Final[tuple[str, ...]] = (
     "-compute-config",
     "-remote-compute-config",
     "-secret-config",
+    *(f"-checked-{which}" for which in CHECKED_COPIES),
 )
 """The Secrets a Nova derives are ``{name}{suffix}`` (``renderers.secrets``)."""
 

@@ -4,6 +4,8 @@ Each gate is a wait (``SecretsReady=False`` with its reason, requeue 15 s, every
 empty). Messages name the Secret, the key and the spec field, never a value. The store gate
 runs only when ``spec.secretStoreRef`` is set (a cluster without External Secrets must work).
 The last gate is ``spec.secretConfig`` (``publish_secret_config``), which publishes ``{name}-secret-config``.
+With ``--secret-ref-label`` the step also writes the label-checked copies of the Secrets the pods
+mount by name (``checked_copies``), past the label gate only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from nova_operator.decisions import releases
 from nova_operator.decisions.readiness import custom_resource_ready
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
+from nova_operator.reconcilers.nova.checked_copies import publish_checked_copies
 from nova_operator.reconcilers.nova.context import PassContext, Unread, secret_value
 from nova_operator.reconcilers.nova.secret_reads import secret_ref_fields
 from nova_operator.renderers import novaconf
@@ -79,7 +82,8 @@ async def _store_gate(ctx: PassContext) -> tuple[str, str] | None:
 async def _label_gate(ctx: PassContext) -> tuple[str, str] | None:
     """With ``--secret-ref-label``: (reason, message) for the first Secret the spec names that lacks
     the label or does not exist yet (``nova_operator.secret_refs``); checked before any step reads
-    or mounts one. A Secret that appears later wakes the Nova (``SECRET_INDEX``) and is checked then."""
+    or copies one. A Secret that appears later wakes the Nova (``SECRET_INDEX``) and is checked then.
+    The pods mount only the copies written past this gate (``checked_copies``), never a named Secret."""
     policy = ctx.options.secret_refs
     if policy is None:
         return None
@@ -221,6 +225,7 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
     ctx.state.digest_key = await digest_key(ctx)
+    await publish_checked_copies(ctx)  # --secret-ref-label: what the pods mount, past the gate only
     if (unpublished := await publish_secret_config(ctx)) is not None:
         return wait(ctx, *unpublished)
     ctx.state.service_user_password = password

@@ -163,7 +163,9 @@ def _failure(job: Mapping[str, Any] | None) -> str:
 async def _run_phase(ctx: PassContext, decision: Decision) -> Result:
     suffix = decision.job
     assert suffix is not None
-    desired = jobs.phase_job(ctx.nova, cast(jobs.Phase, suffix), ctx.state.config_map)
+    desired = jobs.phase_job(
+        ctx.nova, cast(jobs.Phase, suffix), ctx.state.config_map, checked=ctx.checked_copies
+    )
     state, observed = await database.run_job(ctx, desired)
     await database.record_job_metrics(ctx, observed, suffix)
     if suffix == upgrade.DB_EXPAND:

@@ -46,7 +46,7 @@ _SPEC_FIELDS: Final = {
 
 async def reconcile_role(ctx: PassContext, component: Component) -> Result:
     condition, ready, waiting = _ROLES[component]
-    desired = workload.deployment(ctx.nova, component, ctx.state.workload_inputs())
+    desired = workload.deployment(ctx.nova, component, ctx.workload_inputs())
     if (
         missing := await missing_priority_class(
             ctx.kube,

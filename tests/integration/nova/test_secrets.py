@@ -77,7 +77,7 @@ async def test_secret_config_is_published_in_oslo_form_and_read_by_every_deploym
         "database.slave_connection": "mysql+pymysql://r",
     }
     assert ctx.state.secret_config_keys == ("database.slave_connection", "vault.root_token_id")
-    inputs_of = ctx.state.workload_inputs()
+    inputs_of = ctx.workload_inputs()
     for component, deployment in workload.deployments(ctx.nova, inputs_of).items():
         template = deployment["spec"]["template"]
         env = {

@@ -14,7 +14,8 @@ import pytest
 
 from nova_operator.kube.resources import JOBS
 from nova_operator.reconcilers.compute import host_discovery
-from nova_operator.reconcilers.compute.context import ComputePass
+from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
+from nova_operator.secret_refs import SecretRefPolicy
 from tests.integration.novacompute.passes import NOW, Stage
 
 JOB = "nova-discover-hosts"
@@ -69,3 +70,38 @@ async def test_a_running_job_sets_no_due_time(stage: Stage) -> None:
     assert await host_discovery.discover(p, ["n1"]) == f"discovery Job {JOB} is running"
     assert p.discovery_due is None
     assert await job_names(stage) == [JOB]
+
+
+# -- --secret-ref-label: the Job mounts the Nova's label-checked copies (issue 36 §5) ----------------
+
+SAMPLE_CELL_DB = {
+    "clusterRef": {"name": "mariadb"},
+    "database": "nova",
+    "secretRef": {"name": "nova-cell-db-credentials"},
+}
+CELL_TLS = {
+    "mode": "verify-full",
+    "caBundleSecretRef": {"name": "db-ca"},
+    "clientCertSecretRef": {"name": "db-cert"},
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "mounted"),
+    [(None, {"db-ca", "db-cert"}), (SecretRefPolicy("example.org/usable"), {"nova-checked-cell-db-tls"})],
+    ids=["without-the-flag", "with-the-flag"],
+)
+async def test_the_discovery_job_mounts_the_novas_checked_copy_with_the_flag_and_the_named_secrets_without(
+    stage: Stage, policy: SecretRefPolicy | None, mounted: set[str]
+) -> None:
+    nova = await stage.nova(spec={"database": {**SAMPLE_CELL_DB, "tls": CELL_TLS}})
+    await stage.api_deployment()
+    p, _ = await stage.ledger_pass(
+        [{"name": "n1", "phase": "Pending"}], nova=nova, settings=ComputeSettings(secret_refs=policy)
+    )
+    assert await host_discovery.discover(p, ["n1"]) == f"discovery Job {JOB} started"
+    job = await stage.admin.get(JOBS, JOB, stage.ns)
+    (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "cell-db-tls"]
+    assert {s["secret"]["name"] for s in volume["projected"]["sources"]} == mounted
+    files = [i["path"] for s in volume["projected"]["sources"] for i in s["secret"]["items"]]
+    assert files == ["ca.crt", "tls.crt", "tls.key"]

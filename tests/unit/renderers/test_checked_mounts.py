@@ -1,0 +1,122 @@
+"""Issue 36 §5, the label gate: with ``--secret-ref-label`` every pod a Nova renders mounts its
+label-checked copies (``naming.checked_copy``), never a Secret the spec names; without the flag the
+pods mount the spec's Secrets, as before. Pure renderer checks on the ``full`` sample (database TLS on
+both blocks, a TLS bus)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+from nova_operator import naming
+from nova_operator.models.nova import Nova
+from nova_operator.renderers import compute_pool, jobs, pod_env, secrets, workload
+from tests.unit.renderers.conftest import load_nova
+
+INPUTS = workload.WorkloadInputs(config_map="nova-config-0123abcd", broker_port=5671)
+COPIES = {"nova-checked-api-db-tls", "nova-checked-cell-db-tls", "nova-checked-messaging-ca"}
+NAMED = {"db-ca", "db-client", "rabbitmq-ca"}  # what the full sample's spec names for the pods to mount
+
+
+def pod_specs(nova: Nova, *, checked: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(object name, pod spec) of every pod template a Nova's pass or its pools render."""
+    inputs = workload.WorkloadInputs(config_map=INPUTS.config_map, broker_port=5671, checked_copies=checked)
+    rendered = [
+        *workload.deployments(nova, inputs).values(),
+        jobs.db_sync_job(nova, "cm", checked=checked),
+        *(
+            jobs.phase_job(nova, phase, "cm", checked=checked)
+            for phase in ("db-expand", "db-migrate", "db-contract")
+        ),
+        compute_pool.discover_hosts_job(
+            nova, image="i", config_map="cm", pull_policy="Always", checked=checked
+        ),
+    ]
+    for obj in rendered:
+        yield obj["metadata"]["name"], obj["spec"]["template"]["spec"]
+    cronjob = jobs.db_archive_cronjob(nova, "cm", checked=checked)
+    yield cronjob["metadata"]["name"], cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def mounted(pod: dict[str, Any]) -> dict[str, list[tuple[str, str, str]]]:
+    """Volume -> (Secret, key, file) of every Secret a pod spec mounts, plain or projected."""
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for volume in pod.get("volumes") or []:
+        if "secret" in volume:
+            source = volume["secret"]
+            found[volume["name"]] = [(source["secretName"], i["key"], i["path"]) for i in source["items"]]
+        for part in (volume.get("projected") or {}).get("sources") or []:
+            if "secret" in part:
+                s = part["secret"]
+                found.setdefault(volume["name"], []).extend(
+                    (s["name"], i["key"], i["path"]) for i in s["items"]
+                )
+    return found
+
+
+def test_with_the_flag_every_pod_mounts_the_checked_copies_and_no_named_secret() -> None:
+    nova = load_nova("full")
+    for name, pod in pod_specs(nova, checked=True):
+        by_volume = mounted(pod)
+        secrets_mounted = {s for items in by_volume.values() for s, _key, _path in items}
+        assert secrets_mounted, name  # every pod of the sample mounts the database TLS
+        assert not secrets_mounted & NAMED, name
+        assert secrets_mounted <= COPIES, name
+        for items in by_volume.values():
+            assert all(key == path for _s, key, path in items), name  # a copy's keys are the files
+    api = dict(pod_specs(nova, checked=True))["nova"]
+    assert mounted(api) == {
+        "api-db-tls": [("nova-checked-api-db-tls", f, f) for f in ("ca.crt", "tls.crt", "tls.key")],
+        "cell-db-tls": [("nova-checked-cell-db-tls", f, f) for f in ("ca.crt", "tls.crt", "tls.key")],
+        "rabbitmq-ca": [("nova-checked-messaging-ca", "ca.crt", "ca.crt")],
+    }
+
+
+def test_without_the_flag_the_pods_mount_the_named_secrets_with_the_same_files() -> None:
+    nova = load_nova("full")
+    plain, checked = dict(pod_specs(nova, checked=False)), dict(pod_specs(nova, checked=True))
+    assert mounted(plain["nova"]) == {
+        "api-db-tls": [
+            ("db-ca", "ca.crt", "ca.crt"),
+            ("db-client", "tls.crt", "tls.crt"),
+            ("db-client", "tls.key", "tls.key"),
+        ],
+        "cell-db-tls": [
+            ("db-ca", "ca.crt", "ca.crt"),
+            ("db-client", "tls.crt", "tls.crt"),
+            ("db-client", "tls.key", "tls.key"),
+        ],
+        "rabbitmq-ca": [("rabbitmq-ca", "ca.crt", "ca.crt")],
+    }
+    for name, pod in plain.items():
+        files = {v: [path for _s, _k, path in items] for v, items in mounted(pod).items()}
+        assert files == {
+            v: [path for _s, _k, path in items] for v, items in mounted(checked[name]).items()
+        }, name
+        # nothing else of the pod differs
+        assert [v for v in pod["volumes"] if v["name"] not in files] == [
+            v for v in checked[name]["volumes"] if v["name"] not in files
+        ]
+        assert pod["containers"] == checked[name]["containers"]
+
+
+def test_what_the_copies_hold_follows_the_spec_keys() -> None:
+    nova = load_nova("full")
+    table = pod_env.mounted_secrets(nova)
+    assert sorted(table) == sorted(naming.CHECKED_COPIES)
+    assert [(m.secret, m.items) for m in table["messaging-ca"]] == [("rabbitmq-ca", (("ca.crt", "ca.crt"),))]
+    custom = nova.model_copy(deep=True)
+    assert custom.spec.messaging.tls is not None
+    custom.spec.messaging.tls.ca_bundle_secret_ref.key = "bundle.pem"
+    assert [m.items for m in pod_env.mounted_secrets(custom)["messaging-ca"]] == [(("bundle.pem", "ca.crt"),)]
+    assert pod_env.mounted_secrets(load_nova("minimal")) == {}  # no TLS: nothing mounted by name
+
+
+def test_a_copy_is_the_novas_child_with_the_data_as_given() -> None:
+    value = base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()
+    copy = secrets.checked_copy_secret(load_nova("full"), "cell-db-tls", {"tls.crt": value, "ca.crt": value})
+    assert copy["metadata"]["name"] == "nova-checked-cell-db-tls"
+    assert copy["metadata"]["labels"] == naming.common_labels("nova")
+    assert copy["data"] == {"ca.crt": value, "tls.crt": value}
+    assert list(copy["data"]) == ["ca.crt", "tls.crt"]

@@ -1,5 +1,5 @@
-"""What a Nova pod reads: credentials as env from their Secrets, the database TLS and RabbitMQ CA
-volumes, the config volume."""
+"""What a Nova pod reads: credentials as env from their Secrets, the database TLS, RabbitMQ CA and
+HTTPS CA volumes, the config volume."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from nova_operator.models.common import (
     DatabaseSpec,
 )
 from nova_operator.models.nova import Nova
+from nova_operator.renderers.novaconf import HTTPS_CA_DIR
 
 Manifest = dict[str, Any]
 
@@ -122,6 +123,23 @@ def rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
         },
     }
     return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+
+
+def https_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    """The ``spec.tls`` bundle as ``ca.crt`` under ``HTTPS_CA_DIR`` (nothing while it is unset)."""
+    tls = nova.spec.tls
+    if tls is None:
+        return [], []
+    ref = tls.ca_bundle_secret_ref
+    volume = {
+        "name": "https-ca",
+        "secret": {
+            "secretName": ref.name,
+            "defaultMode": 0o444,
+            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
+        },
+    }
+    return [volume], [{"name": "https-ca", "mountPath": HTTPS_CA_DIR, "readOnly": True}]
 
 
 def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:

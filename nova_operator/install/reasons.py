@@ -151,6 +151,34 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SECRETS_READY,
         "False",
+        "WaitingForHTTPSCABundle",
+        "`spec.tls` is set and the Secret of `caBundleSecretRef` is missing or lacks its key "
+        "(default `ca.crt`). Requeue 15 s.",
+        "Create the CA bundle Secret (cert-manager's `ca.crt`, trust-manager's bundle or by hand), or "
+        "remove `spec.tls`.",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "HTTPSCABundleInvalid",
+        "The key of `spec.tls.caBundleSecretRef` is empty or holds no PEM certificate OpenSSL loads; the "
+        "message names the Secret and the key, never the content. Requeue 15 s.",
+        "Put the PEM bundle of the CA that issued the HTTPS endpoints' certificates in that key.",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "KeystoneCertificateNotTrusted",
+        "`spec.keystoneEndpoint` is https and one TLS handshake (nothing sent) found its certificate not "
+        "verified by the bundle of `spec.tls.caBundleSecretRef` (unset: the system's CAs), so no pod "
+        "could authenticate; the pass stops here. Not checked while `spec.tls` is unset and `extraConfig` "
+        "sets `[keystone_authtoken] cafile`; an unreachable Keystone is no verdict. Requeue 15 s.",
+        "Set `spec.tls.caBundleSecretRef` to a bundle of the CA that issued Keystone's certificate (or "
+        "add that CA to the bundle).",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
         "WaitingForMessagingCredentials",
         "The RabbitmqCluster of `spec.messaging.clusterRef` is missing, not Ready yet, or its default-user "
         "Secret (named by its status) is missing or incomplete; or the Secret of `spec.messaging.secretRef` "
@@ -549,11 +577,13 @@ NOVA: Final[tuple[Reason, ...]] = (
         "False",
         "ComputeAPIError",
         "The Keystone token or a compute API call (list or delete services) failed (the message says "
-        "which, with the HTTP code or `timed out`, never the answer's body), so records of gone pods are "
-        "not cleaned up for now. Looked at again after 30 s, doubling to 10 min, and when a role "
-        "Deployment changes at least 30 s after the failed look. Not part of `Ready`.",
+        "which, with the HTTP code, `timed out` or `the certificate of <host> is not trusted`, never the "
+        "answer's body), so records of gone pods are not cleaned up for now. Looked at again after 30 s, "
+        "doubling to 10 min, and when a role Deployment changes at least 30 s after the failed look. Not "
+        "part of `Ready`.",
         "Check `spec.keystoneEndpoint`, the service user's password and admin role, and `NovaAPIReady`; an "
-        "operator running outside the cluster needs `--nova-api-url`.",
+        "operator running outside the cluster needs `--nova-api-url`; an untrusted certificate needs "
+        "`spec.tls.caBundleSecretRef` naming the CA that issued it.",
     ),
     _nova(
         c.SERVICE_RECORDS_HEALTHY,
@@ -741,6 +771,23 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
     _pool(
         c.CONFIG_READY,
         "False",
+        "WaitingForHTTPSCABundle",
+        "`spec.tls` is set and its `caBundleSecretRef` Secret is missing or lacks its key (default "
+        "`ca.crt`). Requeue 15 s; the Secret's arrival wakes the pool.",
+        "Create the CA bundle Secret in the pool's namespace, or remove the pool's `spec.tls` (the "
+        "contract's bundle, the Nova's `spec.tls`, then applies).",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
+        "HTTPSCABundleInvalid",
+        "The key of the pool's `spec.tls.caBundleSecretRef` is empty, not text, or holds no PEM "
+        "certificate OpenSSL loads; the message never quotes it. Requeue 15 s.",
+        "Put the PEM bundle of the CA that issued the endpoints' certificates in that key.",
+    ),
+    _pool(
+        c.CONFIG_READY,
+        "False",
         "WaitingForDigestKey",
         "The Nova's `{name}-digest-key` Secret (key `key`) is not in the pool's namespace: the "
         "pool's `compute-config-hash` annotation is keyed with it. Requeue 15 s.",
@@ -865,8 +912,10 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "False",
         "ComputeAPIError",
         "A Keystone or Nova API call failed (the message says which, with the HTTP code or `timed out`, "
-        "`answer larger than`, never the answer's body; a redirect is an error); retried every 30 s.",
-        "Check `spec.keystoneEndpoint`, the service user's password and the Nova's `NovaAPIReady`.",
+        "`answer larger than`, `the certificate of <host> is not trusted`, never the answer's body; a "
+        "redirect is an error); retried every 30 s.",
+        "Check `spec.keystoneEndpoint`, the service user's password and the Nova's `NovaAPIReady`; an "
+        "untrusted certificate needs the Nova's `spec.tls.caBundleSecretRef`.",
     ),
     # -- ServicesReady ------------------------------------------------------------------------
     _pool(c.SERVICES_READY, "True", "ServicesUp", "Every compute service of the pool is up.", _NOTHING),

@@ -336,6 +336,21 @@ class MessagingTLSSpec(CRDModel):
     """Secret holding the broker's CA bundle; the key defaults to ca.crt."""
 
 
+class CABundleSecretRef(SecretRefSpec):
+    key: DataKey | None = "ca.crt"
+    """Data key holding the PEM bundle. Default: ca.crt."""
+
+
+class HTTPSTLSSpec(CRDModel):
+    """Trust for every outgoing HTTPS connection (Keystone, Placement, Glance, Neutron, Cinder, Barbican)."""
+
+    ca_bundle_secret_ref: CABundleSecretRef
+    """Secret whose key (default ca.crt) holds the PEM CA bundle that verifies the HTTPS endpoints, in place
+    of the system's CAs: named as cafile in [keystone_authtoken], [service_user], [placement], [glance],
+    [neutron], [cinder] and [barbican] (verify_ssl_path too). A changed bundle rolls the pods once.
+    """
+
+
 class MessagingSpec(CRDModel):
     __crd_rules__ = (
         Rule(

@@ -43,6 +43,7 @@ from nova_operator.models.common import (
     DeploymentSpec,
     ExtraConfigSection,
     GatewaySpec,
+    HTTPSTLSSpec,
     HttpURL,
     ImageSpec,
     JobSpec,
@@ -603,6 +604,11 @@ class NovaSpec(CRDModel):
     """In-cluster Keystone URL (http or https), without a query or fragment; every auth_url."""
     keystone_public_endpoint: HttpURL | None = None
     """Keystone URL handed to clients ([keystone_authtoken] www_authenticate_uri). Default: keystoneEndpoint.
+    """
+    tls: HTTPSTLSSpec | None = None
+    """Trust for outgoing HTTPS: a CA bundle every pod mounts and names as cafile of each section that makes
+    an HTTPS call, which the compute contract carries to the pools (key https-ca.crt) and the operator's own
+    calls to Keystone and the compute API use. Unset: the system's CAs.
     """
     remote_compute: NovaRemoteComputeSpec | None = None
     """Publishes the Secret {name}-remote-compute-config for compute nodes on another cluster. Requires

@@ -19,6 +19,7 @@ from nova_operator.models.common import (
     REPOSITORY,
     TAG,
     ExtraConfigSection,
+    HTTPSTLSSpec,
     ImagePullSecrets,
     IntOrString,
     NonEmptyLabelMap,
@@ -262,6 +263,12 @@ class NovaComputeSpec(CRDModel):
     """Seconds a nova-compute pod gets to stop after SIGTERM (at least 10) before the kubelet kills it. Unset:
     nova's own bound on the stop, [DEFAULT] graceful_shutdown_timeout (from extraConfig, else the default of
     the Nova's installed release), plus 20 s; must exceed a graceful_shutdown_timeout set in extraConfig.
+    """
+    tls: HTTPSTLSSpec | None = None
+    """Trust for this pool's outgoing HTTPS: a CA bundle its pods mount and name as cafile in every HTTPS
+    section of compute-pool.conf, over the bundle of the compute contract (the Nova's spec.tls). Unset: the
+    contract's bundle when the Nova sets one, else the system's CAs. The operator's own calls for the pool
+    trust the Nova's bundle.
     """
     extra_config: NovaComputeExtraConfig | None = None
     """INI overrides (section -> key -> value) merged over compute-pool.conf. Keys the operator owns are

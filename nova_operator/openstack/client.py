@@ -8,6 +8,11 @@ Every request goes through ``openstack.http``: a total deadline per request (the
 too), a body cap per call, no redirect followed, no remote text in an error. The calls run on the
 event loop (aiohttp), so cancelling a pass really ends its calls: nothing is sent after.
 
+Trust: ``Credentials.ca_bundle`` (the Nova's ``spec.tls`` bundle) verifies both Keystone and the
+compute API when set, the system's CAs otherwise; a certificate that does not verify is
+``<METHOD> <path>: the certificate of <host> is not trusted (...)``, the host being the one the
+operator dialled (from the CR or its own settings), never one an answer named.
+
 Every failure is a ``ComputeAPIError`` in fixed words: an answer that is JSON but not in the
 documented shape (a field missing, a list where an object belongs, an id that is no number) is
 ``<METHOD> <path>: answer is not in the documented shape``, never a ``TypeError`` or ``KeyError``
@@ -19,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from nova_operator.openstack import http
 
@@ -90,6 +96,29 @@ class Credentials:
     project_name: str
     user_domain_name: str
     project_domain_name: str
+    ca_bundle: str = field(default="", repr=False)  # PEM of spec.tls; empty: the system's CAs
+
+
+UNTRUSTED_HINT: Final = "set spec.tls.caBundleSecretRef of the Nova to a bundle of the CA that issued it"
+
+
+def _transport_text(what: str, url: str, exc: http.TransportError) -> str:
+    """``<what>: <fixed words>``; an untrusted certificate names the host dialled and the field to set."""
+    if exc.kind is http.Failure.UNTRUSTED:
+        host = urlsplit(url).hostname or "the endpoint"
+        return f"{what}: the certificate of {host} is not trusted ({UNTRUSTED_HINT})"
+    return f"{what}: {exc}"
+
+
+def trust_of(credentials: Credentials) -> ssl.SSLContext | None:
+    """The SSL context of ``credentials.ca_bundle`` (None: the system's CAs); ``ComputeAPIError`` for a
+    bundle without a certificate."""
+    if not credentials.ca_bundle:
+        return None
+    try:
+        return http.trusted(credentials.ca_bundle)
+    except http.BadBundle as exc:
+        raise ComputeAPIError(f"the CA bundle of the Nova's spec.tls.caBundleSecretRef {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +149,18 @@ def keystone_v3_url(base: str) -> str:
 class ComputeClient:
     """One Keystone token, shared by every call made through this client (one per pass)."""
 
-    def __init__(self, token: str, nova_url: str, *, request_timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self,
+        token: str,
+        nova_url: str,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT,
+        trust: ssl.SSLContext | None = None,
+    ) -> None:
         self._token = token
         self._nova_url = nova_url.rstrip("/")
         self._timeout = request_timeout
+        self._trust = trust
 
     def __repr__(self) -> str:  # never the token
         return f"ComputeClient({self._nova_url!r})"
@@ -163,24 +200,27 @@ class ComputeClient:
                 },
             }
         }
+        trust = trust_of(credentials)
+        url = keystone_v3_url(credentials.auth_url) + "/auth/tokens"
         try:
             reply = await http.request(
                 "POST",
-                keystone_v3_url(credentials.auth_url) + "/auth/tokens",
+                url,
                 headers={"Accept": "application/json", "Content-Type": "application/json"},
                 json_body=body,
                 deadline=request_timeout,
                 max_body=0,
                 read_body=False,
+                trust=trust,
             )
         except http.TransportError as exc:
-            raise ComputeAPIError(f"{what}: {exc}") from None
+            raise ComputeAPIError(_transport_text(what, url, exc)) from None
         if reply.status != 201:
             raise ComputeAPIError(_status_text(what, reply.status), status=reply.status)
         token = reply.headers.get("X-Subject-Token", "")
         if not token:
             raise ComputeAPIError(f"{what}: HTTP 201 without an X-Subject-Token header", status=201)
-        return cls(token, nova_url, request_timeout=request_timeout)
+        return cls(token, nova_url, request_timeout=request_timeout, trust=trust)
 
     # -- services ----------------------------------------------------------------------------
 
@@ -349,9 +389,10 @@ class ComputeClient:
                 json_body=body,
                 deadline=self._timeout,
                 max_body=max_body,
+                trust=self._trust,
             )
         except http.TransportError as exc:
-            raise ComputeAPIError(f"{shown}: {exc}") from None
+            raise ComputeAPIError(_transport_text(shown, self._nova_url, exc)) from None
         if reply.status in allow:
             return reply.status, {}
         if not 200 <= reply.status < 300:

@@ -17,6 +17,11 @@ says is trusted to be small, fast or honest:
   tell apart how the far end failed) are not used: the endpoint may be any host a CR author names.
 
 Response headers are bounded by aiohttp itself (128 fields of at most 8,190 bytes).
+
+**Trust**: an ``https`` URL is verified against the system's CAs, or, with ``trust`` (``trusted``:
+a Nova's ``spec.tls`` bundle), against that bundle alone; host names are always checked. A
+certificate that does not verify is ``Failure.UNTRUSTED``, told apart from a refused connection so
+the condition can say which field to set.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import asyncio
 import enum
 import json
 import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import aiohttp
@@ -39,6 +46,7 @@ class Failure(enum.Enum):
     TIMEOUT = "timed out"
     DNS = "the name does not resolve"
     CONNECT = "connection failed"
+    UNTRUSTED = "the server's certificate is not trusted"
     TOO_LARGE = "answer larger than the limit"
     PROTOCOL = "malformed or interrupted answer"
 
@@ -49,6 +57,26 @@ class TransportError(Exception):
     def __init__(self, kind: Failure, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class BadBundle(ValueError):
+    """A CA bundle that holds no usable PEM certificate (fixed words, never the bundle's text)."""
+
+
+@lru_cache(maxsize=32)
+def trusted(bundle: str) -> ssl.SSLContext:
+    """A client context that trusts the certificates of PEM ``bundle`` and nothing else, host names
+    checked; one per distinct bundle (a context is immutable once made here). ``BadBundle`` when the
+    bundle holds no certificate OpenSSL accepts."""
+    if not bundle.strip():
+        raise BadBundle("is empty")
+    try:
+        context = ssl.create_default_context(cadata=bundle)
+    except (ssl.SSLError, ValueError):
+        raise BadBundle("holds no PEM certificate that can be loaded") from None
+    if not context.get_ca_certs():
+        raise BadBundle("holds no PEM certificate")
+    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +95,7 @@ async def request(
     headers: Mapping[str, str] | None = None,
     json_body: Mapping[str, Any] | None = None,
     read_body: bool = True,
+    trust: ssl.SSLContext | None = None,
 ) -> Reply:
     """Send one request; read the body of a 2xx answer when ``read_body`` (never of another status)."""
     sent = {"Accept-Encoding": "identity", **(headers or {})}
@@ -80,7 +109,9 @@ async def request(
             # tenant's cookies into the next call.
             async with (
                 aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(force_close=True),
+                    connector=aiohttp.TCPConnector(
+                        force_close=True, ssl=trust if trust is not None else True
+                    ),
                     timeout=aiohttp.ClientTimeout(total=None),  # the asyncio.timeout above bounds it all
                     auto_decompress=False,
                     cookie_jar=aiohttp.DummyCookieJar(),
@@ -95,6 +126,12 @@ async def request(
                 return Reply(resp.status, resp.headers, body)
     except TimeoutError as exc:
         raise TransportError(Failure.TIMEOUT, f"timed out after {deadline:g} s (no complete answer)") from exc
+    except aiohttp.ClientConnectorCertificateError as exc:
+        raise TransportError(Failure.UNTRUSTED, Failure.UNTRUSTED.value) from exc
+    except aiohttp.ClientConnectorSSLError as exc:
+        if isinstance(exc.os_error, ssl.SSLCertVerificationError):
+            raise TransportError(Failure.UNTRUSTED, Failure.UNTRUSTED.value) from exc
+        raise TransportError(Failure.CONNECT, Failure.CONNECT.value) from exc
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc.os_error, socket.gaierror):
             raise TransportError(Failure.DNS, Failure.DNS.value) from exc

@@ -22,10 +22,19 @@ from nova_operator.models.nova import Nova
 from nova_operator.models.novacompute import NOVACOMPUTE_REJECTED_EXTRA_CONFIG_KEYS, NovaCompute
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.renderers import oslo
-from nova_operator.renderers.novaconf import CONFIG_DIR, ConfigError, serialize
+from nova_operator.renderers.novaconf import (
+    CONFIG_DIR,
+    HTTPS_CA_DIR,
+    HTTPS_CA_FILE,
+    HTTPS_CA_SECTIONS,
+    ConfigError,
+    knows_barbican_cafile,
+    serialize,
+)
 from nova_operator.renderers.pod_env import (
     config_volume,
     db_tls_volumes,
+    https_ca_volume,
     manage_env,
     secret_config_env,
     secret_env,
@@ -47,6 +56,7 @@ __all__ = [
     "CONFIG_FILE",
     "DEFAULT_REPOSITORY",
     "DISCOVER_HOSTS",
+    "HTTPS_CA_HASH_ANNOTATION",
     "OWNED_KEYS",
     "REPORTED_KEYS",
     "REQUIRED_CONTRACT_KEYS",
@@ -83,6 +93,7 @@ CONFIG_FILE: Final = "compute-pool.conf"
 DEFAULT_REPOSITORY: Final = "ghcr.io/c5c3/nova-compute"
 COMPUTE_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/compute-config-hash"
 SECRET_CONFIG_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/secret-config-hash"
+HTTPS_CA_HASH_ANNOTATION: Final = "nova.openstack.c5c3.io/https-ca-hash"
 REQUIRED_CONTRACT_KEYS: Final = ("nova-compute.conf", "transport_url", "password")
 CONTRACT_MOUNT: Final = "/etc/nova/compute-config"
 POOL_CONFIG_MOUNT: Final = "/etc/nova/compute-pool.conf.d"
@@ -122,6 +133,7 @@ class PoolInputs:
     secret_config_secret: str = ""  # secret_config_name(cr) while spec.secretConfig is set
     secret_config_keys: tuple[str, ...] = ()  # its section.option keys
     secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
+    https_ca_hash: str = ""  # SHA-256 of the pool's own spec.tls bundle (empty: no spec.tls)
 
 
 # --------------------------------------------------------------------------- names, labels
@@ -191,8 +203,21 @@ def overridden_owned_keys(extra_config: Mapping[str, Mapping[str, str]] | None) 
     )
 
 
-def pool_conf_sections(pool: NovaCompute) -> Sections:
-    """The operator's keys (typed fields in oslo.config's literal form), then ``extraConfig`` over them."""
+def _own_trust(pool: NovaCompute, release: str) -> Sections:
+    """The pool's own ``spec.tls``: ``cafile`` in every HTTPS section, over the contract fragment's."""
+    if pool.spec.tls is None:
+        return {}
+    sections: Sections = {section: {"cafile": HTTPS_CA_FILE} for section in HTTPS_CA_SECTIONS}
+    sections["barbican"] = {"verify_ssl_path": HTTPS_CA_FILE}
+    if knows_barbican_cafile(release):
+        sections["barbican"]["cafile"] = HTTPS_CA_FILE
+    return sections
+
+
+def pool_conf_sections(pool: NovaCompute, release: str = "") -> Sections:
+    """The operator's keys (typed fields in oslo.config's literal form), then ``extraConfig`` over them.
+
+    ``release`` (the Nova's ``spec.openStackRelease``) decides whether ``[barbican] cafile`` exists."""
     libvirt = pool.spec.libvirt
     typed: Sections = {
         "DEFAULT": {"compute_driver": "libvirt.LibvirtDriver", "state_path": "/var/lib/nova"},
@@ -204,6 +229,7 @@ def pool_conf_sections(pool: NovaCompute) -> Sections:
         },
         "os_vif_ovs": {"ovsdb_connection": "unix:/run/openvswitch/db.sock"},
         "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
+        **_own_trust(pool, release),
     }
     if libvirt.cpu_mode:
         typed["libvirt"]["cpu_mode"] = libvirt.cpu_mode
@@ -223,9 +249,9 @@ def pool_conf_sections(pool: NovaCompute) -> Sections:
     return sections
 
 
-def pool_conf(pool: NovaCompute) -> str:
+def pool_conf(pool: NovaCompute, release: str = "") -> str:
     """The deterministic INI text (sorted sections, sorted keys, ``key = value``)."""
-    return serialize(pool_conf_sections(pool), what=CONFIG_FILE)
+    return serialize(pool_conf_sections(pool, release), what=CONFIG_FILE)
 
 
 def config_map(pool: NovaCompute, text: str) -> Manifest:
@@ -249,6 +275,8 @@ def _pod_annotations(inputs: PoolInputs) -> dict[str, str]:
     annotations = {COMPUTE_CONFIG_HASH_ANNOTATION: inputs.contract_hash}
     if inputs.secret_config_hash:
         annotations[SECRET_CONFIG_HASH_ANNOTATION] = inputs.secret_config_hash
+    if inputs.https_ca_hash:
+        annotations[HTTPS_CA_HASH_ANNOTATION] = inputs.https_ca_hash
     return annotations
 
 
@@ -343,6 +371,22 @@ def _host_path(name: str, path: str, type_: str | None = "DirectoryOrCreate") ->
 
 def _field_env(name: str, path: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _own_ca(pool: NovaCompute) -> tuple[list[Manifest], list[Manifest]]:
+    """The pool's own ``spec.tls`` bundle as ``ca.crt`` under ``HTTPS_CA_DIR`` (nothing while unset)."""
+    if pool.spec.tls is None:
+        return [], []
+    ref = pool.spec.tls.ca_bundle_secret_ref
+    volume = {
+        "name": "https-ca",
+        "secret": {
+            "secretName": ref.name,
+            "defaultMode": 0o444,
+            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
+        },
+    }
+    return [volume], [{"name": "https-ca", "mountPath": HTTPS_CA_DIR, "readOnly": True}]
 
 
 def _volumes(inputs: PoolInputs) -> list[Manifest]:
@@ -471,6 +515,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         return None
     name = pool.metadata.name or ""
     init, main = _containers(inputs, resolve_resources(pool.spec.resources))
+    main[0]["volumeMounts"] = [*main[0]["volumeMounts"], *_own_ca(pool)[1]]
     pod_spec: Manifest = {
         "automountServiceAccountToken": False,  # nova-compute never talks to the Kubernetes API
         "hostNetwork": True,
@@ -482,7 +527,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         },
         "initContainers": init,
         "containers": main,
-        "volumes": _volumes(inputs),
+        "volumes": [*_volumes(inputs), *_own_ca(pool)[0]],
         **image_pull_secrets(pool.spec.image.pull_secrets if pool.spec.image is not None else None),
     }
     if pool.spec.tolerations:
@@ -538,6 +583,7 @@ def discover_hosts_job(
     labels = naming.labels(name, DISCOVER_HOSTS)
     placement, resources = job_pod_settings(nova)
     tls_volumes, tls_mounts = db_tls_volumes(nova, checked=checked)
+    https_volumes, https_mounts = https_ca_volume(nova, checked=checked)
     container = {
         "name": DISCOVER_HOSTS,
         "image": image,
@@ -550,6 +596,7 @@ def discover_hosts_job(
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
             *tls_mounts,
+            *https_mounts,
         ],
     }
     return plain(
@@ -572,7 +619,12 @@ def discover_hosts_job(
                         "restartPolicy": "Never",
                         "securityContext": {"fsGroup": OPENSTACK_GID},
                         "containers": [container],
-                        "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
+                        "volumes": [
+                            config_volume(config_map),
+                            {"name": "tmp", "emptyDir": {}},
+                            *tls_volumes,
+                            *https_volumes,
+                        ],
                         **placement,
                         **image_pull_secrets(nova.spec.image.pull_secrets),
                     },

@@ -17,7 +17,7 @@ from nova_operator import digests, image_contract, naming
 from nova_operator.models.nova import Nova
 from nova_operator.renderers.env import render
 from nova_operator.renderers.novaconf import CONFIG_DIR
-from nova_operator.renderers.pod_env import config_volume, db_tls_volumes, manage_env
+from nova_operator.renderers.pod_env import config_volume, db_tls_volumes, https_ca_volume, manage_env
 from nova_operator.renderers.workload import (
     image_pull_policy,
     image_pull_secrets,
@@ -118,6 +118,7 @@ def _pod_template(
 ) -> Manifest:
     placement, resources = job_pod_settings(nova)
     tls_volumes, tls_mounts = db_tls_volumes(nova, checked=checked)
+    https_volumes, https_mounts = https_ca_volume(nova, checked=checked)
     container = {
         "name": container_name,
         "image": image_ref(nova),
@@ -130,6 +131,7 @@ def _pod_template(
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
             *tls_mounts,
+            *https_mounts,
         ],
     }
     return {
@@ -140,7 +142,12 @@ def _pod_template(
             "securityContext": pod_security_context(),
             "containers": [container],
             # the whole ConfigMap: nova.conf, the overlays (not read: no --config-dir of theirs), logging.ini
-            "volumes": [config_volume(config_map), {"name": "tmp", "emptyDir": {}}, *tls_volumes],
+            "volumes": [
+                config_volume(config_map),
+                {"name": "tmp", "emptyDir": {}},
+                *tls_volumes,
+                *https_volumes,
+            ],
             **placement,
             **image_pull_secrets(nova.spec.image.pull_secrets),
         },

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nova_operator import digests, image_contract, naming
-from nova_operator.catalog import oslo_name
+from nova_operator.catalog import NoCatalogError, load_catalog, oslo_name
 from nova_operator.models.nova import NOVA_REJECTED_EXTRA_CONFIG_KEYS
 from nova_operator.renderers import db_pools, logging_conf, oslo
 from nova_operator.renderers.env import render
@@ -64,6 +64,14 @@ CONFIG_DIR = "/etc/nova/nova.conf.d"
 LOGGING_INI_PATH = f"{CONFIG_DIR}/logging.ini"
 COMPUTE_CONFIG_DIR = "/etc/nova/compute-config"
 RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
+HTTPS_CA_DIR = "/etc/nova-https-ca"
+HTTPS_CA_FILE = f"{HTTPS_CA_DIR}/ca.crt"
+CONTRACT_HTTPS_CA_KEY = "https-ca.crt"
+"""The compute contract's key for the bundle of ``spec.tls`` (``ca.crt`` is the broker's)."""
+#: The sections whose HTTPS client reads ``cafile`` (keystoneauth's session options), in every
+#: catalog; ``[barbican]`` has ``verify_ssl_path`` everywhere and ``cafile`` only where
+#: ``ConfInputs.barbican_cafile`` says the release's catalog knows it.
+HTTPS_CA_SECTIONS = ("keystone_authtoken", "service_user", "placement", "glance", "neutron", "cinder")
 NOVNC_WEB = image_contract.NOVNC_WEB
 NOVNC_PORT = 6080
 PLACEHOLDER_CONNECTION = "mysql+pymysql://placeholder"
@@ -95,6 +103,8 @@ class ConfInputs:
     cache_servers: str = ""
     cache_backend: str = "dogpile.cache.pymemcache"
     messaging_tls: bool = False
+    https_ca: bool = False  # spec.tls: every HTTPS section names the mounted CA bundle
+    barbican_cafile: bool = False  # the release's catalog knows [barbican] cafile
     debug: bool = False
     log_format: str = "text"
     log_level: str = "INFO"
@@ -134,14 +144,23 @@ OWNED_KEYS: Mapping[str, frozenset[str]] = {
     "api": frozenset({"local_metadata_per_cell"}),
     "api_database": frozenset(db_pools.POOL_OPTIONS),
     "database": frozenset(db_pools.POOL_OPTIONS),
-    "keystone_authtoken": frozenset({*_IDENTITY, "www_authenticate_uri", "region_name", "memcached_servers"}),
-    "service_user": frozenset({*_IDENTITY, "send_service_user_token", "region_name"}),
-    "placement": frozenset({*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override"}),
-    "neutron": frozenset(
-        {*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override", "service_metadata_proxy"}
+    "keystone_authtoken": frozenset(
+        {*_IDENTITY, "www_authenticate_uri", "region_name", "memcached_servers", "cafile"}
     ),
-    "glance": frozenset({"region_name", "valid_interfaces", "endpoint_override"}),
-    "cinder": frozenset({*_IDENTITY, "os_region_name", "catalog_info", "endpoint_template"}),
+    "service_user": frozenset({*_IDENTITY, "send_service_user_token", "region_name", "cafile"}),
+    "placement": frozenset({*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override", "cafile"}),
+    "neutron": frozenset(
+        {
+            *_IDENTITY,
+            "region_name",
+            "valid_interfaces",
+            "endpoint_override",
+            "service_metadata_proxy",
+            "cafile",
+        }
+    ),
+    "glance": frozenset({"region_name", "valid_interfaces", "endpoint_override", "cafile"}),
+    "cinder": frozenset({*_IDENTITY, "os_region_name", "catalog_info", "endpoint_template", "cafile"}),
     "key_manager": frozenset({"backend"}),
     "barbican": frozenset(
         {
@@ -150,6 +169,8 @@ OWNED_KEYS: Mapping[str, frozenset[str]] = {
             "barbican_endpoint_type",
             "barbican_region_name",
             "send_service_user_token",
+            "cafile",
+            "verify_ssl_path",
         }
     ),
     "oslo_messaging_rabbit": frozenset(
@@ -274,8 +295,21 @@ def novncproxy_base_url(inputs: ConfInputs) -> str:
     return f"http://{inputs.name}-novncproxy.{inputs.namespace}.svc.cluster.local:{NOVNC_PORT}/vnc_lite.html"
 
 
+def _trust(sections: Sections, inputs: ConfInputs, ca_file: str) -> None:
+    """``cafile`` (and ``[barbican] verify_ssl_path``) in every rendered section that calls HTTPS."""
+    if not inputs.https_ca:
+        return
+    for section in HTTPS_CA_SECTIONS:
+        if section in sections:
+            sections[section]["cafile"] = ca_file
+    if "barbican" in sections:
+        sections["barbican"]["verify_ssl_path"] = ca_file
+        if inputs.barbican_cafile:
+            sections["barbican"]["cafile"] = ca_file
+
+
 def _client_sections(
-    inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None
+    inputs: ConfInputs, *, remote: RemoteComputeInputs | None = None, ca_file: str = HTTPS_CA_FILE
 ) -> dict[str, dict[str, str]]:
     """[keystone_authtoken] (without memcached_servers), the client sections, [vnc] and the switches."""
     auth_url = remote.keystone_endpoint if remote else inputs.keystone_endpoint
@@ -328,6 +362,7 @@ def _client_sections(
         }
         _with(barbican, "barbican_region_name", inputs.region)
         sections["barbican"] = _with(barbican, "barbican_endpoint", override(inputs.barbican_override))
+    _trust(sections, inputs, ca_file)
     return sections
 
 
@@ -392,7 +427,7 @@ def compute_fragment_sections(inputs: ConfInputs, *, remote: RemoteComputeInputs
     """The ``nova-compute.conf`` fragment of the compute contract (spec nova-crd §11)."""
     sections: Sections = {
         "DEFAULT": {"use_stderr": "true", "debug": _bool(inputs.debug)},
-        **_client_sections(inputs, remote=remote),
+        **_client_sections(inputs, remote=remote, ca_file=f"{COMPUTE_CONFIG_DIR}/{CONTRACT_HTTPS_CA_KEY}"),
         "oslo_messaging_rabbit": _rabbit(inputs, f"{COMPUTE_CONFIG_DIR}/ca.crt"),
         "oslo_messaging_notifications": {"driver": "noop"},
         "upgrade_levels": {"compute": "auto"},
@@ -510,6 +545,15 @@ def cache_servers(nova: Nova) -> str:
     return ",".join(cache.servers or [])
 
 
+def knows_barbican_cafile(release: str) -> bool:
+    """Whether the option catalog of ``release`` (a ``-suffix`` ignored) has ``[barbican] cafile``
+    (2025.2's has not); a release without a catalog: no."""
+    try:
+        return load_catalog(release.partition("-")[0]).knows("barbican", "cafile")
+    except NoCatalogError:
+        return False
+
+
 def conf_inputs(nova: Nova) -> ConfInputs:
     """The :class:`ConfInputs` of a (defaulted) Nova; reads the model, never mutates it."""
     spec = nova.spec
@@ -532,6 +576,8 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         cache_servers=cache_servers(nova),
         cache_backend=spec.cache.backend or "dogpile.cache.pymemcache",
         messaging_tls=spec.messaging.tls is not None,
+        https_ca=spec.tls is not None,
+        barbican_cafile=spec.tls is not None and knows_barbican_cafile(spec.open_stack_release),
         debug=bool(logging.debug),
         log_format=logging.format or "text",
         log_level=logging.level or "INFO",

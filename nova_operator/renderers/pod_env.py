@@ -1,5 +1,5 @@
-"""What a Nova pod reads: credentials as env from their Secrets, the database TLS and RabbitMQ CA
-volumes, the config volume."""
+"""What a Nova pod reads: credentials as env from their Secrets, the database TLS, RabbitMQ CA and
+HTTPS CA volumes, the config volume."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from nova_operator.models.common import (
 )
 from nova_operator.models.nova import Nova
 from nova_operator.naming import CheckedCopy, checked_copy
+from nova_operator.renderers.novaconf import HTTPS_CA_DIR
 
 Manifest = dict[str, Any]
 
@@ -90,7 +91,7 @@ class Mounted:
 def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
     """The Secrets the pods mount by name (never read by the pods' environment), by the volume and
     the checked copy (``naming.checked_copy``) they make: the TLS files of each database block whose
-    TLS is on, and the message bus's CA bundle."""
+    TLS is on, the message bus's CA bundle and the ``spec.tls`` bundle for HTTPS."""
     found: dict[CheckedCopy, tuple[Mounted, ...]] = {}
     blocks: tuple[tuple[CheckedCopy, DatabaseSpec], ...] = (
         ("api-db-tls", nova.spec.api_database),
@@ -107,6 +108,9 @@ def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
     if tls is not None:
         ref = tls.ca_bundle_secret_ref
         found["messaging-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+    if nova.spec.tls is not None:
+        ref = nova.spec.tls.ca_bundle_secret_ref
+        found["https-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
     return found
 
 
@@ -140,21 +144,30 @@ def db_tls_volumes(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest]
     return volumes, mounts
 
 
-def rabbit_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
-    """(volumes, mounts) of the message bus's CA bundle, from the Secret the spec names or (``checked``)
-    from the Nova's label-checked copy of it."""
-    mounted = mounted_secrets(nova).get("messaging-ca")
+def _ca_volume(
+    nova: Nova, copy: CheckedCopy, volume: str, directory: str, *, checked: bool
+) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of a CA bundle the spec names, as ``ca.crt`` under ``directory``: from the
+    Secret itself or (``checked``) from the Nova's label-checked copy of it; nothing while unset."""
+    mounted = mounted_secrets(nova).get(copy)
     if mounted is None:
         return [], []
     (ca,) = mounted
     name, pairs = (ca.secret, ca.items)
     if checked:
-        name, pairs = checked_copy(nova_name(nova), "messaging-ca"), _copied(mounted)
-    volume = {
-        "name": "rabbitmq-ca",
-        "secret": {"secretName": name, "defaultMode": 0o444, "items": _items(pairs)},
-    }
-    return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+        name, pairs = checked_copy(nova_name(nova), copy), _copied(mounted)
+    spec = {"name": volume, "secret": {"secretName": name, "defaultMode": 0o444, "items": _items(pairs)}}
+    return [spec], [{"name": volume, "mountPath": directory, "readOnly": True}]
+
+
+def rabbit_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
+    """The message bus's CA bundle under ``RABBIT_CA_DIR``."""
+    return _ca_volume(nova, "messaging-ca", "rabbitmq-ca", RABBIT_CA_DIR, checked=checked)
+
+
+def https_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
+    """The ``spec.tls`` bundle under ``HTTPS_CA_DIR``."""
+    return _ca_volume(nova, "https-ca", "https-ca", HTTPS_CA_DIR, checked=checked)
 
 
 def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:

@@ -26,6 +26,7 @@ from nova_operator.models.common import DatabaseSpec
 from nova_operator.models.nova import Nova
 from nova_operator.naming import CheckedCopy, Component
 from nova_operator.renderers import oslo
+from nova_operator.renderers.novaconf import CONTRACT_HTTPS_CA_KEY
 from nova_operator.renderers.pod_env import DB_TLS_DIR
 from nova_operator.renderers.workload import plain
 
@@ -306,12 +307,14 @@ def compute_config_secret(
     password: str,
     metadata_secret: str,
     ca_crt: str | None = None,
+    https_ca: str | None = None,
     remote: bool = False,
 ) -> dict[str, Any]:
     """The compute contract ``{name}-compute-config`` (or ``{name}-remote-compute-config``).
 
     Keys: ``nova-compute.conf``, ``transport_url``, ``password``, ``metadata_proxy_shared_secret``,
-    ``cell_name`` (``cell1``), and ``ca.crt`` only on a TLS bus. The credentials are in the form
+    ``cell_name`` (``cell1``), ``ca.crt`` only on a TLS bus and ``https-ca.crt`` (the CA bundle the
+    fragment names as ``cafile``) only while ``spec.tls`` is set. The credentials are in the form
     nova-compute's oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
     """
     name = _name(nova)
@@ -327,4 +330,8 @@ def compute_config_secret(
         if not ca_crt:
             raise ValueError("the broker CA bundle is required while spec.messaging.tls is set")
         data["ca.crt"] = ca_crt
+    if nova.spec.tls is not None:
+        if not https_ca:
+            raise ValueError("the HTTPS CA bundle is required while spec.tls is set")
+        data[CONTRACT_HTTPS_CA_KEY] = https_ca
     return _secret(nova, f"{name}-{component}", data, naming.labels(name, component))

@@ -29,6 +29,7 @@ from nova_operator.renderers.pod_env import (
     base_env,
     config_volume,
     db_tls_volumes,
+    https_ca_volume,
     nova_name,
     oslo_credentials,
     rabbit_ca_volume,
@@ -74,6 +75,7 @@ class Digests:
     transport_url: str = ""
     metadata_secret: str = ""
     secret_config: str = ""  # keyed digest of the spec.secretConfig values
+    https_ca: str = ""  # SHA-256 of the spec.tls CA bundle (public: not keyed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +386,7 @@ def _annotations(nova: Nova, component: Component, digests: Digests) -> dict[str
         "nova.c5c3.io/authtoken-hash": digests.authtoken,
         "nova.c5c3.io/transport-url-hash": digests.transport_url,
         "nova.c5c3.io/secret-config-hash": digests.secret_config,
+        "nova.c5c3.io/https-ca-hash": digests.https_ca,
     }
     if component is Component.METADATA:
         stamped["nova.c5c3.io/metadata-secret-hash"] = digests.metadata_secret
@@ -482,6 +485,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
     tls_volumes, tls_mounts = db_tls_volumes(nova, checked=inputs.checked_copies)
     ca_volumes, ca_mounts = rabbit_ca_volume(nova, checked=inputs.checked_copies)
+    https_volumes, https_mounts = https_ca_volume(nova, checked=inputs.checked_copies)
     container = _container(nova, component, inputs, block)
     container["volumeMounts"] = [
         *config_mounts,
@@ -489,6 +493,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
         {"name": "tmp", "mountPath": "/tmp"},
         *tls_mounts,
         *ca_mounts,
+        *https_mounts,
     ]
     grace = block.termination_grace_period_seconds
     pod_spec: Manifest = {
@@ -502,6 +507,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
             {"name": "tmp", "emptyDir": {}},
             *tls_volumes,
             *ca_volumes,
+            *https_volumes,
         ],
         **_placement(block),
         **image_pull_secrets(nova.spec.image.pull_secrets),

@@ -199,6 +199,7 @@ class ComputePass:
     secret_config_secret: str = ""  # the pool's derived spec.secretConfig Secret, while set
     secret_config_keys: tuple[str, ...] = ()
     secret_config_hash: str = ""
+    https_ca_hash: str = ""  # SHA-256 of the pool's own spec.tls bundle (PoolConfig)
     daemonset_rendered: bool = False
     aggregates_ensured: bool = False
     discovery_due: float | None = None  # seconds until the discovery Job's state machine can move on

@@ -91,8 +91,8 @@ def nova_ref(obj: Mapping[str, Any]) -> str:
 
 SECRET_CONFIG_INDEX: Final = "spec.secretConfig.secretRef.name"
 POOL_SECRETS_INDEX: Final = "nova.compute.pool-secrets"
-"""Pools by ``<namespace>/<name>`` of the Secrets they read themselves: ``spec.secretConfig`` and
-the derived ``{pool}-nova-compute-secret-config`` (``_pool_secrets``)."""
+"""Pools by ``<namespace>/<name>`` of the Secrets they read themselves: ``spec.secretConfig``,
+``spec.tls`` and the derived ``{pool}-nova-compute-secret-config`` (``_pool_secrets``)."""
 
 
 def _by_secret_config(obj: Object) -> list[str]:
@@ -101,13 +101,17 @@ def _by_secret_config(obj: Object) -> list[str]:
 
 
 def _pool_secrets(obj: Object) -> list[str]:
-    """The ``POOL_SECRETS_INDEX`` values of a pool: its ``spec.secretConfig`` Secret and the derived one."""
+    """The ``POOL_SECRETS_INDEX`` values of a pool: its ``spec.secretConfig`` Secret and the derived one,
+    and its ``spec.tls`` bundle."""
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or ""
-    ref = ((obj.get("spec") or {}).get("secretConfig") or {}).get("secretRef") or {}
+    spec = obj.get("spec") or {}
+    ref = (spec.get("secretConfig") or {}).get("secretRef") or {}
+    tls = (spec.get("tls") or {}).get("caBundleSecretRef") or {}
     names = {compute_pool.secret_config_name(str(meta.get("name") or ""))}
-    if isinstance(ref, Mapping) and ref.get("name"):
-        names.add(str(ref["name"]))
+    for named in (ref, tls):
+        if isinstance(named, Mapping) and named.get("name"):
+            names.add(str(named["name"]))
     return sorted(_index_key(namespace, name) for name in names)
 
 
@@ -405,10 +409,10 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     def contract_pools(obj: Object) -> Iterable[Request]:
         name = obj["metadata"]["name"]
         namespace = obj["metadata"].get("namespace") or ""
-        # the pools whose spec.secretConfig names it, and the pool whose derived Secret it is
+        # the pools whose spec.secretConfig or spec.tls names it, and the pool whose derived Secret it is
         found = {
             Request(namespace, p["metadata"]["name"])
-            for p in pools.cache.by_index(SECRET_CONFIG_INDEX, _index_key(namespace, name))
+            for p in pools.cache.by_index(POOL_SECRETS_INDEX, _index_key(namespace, name))
         }
         for ref in obj["metadata"].get("ownerReferences") or []:
             if ref.get("controller") and ref.get("kind") == NOVACOMPUTES.kind:

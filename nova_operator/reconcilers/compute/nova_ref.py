@@ -14,6 +14,7 @@ from nova_operator.models.nova import Nova
 from nova_operator.openstack import Credentials
 from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
 from nova_operator.renderers.compute_pool import pool_image
+from nova_operator.renderers.novaconf import CONTRACT_HTTPS_CA_KEY
 from nova_operator.runtime.request import Result
 from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 
@@ -23,6 +24,21 @@ COND = conditions.NOVA_REF_READY
 def _wait(p: ComputePass, reason: str, message: str) -> Result:
     p.set(COND, False, reason, message)
     return Result(requeue_after=p.settings.intervals.wait)  # every NovaReady wait: 15 s
+
+
+async def _contract_https_ca(p: ComputePass, contract: str) -> str:
+    """The Nova's ``spec.tls`` bundle as its compute contract carries it (``https-ca.crt``), which the
+    operator's calls for the pool trust; empty while the contract is absent or does not carry it yet
+    (the calls then fail on the certificate and say so)."""
+    try:
+        secret = await p.read(SECRETS, contract)
+    except (errors.NotFound, SecretTooLarge):
+        return ""
+    encoded = (secret.get("data") or {}).get(CONTRACT_HTTPS_CA_KEY) or ""
+    try:
+        return base64.b64decode(encoded).decode("utf-8") if encoded else ""
+    except (UnicodeDecodeError, ValueError):
+        return ""
 
 
 async def reconcile_nova_ref(p: ComputePass) -> Result:
@@ -87,6 +103,7 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
             "WaitingForServiceUserSecret",
             f"waiting for key {key} in the service-user Secret {ns}/{secret_name}",
         )
+    ca_bundle = await _contract_https_ca(p, ref) if nova.spec.tls is not None else ""
     p.nova = raw
     p.image = pool_image(p.pool, release)
     p.contract_secret = ref
@@ -98,6 +115,7 @@ async def reconcile_nova_ref(p: ComputePass) -> Result:
         project_name=user.project_name,
         user_domain_name=user.user_domain_name,
         project_domain_name=user.project_domain_name,
+        ca_bundle=ca_bundle,
     )
     p.set(COND, True, "NovaResolved", f"Nova {ns}/{name} is installed at release {release}")
     return Result()

@@ -19,11 +19,13 @@ from typing import Any
 
 from nova_operator import apply, catalog, conditions, naming, secret_config
 from nova_operator.decisions import releases, retention
+from nova_operator.digests import sha256_hex
 from nova_operator.kube import errors
 from nova_operator.kube.owners import controlled_by, with_owner
 from nova_operator.kube.resources import CONFIGMAPS, DAEMONSETS, SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
+from nova_operator.openstack import http
 from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
 from nova_operator.renderers import compute_pool
 from nova_operator.renderers import secrets as derived
@@ -34,6 +36,8 @@ from nova_operator.secret_refs import SECRET_REF_NOT_LABELLED
 COND = conditions.CONFIG_READY
 HEALTH = conditions.EXTRA_CONFIG_HEALTHY
 WAITING_FOR_DIGEST_KEY = "WaitingForDigestKey"
+WAITING_FOR_HTTPS_CA = "WaitingForHTTPSCABundle"
+HTTPS_CA_INVALID = "HTTPSCABundleInvalid"
 
 
 async def _extra_config_health(p: ComputePass) -> None:
@@ -108,8 +112,10 @@ async def reconcile_pool_config(p: ComputePass) -> Result:
     p.digest_key = digest_key
     if (unpublished := await _publish_secret_config(p)) is not None:
         return _wait(p, *unpublished)
+    if (unread := await _own_https_ca(p)) is not None:
+        return _wait(p, *unread)
     try:
-        desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool))
+        desired = compute_pool.config_map(p.pool, compute_pool.pool_conf(p.pool, _release(p)))
     except ConfigError as exc:
         p.set(COND, False, "ConfigError", str(exc))
         raise
@@ -189,6 +195,38 @@ async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
     p.secret_config_secret = name
     p.secret_config_keys = tuple(sorted(data))
     p.secret_config_hash = secret_config.values_digest(data, p.digest_key)
+    return None
+
+
+async def _own_https_ca(p: ComputePass) -> tuple[str, str] | None:
+    """The pool's own ``spec.tls`` bundle: its digest for the pod template (a rotation rolls the pool
+    once); ``(reason, message)`` while it is missing or holds no certificate (never its text)."""
+    tls = p.pool.spec.tls
+    if tls is None:
+        p.https_ca_hash = ""
+        return None
+    ref = tls.ca_bundle_secret_ref
+    key = ref.key or "ca.crt"
+    field = f"spec.tls.caBundleSecretRef: Secret {p.namespace}/{ref.name}"
+    try:
+        source = await p.read(SECRETS, ref.name)
+    except errors.NotFound:
+        return WAITING_FOR_HTTPS_CA, f"{field} not found"
+    except SecretTooLarge as exc:
+        return exc.reason, f"spec.tls.caBundleSecretRef: {exc}"
+    policy = p.settings.secret_refs
+    if policy is not None and not policy.permits(source):
+        return SECRET_REF_NOT_LABELLED, policy.refusal("spec.tls.caBundleSecretRef", p.namespace, ref.name)
+    raw = _decoded(source).get(key)
+    if raw is None:
+        return WAITING_FOR_HTTPS_CA, f"{field} has no key {key}"
+    try:
+        http.trusted(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return HTTPS_CA_INVALID, f"{field}: key {key} is not PEM text"
+    except http.BadBundle as exc:
+        return HTTPS_CA_INVALID, f"{field}: key {key} {exc}"
+    p.https_ca_hash = sha256_hex(raw)
     return None
 
 

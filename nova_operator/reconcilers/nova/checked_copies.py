@@ -1,10 +1,11 @@
 """``--secret-ref-label``'s copies of the Secrets the pods mount by name (issue 36 §5, the label gate).
 
-The database TLS Secrets and the message bus's CA bundle reach the pods as volumes, and the kubelet
-keeps a mounted Secret's files in step with the Secret: mounted by name, a Secret would reach the
-running pods with whatever it holds later, labelled or not. With the flag, the pods mount the Nova's
-copies instead (``naming.checked_copy``: ``{name}-checked-api-db-tls``, ``-checked-cell-db-tls``,
-``-checked-messaging-ca``, the keys the pods take, ``pod_env.mounted_secrets``), which the Secrets step
+The database TLS Secrets and the CA bundles of the message bus and of HTTPS reach the pods as
+volumes, and the kubelet keeps a mounted Secret's files in step with the Secret: mounted by name, a
+Secret would reach the running pods with whatever it holds later, labelled or not. With the flag,
+the pods mount the Nova's copies instead (``naming.checked_copy``: ``{name}-checked-api-db-tls``,
+``-checked-cell-db-tls``, ``-checked-messaging-ca``, ``-checked-https-ca``, the keys the pods take,
+``pod_env.mounted_secrets``), which the Secrets step
 writes after its label gate, and only from sources that carry the label as this pass reads them. A
 source without the label (or absent) stops the step at the gate, whose condition names it: its
 content never reaches a copy, and the copy keeps the last labelled content. Without the flag there

@@ -38,6 +38,7 @@ def _contract(ctx: PassContext, fragment: str, transport_url: str, *, remote: bo
         password=ctx.state.service_user_password,
         metadata_secret=ctx.state.metadata_secret,
         ca_crt=ctx.state.broker_ca or None,
+        https_ca=ctx.state.https_ca or None,
         remote=remote,
     )
 

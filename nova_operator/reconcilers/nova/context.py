@@ -20,12 +20,14 @@ from datetime import datetime
 from typing import Any, Final
 
 from nova_operator import apply, conditions, intervals, naming, ownership
+from nova_operator.digests import sha256_hex
 from nova_operator.kube.client import Kube
 from nova_operator.kube.errors import NotFound
 from nova_operator.kube.owners import controlled_by
 from nova_operator.kube.resources import SECRETS, ResourceRef, ref_for
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
+from nova_operator.openstack.trust import TrustMemory
 from nova_operator.pipeline import UNLIMITED, Budget, StepInputError
 from nova_operator.reconcilers.metrics import NovaMetrics
 from nova_operator.renderers.workload import Digests, WorkloadInputs
@@ -109,6 +111,7 @@ class NovaOptions:
     prober: Prober | None = None  # None: a bounded GET (health_check.http_probe, openstack.http)
     secret_refs: SecretRefPolicy | None = None  # --secret-ref-label: None lets a CR name any Secret
     health: HealthCache = field(default_factory=HealthCache)
+    trust: TrustMemory = field(default_factory=TrustMemory)  # Keystone certificate verdicts (Secrets step)
     monotonic: Callable[[], float] | None = None
     # The ServiceRecords step deletes the service records of pods that are gone (its memory of the
     # last look per Nova in ``sweeps``); tests of other things, which run no compute API, turn it off.
@@ -131,6 +134,7 @@ class PassState:
     service_user_password: str = field(default="", repr=False)
     metadata_secret: str = field(default="", repr=False)
     broker_ca: str = field(default="", repr=False)
+    https_ca: str = ""  # the spec.tls CA bundle (PEM, public); empty while unset
     digest_key: bytes = field(default=b"", repr=False)  # HMAC key of the credential digests
     authtoken_digest: str = ""
     metadata_digest: str = ""
@@ -152,6 +156,7 @@ class PassState:
             transport_url=self.transport_digest,
             metadata_secret=self.metadata_digest,
             secret_config=self.secret_config_digest,
+            https_ca=sha256_hex(self.https_ca) if self.https_ca else "",
         )
         return WorkloadInputs(
             config_map=self.config_map,

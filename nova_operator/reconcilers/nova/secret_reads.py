@@ -8,7 +8,7 @@ version, owners), so the memory the cache takes is bounded by the Secrets the No
 what the namespace stores. A Secret is read, and admitted, when it is
 
 - named by a Nova's spec (``secret_refs``: the database, service-user, metadata, messaging,
-  remote-compute and secretConfig references, the TLS bundles);
+  remote-compute, secretConfig and ``spec.tls`` references, the TLS bundles);
 - one of a Nova's derived Secrets (``DERIVED_SUFFIXES``: ``{name}-transport-url`` ...), which
   the steps compare with what they would apply;
 - the default-user Secret a RabbitmqCluster publishes, when a Nova's ``spec.messaging.clusterRef``
@@ -77,6 +77,7 @@ def secret_ref_fields(nova: Mapping[str, Any]) -> list[tuple[str, str]]:
     add("messaging.tls.caBundleSecretRef", (messaging.get("tls") or {}).get("caBundleSecretRef"))
     add("remoteCompute.transportURLSecretRef", (spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
     add("secretConfig.secretRef", (spec.get("secretConfig") or {}).get("secretRef"))
+    add("tls.caBundleSecretRef", (spec.get("tls") or {}).get("caBundleSecretRef"))
     return sorted(set(found))
 
 

@@ -3,7 +3,10 @@
 Each gate is a wait (``SecretsReady=False`` with its reason, requeue 15 s, every value left
 empty). Messages name the Secret, the key and the spec field, never a value. The store gate
 runs only when ``spec.secretStoreRef`` is set (a cluster without External Secrets must work).
-The last gate is ``spec.secretConfig`` (``publish_secret_config``), which publishes ``{name}-secret-config``.
+The ``spec.tls`` bundle is read (and must hold a PEM certificate), and an https
+``spec.keystoneEndpoint`` must present a certificate it (or, unset, the system's CAs) verifies
+(``openstack.trust``: one TLS handshake, remembered). The last gate is ``spec.secretConfig``
+(``publish_secret_config``), which publishes ``{name}-secret-config``.
 With ``--secret-ref-label`` the step also writes the label-checked copies of the Secrets the pods
 mount by name (``checked_copies``), past the label gate only.
 """
@@ -12,12 +15,15 @@ from __future__ import annotations
 
 from secrets import token_hex
 from typing import Final
+from urllib.parse import urlsplit
 
 from nova_operator import apply, catalog, conditions, intervals, naming, ownership, secret_config
 from nova_operator.decisions import releases
 from nova_operator.decisions.readiness import custom_resource_ready
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
+from nova_operator.openstack import http
+from nova_operator.openstack.trust import Verdict
 from nova_operator.reconcilers.nova.checked_copies import publish_checked_copies
 from nova_operator.reconcilers.nova.context import PassContext, Unread, secret_value
 from nova_operator.reconcilers.nova.secret_reads import secret_ref_fields
@@ -36,6 +42,9 @@ WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
 METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
 WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+WAITING_FOR_HTTPS_CA: Final = "WaitingForHTTPSCABundle"
+HTTPS_CA_INVALID: Final = "HTTPSCABundleInvalid"
+KEYSTONE_NOT_TRUSTED: Final = "KeystoneCertificateNotTrusted"
 CREDENTIAL_NOT_REPRESENTABLE: Final = "CredentialNotRepresentable"
 SECRETS_AVAILABLE: Final = "SecretsAvailable"
 _DB_KEYS = ("username", "password")
@@ -158,6 +167,56 @@ async def publish_secret_config(ctx: PassContext) -> tuple[str, str] | None:
     return None
 
 
+async def _https_ca(ctx: PassContext) -> str | None:
+    """Read the ``spec.tls`` bundle into the pass (``state.https_ca``); a message when it holds no
+    certificate (never its text), None when it is usable or unset."""
+    tls = ctx.nova.spec.tls
+    if tls is None:
+        return None
+    ref = tls.ca_bundle_secret_ref
+    key = ref.key or "ca.crt"
+    bundle = secret_value(await ctx.live(SECRETS, ref.name), key) or ""
+    try:
+        http.trusted(bundle)
+    except http.BadBundle as exc:
+        return f"spec.tls.caBundleSecretRef: key {key} of Secret {ctx.namespace}/{ref.name} {exc}"
+    ctx.state.https_ca = bundle
+    return None
+
+
+def _own_authtoken_cafile(ctx: PassContext) -> bool:
+    """Whether ``spec.extraConfig`` sets ``[keystone_authtoken] cafile`` (trust handled by hand)."""
+    extra = ctx.nova.spec.extra_config or {}
+    return any(
+        catalog.oslo_name(s, k) == ("keystone_authtoken", "cafile") for s, opts in extra.items() for k in opts
+    )
+
+
+async def _keystone_trust(ctx: PassContext) -> str | None:
+    """A message when ``spec.keystoneEndpoint`` is https and its certificate definitely does not verify
+    against the ``spec.tls`` bundle (or, unset, the system's CAs): every pod would fail to authenticate,
+    so the pass stops here and says why. Not checked while ``spec.tls`` is unset and extraConfig sets
+    ``[keystone_authtoken] cafile`` (trust configured by hand); an unreachable Keystone is no verdict."""
+    spec = ctx.nova.spec
+    if spec.tls is None and _own_authtoken_cafile(ctx):
+        return None
+    verdict = await ctx.options.trust.check(spec.keystone_endpoint, ctx.state.https_ca)
+    if verdict is not Verdict.UNTRUSTED:
+        return None
+    host = urlsplit(spec.keystone_endpoint).hostname
+    if spec.tls is None:
+        return (
+            f"spec.keystoneEndpoint: the certificate of {host} is not trusted: set "
+            "spec.tls.caBundleSecretRef to a bundle of the CA that issued it"
+        )
+    ref = spec.tls.ca_bundle_secret_ref
+    return (
+        f"spec.keystoneEndpoint: the certificate of {host} is not trusted by the bundle of "
+        f"spec.tls.caBundleSecretRef (key {ref.key or 'ca.crt'} of Secret {ctx.namespace}/{ref.name}): add "
+        "the CA that issued it"
+    )
+
+
 async def reconcile_secrets(ctx: PassContext) -> Result:
     spec = ctx.nova.spec
     if (blocked := await _store_gate(ctx)) is not None:
@@ -190,6 +249,9 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
         gates.append(
             (ca.name, (ca.key or "ca.crt",), WAITING_FOR_MESSAGING_CA, "messaging.tls.caBundleSecretRef")
         )
+    if spec.tls is not None:
+        https = spec.tls.ca_bundle_secret_ref
+        gates.append((https.name, (https.key or "ca.crt",), WAITING_FOR_HTTPS_CA, "tls.caBundleSecretRef"))
     for name, keys, reason, field in gates:
         if (problem := await missing_keys(ctx, name, keys)) is not None:
             return wait(ctx, reason, f"spec.{field}: {problem}")
@@ -224,6 +286,10 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
+    if (invalid := await _https_ca(ctx)) is not None:
+        return wait(ctx, HTTPS_CA_INVALID, invalid)
+    if (untrusted := await _keystone_trust(ctx)) is not None:
+        return wait(ctx, KEYSTONE_NOT_TRUSTED, untrusted)
     ctx.state.digest_key = await digest_key(ctx)
     await publish_checked_copies(ctx)  # --secret-ref-label: what the pods mount, past the gate only
     if (unpublished := await publish_secret_config(ctx)) is not None:

@@ -106,6 +106,7 @@ def _credentials(ctx: PassContext) -> Credentials:
         project_name=user.project_name,
         user_domain_name=user.user_domain_name,
         project_domain_name=user.project_domain_name,
+        ca_bundle=ctx.state.https_ca,
     )
 
 

@@ -73,6 +73,12 @@ def test_kubectl_explain_reads_like_documentation(crds: ControlPlane, tmp_path: 
     out = _words(_explain(crds, tmp_path, "nova.spec.api.deployment.probes.readiness"))
     assert "successThreshold <integer> Successful runs in a row after a failure" in out
 
+    # issue 38 item 1
+    out = _words(_explain(crds, tmp_path, "nova.spec.tls"))
+    assert "caBundleSecretRef <Object> -required- Secret whose key (default ca.crt) holds the PEM CA" in out
+    out = _words(_explain(crds, tmp_path, "novacompute.spec.tls.caBundleSecretRef"))
+    assert "key <string> Data key holding the PEM bundle. Default: ca.crt." in out
+
     out = _words(_explain(crds, tmp_path, "nova.status.upgradePhase"))
     assert "Expanding, Migrating, RollingUpdate or Contracting while an upgrade runs" in out
 

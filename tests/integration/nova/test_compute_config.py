@@ -4,11 +4,14 @@ for its URL while the local one is published, and a refused contract write is ``
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.errors import KubeError
+from nova_operator.kube.resources import SECRETS
 from nova_operator.reconcilers.nova import (
     compute_config,
 )
@@ -62,3 +65,21 @@ async def test_a_refused_contract_write_is_compute_config_error(
     assert "nova-compute-config" in message
     assert "pw@" not in message
     assert 'data[transport_url]: "***" too long' in message
+
+
+async def test_the_contract_carries_the_https_bundle_its_fragment_names(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    bundle = "-----BEGIN CERTIFICATE-----\nMIIBhttps\n-----END CERTIFICATE-----\n"
+    nova = await stored_nova(admin, namespace, tls={"caBundleSecretRef": {"name": "internal-ca"}})
+    ctx = make_ctx(ours, nova)
+    ctx.state.transport_url = "rabbit://nova:pw@bus:5672/"
+    ctx.state.digest_key = b"k"
+    ctx.state.https_ca = bundle  # the Secrets step ran first
+    assert (await compute_config.reconcile_compute_config(ctx)).requeue_after is None
+    assert reason(ctx, conditions.COMPUTE_CONFIG_READY)[:2] == ("True", "ComputeConfigPublished")
+    stored = await admin.get(SECRETS, "nova-compute-config", namespace)
+    assert base64.b64decode(stored["data"]["https-ca.crt"]).decode() == bundle
+    fragment = base64.b64decode(stored["data"]["nova-compute.conf"]).decode()
+    assert "[keystone_authtoken]\n" in fragment
+    assert fragment.count("cafile = /etc/nova/compute-config/https-ca.crt\n") >= 4  # each client section

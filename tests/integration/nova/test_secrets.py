@@ -13,9 +13,13 @@ import base64
 import copy
 import hashlib
 import hmac
+import ssl
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
+from aiohttp import web
+from simcluster.realtier.services.pki import CertificateAuthority, make_pki
 
 from nova_operator import apply, conditions, secret_config
 from nova_operator.kube import Kube
@@ -23,10 +27,12 @@ from nova_operator.kube.errors import NotFound
 from nova_operator.kube.resources import SECRETS
 from nova_operator.kube.types import Object
 from nova_operator.metrics import WRITE_VERBS
+from nova_operator.models.nova import Nova
 from nova_operator.pipeline import NullObserver, Step, run_sequence
 from nova_operator.reconcilers.nova import secrets
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.controller import SECRET_BOUND
+from nova_operator.reconcilers.nova.secret_reads import secret_ref_fields
 from nova_operator.reconcilers.nova.steps import NOVA_STEPS
 from nova_operator.renderers import workload
 from nova_operator.runtime.informer import Informer
@@ -376,3 +382,147 @@ async def test_the_step_refuses_a_secret_over_the_limit_with_a_clear_condition(
     gets = [(n, c) for v, r, n, c in ours.calls if (v, r) == ("get", "secrets")]
     assert gets == ([] if cached else [("api-db", "200")])  # refused by the cache: not even read
     assert not informer.cache.answers("api-db", namespace)  # never held with its data
+
+
+# -- spec.tls: the HTTPS CA bundle (issue 38 item 1) -----------------------------------------------
+
+HTTPS_TLS: dict[str, Any] = {"tls": {"caBundleSecretRef": {"name": "internal-ca"}}}
+
+
+@pytest.fixture(scope="module")
+def ca_pems(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Two CAs' certificates (PEM): the bundle, and the CA a rotation adds."""
+    directory = tmp_path_factory.mktemp("ca")
+    first, second = (CertificateAuthority.create(directory, n).cert.read_text() for n in ("ca-1", "ca-2"))
+    return first, second
+
+
+def https_ca_hash(inputs: workload.WorkloadInputs, nova: Nova) -> set[str]:
+    return {
+        d["spec"]["template"]["metadata"]["annotations"]["nova.c5c3.io/https-ca-hash"]
+        for d in workload.deployments(nova, inputs).values()
+    }
+
+
+async def test_the_https_ca_bundle_waits_for_its_secret_and_refuses_one_without_a_certificate(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    nova = await stored_nova(admin, namespace, **HTTPS_TLS)
+    inputs = await stored(admin, namespace, *ALL_SECRETS)
+    ctx = make_ctx(ours, nova, *inputs)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "WaitingForHTTPSCABundle")
+    assert c["message"] == f"spec.tls.caBundleSecretRef: Secret {namespace}/internal-ca not found"
+
+    (bad,) = await stored(admin, namespace, secret("internal-ca", **{"ca.crt": "not PEM: s3cr3t"}))
+    ctx = make_ctx(ours, nova, *inputs, bad)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "HTTPSCABundleInvalid")
+    assert c["message"].startswith(
+        f"spec.tls.caBundleSecretRef: key ca.crt of Secret {namespace}/internal-ca "
+    )
+    assert "s3cr3t" not in c["message"]
+    assert ctx.state.https_ca == ""
+
+    keyed = await stored_nova(
+        admin, namespace, "keyed", tls={"caBundleSecretRef": {"name": "internal-ca", "key": "b.pem"}}
+    )
+    ctx = make_ctx(ours, keyed, *inputs, bad)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["message"] == f"spec.tls.caBundleSecretRef: Secret {namespace}/internal-ca has no key b.pem"
+
+
+async def test_the_https_ca_bundle_is_read_and_its_digest_follows_a_rotation(
+    admin: Kube, ours: Recorder, namespace: str, ca_pems: tuple[str, str]
+) -> None:
+    first, added = ca_pems
+    nova = await stored_nova(admin, namespace, **HTTPS_TLS)
+    inputs = await stored(admin, namespace, *ALL_SECRETS, secret("internal-ca", **{"ca.crt": first}))
+    ctx = make_ctx(ours, nova, *inputs)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    assert ctx.state.https_ca == first
+    before = ctx.state.workload_inputs()
+    assert https_ca_hash(before, ctx.nova) == {hashlib.sha256(first.encode()).hexdigest()}
+
+    rotated = {"data": {"ca.crt": base64.b64encode((first + added).encode()).decode()}}
+    await admin.patch(SECRETS, "internal-ca", rotated, namespace)
+    again = make_ctx(ours, nova, *await on_server(admin, namespace))
+    assert (await secrets.reconcile_secrets(again)).requeue_after is None
+    after = again.state.workload_inputs()
+    assert https_ca_hash(after, again.nova) == {hashlib.sha256((first + added).encode()).hexdigest()}
+    old, new = workload.deployments(ctx.nova, before), workload.deployments(again.nova, after)
+    for role in old:  # the pod templates differ by that annotation alone: one roll, nothing else moves
+        o, n = old[role]["spec"]["template"], new[role]["spec"]["template"]
+        assert o["spec"] == n["spec"], role
+        assert {
+            k: v for k, v in o["metadata"]["annotations"].items() if k != "nova.c5c3.io/https-ca-hash"
+        } == {k: v for k, v in n["metadata"]["annotations"].items() if k != "nova.c5c3.io/https-ca-hash"}, (
+            role
+        )
+
+
+async def test_the_bundles_secret_is_one_the_nova_names_and_the_label_gate_checks(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    nova = await stored_nova(admin, namespace, **HTTPS_TLS)
+    assert ("spec.tls.caBundleSecretRef", "internal-ca") in secret_ref_fields(nova)
+    inputs = await stored(
+        admin, namespace, *[labelled(s) for s in NAMED], secret("internal-ca", **{"ca.crt": "x"})
+    )
+    ctx = make_ctx(ours, nova, *inputs, options=WITH_LABEL)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert c["reason"] == "SecretRefNotLabelled"
+    assert c["message"].startswith(f"spec.tls.caBundleSecretRef: Secret {namespace}/internal-ca")
+
+
+@pytest.fixture
+async def https_keystone(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[str, str]]:
+    """(URL, CA PEM): an HTTPS listener whose certificate, for localhost, a CA made here issued."""
+    pki = make_pki(tmp_path_factory.mktemp("pki"), dns=("localhost",), ips=("127.0.0.1",))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pki.server.cert, pki.server.key)
+    runner = web.AppRunner(web.Application(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"https://localhost:{port}/v3", pki.ca.cert.read_text()
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_untrusted_keystone_certificate_stops_the_pass_in_words_until_the_bundle_names_its_ca(
+    admin: Kube, ours: Recorder, namespace: str, https_keystone: tuple[str, str]
+) -> None:
+    url, ca = https_keystone
+    nova = await stored_nova(admin, namespace, keystoneEndpoint=url)
+    inputs = await stored(admin, namespace, *ALL_SECRETS, secret("internal-ca", **{"ca.crt": ca}))
+    ctx = make_ctx(ours, nova, *inputs)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after == 15.0
+    c = ctx.condition(conditions.SECRETS_READY)
+    assert c is not None
+    assert (c["status"], c["reason"]) == ("False", "KeystoneCertificateNotTrusted")
+    assert c["message"] == (
+        "spec.keystoneEndpoint: the certificate of localhost is not trusted: set spec.tls.caBundleSecretRef "
+        "to a bundle of the CA that issued it"
+    )
+    assert written(ours) == []  # stopped before the digest key and every derived Secret
+
+    trusted = await stored_nova(admin, namespace, "trusted", keystoneEndpoint=url, **HTTPS_TLS)
+    ctx = make_ctx(ours, trusted, *inputs)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    assert ctx.state.https_ca == ca
+
+    by_hand = {"keystone_authtoken": {"cafile": "/etc/own/ca.pem"}}
+    legacy = await stored_nova(admin, namespace, "legacy", keystoneEndpoint=url, extraConfig=by_hand)
+    ctx = make_ctx(ours, legacy, *inputs)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None  # trust set up by hand: not checked

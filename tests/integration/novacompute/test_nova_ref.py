@@ -13,7 +13,7 @@ from nova_operator.kube.resources import NOVACOMPUTES, NOVAS, SECRETS
 from nova_operator.reconcilers.compute.context import ComputeSettings
 from nova_operator.reconcilers.compute.nova_ref import reconcile_nova_ref
 from nova_operator.secret_refs import SECRET_DATA_LIMIT, SecretRefPolicy
-from tests.integration.novacompute.passes import SERVICE_USER, Stage
+from tests.integration.novacompute.passes import CONTRACT, SERVICE_USER, Stage, encoded
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +144,20 @@ async def test_with_the_flag_a_pool_does_not_send_an_unlabelled_password_to_keys
     assert (await reconcile_nova_ref(p)).requeue_after is None
     assert p.credentials is not None
     assert p.credentials.password == "pw"
+
+
+async def test_the_operators_calls_for_a_pool_trust_the_bundle_of_the_novas_contract(stage: Stage) -> None:
+    """Issue 38 item 1: with the Nova's ``spec.tls``, the credentials carry the contract's
+    ``https-ca.crt`` (the bundle the Nova's Secrets step read); without it, the system's CAs."""
+    bundle = "-----BEGIN CERTIFICATE-----\nMIIBcontract\n-----END CERTIFICATE-----\n"
+    await stage.secret(CONTRACT, encoded(**{"https-ca.crt": bundle, "password": "x"}))
+    await stage.nova(release="2026.1", spec={"tls": {"caBundleSecretRef": {"name": "internal-ca"}}})
+    p, _ = stage.pass_over(await stage.pool())
+    assert (await reconcile_nova_ref(p)).requeue_after is None
+    assert p.credentials is not None
+    assert p.credentials.ca_bundle == bundle
+    await stage.admin.patch(NOVAS, "nova", {"spec": {"tls": None}}, stage.ns)
+    again, _ = stage.pass_over(p.cr)
+    assert (await reconcile_nova_ref(again)).requeue_after is None
+    assert again.credentials is not None
+    assert again.credentials.ca_bundle == ""  # the contract may still carry it: the Nova no longer asks

@@ -11,6 +11,7 @@ import hmac
 from typing import Any
 
 import pytest
+from simcluster.realtier.services.pki import CertificateAuthority
 
 from nova_operator import catalog, conditions
 from nova_operator.kube import errors, owners
@@ -341,3 +342,67 @@ async def test_a_pool_warns_once_for_a_new_config_with_a_deprecated_option(stage
     assert (await reconcile_pool_config(p)).requeue_after is None
     assert warnings_of(events) == []
     assert [c["metadata"]["name"] for c in stage.kube.created] == [cm["metadata"]["name"]]
+
+
+# -- the pool's own HTTPS CA bundle (issue 38 item 1) -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ca_pems(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Two CAs' certificates (PEM): a bundle, and the second to rotate to."""
+    directory = tmp_path_factory.mktemp("ca")
+    first, second = (CertificateAuthority.create(directory, n).cert.read_text() for n in ("ca-1", "ca-2"))
+    return first, second
+
+
+async def tls_pass(stage: Stage, bundle: str | None) -> ComputePass:
+    """A pass at PoolConfig over a pool whose ``spec.tls`` names ``pool-ca`` (stored with ``bundle``)."""
+    await stage.pool_inputs()
+    if bundle is not None:
+        await stage.secret("pool-ca", **{"ca.crt": bundle})
+    cr = await stage.pool(tls={"caBundleSecretRef": {"name": "pool-ca"}})
+    p, _ = stage.pass_over(cr, nova=await stage.nova(spec={"openStackRelease": "2026.1"}))
+    p.contract_secret = CONTRACT
+    return p
+
+
+async def test_a_pools_own_bundle_waits_for_its_secret_then_renders_and_rolls_on_a_rotation(
+    stage: Stage, ca_pems: tuple[str, str]
+) -> None:
+    ca_pem, next_ca = ca_pems
+    p = await tls_pass(stage, None)
+    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
+    cond = condition(p)
+    assert (cond["status"], cond["reason"]) == ("False", "WaitingForHTTPSCABundle")
+    assert cond["message"] == f"spec.tls.caBundleSecretRef: Secret {stage.ns}/pool-ca not found"
+    assert stage.kube.created == []
+
+    await stage.secret("pool-ca", **{"ca.crt": "no certificate here: s3cr3t"})
+    p, _ = stage.pass_over(p.cr, nova=p.nova)
+    p.contract_secret = CONTRACT
+    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
+    cond = condition(p)
+    assert cond["reason"] == "HTTPSCABundleInvalid"
+    assert "s3cr3t" not in cond["message"]
+
+    await stage.admin.patch(SECRETS, "pool-ca", {"data": encoded(**{"ca.crt": ca_pem})}, stage.ns)
+    p, _ = stage.pass_over(p.cr, nova=p.nova)
+    p.contract_secret = CONTRACT
+    assert (await reconcile_pool_config(p)).requeue_after is None
+    assert p.https_ca_hash == hashlib.sha256(ca_pem.encode()).hexdigest()
+    (cm,) = stage.kube.created
+    conf = cm["data"][compute_pool.CONFIG_FILE]
+    assert "[keystone_authtoken]\ncafile = /etc/nova-https-ca/ca.crt\n" in conf
+    assert (
+        "[barbican]\ncafile = /etc/nova-https-ca/ca.crt\nverify_ssl_path = /etc/nova-https-ca/ca.crt\n"
+        in conf
+    )
+
+    rotated = ca_pem + next_ca
+    await stage.admin.patch(SECRETS, "pool-ca", {"data": encoded(**{"ca.crt": rotated})}, stage.ns)
+    again, _ = stage.pass_over(p.cr, nova=p.nova)
+    again.contract_secret = CONTRACT
+    again.cached = cached_from(cm)
+    assert (await reconcile_pool_config(again)).requeue_after is None
+    assert again.https_ca_hash not in ("", p.https_ca_hash)
+    assert again.config_map == p.config_map  # the file names a path: only the pod annotation moves

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nova_operator import naming
+from nova_operator.models.common import HTTPSTLSSpec
 from nova_operator.models.nova import Nova
 from nova_operator.renderers import compute_pool, jobs, pod_env, secrets, workload
 from tests.unit.renderers.conftest import load_nova
@@ -104,13 +105,29 @@ def test_without_the_flag_the_pods_mount_the_named_secrets_with_the_same_files()
 def test_what_the_copies_hold_follows_the_spec_keys() -> None:
     nova = load_nova("full")
     table = pod_env.mounted_secrets(nova)
-    assert sorted(table) == sorted(naming.CHECKED_COPIES)
+    assert sorted(table) == sorted(c for c in naming.CHECKED_COPIES if c != "https-ca")  # no spec.tls
     assert [(m.secret, m.items) for m in table["messaging-ca"]] == [("rabbitmq-ca", (("ca.crt", "ca.crt"),))]
     custom = nova.model_copy(deep=True)
     assert custom.spec.messaging.tls is not None
     custom.spec.messaging.tls.ca_bundle_secret_ref.key = "bundle.pem"
     assert [m.items for m in pod_env.mounted_secrets(custom)["messaging-ca"]] == [(("bundle.pem", "ca.crt"),)]
     assert pod_env.mounted_secrets(load_nova("minimal")) == {}  # no TLS: nothing mounted by name
+
+
+def test_the_https_bundle_is_mounted_from_its_copy_with_the_flag() -> None:
+    nova = load_nova("minimal").model_copy(deep=True)
+    nova.spec.tls = HTTPSTLSSpec.model_validate(
+        {"caBundleSecretRef": {"name": "private-ca", "key": "root.pem"}}
+    )
+    assert [(m.secret, m.items) for m in pod_env.mounted_secrets(nova)["https-ca"]] == [
+        ("private-ca", (("root.pem", "ca.crt"),))
+    ]
+    plain, _ = pod_env.https_ca_volume(nova)
+    checked, mounts = pod_env.https_ca_volume(nova, checked=True)
+    assert plain[0]["secret"]["secretName"] == "private-ca"
+    assert checked[0]["secret"]["secretName"] == "nova-checked-https-ca"
+    assert checked[0]["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    assert mounts == [{"name": "https-ca", "mountPath": "/etc/nova-https-ca", "readOnly": True}]
 
 
 def test_a_copy_is_the_novas_child_with_the_data_as_given() -> None:

@@ -229,3 +229,25 @@ def test_a_nova_that_leaves_its_cluster_has_the_default_user_narrowed() -> None:
     edited["spec"]["messaging"] = {"secretRef": {"name": "bus"}}
     novas._apply("MODIFIED", edited)
     assert secrets.cache.withheld(Request(NS, "bus-default-user"))
+
+
+def test_the_https_ca_bundles_are_read_the_novas_and_a_pools_own() -> None:
+    """Issue 38 item 1: ``spec.tls.caBundleSecretRef`` of a Nova and of a pool is kept whole (its
+    rotation must reach the pass that digests it), and nothing else is admitted with it."""
+    with_tls = nova_object(NS, tls={"caBundleSecretRef": {"name": "internal-ca"}})
+    assert reads(novas_cache(with_tls), None)(secret("internal-ca"))
+    assert not reads(novas_cache(nova_object(NS)), None)(secret("internal-ca"))
+    pools = Cache(str(NOVACOMPUTES))
+    pools.add_index(NOVA_REF_INDEX, _by_nova_ref)
+    pools.add_index(POOL_SECRETS_INDEX, _pool_secrets)
+    novas = Cache(str(NOVAS))
+    novas.add_index(COMPUTE_READS_INDEX, _compute_reads)
+    novas.upsert(nova_object(NS))
+    admits = pool_reads(pools, novas)
+    own = pool("pool-a", "nova")
+    own["spec"]["tls"] = {"caBundleSecretRef": {"name": "rack-ca", "key": "bundle.pem"}}
+    assert not admits(secret("rack-ca"))
+    pools.upsert(own)
+    assert admits(secret("rack-ca"))
+    assert pools.by_index(POOL_SECRETS_INDEX, f"{NS}/rack-ca")  # its rotation wakes that pool
+    assert not admits(secret("other-ca"))

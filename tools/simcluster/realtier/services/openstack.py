@@ -24,6 +24,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -74,9 +75,9 @@ def _uwsgi(venv: pathlib.Path, address: str, port: int, module: str, *extra: str
     ]
 
 
-def _http_ok(url: str) -> bool:
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=3) as resp:
+        with urllib.request.urlopen(url, timeout=3, context=context) as resp:
             return int(resp.status) < 500
     except urllib.error.HTTPError as exc:
         return exc.code < 500
@@ -202,6 +203,24 @@ class OpenStackServices:
 
     def resume_service(self, name: str) -> None:
         os.killpg(self._children[name].popen.pid, signal.SIGCONT)
+
+    def serve_keystone_https(self, cert: pathlib.Path, key: pathlib.Path, ca: pathlib.Path) -> int:
+        """A second Keystone on the same database and keys, served by uWSGI over HTTPS with ``cert``
+        (its ``wsgi.url_scheme`` is https, so its version document names https URLs); the port.
+
+        Tokens of either Keystone are valid at the other (one fernet key repository). Stopped with
+        the others, or by ``stop_service("keystone-https")``."""
+        port = free_port()
+        argv, env, _ = self._served["keystone"]
+        at = argv.index("--http")
+        argv = [*argv[:at], "--https", f"{self.address}:{port},{cert},{key}", *argv[at + 2 :]]
+        url = f"https://{self.address}:{port}/v3"
+        child = self._spawner.spawn("keystone-https", argv, env=env)
+        self._children["keystone-https"] = child
+        context = ssl.create_default_context(cafile=str(ca))
+        context.check_hostname = False  # the certificate names the Service the pods dial, not the address
+        wait_until(lambda: _http_ok(url, context), child, what="keystone-https", timeout=120, interval=0.5)
+        return port
 
     def start_service(self, name: str) -> None:
         """Serve a stopped service again, as it was configured (its log goes on in the same file)."""
@@ -365,6 +384,31 @@ class OpenStackServices:
                 "/endpoints",
                 {"endpoint": {"service_id": sid, "interface": interface, "url": url, "region_id": REGION}},
             )
+
+    def add_region(self, region: str, urls: dict[str, str]) -> None:
+        """Region ``region`` (made once) whose catalog lists ``urls`` by service type (public, internal
+        and admin), replacing that region's older entries; other regions' entries stay as they are."""
+        token = self.admin_token()
+        if region not in {r["id"] for r in self._api(token, "GET", "/regions")["regions"]}:
+            self._api(token, "POST", "/regions", {"region": {"id": region}})
+        for svc_type, url in urls.items():
+            sid = self._api(token, "GET", f"/services?type={svc_type}")["services"][0]["id"]
+            for ep in self._api(token, "GET", f"/endpoints?service_id={sid}&region_id={region}")["endpoints"]:
+                self._api(token, "DELETE", f"/endpoints/{ep['id']}")
+            for interface in ("public", "internal", "admin"):
+                self._api(
+                    token,
+                    "POST",
+                    "/endpoints",
+                    {
+                        "endpoint": {
+                            "service_id": sid,
+                            "interface": interface,
+                            "url": url,
+                            "region_id": region,
+                        }
+                    },
+                )
 
     # -- placement and glance ----------------------------------------------------------------------
 

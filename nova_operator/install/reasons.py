@@ -69,8 +69,9 @@ def _roles() -> list[Reason]:
                 f"WaitingFor{role}",
                 f"The Deployment of {what} is not available yet, or (during an upgrade) still rolling "
                 "out the new image, or its PriorityClass (`priorityClassName`) does not exist; the "
-                "message says which. A Deployment status change wakes the Nova; the upgrade and "
-                "PriorityClass cases poll every 10 s.",
+                "message says which, and names a pod of it that cannot start (its waiting reason and "
+                "image). A Deployment status change, or a pod that starts or stops being stuck, wakes the "
+                "Nova; the upgrade and PriorityClass cases poll every 10 s.",
                 f"`kubectl describe deployment` and its pods: image pull errors, unschedulable pods (check "
                 f"`spec.{field}.deployment` resources, nodeSelector, tolerations), a crash loop "
                 "(`kubectl logs`). It clears by itself once the pods are available.",
@@ -304,8 +305,11 @@ NOVA: Final[tuple[Reason, ...]] = (
         c.DATABASE_READY,
         "False",
         "DBSyncInProgress",
-        "The `{name}-db-sync` Job is running (first install, or a changed config/image).",
-        "Nothing; `kubectl logs job/<nova>-db-sync` shows its progress.",
+        "The `{name}-db-sync` Job is running (first install, or a changed config/image). A pod of it "
+        "that cannot start is named in the message with its waiting reason (`ErrImagePull`, "
+        "`CreateContainerConfigError`, ...) and image.",
+        "Nothing; `kubectl logs job/<nova>-db-sync` shows its progress. A named pod: `kubectl describe pod "
+        "<pod>` shows the kubelet's message (a missing image or Secret key).",
     ),
     _nova(
         c.DATABASE_READY,
@@ -355,15 +359,18 @@ NOVA: Final[tuple[Reason, ...]] = (
         "ExpandInProgress",
         "Upgrade phase `Expanding`: the `{name}-db-expand` Job runs the pre-flight `nova-status upgrade "
         "check` "
-        "and then the additive schema changes.",
-        "Nothing; watch `status.upgradePhase` and the `UpgradeCheckCompleted`/`UpgradeCheckWarnings` event.",
+        "and then the additive schema changes. A pod of the Job that cannot start is named in the message "
+        "(its waiting reason and image).",
+        "Nothing; watch `status.upgradePhase` and the `UpgradeCheckCompleted`/`UpgradeCheckWarnings` event. "
+        "A named pod in `ErrImagePull`: the new release's image cannot be pulled (`kubectl describe pod`).",
     ),
     _nova(
         c.DATABASE_READY,
         "False",
         "MigrateInProgress",
-        "Upgrade phase `Migrating`: the `{name}-db-migrate` Job runs the online data migrations.",
-        "Nothing.",
+        "Upgrade phase `Migrating`: the `{name}-db-migrate` Job runs the online data migrations. A pod "
+        "of the Job that cannot start is named in the message (its waiting reason and image).",
+        "Nothing, unless a pod is named: `kubectl describe pod <pod>`.",
     ),
     _nova(
         c.DATABASE_READY,
@@ -378,7 +385,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         c.DATABASE_READY,
         "False",
         "ContractInProgress",
-        "Upgrade phase `Contracting`: the `{name}-db-contract` Job removes what the old release needed.",
+        "Upgrade phase `Contracting`: the `{name}-db-contract` Job removes what the old release needed. A "
+        "pod of the Job that cannot start is named in the message (its waiting reason and image).",
         "Nothing; an abort is no longer guaranteed safe from here.",
     ),
     _nova(
@@ -424,7 +432,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "WaitingForDeployment",
         "The compute API Deployment is not available yet, its PriorityClass "
         "(`spec.api.deployment.priorityClassName`) does not exist, or (during an upgrade) it waits for every "
-        "role to roll out before the contract. Polls every 10 s.",
+        "role to roll out before the contract. Polls every 10 s. A pod of the Deployment (or, before the "
+        "contract, of a role) that cannot start is named with its waiting reason and image.",
         "`kubectl describe deployment <nova>`: pods pending, image pull errors, failing probes on port 8774.",
     ),
     # -- DBArchiveReady -----------------------------------------------------------------------
@@ -850,7 +859,8 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         c.DAEMONSET_READY,
         "False",
         "DaemonSetProgressing",
-        "The DaemonSet is not rolled out on every planned node yet.",
+        "The DaemonSet is not rolled out on every planned node yet. A pod of it that cannot start is named "
+        "with its waiting reason and image (a pod event wakes the pool).",
         "`kubectl rollout status daemonset/<name>`; with `updateStrategy: OnDelete` delete the old pods "
         "yourself.",
     ),

@@ -157,7 +157,7 @@ ACCESS: tuple[Access, ...] = (
     Access(RABBITMQ_CLUSTERS, READ),
     Access(SECRET_STORES, ("get", "list", "watch")),
     Access(CLUSTER_SECRET_STORES, ("get", "list", "watch")),
-    Access(PODS, ("list",)),
+    Access(PODS, ("list", "watch")),  # the label-selected informer of the operator's own pods
     Access(PRIORITY_CLASSES, ("get",)),
     Access(NODES, ("get", "list", "watch")),
     Access(EVENTS, ("create", "patch")),

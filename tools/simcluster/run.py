@@ -31,6 +31,7 @@ from simcluster.platform.launch import SimHandle, launch
 from simcluster.platform.operator import PROGRAM, operator_argv
 from simcluster.platform.process import ManagedProcess
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
+from simcluster.realtier.release_images import ReleaseImages, supported
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -120,7 +121,16 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *,
             f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
             f"nova-system:nova-operator (log: {operator.log})"
         )
-        return _follow(handle, operator, stop, t0, metrics)
+        images = None
+        if real:  # the other releases' images, for an upgrade of the sample: built now, in the background
+            images = ReleaseImages.start(handle, [r for r in supported() if r != _sample_release()])
+            if images.process is not None:
+                print(
+                    f"building the nova images of {', '.join(images.releases)} in the background "
+                    f"(log: {images.process.log}); until they are served a pod of those releases waits in "
+                    "ErrImagePull, and the Nova's condition names it"
+                )
+        return _follow(handle, operator, stop, t0, metrics, images)
     finally:
         print("stopping ...", flush=True)
         handle.stop()
@@ -175,7 +185,12 @@ def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[
 
 
 def _follow(
-    handle: SimHandle, operator: ManagedProcess, stop: threading.Event, t0: float, metrics: int
+    handle: SimHandle,
+    operator: ManagedProcess,
+    stop: threading.Event,
+    t0: float,
+    metrics: int,
+    images: ReleaseImages | None = None,
 ) -> int:
     """Print every condition change of the samples until Ctrl-C; once both are Ready, how to look."""
     c = handle.cluster
@@ -185,6 +200,8 @@ def _follow(
         if not operator.alive:
             print(f"the operator exited; the tail of its log:\n{operator.output(4000)}", file=sys.stderr)
             return 1
+        if images is not None and (line := images.poll()) is not None:
+            print(f"  {time.monotonic() - t0:6.1f}s  {line}", flush=True)
         all_ready = True
         for plural, name in WATCHED:
             conds = _conditions(handle, plural, name)

@@ -37,6 +37,7 @@ from nova_operator.kube.resources import (
     ResourceRef,
 )
 from nova_operator.kube.types import Object
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.compute.context import (
     COMPONENT,
     NOVA_REF_INDEX,
@@ -73,7 +74,9 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     f"{NOVACOMPUTES}/finalizers": ("update",),
     str(NOVAS): ("get", "list", "watch"),
     str(NODES): ("get", "list", "watch"),  # the optional informer; uncached reads until it synced
-    str(PODS): ("list",),
+    # listed uncached by the Services step; watched (label-selected, waiting reasons only) so the
+    # DaemonSet and discovery steps name a pod that cannot start (``stuck_pods``)
+    str(PODS): ("list", "watch"),
     str(DAEMONSETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(CONFIGMAPS): ("get", "list", "watch", "create", "delete"),
     # the contract and spec.secretConfig read; mirrors reaped; {cr}-nova-compute-secret-config applied
@@ -313,6 +316,20 @@ def waiting_pools(lister: PoolLister) -> Callable[[Object], Iterable[Request]]:
     return mapper
 
 
+def pod_pools(pools: Cache, lister: PoolLister) -> Callable[[Object], Iterable[Request]]:
+    """A pod that starts or stops being stuck: its pool (a DaemonSet pod), or the pools waiting on the
+    Nova's discover-hosts Job (one of that Job's pods)."""
+    own = stuck_pods.by_instance(pools, compute_pool.labels("")[naming.MANAGED_BY_LABEL])
+    discovery = waiting_pools(lister)
+
+    def mapper(pod: Object) -> Iterable[Request]:
+        if (_meta(pod).get("labels") or {}).get(naming.COMPONENT_LABEL) == compute_pool.DISCOVER_HOSTS:
+            return discovery(pod)
+        return own(pod)
+
+    return mapper
+
+
 def pools_of_node(pools: Cache) -> Callable[[Object], Iterable[Request]]:
     """The pools a Node's event concerns: those whose nodeSelector its labels match, or that hold it."""
 
@@ -351,6 +368,8 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         JOBS, label_selector=f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}", keep=JOB_FIELDS
     )
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
+    # the operator's own pods (shared with the Nova controller), their waiting reasons only
+    pods = manager.informer(PODS, label_selector=stuck_pods.SELECTOR, keep=stuck_pods.KEPT)
     novas = manager.informer(NOVAS)
     if COMPUTE_READS_INDEX not in novas.cache._index_funcs:
         novas.cache.add_index(COMPUTE_READS_INDEX, _compute_reads)
@@ -365,6 +384,7 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
         CONFIGMAPS: config_maps.cache,
         NOVAS: novas.cache,
         SECRETS: contracts.cache,
+        PODS: pods.cache,
     }
 
     def cached(ref: ResourceRef, namespace: str, name: str) -> Object | None:
@@ -439,4 +459,5 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     ctl.watch_mapped(nodes, pools_of_node(pools.cache), node_relabelled)
     # the Nova's discover-hosts Job (shared with the Nova controller's informer of its children)
     ctl.watch_mapped(jobs, waiting_pools(lister), discovery_changed)
+    ctl.watch_mapped(pods, pod_pools(pools.cache, lister), stuck_pods.EVENTS)
     return ctl

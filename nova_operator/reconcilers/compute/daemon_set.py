@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from nova_operator import apply, conditions, ownership
+from nova_operator.decisions import pod_start
 from nova_operator.kube import errors
 from nova_operator.kube.owners import controlled_by
-from nova_operator.kube.resources import DAEMONSETS
+from nova_operator.kube.resources import DAEMONSETS, PODS
 from nova_operator.ownership import CHILD_OWNED_BY_ANOTHER
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
@@ -94,12 +96,13 @@ async def reconcile_daemon_set(p: ComputePass) -> Result:
     p.status["desiredNumberScheduled"] = desired_count
     p.status["numberReady"] = ready_count
     if not rolled_out(live):
-        p.set(
-            COND,
-            False,
-            "DaemonSetProgressing",
-            f"Waiting for the nova-compute DaemonSet: {ready_count} of {desired_count} nodes run a ready pod",
+        waiting = (
+            f"Waiting for the nova-compute DaemonSet: {ready_count} of {desired_count} nodes run a ready pod"
         )
+        # a pod of this DaemonSet the kubelet cannot start is named (``decisions.pod_start``)
+        listed = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name)) or []
+        pods = stuck_pods.owned_by(listed, (live.get("metadata") or {}).get("uid"))
+        p.set(COND, False, "DaemonSetProgressing", pod_start.annotate(waiting, pods))
         return Result()  # not a wait on an input: aggregates and the drain go on
     p.status["installedImage"] = p.image
     p.set(

@@ -23,11 +23,12 @@ from datetime import datetime
 from typing import Any
 
 from nova_operator import apply, naming, ownership
-from nova_operator.decisions import readiness
+from nova_operator.decisions import pod_start, readiness
 from nova_operator.kube import errors
 from nova_operator.kube.owners import with_owner
-from nova_operator.kube.resources import DEPLOYMENTS, JOBS
+from nova_operator.kube.resources import DEPLOYMENTS, JOBS, PODS
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
 
@@ -58,6 +59,12 @@ def _failure_message(job: dict[str, Any]) -> str:
     return "failed"
 
 
+def _pods(p: ComputePass, nova_name: str, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cached pods of the discovery Job (its template's labels, then its UID as their owner)."""
+    listed = p.listed(PODS, p.namespace, naming.labels(nova_name, compute_pool.DISCOVER_HOSTS)) or []
+    return stuck_pods.owned_by(listed, (job.get("metadata") or {}).get("uid"))
+
+
 async def discover(p: ComputePass, hosts: list[str]) -> str:
     if p.nova is None:
         raise HostDiscoveryError("the NovaRef step did not resolve the Nova")
@@ -76,7 +83,7 @@ async def discover(p: ComputePass, hosts: list[str]) -> str:
             return f"a Job {name} that is not the Nova's is in the way ({who}); it is left alone"
         state = readiness.job_state(job)
         if state is readiness.JobState.RUNNING:
-            return f"discovery Job {name} is running"
+            return pod_start.annotate(f"discovery Job {name} is running", _pods(p, nova_name, job))
         word = "failed" if state is readiness.JobState.FAILED else "finished"
         ended = _finished_at(job, state)
         left = p.settings.intervals.discovery_grace - (p.now - ended).total_seconds() if ended else 0.0

@@ -42,6 +42,7 @@ from nova_operator.kube.resources import (
     USERS,
     ResourceRef,
 )
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.nova import cache_fields
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.reconciler import NovaReconciler
@@ -55,6 +56,7 @@ from nova_operator.reconcilers.nova.secret_reads import (
     reads,
     secret_refs,
 )
+from nova_operator.renderers import compute_pool
 from nova_operator.runtime.cache import Bound, Cache
 from nova_operator.runtime.controller import Controller
 from nova_operator.runtime.held import HeldWrites
@@ -143,7 +145,9 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(RABBITMQ_CLUSTERS): ("get", *_WATCH),
     str(SECRET_STORES): ("get", *_WATCH),
     str(CLUSTER_SECRET_STORES): ("get", *_WATCH),
-    str(PODS): ("list",),
+    # listed uncached by the service-record and cells reads; watched (label-selected, status reasons
+    # only) so a step names a pod of its Job or Deployment that cannot start (``stuck_pods``)
+    str(PODS): _WATCH,
     str(PRIORITY_CLASSES): ("get",),
     str(EVENTS): ("create", "patch"),
 }
@@ -361,6 +365,8 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         secrets.follow(informers[NOVAS])
         informers[NOVAS].add_handler(Narrower(secrets, clusters))
         informers[SECRETS] = secrets
+        # the operator's own pods, their waiting reasons only: a step names one that cannot start
+        informers[PODS] = manager.informer(PODS, label_selector=stuck_pods.SELECTOR, keep=stuck_pods.KEPT)
         for ref in store_kinds(opts):  # the user's own stores: no label filter
             informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))
         reconciler = NovaReconciler(
@@ -386,6 +392,10 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
             )
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
         ctl.watch_mapped(informers[JOBS], _archive_job_mapper(novas), *_child_events(JOBS))
+        # a pod that starts or stops being stuck (the discover-hosts Job's are the pools' concern)
+        skip = compute_pool.DISCOVER_HOSTS
+        mapper = stuck_pods.by_instance(novas, naming.MANAGED_BY, skip_component=skip)
+        ctl.watch_mapped(informers[PODS], mapper, stuck_pods.EVENTS)
         for ref in store_kinds(opts):
             ctl.watch_mapped(informers[ref], _store_mapper(novas, ref.kind))
         if watches_rabbitmq(opts):

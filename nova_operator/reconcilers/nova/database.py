@@ -28,12 +28,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from nova_operator import conditions, intervals, ownership
-from nova_operator.decisions import cells, releases
+from nova_operator.decisions import cells, pod_start, releases
 from nova_operator.decisions.readiness import JobState, custom_resource_ready, job_state
 from nova_operator.kube.errors import Conflict
 from nova_operator.kube.owners import controller_uid, owner_reference, with_owner
 from nova_operator.kube.resources import JOBS, MARIADBS, NOVAS, PODS, ref_for
 from nova_operator.pipeline import all_in_order
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.claims import Claim, job_uid_annotation, record_claims
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.priority import jobs_priority_field, missing_priority_class
@@ -210,6 +211,11 @@ async def run_job(
     return state, observed
 
 
+def job_running(ctx: PassContext, message: str, job: Mapping[str, Any] | None) -> str:
+    """``message``, naming a pod of ``job`` that cannot start (``decisions.pod_start``) if one is."""
+    return pod_start.annotate(message, stuck_pods.of_owner(ctx.caches.get(PODS), job))
+
+
 def _job_failure(job: Mapping[str, Any]) -> str:
     for c in (job.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Failed" and c.get("status") == "True":
@@ -301,7 +307,7 @@ async def db_sync(ctx: PassContext) -> Result:
     else:
         await record_job_metrics(ctx, observed)
     if state is None:
-        return _wait(ctx, DB_SYNC_IN_PROGRESS, "db_sync job is running")
+        return _wait(ctx, DB_SYNC_IN_PROGRESS, job_running(ctx, "db_sync job is running", observed))
     assert observed is not None
     if state is JobState.FAILED:
         message = f"db_sync job failed: {_job_failure(observed)}"

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from nova_operator import conditions, intervals, naming
+from nova_operator.decisions import pod_start
 from nova_operator.decisions.readiness import JobState, job_state
 from nova_operator.kube.owners import controller_uid
-from nova_operator.kube.resources import CRONJOBS, JOBS, NOVAS
+from nova_operator.kube.resources import CRONJOBS, JOBS, NOVAS, PODS
 from nova_operator.naming import Component
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.claims import Claim, record_claims
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.priority import jobs_priority_field, missing_priority_class
@@ -33,14 +35,29 @@ RETENTION_REDUCED: Final = "DBArchiveRetentionReduced"
 CONFIG_ERROR: Final = "ConfigError"  # the spec names what cannot be rendered (a missing PriorityClass)
 
 
-def _newest_terminal(ctx: PassContext, cronjob_uid: str) -> dict[str, Any] | None:
+def _runs(ctx: PassContext, cronjob_uid: str, *, running: bool) -> list[dict[str, Any]]:
+    """The CronJob's runs still running (``running``) or terminal, oldest first."""
     runs = [
         j
         for j in ctx.caches[JOBS].list(ctx.namespace, naming.labels(ctx.name, Component.DB_ARCHIVE))
-        if controller_uid(j) == cronjob_uid and job_state(j) is not JobState.RUNNING
+        if controller_uid(j) == cronjob_uid and (job_state(j) is JobState.RUNNING) is running
     ]
     runs.sort(key=lambda j: (j["metadata"].get("creationTimestamp") or "", j["metadata"]["name"]))
+    return runs
+
+
+def _newest_terminal(ctx: PassContext, cronjob_uid: str) -> dict[str, Any] | None:
+    runs = _runs(ctx, cronjob_uid, running=False)
     return runs[-1] if runs else None
+
+
+def _stuck_run(ctx: PassContext, cronjob_uid: str) -> str:
+    """ "; the running Job J: pod P cannot start: ..." for the newest running run whose pod cannot start."""
+    for run in reversed(_runs(ctx, cronjob_uid, running=True)):
+        stuck = pod_start.first_stuck(stuck_pods.of_owner(ctx.caches.get(PODS), run))
+        if stuck is not None:
+            return f"; the running Job {run['metadata']['name']}: {stuck}"
+    return ""
 
 
 def retention_days(cronjob: Mapping[str, Any] | None) -> int | None:
@@ -98,6 +115,7 @@ async def reconcile_db_archive(ctx: PassContext) -> Result:
         ctx.set(CONDITION, False, JOB_FAILED, message)
         await ctx.emit("Warning", JOB_FAILED, message)
     else:
+        stuck = _stuck_run(ctx, str(cronjob["metadata"].get("uid", "")))  # a run whose pod cannot start
         window = f", rows older than {settings.retention_days} days" if settings.retention_days else ""
         if settings.purge_after_days is not None:
             window += f"; then purges shadow rows deleted more than {settings.purge_after_days} days ago"
@@ -106,7 +124,7 @@ async def reconcile_db_archive(ctx: PassContext) -> Result:
             True,
             SCHEDULED,
             f"db-archive runs on schedule {settings.schedule}, "
-            f"up to {settings.max_rows} rows per batch{window}",
+            f"up to {settings.max_rows} rows per batch{window}{stuck}",
         )
 
     def record(state: JobState, seconds: float) -> None:

@@ -28,6 +28,7 @@ mutates the in-memory status; the pass writes it once at the end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
@@ -180,6 +181,9 @@ async def _run_phase(ctx: PassContext, decision: Decision) -> Result:
     after = upgrade.after_job(
         view_of(ctx), outcome, job_name=desired["metadata"]["name"], error=_failure(observed)
     )
+    if outcome is JobOutcome.NOT_DONE and after.condition is not None:  # name a pod that cannot start
+        message = database.job_running(ctx, after.condition.message, observed)
+        after = dataclasses.replace(after, condition=dataclasses.replace(after.condition, message=message))
     return await apply(ctx, after)
 
 

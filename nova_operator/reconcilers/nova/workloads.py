@@ -14,14 +14,16 @@ from __future__ import annotations
 from typing import Final
 
 from nova_operator import conditions, intervals, naming
+from nova_operator.decisions import pod_start
 from nova_operator.decisions.readiness import (
     deployment_available,
     deployment_rolled_out,
     first_container_image,
 )
-from nova_operator.kube.resources import DEPLOYMENTS, SERVICES
+from nova_operator.kube.resources import DEPLOYMENTS, PODS, SERVICES
 from nova_operator.naming import Component
 from nova_operator.pipeline import all_in_order
+from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.priority import missing_priority_class
 from nova_operator.renderers import service, workload
@@ -62,13 +64,16 @@ async def reconcile_role(ctx: PassContext, component: Component) -> Result:
         applies.append(ctx.ensure(service.service(ctx.nova, component)))
     live = (await all_in_order(*applies))[0]  # the Service needs nothing of the Deployment: sent at once
     name = live["metadata"]["name"]
+    pods = stuck_pods.of_deployment(ctx.caches.get(PODS), live)  # one that cannot start is named
     if ctx.status.get("upgradePhase") == "RollingUpdate" and not (
         deployment_rolled_out(live) and first_container_image(live) == workload.image_ref(ctx.nova)
     ):
-        ctx.set(condition, False, waiting, f"Deployment {name} is rolling out the upgraded image")
+        message = pod_start.annotate(f"Deployment {name} is rolling out the upgraded image", pods)
+        ctx.set(condition, False, waiting, message)
         return Result(requeue_after=intervals.DEPLOYMENT_POLL)
     if not deployment_available(live):
-        ctx.set(condition, False, waiting, f"Deployment {name} is not available yet")
+        message = pod_start.annotate(f"Deployment {name} is not available yet", pods)
+        ctx.set(condition, False, waiting, message)
         return Result()
     ctx.set(condition, True, ready, f"Deployment {name} is available")
     return Result()

@@ -69,3 +69,44 @@ def _cmdline(proc: pathlib.Path) -> bytes:
         return (proc / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_an_image_added_later_starts_the_pod_that_waited_for_it(
+    control_plane: ControlPlane, image: Image, tmp_path: pathlib.Path
+) -> None:
+    """``make run`` serves the other releases' images once built (issue 37 item 5): until then the pod
+    waits in ErrImagePull, then it starts at its next try, with nothing else done."""
+    kube = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    node = f"standin-late-{uuid.uuid4().hex[:6]}"
+    later = "sim.local/built-later:1"
+    standin = KubeletThread(
+        control_plane.server,
+        control_plane.admin_token,
+        control_plane.ca_file,
+        [node],
+        {IMAGE: image},
+        tmp_path / "kubelet",
+        network=claim_pod_network(),
+    ).start()
+    path = f"/api/v1/namespaces/default/pods/{node}"
+    try:
+        kube.post(
+            "/api/v1/namespaces/default/pods",
+            {
+                "metadata": {"name": node},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": "c", "image": later, "command": ["sleep", "300"]}],
+                },
+            },
+        )
+
+        def waiting() -> str:
+            statuses = kube.get(path)["status"].get("containerStatuses") or [{}]
+            return str(((statuses[0].get("state") or {}).get("waiting") or {}).get("reason") or "")
+
+        kube.wait(lambda: waiting() == "ErrImagePull", 30, "the pod waiting in ErrImagePull")
+        standin.add_images({later: image})
+        kube.wait(lambda: kube.get(path)["status"].get("phase") == "Running", 30, "the pod Running")
+    finally:
+        standin.stop(remove_nodes=True)

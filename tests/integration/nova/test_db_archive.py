@@ -1,5 +1,6 @@
 """The DBArchive step (``DBArchiveReady``) on the real API server: a suspended CronJob, and the
-upstream webhook's warning on a lowered or removed retention window, as an event once.
+upstream webhook's warning on a lowered or removed retention window, as an event once; a running
+archive Job whose pod cannot start, named.
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from nova_operator import conditions
 from nova_operator.kube import Kube
 from nova_operator.kube.resources import (
     CRONJOBS,
+    JOBS,
     NOVAS,
+    PODS,
 )
 from nova_operator.reconcilers.nova import (
     db_archive,
@@ -20,6 +23,7 @@ from tests.integration.nova.reasons_kit import (
     with_config,
 )
 from tests.integration.nova.requests import Recorder
+from tests.integration.stuck_pod import SECRET, owner_of, stuck_pod
 
 
 async def test_a_suspended_archive_is_db_archive_suspended(
@@ -70,3 +74,51 @@ async def test_a_lowered_or_removed_retention_window_is_warned_once(
             "from now on",
         ),
     ]
+
+
+async def test_a_running_archive_job_whose_pod_cannot_start_is_named(
+    admin: Kube, ours: Recorder, namespace: str
+) -> None:
+    """Issue 37 item 5: the CronJob's newest running Job, its pod stuck, is named in the message."""
+    nova = await stored_nova(admin, namespace)
+    ctx = await with_config(make_ctx(ours, nova))
+    await db_archive.reconcile_db_archive(ctx)
+    scheduled = reason(ctx, conditions.DB_ARCHIVE_READY)
+    cronjob = await admin.get(CRONJOBS, "nova-db-archive", namespace)
+    template = cronjob["spec"]["jobTemplate"]
+    run = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "nova-db-archive-29400000",
+            "labels": template["metadata"]["labels"],
+            "ownerReferences": [{**owner_of(cronjob), "controller": True}],
+        },
+        "spec": template["spec"],
+    }
+    job = await admin.create(JOBS, run, namespace)
+    image = template["spec"]["template"]["spec"]["containers"][0]["image"]
+    pod_labels = template["spec"]["template"]["metadata"]["labels"]
+    await stuck_pod(
+        admin,
+        namespace,
+        "nova-db-archive-29400000-q8v4c",
+        labels=pod_labels,
+        owner=owner_of(job),
+        reason="ErrImagePull",
+        image=image,
+    )
+    caches = {}
+    for ref in (CRONJOBS, JOBS, PODS):
+        caches[ref] = Cache(str(ref))
+        for obj in (await admin.list(ref, namespace))["items"]:
+            caches[ref].upsert(obj)
+    ctx = await with_config(make_ctx(ours, nova, caches=caches))
+    await db_archive.reconcile_db_archive(ctx)
+    status, why, message = reason(ctx, conditions.DB_ARCHIVE_READY)
+    assert (status, why) == ("True", "DBArchiveScheduled")  # the spec's reason: a run is not a failure
+    assert message == (
+        f"{scheduled[2]}; the running Job nova-db-archive-29400000: pod nova-db-archive-29400000-q8v4c "
+        f"cannot start: ErrImagePull (image {image})"
+    )
+    assert SECRET not in message

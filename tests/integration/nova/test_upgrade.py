@@ -33,6 +33,7 @@ from nova_operator.runtime.echoes import OwnWrites
 from nova_operator.runtime.request import Request, Result
 from tests.integration.nova.passes import Emitted, make_ctx
 from tests.integration.nova.requests import Recorder
+from tests.integration.stuck_pod import SECRET, owner_of, stuck_pod
 
 SAMPLE = Path(__file__).resolve().parents[2] / "unit" / "renderers" / "fixtures" / "minimal.yaml"
 NEW = "ghcr.io/c5c3/nova:2026.2"
@@ -75,7 +76,7 @@ class Env:
     async def context(self) -> PassContext:
         obj = await self.admin.get(NOVAS, "nova", self.ns)
         caches = {}
-        for ref in (JOBS, DEPLOYMENTS):
+        for ref in (JOBS, DEPLOYMENTS, PODS):
             cache = Cache(str(ref))
             for o in (await self.admin.list(ref, self.ns))["items"]:
                 cache.upsert(o)
@@ -282,6 +283,34 @@ async def test_a_full_upgrade_through_the_glue(env: Env) -> None:
     STEADY_CALLS.clear()
     assert await env.run() == Result()  # the next pass is the steady db-sync path
     assert STEADY_CALLS == ["nova"]
+
+
+async def test_an_expand_pod_that_cannot_pull_its_image_is_named_in_the_phase_condition(env: Env) -> None:
+    """Issue 37 item 5: "Expand phase running" for minutes said nothing of an ErrImagePull."""
+    await in_phase(env, "Expanding")
+    await env.run()  # creates the expand Job
+    expand = await env.job("db-expand")
+    assert expand is not None
+    labels = expand["spec"]["template"]["metadata"]["labels"]
+    await stuck_pod(
+        env.admin,
+        env.ns,
+        "nova-db-expand-x7k2p",
+        labels=labels,
+        owner=owner_of(expand),
+        reason="ErrImagePull",
+        image=NEW,
+    )
+    assert await env.run() == Result(requeue_after=30.0)
+    c = next(c for c in env.status["conditions"] if c["type"] == "DatabaseReady")
+    assert (c["status"], c["reason"]) == ("False", "ExpandInProgress")
+    assert c["message"].startswith("Expand phase running (nova-db-expand): ")
+    assert c["message"].endswith(f": pod nova-db-expand-x7k2p cannot start: ErrImagePull (image {NEW})")
+    assert SECRET not in str(env.obj)
+    # the same state on the next pass: the same message, so no status write
+    rv = env.obj["metadata"]["resourceVersion"]
+    assert await env.run() == Result(requeue_after=30.0)
+    assert env.obj["metadata"]["resourceVersion"] == rv
 
 
 @pytest.mark.parametrize(

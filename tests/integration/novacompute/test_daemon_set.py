@@ -1,5 +1,6 @@
 """The DaemonSet step on the real API server: what the applied DaemonSet carries (grace period, pull
-policy), its rollout, a refusal and a DaemonSet of another owner (novacompute-crd.md §9). Every
+policy), its rollout (and a pod of it that cannot start), a refusal and a DaemonSet of another owner
+(novacompute-crd.md §9). Every
 DaemonSet is written by server-side apply to kube-apiserver and read back from it."""
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import pytest
 
 from nova_operator import cli, conditions, controllers
 from nova_operator.kube import errors
-from nova_operator.kube.resources import DAEMONSETS, NOVAS
+from nova_operator.kube.resources import DAEMONSETS, NOVAS, PODS
 from nova_operator.kube.types import Object
 from nova_operator.models.novacompute import NovaComputeImageSpec
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.reconcilers.compute.daemon_set import reconcile_daemon_set
 from nova_operator.renderers import compute_pool
+from nova_operator.runtime.cache import Cache
 from tests.integration.novacompute.passes import CONTRACT, Stage
+from tests.integration.stuck_pod import SECRET, owner_of, stuck_pod
 
 pytestmark = pytest.mark.integration
 DS = compute_pool.daemonset_name("pool")
@@ -162,3 +165,35 @@ async def test_a_daemonset_of_another_owner_is_child_owned_by_another_and_left_a
     assert "ownerReferences" not in (await live(stage))["metadata"]
     await reconcile_daemon_set(await daemonset_pass(stage, cr=p.cr))
     assert [r["uid"] for r in (await live(stage))["metadata"]["ownerReferences"]] == [p.cr["metadata"]["uid"]]
+
+
+async def test_a_pool_pod_that_cannot_start_is_named_while_the_rollout_waits(stage: Stage) -> None:
+    """Issue 37 item 5: DaemonSetProgressing names the pool's pod the kubelet gave up on, not another's."""
+    p = await daemonset_pass(stage)
+    await reconcile_daemon_set(p)
+    ds = await live(stage)
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    await stuck_pod(
+        stage.admin,
+        stage.ns,
+        f"{DS}-7kq2w",
+        labels=labels,
+        owner=owner_of(ds),
+        reason="CrashLoopBackOff",
+        image="ghcr.io/c5c3/nova:2025.2",
+    )
+    other = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DS, "uid": "an-earlier-daemonset"}
+    await stuck_pod(stage.admin, stage.ns, f"{DS}-0aaaa", labels=labels, owner=other, reason="ErrImagePull")
+    pods = Cache(str(PODS))
+    for obj in (await stage.admin.list(PODS, stage.ns))["items"]:
+        pods.upsert(obj)
+    p = await daemonset_pass(stage, cr=p.cr)
+    p.listed = lambda ref, ns, selector: pods.list(ns, selector) if ref == PODS else None
+    assert (await reconcile_daemon_set(p)).requeue_after is None
+    status, why, message = reason(p)
+    assert (status, why) == ("False", "DaemonSetProgressing")
+    assert message == (
+        "Waiting for the nova-compute DaemonSet: 0 of 0 nodes run a ready pod: "
+        f"pod {DS}-7kq2w cannot start: CrashLoopBackOff (image ghcr.io/c5c3/nova:2025.2)"
+    )
+    assert SECRET not in message

@@ -3,20 +3,27 @@
 The Job's state machine is the spec's (§15): a finished Job is left alone for 30 s after its terminal
 condition, then deleted, and the next pass creates a new one. What changed is only when that next
 pass comes: at the grace's end when it is sooner than the 10 s poll, 1 s after the delete. The Job
-and its conditions are stored by kube-apiserver; the pass's clock is the stage's ``NOW``.
+and its conditions are stored by kube-apiserver; the pass's clock is the stage's ``NOW``. A running
+Job whose pod cannot start is named in the step's note (issue 37 item 5).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
 
-from nova_operator.kube.resources import JOBS
+from nova_operator import naming
+from nova_operator.kube.resources import JOBS, PODS, ResourceRef
+from nova_operator.kube.types import Object
 from nova_operator.reconcilers.compute import host_discovery
-from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings
+from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettings, Listing
+from nova_operator.renderers import compute_pool
+from nova_operator.runtime.cache import Cache
 from nova_operator.secret_refs import SecretRefPolicy
 from tests.integration.novacompute.passes import NOW, Stage
+from tests.integration.stuck_pod import SECRET, owner_of, stuck_pod
 
 JOB = "nova-discover-hosts"
 
@@ -105,3 +112,43 @@ async def test_the_discovery_job_mounts_the_novas_checked_copy_with_the_flag_and
     assert {s["secret"]["name"] for s in volume["projected"]["sources"]} == mounted
     files = [i["path"] for s in volume["projected"]["sources"] for i in s["secret"]["items"]]
     assert files == ["ca.crt", "tls.crt", "tls.key"]
+
+
+def listing(cache: Cache) -> Listing:
+    """The pass's cached listing, over ``cache`` for pods (the controller's ``listed``)."""
+
+    def listed(ref: ResourceRef, namespace: str, labels: Mapping[str, str]) -> list[Object] | None:
+        return cache.list(namespace, labels) if ref == PODS else None
+
+    return listed
+
+
+async def test_a_running_job_whose_pod_cannot_start_names_it(stage: Stage) -> None:
+    """Issue 37 item 5: the ServicesReady note names the discovery pod the kubelet gave up on."""
+    p = await waiting_on(stage, None)
+    job = await stage.admin.get(JOBS, JOB, stage.ns)
+    labels = naming.labels("nova", compute_pool.DISCOVER_HOSTS)
+    await stuck_pod(
+        stage.admin,
+        stage.ns,
+        "nova-discover-hosts-m2x7d",
+        labels=labels,
+        owner=owner_of(job),
+        reason="InvalidImageName",
+        image="ghcr.io/C5C3/nova:2026.1",
+    )
+    # a pod of the same labels another Job (a replaced one) owns is not this Job's
+    gone = {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": "replaced-job-uid"}
+    await stuck_pod(
+        stage.admin, stage.ns, "nova-discover-hosts-0aaaa", labels=labels, owner=gone, reason="ErrImagePull"
+    )
+    pods = Cache(str(PODS))
+    for obj in (await stage.admin.list(PODS, stage.ns))["items"]:
+        pods.upsert(obj)
+    p.listed = listing(pods)
+    note = await host_discovery.discover(p, ["n1"])
+    assert note == (
+        f"discovery Job {JOB} is running: pod nova-discover-hosts-m2x7d cannot start: InvalidImageName "
+        "(image ghcr.io/C5C3/nova:2026.1)"
+    )
+    assert SECRET not in note

@@ -88,6 +88,18 @@ class KubeletThread:
 
         self._call(_alias())
 
+    def add_images(self, images: Mapping[str, Image]) -> None:
+        """Serve ``images`` from now on: a container waiting in ``ErrImagePull`` for one of them starts
+        at its next try (every ``pod.RETRY`` seconds); one already served keeps its tree."""
+        assert self.kubelet is not None
+        kubelet = self.kubelet
+
+        async def _add() -> None:
+            for name, image in images.items():
+                kubelet.images.setdefault(name, image)
+
+        self._call(_add())
+
     def stop(self, *, remove_nodes: bool = False) -> None:
         if not self._thread.is_alive():
             return

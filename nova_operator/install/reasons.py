@@ -151,6 +151,24 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SECRETS_READY,
         "False",
+        "WaitingForMessagingClientCert",
+        "`spec.messaging.tls.clientCertSecretRef` is set and its Secret is missing or lacks `tls.crt` or "
+        "`tls.key`. Requeue 15 s.",
+        "Create the client certificate Secret (a cert-manager Certificate's Secret has both keys), or "
+        "remove `clientCertSecretRef`.",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "WaitingForCacheTLS",
+        "`spec.cache.tls` is set and the Secret of `caBundleSecretRef` (key default `ca.crt`) or of "
+        "`clientCertSecretRef` (`tls.crt` and `tls.key`) is missing or lacks its keys; the message names "
+        "which. Requeue 15 s.",
+        "Create the Secret the message names, or remove `spec.cache.tls`.",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
         "WaitingForMessagingCredentials",
         "The RabbitmqCluster of `spec.messaging.clusterRef` is missing, not Ready yet, or its default-user "
         "Secret (named by its status) is missing or incomplete; or the Secret of `spec.messaging.secretRef` "

@@ -1,5 +1,5 @@
-"""What a Nova pod reads: credentials as env from their Secrets, the database TLS and RabbitMQ CA
-volumes, the config volume."""
+"""What a Nova pod reads: credentials as env from their Secrets, the database TLS, RabbitMQ TLS and
+memcached TLS volumes, the config volume."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from typing import Any
 
 from nova_operator.models.common import (
     DatabaseSpec,
+    SecretRefSpec,
 )
 from nova_operator.models.nova import Nova
+from nova_operator.renderers.novaconf import CACHE_TLS_DIR, RABBIT_CLIENT_DIR
 
 Manifest = dict[str, Any]
 
@@ -108,20 +110,55 @@ def db_tls_volumes(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
     return volumes, mounts
 
 
+def _client_cert_source(ref: SecretRefSpec) -> Manifest:
+    """The projection of a client certificate Secret's ``tls.crt`` and ``tls.key`` (as the database's)."""
+    return {
+        "secret": {
+            "name": ref.name,
+            "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
+        }
+    }
+
+
 def rabbit_ca_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the broker's CA bundle and, under mutual TLS, of the client certificate."""
     tls = nova.spec.messaging.tls
     if tls is None:
         return [], []
     ref = tls.ca_bundle_secret_ref
-    volume = {
-        "name": "rabbitmq-ca",
-        "secret": {
-            "secretName": ref.name,
-            "defaultMode": 0o444,
-            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
-        },
-    }
-    return [volume], [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+    volumes: list[Manifest] = [
+        {
+            "name": "rabbitmq-ca",
+            "secret": {
+                "secretName": ref.name,
+                "defaultMode": 0o444,
+                "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
+            },
+        }
+    ]
+    mounts: list[Manifest] = [{"name": "rabbitmq-ca", "mountPath": RABBIT_CA_DIR, "readOnly": True}]
+    if tls.client_cert_secret_ref is not None:
+        sources = [_client_cert_source(tls.client_cert_secret_ref)]
+        volumes.append(
+            {"name": "rabbitmq-client-tls", "projected": {"defaultMode": 0o400, "sources": sources}}
+        )
+        mounts.append({"name": "rabbitmq-client-tls", "mountPath": RABBIT_CLIENT_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def cache_tls_volume(nova: Nova) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of ``spec.cache.tls``: its CA bundle as ``ca.crt`` and the client certificate."""
+    tls = nova.spec.cache.tls
+    if tls is None:
+        return [], []
+    ca = tls.ca_bundle_secret_ref
+    sources: list[Manifest] = [
+        {"secret": {"name": ca.name, "items": [{"key": ca.key or "ca.crt", "path": "ca.crt"}]}}
+    ]
+    if tls.client_cert_secret_ref is not None:
+        sources.append(_client_cert_source(tls.client_cert_secret_ref))
+    volume = {"name": "memcached-tls", "projected": {"defaultMode": 0o400, "sources": sources}}
+    return [volume], [{"name": "memcached-tls", "mountPath": CACHE_TLS_DIR, "readOnly": True}]
 
 
 def config_volume(config_map: str, items: list[str] | None = None, *, name: str = "config") -> Manifest:

@@ -287,13 +287,16 @@ def compute_config_secret(
     password: str,
     metadata_secret: str,
     ca_crt: str | None = None,
+    client_cert: tuple[str, str] | None = None,
     remote: bool = False,
 ) -> dict[str, Any]:
     """The compute contract ``{name}-compute-config`` (or ``{name}-remote-compute-config``).
 
     Keys: ``nova-compute.conf``, ``transport_url``, ``password``, ``metadata_proxy_shared_secret``,
-    ``cell_name`` (``cell1``), and ``ca.crt`` only on a TLS bus. The credentials are in the form
-    nova-compute's oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
+    ``cell_name`` (``cell1``), ``ca.crt`` only on a TLS bus, and ``tls.crt`` and ``tls.key`` (the
+    ``client_cert`` pair, which the fragment's ``ssl_cert_file`` and ``ssl_key_file`` name) only under
+    ``spec.messaging.tls.clientCertSecretRef``. The credentials are in the form nova-compute's
+    oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
     """
     name = _name(nova)
     component = Component.REMOTE_COMPUTE_CONFIG if remote else Component.COMPUTE_CONFIG
@@ -308,4 +311,8 @@ def compute_config_secret(
         if not ca_crt:
             raise ValueError("the broker CA bundle is required while spec.messaging.tls is set")
         data["ca.crt"] = ca_crt
+        if nova.spec.messaging.tls.client_cert_secret_ref is not None:
+            if client_cert is None or not all(client_cert):
+                raise ValueError("the bus client certificate is required while clientCertSecretRef is set")
+            data["tls.crt"], data["tls.key"] = client_cert
     return _secret(nova, f"{name}-{component}", data, naming.labels(name, component))

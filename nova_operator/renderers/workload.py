@@ -27,6 +27,7 @@ from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
 from nova_operator.renderers.pod_env import (
     base_env,
+    cache_tls_volume,
     config_volume,
     db_tls_volumes,
     nova_name,
@@ -480,6 +481,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
     tls_volumes, tls_mounts = db_tls_volumes(nova)
     ca_volumes, ca_mounts = rabbit_ca_volume(nova)
+    cache_volumes, cache_mounts = cache_tls_volume(nova)
     container = _container(nova, component, inputs, block)
     container["volumeMounts"] = [
         *config_mounts,
@@ -487,6 +489,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
         {"name": "tmp", "mountPath": "/tmp"},
         *tls_mounts,
         *ca_mounts,
+        *cache_mounts,
     ]
     grace = block.termination_grace_period_seconds
     pod_spec: Manifest = {
@@ -500,6 +503,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
             {"name": "tmp", "emptyDir": {}},
             *tls_volumes,
             *ca_volumes,
+            *cache_volumes,
         ],
         **_placement(block),
         **image_pull_secrets(nova.spec.image.pull_secrets),

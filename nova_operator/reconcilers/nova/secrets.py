@@ -33,6 +33,9 @@ WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
 METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
 WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+WAITING_FOR_MESSAGING_CLIENT_CERT: Final = "WaitingForMessagingClientCert"
+WAITING_FOR_CACHE_TLS: Final = "WaitingForCacheTLS"
+_CLIENT_CERT_KEYS = ("tls.crt", "tls.key")
 CREDENTIAL_NOT_REPRESENTABLE: Final = "CredentialNotRepresentable"
 SECRETS_AVAILABLE: Final = "SecretsAvailable"
 _DB_KEYS = ("username", "password")
@@ -186,6 +189,24 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
         gates.append(
             (ca.name, (ca.key or "ca.crt",), WAITING_FOR_MESSAGING_CA, "messaging.tls.caBundleSecretRef")
         )
+        if (client := spec.messaging.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (
+                    client.name,
+                    _CLIENT_CERT_KEYS,
+                    WAITING_FOR_MESSAGING_CLIENT_CERT,
+                    "messaging.tls.clientCertSecretRef",
+                )
+            )
+    if spec.cache.tls is not None:
+        cache_ca = spec.cache.tls.ca_bundle_secret_ref
+        gates.append(
+            (cache_ca.name, (cache_ca.key or "ca.crt",), WAITING_FOR_CACHE_TLS, "cache.tls.caBundleSecretRef")
+        )
+        if (cache_client := spec.cache.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (cache_client.name, _CLIENT_CERT_KEYS, WAITING_FOR_CACHE_TLS, "cache.tls.clientCertSecretRef")
+            )
     for name, keys, reason, field in gates:
         if (problem := await missing_keys(ctx, name, keys)) is not None:
             return wait(ctx, reason, f"spec.{field}: {problem}")
@@ -220,6 +241,10 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
+        if (client_ref := spec.messaging.tls.client_cert_secret_ref) is not None:
+            client_secret = await ctx.live(SECRETS, client_ref.name)
+            ctx.state.broker_client_cert = secret_value(client_secret, "tls.crt") or ""
+            ctx.state.broker_client_key = secret_value(client_secret, "tls.key") or ""
     ctx.state.digest_key = await digest_key(ctx)
     if (unpublished := await publish_secret_config(ctx)) is not None:
         return wait(ctx, *unpublished)

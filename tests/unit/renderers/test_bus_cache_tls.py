@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nova_operator.models.nova import Nova
+from nova_operator.reconcilers.nova import secret_reads
 from nova_operator.renderers import novaconf, workload
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.pod_env import cache_tls_volume, rabbit_ca_volume
@@ -160,3 +161,13 @@ def test_the_compute_contract_carries_the_client_pair_under_mutual_tls(load_samp
     )
     assert "tls.crt" not in without["data"]
     assert "tls.key" not in without["data"]
+
+
+def test_the_client_certificates_and_the_cache_ca_are_secrets_the_nova_names(load_sample: Load) -> None:
+    """They are read (the Secrets cache keeps their data) and checked by ``--secret-ref-label``."""
+    nova = _with(load_sample("full"), cache_tls=CACHE_TLS)
+    body = nova.model_dump(by_alias=True, exclude_none=True, mode="json")
+    fields = dict(secret_reads.secret_ref_fields(body))
+    assert fields["spec.messaging.tls.clientCertSecretRef"] == "nova-bus-client"
+    assert fields["spec.cache.tls.caBundleSecretRef"] == "memcached-ca"
+    assert fields["spec.cache.tls.clientCertSecretRef"] == "nova-cache-client"

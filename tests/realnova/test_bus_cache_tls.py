@@ -24,7 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 from simcluster import SimHandle
+from simcluster.client.kube import KubeError
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.realtier.services.memcached import MemcachedServer
 from simcluster.realtier.services.pki import PKI, make_pki
@@ -124,12 +126,10 @@ def site(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         broker.ensure_user(bus_user, bus_password)
         real.expose(NAMESPACE, BUS_SERVICE, 5671, broker.tls_port)
         real.expose(NAMESPACE, CACHE_SERVICE, 11211, cache.port)
-        # the samples' shared Secrets (service user, metadata proxy) and the backing services' objects
-        handle.apply(
-            SAMPLES / "secrets.yaml",
-            REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
-            namespace=NAMESPACE,
-        )
+        # the backing services' objects, and the samples' shared Secrets (service user, metadata
+        # proxy) where no module made them yet: a module before this one may have rotated them
+        handle.apply(REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml", namespace=NAMESPACE)
+        _sample_secrets_once(handle)
         url = f"rabbit://{bus_user}:{bus_password}@{BUS_SERVICE}.{NAMESPACE}.svc:5671/"
         for doc in (
             secret(
@@ -155,6 +155,18 @@ def site(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     finally:
         print(f"bus and cache TLS: seconds {s.seconds}")
         _tear_down(s)
+
+
+def _sample_secrets_once(handle: SimHandle) -> None:
+    """Each Secret of the samples' ``secrets.yaml`` that does not exist yet (one that does stays)."""
+    kube = handle.cluster.kube
+    for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
+        try:
+            kube.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{doc['metadata']['name']}")
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            kube.apply(doc, NAMESPACE)
 
 
 def _boot(s: Site) -> JSON:
@@ -200,8 +212,8 @@ def _tear_down(s: Site) -> None:
         for path, instance in ((f"{POOLS}/{OWN.pool}", OWN.pool), (f"{NOVAS}/{OWN.name}", OWN.name)):
             try:
                 handle.cluster.kube.delete(path)
-            except Exception as exc:  # already gone
-                if getattr(exc, "status", None) != 404:
+            except KubeError as exc:
+                if exc.status != 404:
                     raise
             wait_for(
                 lambda: gone(handle, path, instance) or None,  # noqa: B023 (called in this iteration)

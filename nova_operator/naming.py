@@ -60,10 +60,19 @@ def secret_config_secret(name: str) -> str:
     return f"{name}-secret-config"
 
 
-CheckedCopy = Literal["api-db-tls", "cell-db-tls", "messaging-ca", "https-ca"]
-"""What a label-checked copy holds: a database block's TLS files, the message bus's CA bundle, the
-CA bundle for HTTPS (``spec.tls``)."""
-CHECKED_COPIES: Final[tuple[CheckedCopy, ...]] = ("api-db-tls", "cell-db-tls", "messaging-ca", "https-ca")
+CheckedCopy = Literal[
+    "api-db-tls", "cell-db-tls", "messaging-ca", "messaging-client-tls", "cache-tls", "https-ca"
+]
+"""What a label-checked copy holds: a database block's TLS files, the message bus's CA bundle or
+client certificate, the cache's TLS files, the CA bundle for HTTPS (``spec.tls``)."""
+CHECKED_COPIES: Final[tuple[CheckedCopy, ...]] = (
+    "api-db-tls",
+    "cell-db-tls",
+    "messaging-ca",
+    "messaging-client-tls",
+    "cache-tls",
+    "https-ca",
+)
 
 
 def checked_copy(name: str, which: CheckedCopy) -> str:

@@ -161,6 +161,15 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.SECRETS_READY,
         "False",
+        "WaitingForMessagingClientCert",
+        "`spec.messaging.tls.clientCertSecretRef` is set and its Secret is missing or lacks `tls.crt` or "
+        "`tls.key`. Requeue 15 s.",
+        "Create the client certificate Secret (a cert-manager Certificate's Secret has both keys), or "
+        "remove `clientCertSecretRef`.",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
         "HTTPSCABundleInvalid",
         "The key of `spec.tls.caBundleSecretRef` is empty or holds no PEM certificate OpenSSL loads; the "
         "message names the Secret and the key, never the content. Requeue 15 s.",
@@ -176,6 +185,15 @@ NOVA: Final[tuple[Reason, ...]] = (
         "sets `[keystone_authtoken] cafile`; an unreachable Keystone is no verdict. Requeue 15 s.",
         "Set `spec.tls.caBundleSecretRef` to a bundle of the CA that issued Keystone's certificate (or "
         "add that CA to the bundle).",
+    ),
+    _nova(
+        c.SECRETS_READY,
+        "False",
+        "WaitingForCacheTLS",
+        "`spec.cache.tls` is set and the Secret of `caBundleSecretRef` (key default `ca.crt`) or of "
+        "`clientCertSecretRef` (`tls.crt` and `tls.key`) is missing or lacks its keys; the message names "
+        "which. Requeue 15 s.",
+        "Create the Secret the message names, or remove `spec.cache.tls`.",
     ),
     _nova(
         c.SECRETS_READY,

@@ -301,6 +301,26 @@ class DatabaseSpec(CRDModel):
 # --- cache and messaging -------------------------------------------------------------------
 
 
+#: The oslo.cache backends whose ``[cache] tls_enabled`` works (oslo.cache refuses the option with
+#: any other backend at the first use of the cache).
+CACHE_TLS_BACKENDS: Final = (
+    "dogpile.cache.pymemcache",
+    "dogpile.cache.bmemcache",
+    "oslo_cache.memcache_pool",
+)
+
+
+class CacheTLSSpec(CRDModel):
+    ca_bundle_secret_ref: SecretRefSpec
+    """Secret holding the CA bundle that verifies the memcached servers (key default: ca.crt). The servers'
+    certificates must name the host each entry of servers (or the clusterRef Service) dials.
+    """
+    client_cert_secret_ref: SecretRefSpec | None = None
+    """Secret whose tls.crt and tls.key keys hold the client certificate and key nova presents to memcached
+    (mutual TLS; the key field is ignored). Unset: no client certificate.
+    """
+
+
 class CacheSpec(CRDModel):
     __crd_rules__ = (
         Rule(
@@ -311,6 +331,11 @@ class CacheSpec(CRDModel):
             "!has(self.clusterRef) || "
             "!(self.clusterRef.name.contains('\\n') || self.clusterRef.name.contains('\\r'))",
             "clusterRef.name must not contain a newline or carriage return",
+        ),
+        Rule(
+            "!has(self.tls) || !has(self.backend) || self.backend in " + repr(list(CACHE_TLS_BACKENDS)),
+            "tls needs a cache backend with TLS: " + ", ".join(CACHE_TLS_BACKENDS),
+            field_path=".backend",
         ),
     )
 
@@ -327,6 +352,13 @@ class CacheSpec(CRDModel):
     """
     backend: Annotated[str, Field(min_length=1, max_length=255)] = "dogpile.cache.pymemcache"
     """oslo.cache backend of the [cache] section. Default: dogpile.cache.pymemcache."""
+    tls: CacheTLSSpec | None = None
+    """When set, nova's [cache] region talks to memcached over TLS only ([cache] tls_enabled), verified
+    against this CA bundle, with the client certificate when one is named. The Keystone token middleware
+    then keeps its token cache in each process: its memcached TLS client needs python-binary-memcached,
+    which the image contract does not carry. Needs a backend with TLS: dogpile.cache.pymemcache (the
+    default), dogpile.cache.bmemcache or oslo_cache.memcache_pool.
+    """
     replicas: Annotated[Int32, Field(ge=1)] | None = None
     """Not used by the Nova operator (read by the ControlPlane operator)."""
 
@@ -334,6 +366,12 @@ class CacheSpec(CRDModel):
 class MessagingTLSSpec(CRDModel):
     ca_bundle_secret_ref: SecretRefSpec
     """Secret holding the broker's CA bundle; the key defaults to ca.crt."""
+    client_cert_secret_ref: SecretRefSpec | None = None
+    """Secret whose tls.crt and tls.key keys hold the client certificate and key every nova process
+    presents to the broker (mutual TLS; [oslo_messaging_rabbit] ssl_cert_file and ssl_key_file, and the
+    tls.crt and tls.key keys of the compute contract; the key field is ignored). Unset: no client
+    certificate.
+    """
 
 
 class CABundleSecretRef(SecretRefSpec):

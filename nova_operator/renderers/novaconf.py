@@ -72,6 +72,8 @@ CONTRACT_HTTPS_CA_KEY = "https-ca.crt"
 #: catalog; ``[barbican]`` has ``verify_ssl_path`` everywhere and ``cafile`` only where
 #: ``ConfInputs.barbican_cafile`` says the release's catalog knows it.
 HTTPS_CA_SECTIONS = ("keystone_authtoken", "service_user", "placement", "glance", "neutron", "cinder")
+RABBIT_CLIENT_DIR = "/etc/rabbitmq-client-tls"
+CACHE_TLS_DIR = "/etc/memcached-tls"
 NOVNC_WEB = image_contract.NOVNC_WEB
 NOVNC_PORT = 6080
 PLACEHOLDER_CONNECTION = "mysql+pymysql://placeholder"
@@ -105,6 +107,9 @@ class ConfInputs:
     messaging_tls: bool = False
     https_ca: bool = False  # spec.tls: every HTTPS section names the mounted CA bundle
     barbican_cafile: bool = False  # the release's catalog knows [barbican] cafile
+    messaging_client_cert: bool = False  # spec.messaging.tls.clientCertSecretRef
+    cache_tls: bool = False  # spec.cache.tls
+    cache_client_cert: bool = False  # spec.cache.tls.clientCertSecretRef
     debug: bool = False
     log_format: str = "text"
     log_level: str = "INFO"
@@ -174,12 +179,20 @@ OWNED_KEYS: Mapping[str, frozenset[str]] = {
         }
     ),
     "oslo_messaging_rabbit": frozenset(
-        {"rabbit_quorum_queue", "rabbit_transient_quorum_queue", "use_queue_manager"}
+        {
+            "rabbit_quorum_queue",
+            "rabbit_transient_quorum_queue",
+            "use_queue_manager",
+            "ssl_cert_file",
+            "ssl_key_file",
+        }
     ),
     "oslo_messaging_notifications": frozenset({"driver"}),
     "upgrade_levels": frozenset({"compute"}),
     "oslo_concurrency": frozenset({"lock_path"}),
-    "cache": frozenset({"enabled", "backend", "memcache_servers"}),
+    "cache": frozenset(
+        {"enabled", "backend", "memcache_servers", "tls_enabled", "tls_cafile", "tls_certfile", "tls_keyfile"}
+    ),
     "scheduler": frozenset({"discover_hosts_in_cells_interval", "workers"}),
     "conductor": frozenset({"workers"}),
     "filter_scheduler": frozenset({"build_failure_weight_multiplier", "shuffle_best_same_weighed_hosts"}),
@@ -366,7 +379,9 @@ def _client_sections(
     return sections
 
 
-def _rabbit(inputs: ConfInputs, ca_file: str) -> dict[str, str]:
+def _rabbit(inputs: ConfInputs, ca_file: str, client_dir: str) -> dict[str, str]:
+    """``ca_file``: the broker CA's path; ``client_dir``: where ``tls.crt`` and ``tls.key`` of the client
+    certificate are (a pod of the Nova: its own mount; nova-compute: the contract's)."""
     keys = {
         "rabbit_quorum_queue": "true",
         "rabbit_transient_quorum_queue": "true",
@@ -374,6 +389,20 @@ def _rabbit(inputs: ConfInputs, ca_file: str) -> dict[str, str]:
     }
     if inputs.messaging_tls:
         keys.update(ssl="true", ssl_ca_file=ca_file)
+        if inputs.messaging_client_cert:
+            keys.update(ssl_cert_file=f"{client_dir}/tls.crt", ssl_key_file=f"{client_dir}/tls.key")
+    return keys
+
+
+def _cache(inputs: ConfInputs) -> dict[str, str]:
+    """[cache]: the region, and under ``spec.cache.tls`` TLS with the mounted CA (and client certificate)."""
+    keys = {"enabled": "true", "backend": inputs.cache_backend}
+    if inputs.cache_servers:
+        keys["memcache_servers"] = inputs.cache_servers
+    if inputs.cache_tls:
+        keys.update(tls_enabled="true", tls_cafile=f"{CACHE_TLS_DIR}/ca.crt")
+        if inputs.cache_client_cert:
+            keys.update(tls_certfile=f"{CACHE_TLS_DIR}/tls.crt", tls_keyfile=f"{CACHE_TLS_DIR}/tls.key")
     return keys
 
 
@@ -396,15 +425,17 @@ def nova_conf_sections(inputs: ConfInputs) -> Sections:
         "api_database": {"connection": PLACEHOLDER_CONNECTION, **_pool(inputs)},
         "database": {"connection": PLACEHOLDER_CONNECTION, **_pool(inputs)},
         **_client_sections(inputs),
-        "oslo_messaging_rabbit": _rabbit(inputs, RABBIT_CA_FILE),
+        "oslo_messaging_rabbit": _rabbit(inputs, RABBIT_CA_FILE, RABBIT_CLIENT_DIR),
         "oslo_messaging_notifications": {"driver": "noop"},
         "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
         "upgrade_levels": {"compute": "auto"},
-        "cache": {"enabled": "true", "backend": inputs.cache_backend},
+        "cache": _cache(inputs),
         "scheduler": {"discover_hosts_in_cells_interval": "300"},
     }
-    if inputs.cache_servers:
-        sections["cache"]["memcache_servers"] = inputs.cache_servers
+    # keystonemiddleware's memcached client speaks TLS only through python-binary-memcached, which
+    # the image contract does not carry: under spec.cache.tls its token cache stays in each process
+    # rather than dial a TLS-only memcached in plaintext.
+    if inputs.cache_servers and not inputs.cache_tls:
         sections["keystone_authtoken"]["memcached_servers"] = inputs.cache_servers
     if PIN_FILTER_SCHEDULER:
         sections["filter_scheduler"] = {
@@ -428,7 +459,7 @@ def compute_fragment_sections(inputs: ConfInputs, *, remote: RemoteComputeInputs
     sections: Sections = {
         "DEFAULT": {"use_stderr": "true", "debug": _bool(inputs.debug)},
         **_client_sections(inputs, remote=remote, ca_file=f"{COMPUTE_CONFIG_DIR}/{CONTRACT_HTTPS_CA_KEY}"),
-        "oslo_messaging_rabbit": _rabbit(inputs, f"{COMPUTE_CONFIG_DIR}/ca.crt"),
+        "oslo_messaging_rabbit": _rabbit(inputs, f"{COMPUTE_CONFIG_DIR}/ca.crt", COMPUTE_CONFIG_DIR),
         "oslo_messaging_notifications": {"driver": "noop"},
         "upgrade_levels": {"compute": "auto"},
     }
@@ -563,6 +594,7 @@ def conf_inputs(nova: Nova) -> ConfInputs:
     console = spec.console_proxy
     if not nova.metadata.name:
         raise ConfigError("metadata.name is required to render nova.conf")
+    bus_tls, cache_tls = spec.messaging.tls, spec.cache.tls
     return ConfInputs(
         name=nova.metadata.name,
         namespace=nova.metadata.namespace or "default",
@@ -578,6 +610,9 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         messaging_tls=spec.messaging.tls is not None,
         https_ca=spec.tls is not None,
         barbican_cafile=spec.tls is not None and knows_barbican_cafile(spec.open_stack_release),
+        messaging_client_cert=bus_tls is not None and bus_tls.client_cert_secret_ref is not None,
+        cache_tls=cache_tls is not None,
+        cache_client_cert=cache_tls is not None and cache_tls.client_cert_secret_ref is not None,
         debug=bool(logging.debug),
         log_format=logging.format or "text",
         log_level=logging.level or "INFO",

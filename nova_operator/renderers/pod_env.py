@@ -1,5 +1,5 @@
-"""What a Nova pod reads: credentials as env from their Secrets, the database TLS, RabbitMQ CA and
-HTTPS CA volumes, the config volume."""
+"""What a Nova pod reads: credentials as env from their Secrets, the database TLS, RabbitMQ TLS,
+memcached TLS and HTTPS CA volumes, the config volume."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from nova_operator.models.common import (
 )
 from nova_operator.models.nova import Nova
 from nova_operator.naming import CheckedCopy, checked_copy
-from nova_operator.renderers.novaconf import HTTPS_CA_DIR
+from nova_operator.renderers.novaconf import CACHE_TLS_DIR, HTTPS_CA_DIR, RABBIT_CLIENT_DIR
 
 Manifest = dict[str, Any]
 
@@ -76,6 +76,7 @@ def db_tls_enabled(block: DatabaseSpec) -> bool:
 
 
 _CA = ("ca.crt", "ca.crt")
+_CLIENT_PAIR = (("tls.crt", "tls.crt"), ("tls.key", "tls.key"))
 _DB_VOLUMES: tuple[tuple[str, CheckedCopy], ...] = (("api", "api-db-tls"), ("cell", "cell-db-tls"))
 
 
@@ -91,7 +92,8 @@ class Mounted:
 def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
     """The Secrets the pods mount by name (never read by the pods' environment), by the volume and
     the checked copy (``naming.checked_copy``) they make: the TLS files of each database block whose
-    TLS is on, the message bus's CA bundle and the ``spec.tls`` bundle for HTTPS."""
+    TLS is on, the message bus's CA bundle and client certificate, the cache's TLS files and the
+    ``spec.tls`` bundle for HTTPS."""
     found: dict[CheckedCopy, tuple[Mounted, ...]] = {}
     blocks: tuple[tuple[CheckedCopy, DatabaseSpec], ...] = (
         ("api-db-tls", nova.spec.api_database),
@@ -102,12 +104,20 @@ def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
             continue
         found[which] = (
             Mounted(block.tls.ca_bundle_secret_ref.name, (_CA,)),
-            Mounted(block.tls.client_cert_secret_ref.name, (("tls.crt", "tls.crt"), ("tls.key", "tls.key"))),
+            Mounted(block.tls.client_cert_secret_ref.name, _CLIENT_PAIR),
         )
     tls = nova.spec.messaging.tls
     if tls is not None:
         ref = tls.ca_bundle_secret_ref
         found["messaging-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+        if tls.client_cert_secret_ref is not None:
+            found["messaging-client-tls"] = (Mounted(tls.client_cert_secret_ref.name, _CLIENT_PAIR),)
+    cache = nova.spec.cache.tls
+    if cache is not None:
+        ref = cache.ca_bundle_secret_ref
+        found["cache-tls"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+        if cache.client_cert_secret_ref is not None:
+            found["cache-tls"] += (Mounted(cache.client_cert_secret_ref.name, _CLIENT_PAIR),)
     if nova.spec.tls is not None:
         ref = nova.spec.tls.ca_bundle_secret_ref
         found["https-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
@@ -123,24 +133,34 @@ def _copied(mounted: tuple[Mounted, ...]) -> tuple[tuple[str, str], ...]:
     return tuple((path, path) for m in mounted for _key, path in m.items)
 
 
+def _projected(
+    nova: Nova, copy: CheckedCopy, volume: str, directory: str, *, checked: bool
+) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of the files of ``copy`` (``mounted_secrets``), projected under ``directory``
+    from the Secrets the spec names or (``checked``, with ``--secret-ref-label``) from the Nova's
+    label-checked copy of them; nothing while the spec names none."""
+    mounted = mounted_secrets(nova).get(copy)
+    if mounted is None:
+        return [], []
+    if checked:
+        name = checked_copy(nova_name(nova), copy)
+        sources = [{"secret": {"name": name, "items": _items(_copied(mounted))}}]
+    else:
+        sources = [{"secret": {"name": m.secret, "items": _items(m.items)}} for m in mounted]
+    spec = {"name": volume, "projected": {"defaultMode": 0o400, "sources": sources}}
+    return [spec], [{"name": volume, "mountPath": directory, "readOnly": True}]
+
+
 def db_tls_volumes(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
     """(volumes, mounts) of the DB TLS projections of the blocks whose TLS is enabled: from the
     Secrets the spec names, or (``checked``, with ``--secret-ref-label``) from the Nova's
     label-checked copies of them (``naming.checked_copy``)."""
     volumes: list[Manifest] = []
     mounts: list[Manifest] = []
-    table = mounted_secrets(nova)
     for which, copy in _DB_VOLUMES:
-        mounted = table.get(copy)
-        if mounted is None:
-            continue
-        if checked:
-            name = checked_copy(nova_name(nova), copy)
-            sources = [{"secret": {"name": name, "items": _items(_copied(mounted))}}]
-        else:
-            sources = [{"secret": {"name": m.secret, "items": _items(m.items)}} for m in mounted]
-        volumes.append({"name": f"{which}-db-tls", "projected": {"defaultMode": 0o400, "sources": sources}})
-        mounts.append({"name": f"{which}-db-tls", "mountPath": DB_TLS_DIR[which], "readOnly": True})
+        more, mounted = _projected(nova, copy, f"{which}-db-tls", DB_TLS_DIR[which], checked=checked)
+        volumes += more
+        mounts += mounted
     return volumes, mounts
 
 
@@ -161,8 +181,18 @@ def _ca_volume(
 
 
 def rabbit_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
-    """The message bus's CA bundle under ``RABBIT_CA_DIR``."""
-    return _ca_volume(nova, "messaging-ca", "rabbitmq-ca", RABBIT_CA_DIR, checked=checked)
+    """The message bus's CA bundle under ``RABBIT_CA_DIR`` and, under mutual TLS, its client
+    certificate under ``RABBIT_CLIENT_DIR``."""
+    volumes, mounts = _ca_volume(nova, "messaging-ca", "rabbitmq-ca", RABBIT_CA_DIR, checked=checked)
+    more, mounted = _projected(
+        nova, "messaging-client-tls", "rabbitmq-client-tls", RABBIT_CLIENT_DIR, checked=checked
+    )
+    return volumes + more, mounts + mounted
+
+
+def cache_tls_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:
+    """``spec.cache.tls``: its CA bundle as ``ca.crt`` and the client certificate, under ``CACHE_TLS_DIR``."""
+    return _projected(nova, "cache-tls", "memcached-tls", CACHE_TLS_DIR, checked=checked)
 
 
 def https_ca_volume(nova: Nova, *, checked: bool = False) -> tuple[list[Manifest], list[Manifest]]:

@@ -308,14 +308,17 @@ def compute_config_secret(
     metadata_secret: str,
     ca_crt: str | None = None,
     https_ca: str | None = None,
+    client_cert: tuple[str, str] | None = None,
     remote: bool = False,
 ) -> dict[str, Any]:
     """The compute contract ``{name}-compute-config`` (or ``{name}-remote-compute-config``).
 
     Keys: ``nova-compute.conf``, ``transport_url``, ``password``, ``metadata_proxy_shared_secret``,
-    ``cell_name`` (``cell1``), ``ca.crt`` only on a TLS bus and ``https-ca.crt`` (the CA bundle the
-    fragment names as ``cafile``) only while ``spec.tls`` is set. The credentials are in the form
-    nova-compute's oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
+    ``cell_name`` (``cell1``), ``ca.crt`` only on a TLS bus, ``tls.crt`` and ``tls.key`` (the
+    ``client_cert`` pair, which the fragment's ``ssl_cert_file`` and ``ssl_key_file`` name) only under
+    ``spec.messaging.tls.clientCertSecretRef``, and ``https-ca.crt`` (the CA bundle the fragment names
+    as ``cafile``) only while ``spec.tls`` is set. The credentials are in the form nova-compute's
+    oslo.config reads them (``oslo_url``, ``oslo_value``): they arrive literally.
     """
     name = _name(nova)
     component = Component.REMOTE_COMPUTE_CONFIG if remote else Component.COMPUTE_CONFIG
@@ -330,6 +333,10 @@ def compute_config_secret(
         if not ca_crt:
             raise ValueError("the broker CA bundle is required while spec.messaging.tls is set")
         data["ca.crt"] = ca_crt
+        if nova.spec.messaging.tls.client_cert_secret_ref is not None:
+            if client_cert is None or not all(client_cert):
+                raise ValueError("the bus client certificate is required while clientCertSecretRef is set")
+            data["tls.crt"], data["tls.key"] = client_cert
     if nova.spec.tls is not None:
         if not https_ca:
             raise ValueError("the HTTPS CA bundle is required while spec.tls is set")

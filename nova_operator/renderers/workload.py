@@ -27,6 +27,7 @@ from nova_operator.naming import Component
 from nova_operator.renderers.novaconf import CONFIG_DIR
 from nova_operator.renderers.pod_env import (
     base_env,
+    cache_tls_volume,
     config_volume,
     db_tls_volumes,
     https_ca_volume,
@@ -486,6 +487,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     tls_volumes, tls_mounts = db_tls_volumes(nova, checked=inputs.checked_copies)
     ca_volumes, ca_mounts = rabbit_ca_volume(nova, checked=inputs.checked_copies)
     https_volumes, https_mounts = https_ca_volume(nova, checked=inputs.checked_copies)
+    cache_volumes, cache_mounts = cache_tls_volume(nova, checked=inputs.checked_copies)
     container = _container(nova, component, inputs, block)
     container["volumeMounts"] = [
         *config_mounts,
@@ -494,6 +496,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
         *tls_mounts,
         *ca_mounts,
         *https_mounts,
+        *cache_mounts,
     ]
     grace = block.termination_grace_period_seconds
     pod_spec: Manifest = {
@@ -508,6 +511,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
             *tls_volumes,
             *ca_volumes,
             *https_volumes,
+            *cache_volumes,
         ],
         **_placement(block),
         **image_pull_secrets(nova.spec.image.pull_secrets),

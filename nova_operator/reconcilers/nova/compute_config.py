@@ -39,6 +39,9 @@ def _contract(ctx: PassContext, fragment: str, transport_url: str, *, remote: bo
         metadata_secret=ctx.state.metadata_secret,
         ca_crt=ctx.state.broker_ca or None,
         https_ca=ctx.state.https_ca or None,
+        client_cert=(ctx.state.broker_client_cert, ctx.state.broker_client_key)
+        if ctx.state.broker_client_cert
+        else None,
         remote=remote,
     )
 
@@ -80,7 +83,12 @@ async def _remote(ctx: PassContext, inputs: novaconf.ConfInputs) -> str | None:
 
 def _redacted(ctx: PassContext, text: str) -> str:
     """``text`` with every credential this step writes blanked (a server message may quote a value)."""
-    for value in (ctx.state.transport_url, ctx.state.service_user_password, ctx.state.metadata_secret):
+    for value in (
+        ctx.state.transport_url,
+        ctx.state.service_user_password,
+        ctx.state.metadata_secret,
+        ctx.state.broker_client_key,
+    ):
         if value:
             text = text.replace(value, "***")
     return text

@@ -135,6 +135,8 @@ class PassState:
     metadata_secret: str = field(default="", repr=False)
     broker_ca: str = field(default="", repr=False)
     https_ca: str = ""  # the spec.tls CA bundle (PEM, public); empty while unset
+    broker_client_cert: str = field(default="", repr=False)  # spec.messaging.tls.clientCertSecretRef
+    broker_client_key: str = field(default="", repr=False)
     digest_key: bytes = field(default=b"", repr=False)  # HMAC key of the credential digests
     authtoken_digest: str = ""
     metadata_digest: str = ""

@@ -8,7 +8,7 @@ version, owners), so the memory the cache takes is bounded by the Secrets the No
 what the namespace stores. A Secret is read, and admitted, when it is
 
 - named by a Nova's spec (``secret_refs``: the database, service-user, metadata, messaging,
-  remote-compute, secretConfig and ``spec.tls`` references, the TLS bundles);
+  remote-compute, secretConfig and ``spec.tls`` references, the TLS bundles and client certificates);
 - one of a Nova's derived Secrets (``DERIVED_SUFFIXES``: ``{name}-transport-url`` ...), which
   the steps compare with what they would apply;
 - the default-user Secret a RabbitmqCluster publishes, when a Nova's ``spec.messaging.clusterRef``
@@ -75,6 +75,10 @@ def secret_ref_fields(nova: Mapping[str, Any]) -> list[tuple[str, str]]:
     messaging = spec.get("messaging") or {}
     add("messaging.secretRef", messaging.get("secretRef"))
     add("messaging.tls.caBundleSecretRef", (messaging.get("tls") or {}).get("caBundleSecretRef"))
+    add("messaging.tls.clientCertSecretRef", (messaging.get("tls") or {}).get("clientCertSecretRef"))
+    cache_tls = (spec.get("cache") or {}).get("tls") or {}
+    add("cache.tls.caBundleSecretRef", cache_tls.get("caBundleSecretRef"))
+    add("cache.tls.clientCertSecretRef", cache_tls.get("clientCertSecretRef"))
     add("remoteCompute.transportURLSecretRef", (spec.get("remoteCompute") or {}).get("transportURLSecretRef"))
     add("secretConfig.secretRef", (spec.get("secretConfig") or {}).get("secretRef"))
     add("tls.caBundleSecretRef", (spec.get("tls") or {}).get("caBundleSecretRef"))

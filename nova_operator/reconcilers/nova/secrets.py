@@ -42,6 +42,9 @@ WAITING_FOR_SERVICE_USER: Final = "WaitingForServiceUserCredentials"
 WAITING_FOR_METADATA_SECRET: Final = "WaitingForMetadataSharedSecret"
 METADATA_SECRET_EMPTY: Final = "MetadataSharedSecretEmpty"
 WAITING_FOR_MESSAGING_CA: Final = "WaitingForMessagingCA"
+WAITING_FOR_MESSAGING_CLIENT_CERT: Final = "WaitingForMessagingClientCert"
+WAITING_FOR_CACHE_TLS: Final = "WaitingForCacheTLS"
+_CLIENT_CERT_KEYS = ("tls.crt", "tls.key")
 WAITING_FOR_HTTPS_CA: Final = "WaitingForHTTPSCABundle"
 HTTPS_CA_INVALID: Final = "HTTPSCABundleInvalid"
 KEYSTONE_NOT_TRUSTED: Final = "KeystoneCertificateNotTrusted"
@@ -249,6 +252,24 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
         gates.append(
             (ca.name, (ca.key or "ca.crt",), WAITING_FOR_MESSAGING_CA, "messaging.tls.caBundleSecretRef")
         )
+        if (client := spec.messaging.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (
+                    client.name,
+                    _CLIENT_CERT_KEYS,
+                    WAITING_FOR_MESSAGING_CLIENT_CERT,
+                    "messaging.tls.clientCertSecretRef",
+                )
+            )
+    if spec.cache.tls is not None:
+        cache_ca = spec.cache.tls.ca_bundle_secret_ref
+        gates.append(
+            (cache_ca.name, (cache_ca.key or "ca.crt",), WAITING_FOR_CACHE_TLS, "cache.tls.caBundleSecretRef")
+        )
+        if (cache_client := spec.cache.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (cache_client.name, _CLIENT_CERT_KEYS, WAITING_FOR_CACHE_TLS, "cache.tls.clientCertSecretRef")
+            )
     if spec.tls is not None:
         https = spec.tls.ca_bundle_secret_ref
         gates.append((https.name, (https.key or "ca.crt",), WAITING_FOR_HTTPS_CA, "tls.caBundleSecretRef"))
@@ -286,6 +307,10 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
     if spec.messaging.tls is not None:
         ca_ref = spec.messaging.tls.ca_bundle_secret_ref
         ctx.state.broker_ca = secret_value(await ctx.live(SECRETS, ca_ref.name), ca_ref.key or "ca.crt") or ""
+        if (client_ref := spec.messaging.tls.client_cert_secret_ref) is not None:
+            client_secret = await ctx.live(SECRETS, client_ref.name)
+            ctx.state.broker_client_cert = secret_value(client_secret, "tls.crt") or ""
+            ctx.state.broker_client_key = secret_value(client_secret, "tls.key") or ""
     if (invalid := await _https_ca(ctx)) is not None:
         return wait(ctx, HTTPS_CA_INVALID, invalid)
     if (untrusted := await _keystone_trust(ctx)) is not None:

@@ -632,6 +632,14 @@ def _nova_cases() -> Iterator[Case]:
         put("spec.cache.clusterRef.name", "mem\ncached"),
         put("spec.cache.clusterRef.name", "memcached-2"),
     )
+    cache_tls = put("spec.cache.tls", {"caBundleSecretRef": {"name": "memcached-ca"}})
+    yield Case(
+        n,
+        "spec.cache",
+        m("spec.cache", "tls needs a cache backend with TLS"),
+        both(cache_tls, put("spec.cache.backend", "dogpile.cache.memory")),
+        both(cache_tls, put("spec.cache.backend", "oslo_cache.memcache_pool")),
+    )
     yield Case(
         n,
         "spec.messaging",

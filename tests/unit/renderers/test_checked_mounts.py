@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nova_operator import naming
-from nova_operator.models.common import HTTPSTLSSpec
+from nova_operator.models.common import CacheTLSSpec, HTTPSTLSSpec, SecretRefSpec
 from nova_operator.models.nova import Nova
 from nova_operator.renderers import compute_pool, jobs, pod_env, secrets, workload
 from tests.unit.renderers.conftest import load_nova
@@ -105,7 +105,7 @@ def test_without_the_flag_the_pods_mount_the_named_secrets_with_the_same_files()
 def test_what_the_copies_hold_follows_the_spec_keys() -> None:
     nova = load_nova("full")
     table = pod_env.mounted_secrets(nova)
-    assert sorted(table) == sorted(c for c in naming.CHECKED_COPIES if c != "https-ca")  # no spec.tls
+    assert sorted(table) == ["api-db-tls", "cell-db-tls", "messaging-ca"]  # TLS to both databases and the bus
     assert [(m.secret, m.items) for m in table["messaging-ca"]] == [("rabbitmq-ca", (("ca.crt", "ca.crt"),))]
     custom = nova.model_copy(deep=True)
     assert custom.spec.messaging.tls is not None
@@ -137,3 +137,25 @@ def test_a_copy_is_the_novas_child_with_the_data_as_given() -> None:
     assert copy["metadata"]["labels"] == naming.common_labels("nova")
     assert copy["data"] == {"ca.crt": value, "tls.crt": value}
     assert list(copy["data"]) == ["ca.crt", "tls.crt"]
+
+
+def test_the_bus_client_certificate_and_the_cache_tls_files_are_mounted_from_their_copies() -> None:
+    nova = load_nova("full").model_copy(deep=True)
+    assert nova.spec.messaging.tls is not None
+    nova.spec.messaging.tls.client_cert_secret_ref = SecretRefSpec.model_validate({"name": "bus-client"})
+    nova.spec.cache.tls = CacheTLSSpec.model_validate(
+        {"caBundleSecretRef": {"name": "cache-ca"}, "clientCertSecretRef": {"name": "cache-client"}}
+    )
+    table = pod_env.mounted_secrets(nova)
+    assert sorted(table) == sorted(c for c in naming.CHECKED_COPIES if c != "https-ca")
+    assert [m.secret for m in table["cache-tls"]] == ["cache-ca", "cache-client"]
+    for checked, names in ((False, {"cache-ca", "cache-client"}), (True, {"nova-checked-cache-tls"})):
+        (volume,), _ = pod_env.cache_tls_volume(nova, checked=checked)
+        assert {s["secret"]["name"] for s in volume["projected"]["sources"]} == names
+        files = [i["path"] for s in volume["projected"]["sources"] for i in s["secret"]["items"]]
+        assert files == ["ca.crt", "tls.crt", "tls.key"]
+    volumes, _ = pod_env.rabbit_ca_volume(nova, checked=True)
+    secrets_named = [v["secret"]["secretName"] for v in volumes if "secret" in v]
+    projected = [s["secret"]["name"] for v in volumes if "projected" in v for s in v["projected"]["sources"]]
+    assert secrets_named == ["nova-checked-messaging-ca"]
+    assert projected == ["nova-checked-messaging-client-tls"]

@@ -9,7 +9,9 @@ would start another).
 
 With ``tls`` the broker also listens for AMQP over TLS on ``tls_port`` (what port 5671 is in a
 cluster), with that certificate and key; its CA verifies the client certificates that are offered
-(a client without one is admitted, as the cluster operator's default TLS listener does).
+(a client without one is admitted, as the cluster operator's default TLS listener does, unless
+``client`` is given: then the TLS listener requires a client certificate of the CA, mutual TLS, and
+the broker's own readiness check presents ``client``).
 ``use_certificate`` swaps the certificate in place for new connections.
 """
 
@@ -23,7 +25,7 @@ import ssl
 import subprocess
 from dataclasses import dataclass, field
 
-from simcluster.realtier.services.pki import TLSFiles
+from simcluster.realtier.services.pki import KeyPair, TLSFiles
 from simcluster.realtier.services.procs import ServerProcess, ServiceError, run, wait_until
 
 SBIN = pathlib.Path("/usr/lib/rabbitmq/bin")
@@ -36,9 +38,10 @@ def amqp_answers(address: str, port: int, *, tls: ssl.SSLContext | None = None) 
     try:
         with socket.create_connection((address, port), timeout=2) as raw:
             raw.settimeout(5)
-            s = tls.wrap_socket(raw, server_hostname=address) if tls is not None else raw
-            s.sendall(b"AMQP\x00\x00\x09\x01")
-            return s.recv(1) == b"\x01"  # a method frame: connection.start
+            # a TLS socket takes the raw one's descriptor over: closed by its own ``with``
+            with tls.wrap_socket(raw, server_hostname=address) if tls is not None else raw as s:
+                s.sendall(b"AMQP\x00\x00\x09\x01")
+                return s.recv(1) == b"\x01"  # a method frame: connection.start
     except OSError:
         return False
 
@@ -53,6 +56,7 @@ class RabbitMQServer(ServerProcess):
     start_timeout: float = 240.0
     tls: TLSFiles | None = None
     tls_port: int = 5671
+    client: KeyPair | None = None  # mutual TLS: the TLS listener refuses a client without a certificate
     _stopped: bool = field(default=False, init=False)  # by ``stop()``: no more rabbitmqctl
 
     def env(self) -> dict[str, str]:
@@ -107,7 +111,7 @@ class RabbitMQServer(ServerProcess):
             f"ssl_options.certfile = {placed.cert}\n"
             f"ssl_options.keyfile = {placed.key}\n"
             "ssl_options.verify = verify_peer\n"
-            "ssl_options.fail_if_no_peer_cert = false\n"
+            f"ssl_options.fail_if_no_peer_cert = {'true' if self.client is not None else 'false'}\n"
         )
 
     def use_certificate(self, tls: TLSFiles) -> None:
@@ -119,10 +123,13 @@ class RabbitMQServer(ServerProcess):
         self.ctl("eval", "ssl:clear_pem_cache().")
 
     def client_context(self) -> ssl.SSLContext:
-        """A client's TLS context that trusts the broker's CA and checks its name."""
+        """A client's TLS context that trusts the broker's CA, checks its name and presents ``client``."""
         if self.tls is None:
             raise ServiceError("the broker was started without TLS")
-        return ssl.create_default_context(cafile=str(self.tls.ca))
+        context = ssl.create_default_context(cafile=str(self.tls.ca))
+        if self.client is not None:
+            context.load_cert_chain(str(self.client.cert), str(self.client.key))
+        return context
 
     def stop(self) -> None:
         if self.alive:

@@ -12,6 +12,12 @@ from realnode.node import Node
 POD_CIDR = "10.88.0.0/16"
 
 
+def registry_hosts_dir(node: Node) -> pathlib.Path:
+    """containerd's ``config_path``: ``<host[:port]>/hosts.toml`` per registry that is not reached as
+    containerd's defaults would (``realnode.registry``'s plain HTTP); empty, every default holds."""
+    return node.state / "etc" / "containerd" / "certs.d"
+
+
 def containerd_config(node: Node) -> str:
     """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
     is the node's: the content store in the workdir, the state, sockets and runc's state in the
@@ -49,6 +55,8 @@ oom_score = 0
         BinaryName = "/usr/sbin/runc"
         Root = "/run/containerd/runc"
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{registry_hosts_dir(node)}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN}"
     conf_dir = "{node.state / "etc" / "cni"}"

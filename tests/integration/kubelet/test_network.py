@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import pathlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from simcluster.client.asynckube import AsyncKube
 from simcluster.realtier.kubelet import Image, Kubelet
 from simcluster.realtier.kubelet.network import PodNetwork
+from simcluster.realtier.launch import claim_pod_network, release_pod_network
 
 from .conftest import IMAGE, condition, container, create_pod, wait_pod
 
@@ -44,12 +46,29 @@ with open("/dev/termination-log", "w") as fh:
 """
 
 
-def links() -> str:
-    return os.popen("ip -o link show").read()
+def links() -> list[str]:
+    """The names of the host's links (``ip -o link`` prints ``N: name@peer: ...``)."""
+    return [ln.split(": ")[1].split("@")[0] for ln in os.popen("ip -o link show").read().splitlines()]
 
 
-def nft_tables() -> str:
-    return os.popen("nft list tables").read()
+def bridge_ports(bridge: str) -> int:
+    return sum(f" master {bridge} " in ln for ln in os.popen("ip -o link show").read().splitlines())
+
+
+def nft_tables() -> list[str]:
+    """The names of the host's nftables tables (``table <family> <name>``)."""
+    return [ln.split()[-1] for ln in os.popen("nft list tables").read().splitlines() if ln.strip()]
+
+
+@contextlib.contextmanager
+def own_pod_network() -> Iterator[dict[str, str]]:
+    """A pod network of this run's own, as a real tier claims one: the first free of simkube0..15 with
+    its range (another real tier on the machine may hold simkube0 and 10.244.0.0/16)."""
+    network = claim_pod_network()
+    try:
+        yield network
+    finally:
+        release_pod_network(network["bridge"])
 
 
 def net_namespaces() -> set[str]:
@@ -68,14 +87,15 @@ def host_mounts() -> str:
 @pytest.fixture
 async def netkubelet(kube: AsyncKube, image: Image, tmp_path: pathlib.Path) -> AsyncIterator[Kubelet]:
     tag = uuid.uuid4().hex[:6]
-    network = PodNetwork(kube, bridge=f"simk{tag}", table=f"simkubelet_{tag}")
-    k = Kubelet(kube, [f"standin-net-{tag}"], {IMAGE: image}, tmp_path / "kubelet", network=network)
-    await k.start()
-    try:
-        yield k
-    finally:
-        await k.stop()
-        await k.remove_node(k.nodes[0])
+    with own_pod_network() as claimed:
+        network = PodNetwork(kube, **claimed)
+        k = Kubelet(kube, [f"standin-net-{tag}"], {IMAGE: image}, tmp_path / "kubelet", network=network)
+        await k.start()
+        try:
+            yield k
+        finally:
+            await k.stop()
+            await k.remove_node(k.nodes[0])
 
 
 async def test_replicas_share_a_port_behind_a_service_reached_by_name(
@@ -103,7 +123,7 @@ async def test_replicas_share_a_port_behind_a_service_reached_by_name(
     ]
     ips = [p["status"]["podIP"] for p in pods]
     assert len(set(ips)) == 2
-    assert all(ip.startswith("10.244.") for ip in ips)
+    assert all(ipaddress.ip_address(ip) in network.net for ip in ips), (ips, network.net)
     assert all(p["status"]["hostIP"] == network.gateway for p in pods)
     base = f"/api/v1/namespaces/{namespace}"
     svc = await kube.create(
@@ -146,25 +166,26 @@ async def test_stopping_the_stand_in_removes_namespaces_veths_bridge_and_rules(
     kube: AsyncKube, image: Image, tmp_path: pathlib.Path, namespace: str
 ) -> None:
     tag = uuid.uuid4().hex[:6]
-    bridge, table = f"simk{tag}", f"simkubelet_{tag}"
-    network = PodNetwork(kube, bridge=bridge, table=table)
-    k = Kubelet(kube, [f"standin-leak-{tag}"], {IMAGE: image}, tmp_path / "kubelet", network=network)
-    before_netns = net_namespaces()
-    await k.start()
-    try:
-        spec = {"containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "300"]}]}
-        await create_pod(kube, namespace, k.nodes[0], "a", spec)
-        await create_pod(kube, namespace, k.nodes[0], "b", spec)
-        for name in ("a", "b"):
-            await wait_pod(kube, namespace, name, lambda p: condition(p, "Ready") == "True")
-        assert bridge in links()
-        assert links().count("master " + bridge) == 2
-        assert table in nft_tables()
-    finally:
-        await k.stop()
-        await k.remove_node(k.nodes[0])
-    assert bridge not in links()
-    assert table not in nft_tables()
+    with own_pod_network() as claimed:
+        bridge, table = claimed["bridge"], claimed["table"]
+        network = PodNetwork(kube, **claimed)
+        k = Kubelet(kube, [f"standin-leak-{tag}"], {IMAGE: image}, tmp_path / "kubelet", network=network)
+        before_netns = net_namespaces()
+        await k.start()
+        try:
+            spec = {"containers": [{"name": "c", "image": IMAGE, "command": ["sleep", "300"]}]}
+            await create_pod(kube, namespace, k.nodes[0], "a", spec)
+            await create_pod(kube, namespace, k.nodes[0], "b", spec)
+            for name in ("a", "b"):
+                await wait_pod(kube, namespace, name, lambda p: condition(p, "Ready") == "True")
+            assert bridge in links()
+            assert bridge_ports(bridge) == 2
+            assert table in nft_tables()
+        finally:
+            await k.stop()
+            await k.remove_node(k.nodes[0])
+        assert bridge not in links()
+        assert table not in nft_tables()
     after_netns = net_namespaces()
     assert after_netns <= before_netns
     assert str(tmp_path / "kubelet") not in host_mounts()

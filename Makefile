@@ -42,10 +42,10 @@ prometheus:  ## build (or reuse) prometheus and promtool from Go modules (alert,
 nova-venvs:  ## one venv per supported release with the real nova package (config validation, catalogs)
 	bash tools/catalogs/ensure_venvs.sh
 
-catalogs: venv nova-venvs  ## regenerate the extraConfig option catalogs from the nova packages
+catalogs: venv nova-venvs  ## regenerate the option and policy-rule catalogs from the nova packages
 	$(PY) tools/catalogs/generate.py
 
-verify-catalogs: venv nova-venvs  ## fail when a committed option catalog differs from its nova package
+verify-catalogs: venv nova-venvs  ## fail when a committed option or policy-rule catalog differs from its nova package
 	$(PY) tools/catalogs/generate.py --check
 
 lint: venv  ## ruff, mypy --strict, import-linter contracts

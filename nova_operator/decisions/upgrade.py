@@ -53,6 +53,7 @@ VERSION_PARSE_ERROR: Final = "VersionParseError"
 DOWNGRADE_NOT_SUPPORTED: Final = "DowngradeNotSupported"
 UPGRADE_PATH_INVALID: Final = "UpgradePathInvalid"
 UPGRADE_TARGET_CHANGED: Final = "UpgradeTargetChanged"
+UPGRADE_HELD_BY_POLICY: Final = "UpgradeHeldByPolicy"
 EXPAND_IN_PROGRESS: Final = "ExpandInProgress"
 MIGRATE_IN_PROGRESS: Final = "MigrateInProgress"
 UPGRADE_ROLLING_UPDATE: Final = "UpgradeRollingUpdate"
@@ -128,6 +129,9 @@ class View:
     installed: str = ""
     target: str = ""
     phase: str = ""
+    # what the target release refuses in the spec (spec.policy rules it does not register): while
+    # there is any, an upgrade does not start (issue 38 item 3)
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,17 @@ def initiate(view: View) -> Decision:
             view,
             UPGRADE_PATH_INVALID,
             f"upgrade from {frm} to {to} is not sequential: step one release at a time (next: {following})",
+        )
+    if view.held:  # nothing is rolled or migrated until the spec suits the target (requeue 30 s)
+        return _keep(
+            view,
+            Next.AFTER,
+            condition=_db(
+                False,
+                UPGRADE_HELD_BY_POLICY,
+                f"upgrade {_arrow(frm, to)} not started: " + "; ".join(view.held),
+            ),
+            requeue_after=intervals.DATABASE_WAIT,
         )
     return Decision(
         installed=frm,

@@ -322,6 +322,16 @@ NOVA: Final[tuple[Reason, ...]] = (
     _nova(
         c.DATABASE_READY,
         "False",
+        "UpgradeHeldByPolicy",
+        "`spec.openStackRelease` asks for an upgrade, but `spec.policy` names a rule the target release's "
+        "nova does not register (it drops it, or never had it), or its ConfigMap cannot be read. Nothing is "
+        "rolled or migrated; `SecretsReady` (`ConfigError`) names the rules. Requeue 30 s.",
+        "Rename or remove the rules the message names (see the target release's policy reference), or set "
+        "`spec.openStackRelease` back; the change wakes the Nova.",
+    ),
+    _nova(
+        c.DATABASE_READY,
+        "False",
         "DBSyncInProgress",
         "The `{name}-db-sync` Job is running (first install, or a changed config/image). A pod of it "
         "that cannot start is named in the message with its waiting reason (`ErrImagePull`, "
@@ -676,7 +686,8 @@ NOVA: Final[tuple[Reason, ...]] = (
         "False",
         "ConfigError",
         "On `SecretsReady`: the configuration could not be rendered or written (an `spec.extraConfig` "
-        "option was refused: unknown to the release's option catalog or a value nova would not accept; or "
+        "option was refused: unknown to the release's option catalog or a value nova would not accept; a "
+        "`spec.policy` rule the release's nova does not register, or its ConfigMap or key missing; or "
         "the config ConfigMap could not be applied); a running Nova keeps its last good config. On "
         "`DatabaseReady`/`DBArchiveReady`: the Job's PriorityClass (`spec.jobs.priorityClassName`) does not "
         'exist. On any step: a rule only the model checks failed ("the spec is invalid: ...", Warning '

@@ -19,7 +19,8 @@ keys, never their values.
 Warning events add detail (`kubectl get events --field-selector involvedObject.name=<name>`):
 `ConfigError`, `InvalidSpec`, `DBSyncFailed`, `DBArchiveJobFailed`, the upgrade refusals (same reason as
 the condition), `UpgradeCheckWarnings`, `ExtraConfigWarning` (a deprecated option, or a release without
-an option catalog to check against), `ExtraConfigOwnedKeyOverride`, `NodeConflict`, `AggregateKept`,
+an option catalog to check against), `PolicyWarning` (a `spec.policy` rule the next release drops),
+`ExtraConfigOwnedKeyOverride`, `NodeConflict`, `AggregateKept`,
 `HostDiscoveryFailed`, `DBArchiveRetentionReduced` (`spec.dbArchive.retentionDays` was lowered or
 removed: older archived rows go at the next run). The operator's log lines carry the same `controller`,
 `namespace` and `name`, and a `reconcile_id` per pass.

@@ -40,6 +40,7 @@ from nova_operator.models.common import (
     BusDeploymentSpec,
     CacheSpec,
     DatabaseSpec,
+    DataKey,
     DeploymentSpec,
     ExtraConfigSection,
     GatewaySpec,
@@ -57,6 +58,7 @@ from nova_operator.models.common import (
     ServerDeploymentSpec,
     SharedSecretRef,
     SingleLine,
+    SubdomainName,
     TransportURLSecretRef,
     UWSGISpec,
     extra_config_shape_rules,
@@ -501,6 +503,52 @@ class DBArchiveSpec(CRDModel):
         return None if value is None else check_cron(value)
 
 
+MAX_POLICY_RULES: Final = 512
+"""Rules ``spec.policy.rules`` holds at most (nova registers about 400 in all)."""
+POLICY_RULE_NAME_MAX: Final = 255
+POLICY_CHECK_MAX: Final = 4096
+POLICY_KEY_DEFAULT: Final = "policy.yaml"
+
+PolicyRules = Annotated[
+    dict[str, Annotated[str, Field(max_length=POLICY_CHECK_MAX)]],
+    Field(min_length=1, max_length=MAX_POLICY_RULES),
+    Rule(
+        f"self.all(r, r.size() > 0 && r.size() <= {POLICY_RULE_NAME_MAX})",
+        f"policy rule name must be 1 to {POLICY_RULE_NAME_MAX} characters",
+    ),
+    Rule(
+        "self.all(r, r.matches('^[!-~]+$'))",
+        "policy rule name must be printable ASCII without blanks: nova's rule names are, and "
+        "oslo.policy ignores a name no rule has",
+    ),
+]
+
+
+class PolicyConfigMapRef(CRDModel):
+    name: SubdomainName
+    """Name of the ConfigMap, in the same namespace as this object."""
+    key: DataKey | None = POLICY_KEY_DEFAULT
+    """Data key holding the policy file (YAML: rule name -> check string). Default: policy.yaml."""
+
+
+class PolicySpec(CRDModel):
+    """Overrides of nova's API policy rules, each checked against the rules the release registers."""
+
+    __crd_rules__ = (
+        Rule(
+            "has(self.rules) != has(self.configMapRef)",
+            "exactly one of policy.rules or policy.configMapRef must be set",
+        ),
+    )
+
+    rules: PolicyRules | None = None
+    """Rule name -> oslo.policy check string (for example os_compute_api:servers:create: role:admin),
+    rendered into policy.yaml. Each name must be a rule the release's nova registers."""
+    config_map_ref: PolicyConfigMapRef | None = None
+    """A ConfigMap whose key holds a policy file (YAML mapping of rule name -> check string); its
+    rule names are checked the same way, and an edit of it is rendered and rolled out like a spec change."""
+
+
 class NovaSpec(CRDModel):
     __crd_rules__ = (
         Rule(
@@ -534,6 +582,13 @@ class NovaSpec(CRDModel):
         ),
         *_utilization_rules("cpu", "targetCPUUtilization"),
         *_utilization_rules("memory", "targetMemoryUtilization"),
+        Rule(
+            "!has(self.policy) || !has(self.extraConfig) || !('oslo_policy' in self.extraConfig) || "
+            "!('policy_file' in self.extraConfig['oslo_policy'])",
+            "extraConfig [oslo_policy] policy_file must not be set together with policy: the operator "
+            "points it at the policy.yaml it renders",
+            field_path=".extraConfig",
+        ),
     )
 
     open_stack_release: Annotated[str, Field(pattern=r"^\d{4}\.[12]$")]
@@ -638,6 +693,11 @@ class NovaSpec(CRDModel):
     """
     secret_config: SecretConfigSpec | None = None
     """Options nova marks secret, from a Secret (never rendered into a ConfigMap)."""
+    policy: PolicySpec | None = None
+    """API policy overrides, rendered into policy.yaml ([oslo_policy] policy_file) of the API and metadata
+    pods. A rule name the release's nova does not register is refused (SecretsReady, ConfigError), and an
+    upgrade does not start while the target release drops a rule in use.
+    """
     secret_store_ref: SecretStoreRefSpec | None = None
     """The External Secrets store the SecretsReady condition checks. Default: the ClusterSecretStore
     openbao-cluster-store.

@@ -19,9 +19,11 @@ extraConfig (:data:`REJECTED_KEYS`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import yaml
 
 from nova_operator import digests, image_contract, naming
 from nova_operator.catalog import NoCatalogError, load_catalog, oslo_name
@@ -38,6 +40,9 @@ __all__ = [
     "LOGGING_INI_PATH",
     "OWNED_KEYS",
     "OWNED_PAIRS",
+    "POLICY_CONF",
+    "POLICY_FILE",
+    "POLICY_YAML",
     "REJECTED_KEYS",
     "ConfInputs",
     "ConfigError",
@@ -52,6 +57,8 @@ __all__ = [
     "nova_conf_sections",
     "novncproxy_conf",
     "overridden_owned_keys",
+    "policy_conf",
+    "policy_yaml",
     "rejected_keys",
     "render_compute_fragment",
     "serialize",
@@ -63,6 +70,9 @@ Sections = dict[str, dict[str, str]]
 CONFIG_DIR = "/etc/nova/nova.conf.d"
 LOGGING_INI_PATH = f"{CONFIG_DIR}/logging.ini"
 COMPUTE_CONFIG_DIR = "/etc/nova/compute-config"
+POLICY_YAML = "policy.yaml"  # the ConfigMap key of the rendered policy file (spec.policy)
+POLICY_CONF = "policy.conf"  # the API's and metadata's overlay naming it ([oslo_policy] policy_file)
+POLICY_FILE = f"{CONFIG_DIR}/{POLICY_YAML}"
 RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
 HTTPS_CA_DIR = "/etc/nova-https-ca"
 HTTPS_CA_FILE = f"{HTTPS_CA_DIR}/ca.crt"
@@ -128,6 +138,8 @@ class ConfInputs:
     db_pool_size: int = 1  # ``max_pool_size`` and ``max_overflow`` of both databases (``db_pools``)
     conductor_db_pool: Mapping[str, str] = field(default_factory=dict)  # its overlay's ``[database]``
     extra_config: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # spec.policy's rules (rule name, check string), sorted; None while spec.policy is unset
+    policy: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,6 +535,16 @@ def novncproxy_conf() -> str:
     return render("novncproxy.conf.j2", web=NOVNC_WEB, port=NOVNC_PORT)
 
 
+def policy_yaml(rules: Sequence[tuple[str, str]]) -> str:
+    """The policy file oslo.policy reads: one ``"rule": "check"`` mapping entry per rule, sorted."""
+    return yaml.safe_dump(dict(sorted(rules)), default_flow_style=False, sort_keys=True, width=1 << 16)
+
+
+def policy_conf() -> str:
+    """The overlay of the API and metadata pods that points oslo.policy at the rendered policy file."""
+    return serialize(_literal({"oslo_policy": {"policy_file": POLICY_FILE}}, POLICY_CONF), what=POLICY_CONF)
+
+
 def _log_levels(inputs: ConfInputs) -> tuple[tuple[str, str], ...]:
     try:
         return logging_conf.log_levels(inputs.per_logger_levels, inputs.extra_config)
@@ -562,6 +584,9 @@ def _config_data(inputs: ConfInputs) -> dict[str, str]:
     }
     if inputs.log_format == "json":
         data["logging.ini"] = logging_ini(inputs)
+    if inputs.policy is not None:
+        data[POLICY_YAML] = policy_yaml(inputs.policy)
+        data[POLICY_CONF] = policy_conf()
     return dict(sorted(data.items()))
 
 
@@ -585,8 +610,23 @@ def knows_barbican_cafile(release: str) -> bool:
         return False
 
 
-def conf_inputs(nova: Nova) -> ConfInputs:
-    """The :class:`ConfInputs` of a (defaulted) Nova; reads the model, never mutates it."""
+def policy_rules(
+    nova: Nova, from_config_map: Mapping[str, str] | None = None
+) -> tuple[tuple[str, str], ...] | None:
+    """spec.policy's rules, sorted: the map, or ``from_config_map`` (what the Config step read from the
+    ConfigMap ``spec.policy.configMapRef`` names); None while spec.policy is unset."""
+    policy = nova.spec.policy
+    if policy is None:
+        return None
+    rules = policy.rules if policy.rules is not None else (from_config_map or {})
+    return tuple(sorted(rules.items()))
+
+
+def conf_inputs(nova: Nova, *, policy_from_config_map: Mapping[str, str] | None = None) -> ConfInputs:
+    """The :class:`ConfInputs` of a (defaulted) Nova; reads the model, never mutates it.
+
+    ``policy_from_config_map``: the rules of the ConfigMap ``spec.policy.configMapRef`` names, read by
+    the caller (no I/O here)."""
     spec = nova.spec
     user = spec.service_user
     endpoints = spec.endpoints
@@ -631,6 +671,7 @@ def conf_inputs(nova: Nova) -> ConfInputs:
         db_pool_size=db_pools.threads(nova),
         conductor_db_pool=db_pools.conductor_pool_keys(nova),
         extra_config={s: dict(opts) for s, opts in (spec.extra_config or {}).items()},
+        policy=policy_rules(nova, policy_from_config_map),
     )
 
 

@@ -24,7 +24,7 @@ from nova_operator.models.common import (
 )
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
-from nova_operator.renderers.novaconf import CONFIG_DIR
+from nova_operator.renderers.novaconf import CONFIG_DIR, POLICY_CONF, POLICY_YAML
 from nova_operator.renderers.pod_env import (
     base_env,
     cache_tls_volume,
@@ -89,6 +89,14 @@ class WorkloadInputs:
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
     # --secret-ref-label: mount the Nova's label-checked copies of the TLS Secrets, not the spec's own
     checked_copies: bool = False
+    config_keys: tuple[
+        str, ...
+    ] = ()  # the data keys of that ConfigMap (policy.yaml while spec.policy is set)
+
+    @property
+    def policy(self) -> bool:
+        """The mounted ConfigMap carries a policy file (and its overlay): the API and metadata read it."""
+        return POLICY_YAML in self.config_keys and POLICY_CONF in self.config_keys
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -156,6 +164,7 @@ def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[
         )
     if component in (Component.API, Component.METADATA):
         files = f"{API_PASTE};nova.conf" + (";metadata.conf" if component is Component.METADATA else "")
+        files += f";{POLICY_CONF}" if inputs.policy else ""  # read last: its [oslo_policy] policy_file wins
         env.append({"name": "OS_NOVA_CONFIG_DIR", "value": CONFIG_DIR})
         env.append({"name": "OS_NOVA_CONFIG_FILES", "value": files})
     if component in (Component.SCHEDULER, Component.CONDUCTOR):
@@ -399,13 +408,16 @@ def _annotations(nova: Nova, component: Component, digests: Digests) -> dict[str
 
 
 def _config_mounts(
-    nova: Nova, component: Component, config_map: str
+    nova: Nova, component: Component, inputs: WorkloadInputs
 ) -> tuple[list[Manifest], list[Manifest]]:
+    config_map = inputs.config_map
     shared = ["nova.conf"]
     if component is Component.METADATA:
         shared.append("metadata.conf")
     if _json_logging(nova):
         shared.append("logging.ini")
+    if component in (Component.API, Component.METADATA) and inputs.policy:
+        shared += [POLICY_CONF, POLICY_YAML]
     volumes = [config_volume(config_map, sorted(shared))]
     mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
     overlay = {
@@ -483,7 +495,7 @@ def deployment(nova: Nova, component: Component, inputs: WorkloadInputs) -> Mani
     selector = naming.selector_labels(name, component)
     labels = naming.labels(name, component)
 
-    config_volumes, config_mounts = _config_mounts(nova, component, inputs.config_map)
+    config_volumes, config_mounts = _config_mounts(nova, component, inputs)
     tls_volumes, tls_mounts = db_tls_volumes(nova, checked=inputs.checked_copies)
     ca_volumes, ca_mounts = rabbit_ca_volume(nova, checked=inputs.checked_copies)
     https_volumes, https_mounts = https_ca_volume(nova, checked=inputs.checked_copies)

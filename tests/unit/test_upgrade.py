@@ -70,6 +70,29 @@ def test_one_step_forward_initiates(installed: str, spec: str) -> None:
     assert d.job is None
 
 
+def test_a_policy_rule_the_target_drops_holds_the_upgrade_before_it_starts() -> None:
+    held = ("spec.policy.rules[x]: nova 2026.2 drops this policy rule (nova 2026.1 registers it)",)
+    base = view("2026.2", "2026.1")
+    d = u.decide(View(base.spec_release, base.image, base.installed, held=held))
+    assert db(d) == (False, "UpgradeHeldByPolicy")
+    assert d.condition is not None
+    assert d.condition.message == f"upgrade 2026.1 → 2026.2 not started: {held[0]}"
+    assert (d.installed, d.target, d.phase) == ("2026.1", "", "")  # nothing initiated
+    assert d.events == ()  # the Config step's ConfigError event names the rules once
+    assert d.next is Next.AFTER
+    assert d.result == 30.0
+    # held or not, a steady pass (no upgrade asked) runs db-sync, and an invalid path is refused first
+    steady = view("2026.1", "2026.1")
+    assert (
+        u.decide(View(steady.spec_release, steady.image, steady.installed, held=held)).action is Action.STEADY
+    )
+    skip = view("2026.2", "2025.2")
+    assert db(u.decide(View(skip.spec_release, skip.image, skip.installed, held=held))) == (
+        False,
+        "UpgradePathInvalid",
+    )
+
+
 @pytest.mark.parametrize(
     ("installed", "spec"), [("2024.2", "2026.1"), ("2025.2", "2026.2"), ("2025.1", "2026.1")]
 )

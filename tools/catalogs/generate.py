@@ -1,12 +1,14 @@
-"""Generate the extraConfig option catalogs, one JSON file per supported release.
+"""Generate the extraConfig option catalogs and the policy-rule catalogs, per supported release.
 
     bash tools/catalogs/ensure_venvs.sh          # the nova venvs (cached outside the repo)
     python tools/catalogs/generate.py            # writes nova_operator/data/catalog-<release>.json
+                                                 # and nova_operator/data/policy-<release>.json
     python tools/catalogs/generate.py --check    # exit 1 when a committed catalog is stale
     python tools/catalogs/generate.py --freeze   # pin the venvs: write constraints-<release>.txt
 
 Each catalog is read from the real ``nova`` package of that release (see
-``tools/catalogs/releases.txt``) by ``extract_opts.py``, run with the venv's own Python.
+``tools/catalogs/releases.txt``) by ``extract_opts.py`` (options) and ``extract_policies.py``
+(the policy rules nova registers), run with the venv's own Python.
 The catalogs are data: never edit them by hand, regenerate them.
 """
 
@@ -74,6 +76,26 @@ def render_catalog(release: str, nova_version: str) -> str:
     return json.dumps(catalog, indent=1, sort_keys=True) + "\n"
 
 
+def render_policies(release: str, nova_version: str) -> str:
+    venv = venv_dir(release)
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), str(HERE / "extract_policies.py")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    dump = json.loads(out)
+    if dump["nova_version"] != nova_version:
+        raise SystemExit(f"{venv} holds nova {dump['nova_version']}, releases.txt wants {nova_version}")
+    policies = {
+        "generator": "tools/catalogs/generate.py (do not edit by hand)",
+        "release": release,
+        "nova_version": nova_version,
+        "rules": dump["rules"],
+    }
+    return json.dumps(policies, indent=1, sort_keys=True) + "\n"
+
+
 def freeze(release: str) -> None:
     """Pin every package of the release's venv (``pip freeze``) into constraints-<release>.txt."""
     frozen = subprocess.run(
@@ -112,15 +134,17 @@ def main(argv: list[str] | None = None) -> int:
             freeze(release)
         return 0
     for release, nova_version in wanted:
-        text = render_catalog(release, nova_version)
-        path = DATA / f"catalog-{release}.json"
-        if args.check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(str(path.relative_to(REPO)))
-            continue
-        DATA.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPO)} (nova {nova_version})", file=sys.stderr)
+        for text, path in (
+            (render_catalog(release, nova_version), DATA / f"catalog-{release}.json"),
+            (render_policies(release, nova_version), DATA / f"policy-{release}.json"),
+        ):
+            if args.check:
+                if not path.exists() or path.read_text(encoding="utf-8") != text:
+                    stale.append(str(path.relative_to(REPO)))
+                continue
+            DATA.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(REPO)} (nova {nova_version})", file=sys.stderr)
     if stale:
         print("stale catalogs (run tools/catalogs/generate.py): " + ", ".join(stale), file=sys.stderr)
         return 1

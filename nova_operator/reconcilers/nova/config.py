@@ -11,16 +11,23 @@ ConfigMap the live API Deployment mounts, so running pods keep their last-good c
 first install there is none and the Database step waits with ``WaitingForConfig``).
 Choice: an unknown option fails the Config step like the upstream webhook refused it at
 admission, so ``Ready`` cannot stay True at a generation whose config was never applied.
+
+``spec.policy`` (issue 38 item 3) is rendered into ``policy.yaml`` and the ``policy.conf``
+overlay of the API and metadata pods; a rule name the release's nova does not register (the
+policy-rule catalog, ``nova_operator.policy_catalog``) fails the step the same way, naming the
+rule, and so do a missing policy ConfigMap or key. When a changed config is written, a rule the
+next shipped release drops is warned about (``PolicyWarning``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from nova_operator import catalog, conditions, naming
+from nova_operator import catalog, conditions, naming, policy_catalog
 from nova_operator.decisions import releases, retention
 from nova_operator.kube.errors import KubeError
 from nova_operator.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from nova_operator.models.nova import POLICY_KEY_DEFAULT
 from nova_operator.naming import Component
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.renderers import novaconf
@@ -32,6 +39,7 @@ NO_OWNED_KEYS_OVERRIDDEN: Final = "NoOwnedKeysOverridden"
 OWNED_KEYS_OVERRIDDEN: Final = "OwnedKeysOverridden"
 OWNED_KEY_OVERRIDE_EVENT: Final = "ExtraConfigOwnedKeyOverride"
 EXTRA_CONFIG_WARNING: Final = "ExtraConfigWarning"  # a deprecated option, or no catalog to check against
+POLICY_WARNING: Final = "PolicyWarning"  # a rule in use that the next release drops
 KEEP_HISTORICAL: Final = 3
 
 
@@ -65,6 +73,38 @@ def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> lis
     owned = [(s, k) for s, keys in novaconf.OWNED_KEYS.items() for k in keys]
     release = releases.base(ctx.nova.spec.open_stack_release)
     return catalog.extra_config_problems(release, extra, exempt=owned, exempt_secret=novaconf.OWNED_PAIRS)
+
+
+async def _policy(ctx: PassContext) -> tuple[dict[str, str] | None, str, list[str]]:
+    """spec.policy's rules (None: unset), where they come from, and what stops them being used.
+
+    The rules of ``configMapRef`` are read from the ConfigMap (one GET: it is the user's, not in
+    the cache of the operator's children); a missing ConfigMap or key, or a file that is not a
+    mapping of rule names to check strings, is a problem naming the ConfigMap and the key.
+    """
+    policy = ctx.nova.spec.policy
+    if policy is None:
+        return None, "", []
+    if policy.rules is not None:
+        return dict(policy.rules), "spec.policy.rules", []
+    ref = policy.config_map_ref
+    assert ref is not None  # the CRD admits exactly one of the two
+    key = ref.key or POLICY_KEY_DEFAULT
+    source = f"spec.policy.configMapRef (ConfigMap {ref.name}, key {key})"
+    found = await ctx.current(CONFIGMAPS, ref.name)
+    if found is None:
+        return {}, source, [f"{source}: the ConfigMap does not exist in namespace {ctx.namespace}"]
+    data = found.get("data") or {}
+    if key not in data:
+        return {}, source, [f"{source}: the ConfigMap has no key {key}"]
+    rules, problems = policy_catalog.parse_policy_file(str(data[key]), source=source)
+    return rules, source, problems
+
+
+def _policy_problems(ctx: PassContext, rules: dict[str, str], source: str) -> list[str]:
+    release = releases.base(ctx.nova.spec.open_stack_release)
+    installed = releases.base(str(ctx.status.get("installedRelease") or "")) or ""
+    return policy_catalog.policy_problems(release, rules, source=source, installed=installed)
 
 
 async def _last_good(ctx: PassContext) -> None:
@@ -102,10 +142,14 @@ async def _prune(ctx: PassContext, current: str) -> None:
 async def reconcile_config(ctx: PassContext) -> Result:
     extra = _extra_config(ctx)
     await _extra_config_health(ctx, extra)
-    if problems := _catalog_problems(ctx, extra):
+    rules, source, policy_problems = await _policy(ctx)
+    if rules is not None and not policy_problems:
+        policy_problems = _policy_problems(ctx, rules, source)
+    ctx.state.policy_held = tuple(policy_problems)  # the Database step starts no upgrade while set
+    if problems := [*_catalog_problems(ctx, extra), *policy_problems]:
         return await _fail(ctx, "; ".join(problems))
     try:
-        data = novaconf.config_data(novaconf.conf_inputs(ctx.nova))
+        data = novaconf.config_data(novaconf.conf_inputs(ctx.nova, policy_from_config_map=rules))
         desired = novaconf.config_map(ctx.nova, data)
     except novaconf.ConfigError as exc:
         return await _fail(ctx, str(exc))
@@ -122,4 +166,6 @@ async def reconcile_config(ctx: PassContext) -> Result:
         # admission warnings without a webhook: events, once, when a changed config is written
         for warning in catalog.admission_warnings(release, extra):
             await ctx.emit("Warning", EXTRA_CONFIG_WARNING, warning)
+        for warning in policy_catalog.next_release_warnings(release, rules or {}, source=source):
+            await ctx.emit("Warning", POLICY_WARNING, warning)
     return Result()

@@ -147,6 +147,8 @@ class PassState:
     broker_port: int | None = None
     config_map: str = ""
     config_keys: tuple[str, ...] = ()
+    # the Config step's refusals of spec.policy at spec.openStackRelease: an upgrade does not start
+    policy_held: tuple[str, ...] = ()
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
     secret_config_digest: str = ""
 
@@ -166,6 +168,7 @@ class PassState:
             broker_port=self.broker_port or 5672,
             secret_config_keys=self.secret_config_keys,
             checked_copies=checked_copies,
+            config_keys=self.config_keys,
         )
 
 

@@ -74,6 +74,7 @@ def view_of(ctx: PassContext) -> View:
         installed=str(status.get("installedRelease") or ""),
         target=str(status.get("targetRelease") or ""),
         phase=str(status.get("upgradePhase") or ""),
+        held=ctx.state.policy_held,
     )
 
 

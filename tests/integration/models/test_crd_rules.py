@@ -710,6 +710,7 @@ def _nova_cases() -> Iterator[Case]:
         )
 
     yield from _extra_config_cases(n, NOVA_REJECTED_EXTRA_CONFIG_KEYS)
+    yield from _policy_cases()
     # --- issue 13: the archive schedule as kube's cron parser reads it
     yield Case(
         n,
@@ -717,6 +718,56 @@ def _nova_cases() -> Iterator[Case]:
         m("spec.dbArchive.schedule", "schedule must be a cron expression"),
         put("spec.dbArchive", {"schedule": "61 * * * *"}),
         put("spec.dbArchive", {"schedule": "59 23 31 DEC SUN"}),
+    )
+
+
+def _policy_cases() -> Iterator[Case]:
+    """Issue 38 item 3: the shape of spec.policy (the rule names themselves are checked by the reconciler)."""
+    n, path = NOVAS, "spec.policy"
+    create = "os_compute_api:servers:create"
+    yield Case(
+        n,
+        path,
+        message(n, path, "exactly one of policy.rules or policy.configMapRef"),
+        put(path, {"rules": {create: "role:admin"}, "configMapRef": {"name": "nova-policy"}}),
+        put(path, {"configMapRef": {"name": "nova-policy"}}),
+    )
+    yield Case(
+        n,
+        path,
+        message(n, path, "exactly one of policy.rules or policy.configMapRef"),
+        put(path, {}),
+        put(path, {"rules": {create: "role:admin"}}),
+    )
+    rules = f"{path}.rules"
+    for bad in ("", "r" * 256):
+        yield Case(
+            n,
+            rules,
+            message(n, rules, "policy rule name must be 1 to 255"),
+            put(rules, {bad: "role:admin"}),
+            put(rules, {"r" * 255: "role:admin"}),
+        )
+    for bad in ("os_compute_api:servers:create ", "os_compute_api:servers:\u212areate", "a\nb"):
+        yield Case(
+            n,
+            rules,
+            message(n, rules, "policy rule name must be printable ASCII"),
+            put(rules, {bad: "role:admin"}),
+            put(rules, {create: "role:admin"}),
+        )
+    yield Case(
+        n,
+        "spec",
+        message(n, "spec", "extraConfig [oslo_policy] policy_file must not be set together with policy"),
+        both(
+            put(path, {"rules": {create: "role:admin"}}),
+            put("spec.extraConfig", {"oslo_policy": {"policy_file": "/etc/nova/other.yaml"}}),
+        ),
+        both(
+            put(path, {"rules": {create: "role:admin"}}),
+            put("spec.extraConfig", {"oslo_policy": {"enforce_scope": "true"}}),
+        ),
     )
 
 

@@ -139,6 +139,46 @@ async def test_an_extra_config_change_rolls_the_workloads_and_old_config_maps_ar
     )
 
 
+async def test_an_edit_of_the_policy_config_map_alone_rolls_the_api_and_metadata_pods(
+    admin: Kube, operator: Operator, simulator: Simulator, namespace: str
+) -> None:
+    """Issue 38 item 3: the ConfigMap spec.policy.configMapRef names is watched; no spec edit."""
+    ns = namespace
+    await create_inputs(admin, ns)
+    policy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nova-policy"}}
+    await admin.create(
+        CONFIGMAPS, {**policy, "data": {"policy.yaml": '"os_compute_api:servers:create": "role:admin"'}}, ns
+    )
+    body = nova_body()
+    body["spec"]["policy"] = {"configMapRef": {"name": "nova-policy"}}
+    await admin.create(NOVAS, body, ns)
+    await ready_at_generation(admin, ns, 1)
+    api = await admin.get(DEPLOYMENTS, "nova", ns)
+    before = config_map_of(api)
+    files = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert str(files["OS_NOVA_CONFIG_FILES"]).endswith(";policy.conf")
+    assert "policy.yaml" in (await admin.get(CONFIGMAPS, before, ns))["data"]
+
+    await admin.patch(
+        CONFIGMAPS, "nova-policy", {"data": {"policy.yaml": '"os_compute_api:servers:crate": "@"'}}, ns
+    )
+    get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
+    bad = await wait_for(get, secrets_reason("ConfigError", "os_compute_api:servers:crate"), 30)
+    assert "no such policy rule in nova 2025.2" in cond(bad, "SecretsReady")["message"]
+    assert config_map_of(await admin.get(DEPLOYMENTS, "nova", ns)) == before  # the last good one stays
+
+    await admin.patch(
+        CONFIGMAPS, "nova-policy", {"data": {"policy.yaml": '"os_compute_api:servers:create": "@"'}}, ns
+    )
+    rolled = await wait_for(
+        lambda: admin.get(DEPLOYMENTS, "nova", ns), lambda d: config_map_of(d) != before, 30
+    )
+    assert "@" in (await admin.get(CONFIGMAPS, config_map_of(rolled), ns))["data"]["policy.yaml"]
+    metadata = await admin.get(DEPLOYMENTS, "nova-metadata", ns)
+    assert config_map_of(metadata) == config_map_of(rolled)
+    await wait_for(get, lambda n: cond(n, "SecretsReady").get("status") == "True", 30)
+
+
 async def test_an_unknown_extra_config_key_is_refused_without_touching_the_running_config(
     admin: Kube, operator: Operator, simulator: Simulator, namespace: str
 ) -> None:

@@ -24,6 +24,7 @@ from nova_operator.kube.resources import DEPLOYMENTS, JOBS, NOVAS, PODS
 from nova_operator.kube.types import Object
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.claims import job_uid_annotation
+from nova_operator.reconcilers.nova import config
 from nova_operator.reconcilers.nova import upgrade as glue
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.reconcilers.status import snapshot_status, write_status
@@ -34,6 +35,7 @@ from nova_operator.runtime.request import Request, Result
 from tests.integration.nova.passes import Emitted, make_ctx
 from tests.integration.nova.requests import Recorder
 from tests.integration.stuck_pod import SECRET, owner_of, stuck_pod
+from tests.policy_drops import drop_rule
 
 SAMPLE = Path(__file__).resolve().parents[2] / "unit" / "renderers" / "fixtures" / "minimal.yaml"
 NEW = "ghcr.io/c5c3/nova:2026.2"
@@ -565,3 +567,39 @@ async def test_the_report_ignores_a_pod_of_a_replaced_expand_job(env: Env) -> No
     await env.finish("db-expand", message="nova-status upgrade check exit 1")
     await env.run()
     assert env.events.emitted[0] == ("Warning", "UpgradeCheckWarnings", "nova-status upgrade check exit 1")
+
+
+async def test_a_policy_rule_the_target_release_drops_holds_the_upgrade_before_it_starts(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 item 3: the Config step names the rule, and the Database step starts nothing."""
+    rule = "os_compute_api:os-hypervisors:list"
+    drop_rule(monkeypatch, "2026.2", rule)
+    await env.edit({"policy": {"rules": {rule: "role:admin"}}})
+    await env.bump("2026.2")
+
+    async def one_pass() -> Result:
+        ctx = await env.context()
+        try:
+            await config.reconcile_config(ctx)
+            return await glue.dispatch(ctx, steady)
+        finally:
+            await env.save(ctx)
+
+    result = await one_pass()
+    secrets_ready = next(c for c in env.status["conditions"] if c["type"] == "SecretsReady")
+    assert (secrets_ready["status"], secrets_ready["reason"]) == ("False", "ConfigError")
+    dropped = f"spec.policy.rules[{rule}]: nova 2026.2 drops this policy rule (nova 2026.1 registers it)"
+    assert secrets_ready["message"] == dropped
+    assert env.database_ready() == ("False", "UpgradeHeldByPolicy")
+    database_ready = next(c for c in env.status["conditions"] if c["type"] == "DatabaseReady")
+    assert database_ready["message"] == f"upgrade 2026.1 → 2026.2 not started: {dropped}"
+    assert result.requeue_after == 30.0
+    assert "upgradePhase" not in env.status
+    assert "targetRelease" not in env.status
+    assert await env.job("db-expand") is None
+    assert [r for _, r, _ in env.events.emitted] == ["ConfigError"]
+
+    await env.edit({"policy": None})  # the rule removed: the upgrade starts on the next pass
+    await one_pass()
+    assert (env.status["upgradePhase"], env.status["targetRelease"]) == ("Expanding", "2026.2")

@@ -15,6 +15,7 @@ from nova_operator.decisions.readiness import custom_resource_ready
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import (
     CLUSTER_SECRET_STORES,
+    CONFIGMAPS,
     MARIADBS,
     NOVAS,
     RABBITMQ_CLUSTERS,
@@ -90,7 +91,12 @@ def test_the_nova_and_every_kind_the_operator_applies_are_kept_whole() -> None:
     manager = Manager(cast(Kube, NoKube()))
     options = NovaOptions(secret_stores=True, cluster_secret_stores=True, rabbitmq_api=True, mariadb_api=True)
     make_controller_factory(options)(manager)
-    kept = {inf.ref: inf.transform.kept for inf in manager.informers}
+    scoped = {inf.ref: inf.transform.kept for inf in manager._scoped.values()}
+    kept = {inf.ref: inf.transform.kept for inf in manager._informers.values()}
+    kept[SECRETS] = scoped.pop(SECRETS)
+    # the user's ConfigMaps of a Nova's namespace (issue 38 item 3: a policy ConfigMap's edit wakes
+    # its Nova): names and versions only, beside the operator's own ConfigMaps, kept whole
+    assert scoped == {CONFIGMAPS: {"apiVersion": ALL, "kind": ALL, "metadata": ALL}}
     assert kept[NOVAS] is ALL
     assert kept[SECRETS] is ALL
     for ref in (*OWNED, *MARIADB_CHILDREN):

@@ -447,14 +447,14 @@ async def test_the_https_ca_bundle_is_read_and_its_digest_follows_a_rotation(
     ctx = make_ctx(ours, nova, *inputs)
     assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
     assert ctx.state.https_ca == first
-    before = ctx.state.workload_inputs()
+    before = ctx.workload_inputs()
     assert https_ca_hash(before, ctx.nova) == {hashlib.sha256(first.encode()).hexdigest()}
 
     rotated = {"data": {"ca.crt": base64.b64encode((first + added).encode()).decode()}}
     await admin.patch(SECRETS, "internal-ca", rotated, namespace)
     again = make_ctx(ours, nova, *await on_server(admin, namespace))
     assert (await secrets.reconcile_secrets(again)).requeue_after is None
-    after = again.state.workload_inputs()
+    after = again.workload_inputs()
     assert https_ca_hash(after, again.nova) == {hashlib.sha256((first + added).encode()).hexdigest()}
     old, new = workload.deployments(ctx.nova, before), workload.deployments(again.nova, after)
     for role in old:  # the pod templates differ by that annotation alone: one roll, nothing else moves

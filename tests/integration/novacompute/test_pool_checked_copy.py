@@ -7,9 +7,12 @@ nothing. Without the flag the DaemonSet mounts the named Secret and a leftover c
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
+from simcluster import ControlPlane
 from simcluster.realtier.services.pki import CertificateAuthority
 
 from nova_operator import conditions
@@ -23,6 +26,8 @@ from nova_operator.reconcilers.compute.daemon_set import reconcile_daemon_set
 from nova_operator.reconcilers.compute.pool_config import reconcile_pool_config
 from nova_operator.renderers import compute_pool
 from nova_operator.secret_refs import SecretRefPolicy
+from tests.integration.novacompute.conftest import Env
+from tests.integration.novacompute.inputs import ready
 from tests.integration.novacompute.passes import CONTRACT, KEY_SECRET, Stage, encoded
 
 pytestmark = pytest.mark.integration
@@ -198,3 +203,46 @@ async def test_without_the_flag_the_named_secret_is_mounted_and_a_leftover_copy_
     assert ("secrets", COPY) in stage.kube.deleted()
     with pytest.raises(errors.NotFound):
         await stage.admin.get(SECRETS, COPY, stage.ns)
+
+
+# -- the controller itself: what it caches of the copy ------------------------------------------------
+
+
+@pytest.fixture
+async def flagged(
+    control_plane: ControlPlane, admin: Any, admin_api: client.ApiClient, fake: Any, namespace: str
+) -> AsyncIterator[Env]:
+    """The running NovaCompute controller with ``--secret-ref-label usable``."""
+    e = Env(admin, admin_api, fake, namespace)
+    e.secret_refs = POLICY
+    await e.start(control_plane)
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+async def test_the_controller_mounts_the_copy_and_a_converged_pass_sends_no_request(
+    flagged: Env, bundles: tuple[str, str]
+) -> None:
+    env = flagged
+    await env.nova()
+    await env.admin.patch(SECRETS, "nova-service-user", {"metadata": {"labels": {"usable": "yes"}}}, env.ns)
+    await env.secret("pool-ca", {"ca.crt": bundles[0]}, labels={"usable": "yes"})
+    n1 = await env.node("n1", pool="a", zone="az1")
+    await env.pool(tls={"caBundleSecretRef": {"name": "pool-ca"}})
+    ds = await env.until(lambda: env.get(DAEMONSETS, DS))
+    assert https_volume(ds)["secretName"] == COPY
+    env.fake.add_compute(n1)
+    await env.daemonset_rolled_out(count=1)
+    await env.until(lambda: ready(env))
+    await env.settle(1.0)
+
+    before, passes = env.metrics.api_request_counts(), env.step_count("PoolConfig")
+    await env.settle(3.0)  # the pool keeps polling its services (the test's intervals are short)
+    after, ran = env.metrics.api_request_counts(), env.step_count("PoolConfig") - passes
+    grown = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert ran >= 2, "no pass ran while the pool sat converged"
+    assert grown == {}, f"a converged pool pass sent requests: {grown}"
+    copy = await env.admin.get(SECRETS, COPY, env.ns)
+    assert copy["data"] == {"ca.crt": b64(bundles[0])}

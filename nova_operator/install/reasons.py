@@ -837,8 +837,11 @@ NOVACOMPUTE: Final[tuple[Reason, ...]] = (
         "False",
         "SecretRefNotLabelled",
         "The operator runs with `--secret-ref-label` and a Secret the pool would read (its Nova's "
-        "`spec.serviceUser.secretRef`, on NovaReady; its own `spec.secretConfig.secretRef`, on ConfigReady) "
-        "does not carry that label. Requeue 15 s.",
+        "`spec.serviceUser.secretRef`, on NovaReady; its own `spec.secretConfig.secretRef` or "
+        "`spec.tls.caBundleSecretRef`, on ConfigReady) does not carry that label; the message names the "
+        "field and the Secret. Nothing of it is used: the pool's pods mount its copy of its `spec.tls` "
+        "bundle (`{pool}-nova-compute-checked-https-ca`), which keeps the last labelled content. "
+        "Requeue 15 s.",
         'Label the Secret if the pool may use it. See docs/install.md, "What a CR author can make the '
         'operator read".',
     ),

@@ -32,13 +32,17 @@ from nova_operator.renderers.novaconf import (
     serialize,
 )
 from nova_operator.renderers.pod_env import (
+    Mounted,
+    ca_bundle,
     config_volume,
     db_tls_volumes,
     https_ca_volume,
     manage_env,
     secret_config_env,
     secret_env,
+    secret_volume,
 )
+from nova_operator.renderers.secrets import copy_secret
 from nova_operator.renderers.stops import graceful_shutdown_timeout
 from nova_operator.renderers.wait_for_chassis import SCRIPT as WAIT_FOR_CHASSIS
 from nova_operator.renderers.workload import (
@@ -62,6 +66,8 @@ __all__ = [
     "REQUIRED_CONTRACT_KEYS",
     "SECRET_CONFIG_HASH_ANNOTATION",
     "PoolInputs",
+    "checked_ca_name",
+    "checked_ca_secret",
     "config_base",
     "config_base_label",
     "config_map",
@@ -75,6 +81,7 @@ __all__ = [
     "labels",
     "node_affinity_terms",
     "overridden_owned_keys",
+    "own_ca_source",
     "pool_conf",
     "pool_conf_sections",
     "pool_image",
@@ -134,6 +141,7 @@ class PoolInputs:
     secret_config_keys: tuple[str, ...] = ()  # its section.option keys
     secret_config_hash: str = ""  # keyed digest of their values (empty: no spec.secretConfig)
     https_ca_hash: str = ""  # SHA-256 of the pool's own spec.tls bundle (empty: no spec.tls)
+    checked: bool = False  # --secret-ref-label: the pods mount checked_ca_name, never spec.tls's Secret
 
 
 # --------------------------------------------------------------------------- names, labels
@@ -177,6 +185,24 @@ def secret_config_secret(pool: NovaCompute, data: Mapping[str, str]) -> Manifest
             "data": {k: base64.b64encode(v.encode("utf-8")).decode("ascii") for k, v in sorted(data.items())},
         }
     )
+
+
+def own_ca_source(pool: NovaCompute) -> Mounted | None:
+    """The Secret of the pool's own ``spec.tls`` bundle and the key its pods take (None while unset)."""
+    return ca_bundle(pool.spec.tls.ca_bundle_secret_ref) if pool.spec.tls is not None else None
+
+
+def checked_ca_name(name: str) -> str:
+    """``{name}-nova-compute-checked-https-ca``: with ``--secret-ref-label``, the pool's copy of its own
+    ``spec.tls`` bundle that its pods mount, written only while the source carries the label (the
+    Nova's copies are ``naming.checked_copy`` of the Nova's name; this one is of the DaemonSet's)."""
+    return naming.checked_copy(daemonset_name(name), "https-ca")
+
+
+def checked_ca_secret(pool: NovaCompute, data: Mapping[str, str]) -> Manifest:
+    """``checked_ca_name``: ``data`` is ``pod_env.copied_data`` of ``own_ca_source`` (base64 as read)."""
+    name = pool.metadata.name or ""
+    return copy_secret(checked_ca_name(name), pool.metadata.namespace or "default", labels(name), data)
 
 
 def config_base(name: str) -> str:
@@ -373,20 +399,14 @@ def _field_env(name: str, path: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _own_ca(pool: NovaCompute) -> tuple[list[Manifest], list[Manifest]]:
-    """The pool's own ``spec.tls`` bundle as ``ca.crt`` under ``HTTPS_CA_DIR`` (nothing while unset)."""
-    if pool.spec.tls is None:
+def _own_ca(pool: NovaCompute, *, checked: bool) -> tuple[list[Manifest], list[Manifest]]:
+    """The pool's own ``spec.tls`` bundle as ``ca.crt`` under ``HTTPS_CA_DIR`` (nothing while unset):
+    from its Secret, or (``checked``, with ``--secret-ref-label``) from the pool's copy of it."""
+    source = own_ca_source(pool)
+    if source is None:
         return [], []
-    ref = pool.spec.tls.ca_bundle_secret_ref
-    volume = {
-        "name": "https-ca",
-        "secret": {
-            "secretName": ref.name,
-            "defaultMode": 0o444,
-            "items": [{"key": ref.key or "ca.crt", "path": "ca.crt"}],
-        },
-    }
-    return [volume], [{"name": "https-ca", "mountPath": HTTPS_CA_DIR, "readOnly": True}]
+    copy = checked_ca_name(pool.metadata.name or "") if checked else None
+    return secret_volume(source, "https-ca", HTTPS_CA_DIR, copy=copy)
 
 
 def _volumes(inputs: PoolInputs) -> list[Manifest]:
@@ -515,7 +535,8 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         return None
     name = pool.metadata.name or ""
     init, main = _containers(inputs, resolve_resources(pool.spec.resources))
-    main[0]["volumeMounts"] = [*main[0]["volumeMounts"], *_own_ca(pool)[1]]
+    own_volumes, own_mounts = _own_ca(pool, checked=inputs.checked)
+    main[0]["volumeMounts"] = [*main[0]["volumeMounts"], *own_mounts]
     pod_spec: Manifest = {
         "automountServiceAccountToken": False,  # nova-compute never talks to the Kubernetes API
         "hostNetwork": True,
@@ -527,7 +548,7 @@ def daemonset(pool: NovaCompute, inputs: PoolInputs) -> Manifest | None:
         },
         "initContainers": init,
         "containers": main,
-        "volumes": [*_volumes(inputs), *_own_ca(pool)[0]],
+        "volumes": [*_volumes(inputs), *own_volumes],
         **image_pull_secrets(pool.spec.image.pull_secrets if pool.spec.image is not None else None),
     }
     if pool.spec.tolerations:

@@ -3,11 +3,14 @@ memcached TLS and HTTPS CA volumes, the config volume."""
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nova_operator.models.common import (
     DatabaseSpec,
+    SecretRefSpec,
 )
 from nova_operator.models.nova import Nova
 from nova_operator.naming import CheckedCopy, checked_copy
@@ -89,6 +92,26 @@ class Mounted:
     items: tuple[tuple[str, str], ...]
 
 
+def ca_bundle(ref: SecretRefSpec) -> Mounted:
+    """A CA bundle's Secret: its key (default ``ca.crt``) as the file ``ca.crt``."""
+    return Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),))
+
+
+def encoded(secret: Mapping[str, Any], key: str) -> str | None:
+    """The base64 value of ``key`` as a Secret holds it (``stringData`` encoded); None when absent."""
+    value = (secret.get("data") or {}).get(key)
+    if isinstance(value, str):
+        return value
+    text = (secret.get("stringData") or {}).get(key)
+    return base64.b64encode(text.encode("utf-8")).decode("ascii") if isinstance(text, str) else None
+
+
+def copied_data(source: Mounted, secret: Mapping[str, Any]) -> dict[str, str]:
+    """What a label-checked copy takes of ``source`` read as ``secret``: each key's base64 value (never
+    decoded) under its file name; a key the Secret lacks is left out."""
+    return {path: value for key, path in source.items if (value := encoded(secret, key)) is not None}
+
+
 def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
     """The Secrets the pods mount by name (never read by the pods' environment), by the volume and
     the checked copy (``naming.checked_copy``) they make: the TLS files of each database block whose
@@ -108,19 +131,16 @@ def mounted_secrets(nova: Nova) -> dict[CheckedCopy, tuple[Mounted, ...]]:
         )
     tls = nova.spec.messaging.tls
     if tls is not None:
-        ref = tls.ca_bundle_secret_ref
-        found["messaging-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+        found["messaging-ca"] = (ca_bundle(tls.ca_bundle_secret_ref),)
         if tls.client_cert_secret_ref is not None:
             found["messaging-client-tls"] = (Mounted(tls.client_cert_secret_ref.name, _CLIENT_PAIR),)
     cache = nova.spec.cache.tls
     if cache is not None:
-        ref = cache.ca_bundle_secret_ref
-        found["cache-tls"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+        found["cache-tls"] = (ca_bundle(cache.ca_bundle_secret_ref),)
         if cache.client_cert_secret_ref is not None:
             found["cache-tls"] += (Mounted(cache.client_cert_secret_ref.name, _CLIENT_PAIR),)
     if nova.spec.tls is not None:
-        ref = nova.spec.tls.ca_bundle_secret_ref
-        found["https-ca"] = (Mounted(ref.name, ((ref.key or "ca.crt", "ca.crt"),)),)
+        found["https-ca"] = (ca_bundle(nova.spec.tls.ca_bundle_secret_ref),)
     return found
 
 
@@ -173,9 +193,16 @@ def _ca_volume(
     if mounted is None:
         return [], []
     (ca,) = mounted
-    name, pairs = (ca.secret, ca.items)
-    if checked:
-        name, pairs = checked_copy(nova_name(nova), copy), _copied(mounted)
+    return secret_volume(ca, volume, directory, copy=checked_copy(nova_name(nova), copy) if checked else None)
+
+
+def secret_volume(
+    source: Mounted, volume: str, directory: str, *, copy: str | None = None
+) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, mounts) of ``source``'s files under ``directory`` (mode 0444): from the Secret itself,
+    or (``copy``, with ``--secret-ref-label``) from the label-checked copy of that name, whose keys are
+    the files (``copied_data``)."""
+    name, pairs = (source.secret, source.items) if copy is None else (copy, _copied((source,)))
     spec = {"name": volume, "secret": {"secretName": name, "defaultMode": 0o444, "items": _items(pairs)}}
     return [spec], [{"name": volume, "mountPath": directory, "readOnly": True}]
 

@@ -37,6 +37,7 @@ __all__ = [
     "check_transport_url",
     "checked_copy_secret",
     "compute_config_secret",
+    "copy_secret",
     "database_dsn",
     "database_username",
     "digest_key_secret",
@@ -284,16 +285,21 @@ def secret_config_secret(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
 def checked_copy_secret(nova: Nova, which: CheckedCopy, data: Mapping[str, str]) -> dict[str, Any]:
     """``naming.checked_copy``: what the pods mount of the Secrets the spec names (``--secret-ref-label``),
     copied while they carry the label. ``data`` is base64 as the sources hold it (never decoded here)."""
+    name = naming.checked_copy(_name(nova), which)
+    return copy_secret(name, _ns(nova), naming.common_labels(_name(nova)), data)
+
+
+def copy_secret(
+    name: str, namespace: str, labels: Mapping[str, str], data: Mapping[str, str]
+) -> dict[str, Any]:
+    """A label-checked copy named ``name`` (a Nova's or a pool's): ``data`` base64 as the sources hold
+    it (``pod_env.copied_data``)."""
     return plain(
         {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "Opaque",
-            "metadata": {
-                "name": naming.checked_copy(_name(nova), which),
-                "namespace": _ns(nova),
-                "labels": naming.common_labels(_name(nova)),
-            },
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
             "data": dict(sorted(data.items())),
         }
     )

@@ -79,7 +79,8 @@ RBAC_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     str(PODS): ("list", "watch"),
     str(DAEMONSETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(CONFIGMAPS): ("get", "list", "watch", "create", "delete"),
-    # the contract and spec.secretConfig read; mirrors reaped; {cr}-nova-compute-secret-config applied
+    # the contract and spec.secretConfig read; mirrors reaped; {cr}-nova-compute-secret-config and
+    # the --secret-ref-label copy {cr}-nova-compute-checked-https-ca applied
     str(SECRETS): ("get", "list", "watch", "create", "patch", "delete"),
     str(JOBS): ("get", "list", "watch", "create", "delete"),  # the host-discovery Job (and its watch)
     str(DEPLOYMENTS): ("get",),
@@ -95,7 +96,8 @@ def nova_ref(obj: Mapping[str, Any]) -> str:
 SECRET_CONFIG_INDEX: Final = "spec.secretConfig.secretRef.name"
 POOL_SECRETS_INDEX: Final = "nova.compute.pool-secrets"
 """Pools by ``<namespace>/<name>`` of the Secrets they read themselves: ``spec.secretConfig``,
-``spec.tls`` and the derived ``{pool}-nova-compute-secret-config`` (``_pool_secrets``)."""
+``spec.tls`` and the derived ``{pool}-nova-compute-secret-config`` and ``-checked-https-ca``
+(``_pool_secrets``)."""
 
 
 def _by_secret_config(obj: Object) -> list[str]:
@@ -105,13 +107,14 @@ def _by_secret_config(obj: Object) -> list[str]:
 
 def _pool_secrets(obj: Object) -> list[str]:
     """The ``POOL_SECRETS_INDEX`` values of a pool: its ``spec.secretConfig`` Secret and the derived one,
-    and its ``spec.tls`` bundle."""
+    its ``spec.tls`` bundle and its copy (``--secret-ref-label``)."""
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or ""
     spec = obj.get("spec") or {}
     ref = (spec.get("secretConfig") or {}).get("secretRef") or {}
     tls = (spec.get("tls") or {}).get("caBundleSecretRef") or {}
-    names = {compute_pool.secret_config_name(str(meta.get("name") or ""))}
+    pool = str(meta.get("name") or "")
+    names = {compute_pool.secret_config_name(pool), compute_pool.checked_ca_name(pool)}
     for named in (ref, tls):
         if isinstance(named, Mapping) and named.get("name"):
             names.add(str(named["name"]))

@@ -63,6 +63,7 @@ async def reconcile_daemon_set(p: ComputePass) -> Result:
         secret_config_keys=p.secret_config_keys,
         secret_config_hash=p.secret_config_hash,
         https_ca_hash=p.https_ca_hash,
+        checked=p.settings.secret_refs is not None,  # the pool's copy of its spec.tls bundle
         excluded=plan.excluded if plan else frozenset(),
         keep_pods=plan.keep_pods if plan else frozenset(),
         deleting=p.deleting,

@@ -27,7 +27,7 @@ from nova_operator.kube.types import Object
 from nova_operator.naming import CONFIG_BASE_LABEL
 from nova_operator.openstack import http
 from nova_operator.reconcilers.compute.context import ComputePass, SecretTooLarge
-from nova_operator.renderers import compute_pool
+from nova_operator.renderers import compute_pool, pod_env
 from nova_operator.renderers import secrets as derived
 from nova_operator.renderers.novaconf import ConfigError
 from nova_operator.runtime.request import Result
@@ -200,8 +200,16 @@ async def _publish_secret_config(p: ComputePass) -> tuple[str, str] | None:
 
 async def _own_https_ca(p: ComputePass) -> tuple[str, str] | None:
     """The pool's own ``spec.tls`` bundle: its digest for the pod template (a rotation rolls the pool
-    once); ``(reason, message)`` while it is missing or holds no certificate (never its text)."""
+    once); ``(reason, message)`` while it is missing or holds no certificate (never its text).
+
+    With ``--secret-ref-label`` the pods mount the pool's copy (``compute_pool.checked_ca_name``), written
+    here past the label gate only, from the bundle as this pass read and checked it: a source that
+    loses the label stops the step here and the copy keeps its last labelled content (issue 36 §5, as
+    the Nova's ``reconcilers.nova.checked_copies``). Without the flag, or ``spec.tls``, there is none.
+    """
     tls = p.pool.spec.tls
+    if tls is None or p.settings.secret_refs is None:
+        await _remove_checked_ca(p)
     if tls is None:
         p.https_ca_hash = ""
         return None
@@ -227,7 +235,21 @@ async def _own_https_ca(p: ComputePass) -> tuple[str, str] | None:
     except http.BadBundle as exc:
         return HTTPS_CA_INVALID, f"{field}: key {key} {exc}"
     p.https_ca_hash = sha256_hex(raw)
+    own = compute_pool.own_ca_source(p.pool)
+    if policy is not None and own is not None:
+        desired = compute_pool.checked_ca_secret(p.pool, pod_env.copied_data(own, source))
+        cached = p.cached(SECRETS, p.namespace, desired["metadata"]["name"])
+        await apply.apply(p.kube, desired, owner=p.cr, cached=cached, ref=SECRETS, digest_key=p.digest_key)
     return None
+
+
+async def _remove_checked_ca(p: ComputePass) -> None:
+    """A copy of the pool's bundle left from a run with ``--secret-ref-label`` (or from a removed
+    ``spec.tls``), removed when the cache shows one this pool owns."""
+    name = compute_pool.checked_ca_name(p.name)
+    live = p.cached(SECRETS, p.namespace, name)
+    if live is not None and controlled_by(live, p.cr["metadata"]["uid"]):
+        await apply.delete_if_present(p.kube, SECRETS, name, p.namespace)
 
 
 def _release(p: ComputePass) -> str:

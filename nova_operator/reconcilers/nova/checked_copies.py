@@ -10,30 +10,19 @@ writes after its label gate, and only from sources that carry the label as this 
 source without the label (or absent) stops the step at the gate, whose condition names it: its
 content never reaches a copy, and the copy keeps the last labelled content. Without the flag there
 is no copy (one left from a run with it is removed) and the pods mount the spec's Secrets as before.
+A NovaCompute's own ``spec.tls`` bundle has the pool's copy, made the same way
+(``reconcilers.compute.pool_config``).
 
 A copy is applied like every derived Secret: no request while it already holds that content.
 """
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
-from typing import Any
-
 from nova_operator import naming
 from nova_operator.kube.resources import SECRETS
 from nova_operator.reconcilers.nova.context import PassContext
 from nova_operator.renderers import pod_env
 from nova_operator.renderers import secrets as derived
-
-
-def encoded(secret: Mapping[str, Any], key: str) -> str | None:
-    """The base64 value of ``key`` as a Secret holds it (``stringData`` encoded); None when absent."""
-    value = (secret.get("data") or {}).get(key)
-    if isinstance(value, str):
-        return value
-    text = (secret.get("stringData") or {}).get(key)
-    return base64.b64encode(text.encode("utf-8")).decode("ascii") if isinstance(text, str) else None
 
 
 async def publish_checked_copies(ctx: PassContext) -> None:
@@ -51,8 +40,6 @@ async def publish_checked_copies(ctx: PassContext) -> None:
             secret = await ctx.live(SECRETS, source.secret)
             if secret is None or not policy.permits(secret):
                 break  # changed since the gate read it: the next pass's gate names it
-            for key, path in source.items:
-                if (value := encoded(secret, key)) is not None:
-                    data[path] = value
+            data.update(pod_env.copied_data(source, secret))
         else:
             await ctx.ensure(derived.checked_copy_secret(ctx.nova, which, data))

@@ -41,6 +41,7 @@ from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputeS
 from nova_operator.reconcilers.compute.controller import factory_with
 from nova_operator.renderers.compute_pool import selector_labels
 from nova_operator.runtime.manager import Manager
+from nova_operator.secret_refs import SecretRefPolicy
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
 from tests.integration.novacompute.passes import Stage
 
@@ -143,6 +144,7 @@ class Env:
         self.manager: Manager | None = None
         self._task: asyncio.Task[None] | None = None
         self._nodes: list[str] = []
+        self.secret_refs: SecretRefPolicy | None = None  # --secret-ref-label, when set before start
 
     # -- actors --------------------------------------------------------------------------
 
@@ -333,6 +335,7 @@ class Env:
             nova_api_url=lambda _nova, _ns: self.fake.nova_url,
             request_timeout=2.0,
             intervals=ComputeIntervals().scaled(SCALE),
+            secret_refs=self.secret_refs,
         )
         self.manager.add_controller(factory_with(compute)(self.manager))
         self._task = asyncio.create_task(self.manager.run(), name="novacompute manager")

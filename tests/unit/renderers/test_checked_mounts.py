@@ -12,6 +12,7 @@ from typing import Any
 from nova_operator import naming
 from nova_operator.models.common import CacheTLSSpec, HTTPSTLSSpec, SecretRefSpec
 from nova_operator.models.nova import Nova
+from nova_operator.models.novacompute import NovaCompute
 from nova_operator.renderers import compute_pool, jobs, pod_env, secrets, workload
 from tests.unit.renderers.conftest import load_nova
 
@@ -41,12 +42,14 @@ def pod_specs(nova: Nova, *, checked: bool) -> Iterator[tuple[str, dict[str, Any
 
 
 def mounted(pod: dict[str, Any]) -> dict[str, list[tuple[str, str, str]]]:
-    """Volume -> (Secret, key, file) of every Secret a pod spec mounts, plain or projected."""
+    """Volume -> (Secret, key, file) of every Secret a pod spec mounts, plain or projected (``*``: all
+    its keys, as the pool's compute contract)."""
     found: dict[str, list[tuple[str, str, str]]] = {}
     for volume in pod.get("volumes") or []:
         if "secret" in volume:
             source = volume["secret"]
-            found[volume["name"]] = [(source["secretName"], i["key"], i["path"]) for i in source["items"]]
+            items = source.get("items") or [{"key": "*", "path": "*"}]
+            found[volume["name"]] = [(source["secretName"], i["key"], i["path"]) for i in items]
         for part in (volume.get("projected") or {}).get("sources") or []:
             if "secret" in part:
                 s = part["secret"]
@@ -159,3 +162,69 @@ def test_the_bus_client_certificate_and_the_cache_tls_files_are_mounted_from_the
     projected = [s["secret"]["name"] for v in volumes if "projected" in v for s in v["projected"]["sources"]]
     assert secrets_named == ["nova-checked-messaging-ca"]
     assert projected == ["nova-checked-messaging-client-tls"]
+
+
+# -- a NovaCompute's own spec.tls bundle: the pool's copy --------------------------------------------
+
+
+def own_ca_pool() -> NovaCompute:
+    """A pool whose ``spec.tls`` names ``private-ca``, key ``root.pem``."""
+    return NovaCompute.model_validate(
+        {
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+            "kind": "NovaCompute",
+            "metadata": {"name": "rack7", "namespace": "openstack", "uid": "u1"},
+            "spec": {
+                "novaRef": {"name": "nova"},
+                "nodeSelector": {"pool": "rack7"},
+                "tls": {"caBundleSecretRef": {"name": "private-ca", "key": "root.pem"}},
+            },
+        }
+    )
+
+
+def pool_pod(pool: NovaCompute, *, checked: bool) -> dict[str, Any]:
+    inputs = compute_pool.PoolInputs(
+        image="i", config_map="rack7-config-0123abcd", contract_secret="nova-compute-config",
+        contract_hash="f" * 64, https_ca_hash="a" * 64, checked=checked,
+    )  # fmt: skip
+    ds = compute_pool.daemonset(pool, inputs)
+    assert ds is not None
+    spec: dict[str, Any] = ds["spec"]["template"]["spec"]
+    return spec
+
+
+def test_with_the_flag_a_pool_mounts_its_own_bundle_from_the_pools_copy() -> None:
+    pool = own_ca_pool()
+    plain, checked = pool_pod(pool, checked=False), pool_pod(pool, checked=True)
+    assert mounted(plain)["https-ca"] == [("private-ca", "root.pem", "ca.crt")]
+    assert mounted(checked)["https-ca"] == [("rack7-nova-compute-checked-https-ca", "ca.crt", "ca.crt")]
+    assert compute_pool.checked_ca_name("rack7") == "rack7-nova-compute-checked-https-ca"
+    assert "private-ca" not in {s for items in mounted(checked).values() for s, _k, _p in items}
+    # nothing else of the pod differs: the same file in the same place
+    assert [v for v in plain["volumes"] if v["name"] != "https-ca"] == [
+        v for v in checked["volumes"] if v["name"] != "https-ca"
+    ]
+    assert plain["containers"] == checked["containers"]
+    without_tls = own_ca_pool()
+    without_tls.spec.tls = None
+    assert "https-ca" not in mounted(pool_pod(without_tls, checked=True))
+
+
+def test_the_pools_copy_is_its_child_and_holds_the_keys_as_read() -> None:
+    pool = own_ca_pool()
+    source = compute_pool.own_ca_source(pool)
+    assert source is not None
+    value = base64.b64encode(b"-----BEGIN CERTIFICATE-----").decode()
+    assert pod_env.copied_data(source, {"data": {"root.pem": value, "other": "eA=="}}) == {"ca.crt": value}
+    assert pod_env.copied_data(source, {"stringData": {"root.pem": "-----BEGIN CERTIFICATE-----"}}) == {
+        "ca.crt": value
+    }
+    assert pod_env.copied_data(source, {"data": {"ca.crt": value}}) == {}  # the key the spec names only
+    copy = compute_pool.checked_ca_secret(pool, {"ca.crt": value})
+    assert copy["metadata"] == {
+        "name": "rack7-nova-compute-checked-https-ca",
+        "namespace": "openstack",
+        "labels": compute_pool.labels("rack7"),
+    }
+    assert copy["data"] == {"ca.crt": value}

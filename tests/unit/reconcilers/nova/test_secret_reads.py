@@ -38,6 +38,7 @@ from nova_operator.reconcilers.nova.secret_reads import (
     reads,
     secret_refs,
 )
+from nova_operator.renderers import compute_pool
 from nova_operator.renderers import secrets as derived
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.informer import Informer
@@ -251,3 +252,20 @@ def test_the_https_ca_bundles_are_read_the_novas_and_a_pools_own() -> None:
     assert admits(secret("rack-ca"))
     assert pools.by_index(POOL_SECRETS_INDEX, f"{NS}/rack-ca")  # its rotation wakes that pool
     assert not admits(secret("other-ca"))
+
+
+def test_a_pools_copy_of_its_bundle_is_read_whole() -> None:
+    """Issue 36 §5: the pool's ``--secret-ref-label`` copy of its ``spec.tls`` bundle is kept with its
+    data, so a converged pass compares it from the cache and sends nothing (another pool's is not)."""
+    pools = Cache(str(NOVACOMPUTES))
+    pools.add_index(NOVA_REF_INDEX, _by_nova_ref)
+    pools.add_index(POOL_SECRETS_INDEX, _pool_secrets)
+    novas = Cache(str(NOVAS))
+    novas.add_index(COMPUTE_READS_INDEX, _compute_reads)
+    admits = pool_reads(pools, novas)
+    copy = compute_pool.checked_ca_name("pool-a")
+    assert copy == "pool-a-nova-compute-checked-https-ca"
+    assert not admits(secret(copy))
+    pools.upsert(pool("pool-a", "nova"))
+    assert admits(secret(copy))
+    assert not admits(secret(compute_pool.checked_ca_name("pool-b")))

@@ -129,6 +129,11 @@ PYTHON_PACKAGES: Final = (
     PythonPackage(
         "python-memcached", "python-memcached", "keystonemiddleware's token cache (memcache_servers)"
     ),
+    PythonPackage(
+        "python-binary-memcached",
+        "python-binary-memcached",
+        "keystonemiddleware's token cache over TLS (spec.cache.tls: memcache_tls_enabled)",
+    ),
 )
 
 

@@ -162,7 +162,18 @@ OWNED_KEYS: Mapping[str, frozenset[str]] = {
     "api_database": frozenset(db_pools.POOL_OPTIONS),
     "database": frozenset(db_pools.POOL_OPTIONS),
     "keystone_authtoken": frozenset(
-        {*_IDENTITY, "www_authenticate_uri", "region_name", "memcached_servers", "cafile"}
+        {
+            *_IDENTITY,
+            "www_authenticate_uri",
+            "region_name",
+            "memcached_servers",
+            "cafile",
+            "memcache_use_advanced_pool",
+            "memcache_tls_enabled",
+            "memcache_tls_cafile",
+            "memcache_tls_certfile",
+            "memcache_tls_keyfile",
+        }
     ),
     "service_user": frozenset({*_IDENTITY, "send_service_user_token", "region_name", "cafile"}),
     "placement": frozenset({*_IDENTITY, "region_name", "valid_interfaces", "endpoint_override", "cafile"}),
@@ -418,6 +429,26 @@ def _cache(inputs: ConfInputs) -> dict[str, str]:
     return keys
 
 
+def _token_cache(inputs: ConfInputs) -> dict[str, str]:
+    """keystonemiddleware's token cache in [keystone_authtoken]: the cache's servers, and under
+    ``spec.cache.tls`` the same files as [cache]. keystonemiddleware speaks TLS to memcached only
+    through its advanced pool (oslo.cache's python-binary-memcached pool, in the image contract);
+    its other pool would ignore the TLS options and dial in plaintext, so the advanced one is named."""
+    keys = {"memcached_servers": inputs.cache_servers}
+    if inputs.cache_tls:
+        keys.update(
+            memcache_use_advanced_pool="true",
+            memcache_tls_enabled="true",
+            memcache_tls_cafile=f"{CACHE_TLS_DIR}/ca.crt",
+        )
+        if inputs.cache_client_cert:
+            keys.update(
+                memcache_tls_certfile=f"{CACHE_TLS_DIR}/tls.crt",
+                memcache_tls_keyfile=f"{CACHE_TLS_DIR}/tls.key",
+            )
+    return keys
+
+
 def _pool(inputs: ConfInputs) -> dict[str, str]:
     """oslo.db's pool bounds, which ``db_pools.max_user_connections`` sizes the users' caps from."""
     size = str(inputs.db_pool_size)
@@ -444,11 +475,8 @@ def nova_conf_sections(inputs: ConfInputs) -> Sections:
         "cache": _cache(inputs),
         "scheduler": {"discover_hosts_in_cells_interval": "300"},
     }
-    # keystonemiddleware's memcached client speaks TLS only through python-binary-memcached, which
-    # the image contract does not carry: under spec.cache.tls its token cache stays in each process
-    # rather than dial a TLS-only memcached in plaintext.
-    if inputs.cache_servers and not inputs.cache_tls:
-        sections["keystone_authtoken"]["memcached_servers"] = inputs.cache_servers
+    if inputs.cache_servers:
+        sections["keystone_authtoken"].update(_token_cache(inputs))
     if PIN_FILTER_SCHEDULER:
         sections["filter_scheduler"] = {
             "build_failure_weight_multiplier": "0",

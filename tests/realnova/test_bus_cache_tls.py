@@ -6,14 +6,17 @@ certificate too (``-Z``, ``ssl_verify_mode=2``), both on the pod bridge's gatewa
 their own. A Nova of its own names them with ``spec.messaging.tls.clientCertSecretRef`` and
 ``spec.cache.tls`` (CA and client certificate); its pool (on ``compute-2``) reads the client
 certificate from the compute contract. The Nova and the pool reach Ready, a server boots ACTIVE,
-nova's connections to the broker present the client certificate, and nova's cache traffic reached
-memcached (its only listener is TLS). Without the fields (before them) nothing here can connect:
-the broker and memcached refuse a client without a certificate, which the module checks first.
+nova's connections to the broker present the client certificate, nova's cache traffic reached
+memcached (its only listener is TLS), and so did Keystone's token cache: the token of an API call
+is cached there by the API's keystonemiddleware (through python-binary-memcached, of the image
+contract). Without the fields (before them) nothing here can connect: the broker and memcached
+refuse a client without a certificate, which the module checks first.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import pathlib
 import secrets
@@ -226,18 +229,25 @@ def _tear_down(s: Site) -> None:
         s.broker.stop()
 
 
-def _memcached_stats(cache: MemcachedServer) -> dict[str, int]:
-    """memcached's ``stats`` (integer values), over TLS with the client certificate."""
+def _memcached_ask(cache: MemcachedServer, command: str) -> bytes:
+    """memcached's answer to one text-protocol command ending in ``END``, over TLS with the client
+    certificate."""
     context = cache.client_context()
     raw = socket.create_connection((cache.address, cache.port), timeout=5)
     with context.wrap_socket(raw, server_hostname=cache.address) as s:
-        s.sendall(b"stats\r\n")
+        s.sendall(command.encode() + b"\r\n")
         text = b""
         while not text.endswith(b"END\r\n"):
             chunk = s.recv(4096)
             if not chunk:
                 break
             text += chunk
+    return text
+
+
+def _memcached_stats(cache: MemcachedServer) -> dict[str, int]:
+    """memcached's ``stats`` (integer values)."""
+    text = _memcached_ask(cache, "stats")
     stats = {}
     for line in text.decode().splitlines():
         parts = line.split()
@@ -285,3 +295,17 @@ def test_novas_cache_traffic_reaches_the_tls_only_memcached(site: Site) -> None:
     stats = _memcached_stats(site.cache)
     assert stats.get("cmd_get", 0) > 0, stats
     assert stats.get("cmd_set", 0) > 0, stats
+
+
+def test_keystones_token_cache_reaches_the_tls_only_memcached(site: Site) -> None:
+    """The API's keystonemiddleware cached the token of an API call in memcached, under its key
+    ``tokens/<sha256 of the token>`` (``memcache_security_strategy`` unset): its TLS client
+    (python-binary-memcached) reached the TLS-only listener with the client certificate. Before,
+    under ``spec.cache.tls`` the token cache stayed in each API process and memcached held no such key."""
+    assert site.client is not None
+    site.client.call("GET", f"/servers/{site.server['id']}")
+    key = "tokens/" + hashlib.sha256(site.client.token().encode()).hexdigest()
+    answer = _memcached_ask(site.cache, f"get {key}")
+    header = answer.split(b"\r\n", 1)[0].decode()
+    assert header.startswith(f"VALUE {key} "), answer[:200]
+    assert int(header.split()[3]) > 0, header  # the cached token data's length

@@ -12,9 +12,9 @@
 # (tools/catalogs/generate.py) and by the oslo-config-validator test of the renderers.
 #
 # Besides nova, each venv holds the Python packages the image contract names
-# (nova_operator/image_contract.py: uWSGI, PyMySQL, pymemcache, python-memcached), so the
-# tests can run the real uWSGI with the rendered command lines and a nova image can be built
-# from the same venv.
+# (nova_operator/image_contract.py: uWSGI, PyMySQL, pymemcache, python-memcached,
+# python-binary-memcached), so the tests can run the real uWSGI with the rendered command lines
+# and a nova image can be built from the same venv.
 #
 # tools/catalogs/constraints-<release>.txt pins every package of the venv: the versions of that
 # release's own upper-constraints (openstack/requirements, stable/<release>), kept to the
@@ -92,7 +92,7 @@ while read -r release version; do
   cp "$sdist/nova-$version/etc/nova/nova-config-generator.conf" "$tmp/nova-config-generator.conf"
   rm -rf "$sdist"
   # fail here, not in a test, when the install is broken
-  "$tmp/bin/python" -c "import nova, oslo_config, pymysql, pymemcache, memcache"
+  "$tmp/bin/python" -c "import nova, oslo_config, pymysql, pymemcache, memcache, bmemcached"
   "$tmp/bin/uwsgi" --version >/dev/null
   echo "$marker" >"$tmp/.installed"
   # venvs hard-code their path: rebuild scripts by moving only after success and fixing shebangs.

@@ -8,7 +8,7 @@ lower layer of a container's overlay, with the host's ``/usr`` bound into it (De
 the shell, GNU coreutils and awk, noVNC's web files). It is built from what the image contract says
 (``nova_operator/image_contract.py``, the source of ``docs/image-contract.md``), so the two cannot
 drift, and from that release's catalog venv (``tools/catalogs/ensure_venvs.sh``: nova, uWSGI,
-PyMySQL, pymemcache, python-memcached, built with Debian's interpreter):
+PyMySQL, pymemcache, python-memcached, python-binary-memcached, built with Debian's interpreter):
 
 - the venv, relocated to the contract's ``/var/lib/openstack`` (its scripts' shebangs rewritten);
   nova's ``etc/nova/api-paste.ini`` comes with it, where ``OS_NOVA_CONFIG_FILES`` names it;

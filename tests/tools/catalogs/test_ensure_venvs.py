@@ -50,7 +50,7 @@ def _run(cache: Path, marker: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-PACKAGES = " uWSGI==2.0.31 PyMySQL pymemcache python-memcached"
+PACKAGES = " uWSGI==2.0.31 PyMySQL pymemcache python-memcached python-binary-memcached"
 
 
 def test_a_venv_built_from_what_is_wanted_is_reused(tmp_path: Path) -> None:

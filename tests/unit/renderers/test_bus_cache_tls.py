@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from nova_operator import catalog
 from nova_operator.models.nova import Nova
 from nova_operator.reconcilers.nova import secret_reads
 from nova_operator.renderers import novaconf, workload
@@ -91,23 +92,48 @@ def test_the_pods_mount_the_bus_client_certificate_owner_only(load_sample: Load)
     assert [v["name"] for v in volumes] == ["rabbitmq-ca"]
 
 
-def test_cache_tls_renders_the_cache_section_and_keeps_the_token_cache_in_process(load_sample: Load) -> None:
+def test_cache_tls_renders_the_cache_section_and_the_token_cache_over_tls(load_sample: Load) -> None:
     nova = _with(load_sample("full"), bus_client=False, cache_tls=CACHE_TLS)
     sections = _sections(nova)
+    servers = "memcached-0.memcached:11211,memcached-1.memcached:11211"
     assert sections["cache"] == {
         "backend": "oslo_cache.memcache_pool",
         "enabled": "true",
-        "memcache_servers": "memcached-0.memcached:11211,memcached-1.memcached:11211",
+        "memcache_servers": servers,
         "tls_cafile": "/etc/memcached-tls/ca.crt",
         "tls_certfile": "/etc/memcached-tls/tls.crt",
         "tls_enabled": "true",
         "tls_keyfile": "/etc/memcached-tls/tls.key",
     }
-    assert "memcached_servers" not in sections["keystone_authtoken"]
-    assert not any(k.startswith("memcache_tls") for k in sections["keystone_authtoken"])
+    token_cache = {k: v for k, v in sections["keystone_authtoken"].items() if k.startswith("memcache")}
+    assert token_cache == {
+        "memcached_servers": servers,
+        "memcache_use_advanced_pool": "true",  # the only pool of keystonemiddleware that speaks TLS
+        "memcache_tls_enabled": "true",
+        "memcache_tls_cafile": "/etc/memcached-tls/ca.crt",
+        "memcache_tls_certfile": "/etc/memcached-tls/tls.crt",
+        "memcache_tls_keyfile": "/etc/memcached-tls/tls.key",
+    }
+    # the pools run no keystonemiddleware and mount no cache files: their fragment names none
+    fragment = novaconf.compute_fragment_sections(novaconf.conf_inputs(nova))["keystone_authtoken"]
+    assert not any(k.startswith("memcache") for k in fragment)
     plain = _sections(load_sample("full"))
     assert not any(k.startswith("tls_") for k in plain["cache"])
+    plain_token_cache = [k for k in plain["keystone_authtoken"] if k.startswith("memcache")]
+    assert plain_token_cache == ["memcached_servers"]
     assert plain["keystone_authtoken"]["memcached_servers"] == plain["cache"]["memcache_servers"]
+
+
+@pytest.mark.parametrize("release", catalog.supported_releases())
+def test_the_token_cache_options_are_known_to_the_release_and_owned(load_sample: Load, release: str) -> None:
+    nova = _with(load_sample("full"), bus_client=False, cache_tls=CACHE_TLS)
+    body = nova.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["spec"]["openStackRelease"] = release
+    authtoken = _sections(Nova.model_validate(body))["keystone_authtoken"]
+    known = catalog.load_catalog(release)
+    for key in (k for k in authtoken if k.startswith("memcache")):
+        assert known.knows("keystone_authtoken", key), (release, key)
+        assert key in novaconf.OWNED_KEYS["keystone_authtoken"], key
 
 
 def test_cache_tls_without_a_client_certificate_names_the_ca_only(load_sample: Load) -> None:
@@ -118,6 +144,10 @@ def test_cache_tls_without_a_client_certificate_names_the_ca_only(load_sample: L
     assert (cache["tls_enabled"], cache["tls_cafile"]) == ("true", "/etc/memcached-tls/ca.crt")
     assert "tls_certfile" not in cache
     assert "tls_keyfile" not in cache
+    authtoken = _sections(nova)["keystone_authtoken"]
+    assert authtoken["memcache_tls_cafile"] == "/etc/memcached-tls/ca.crt"
+    assert "memcache_tls_certfile" not in authtoken
+    assert "memcache_tls_keyfile" not in authtoken
     volumes, _ = cache_tls_volume(nova)
     assert volumes[0]["projected"]["sources"] == [
         {"secret": {"name": "memcached-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}

@@ -122,7 +122,13 @@ def test_the_contract_prints_as_json_and_as_pip_requirements_without_the_operato
     pip = subprocess.run(
         [sys.executable, "-I", str(script), "pip-requirements"], capture_output=True, text=True, check=True
     )
-    assert pip.stdout.split() == ["uWSGI==2.0.31", "PyMySQL", "pymemcache", "python-memcached"]
+    assert pip.stdout.split() == [
+        "uWSGI==2.0.31",
+        "PyMySQL",
+        "pymemcache",
+        "python-memcached",
+        "python-binary-memcached",  # keystonemiddleware's token cache over TLS
+    ]
 
 
 def test_the_docs_page_is_generated_from_the_contract() -> None:

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -53,19 +54,7 @@ def ensure_venvs(only: list[str] | None = None) -> None:
 
 def render_catalog(release: str, nova_version: str) -> str:
     venv = venv_dir(release)
-    out = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            str(HERE / "extract_opts.py"),
-            str(venv / "nova-config-generator.conf"),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    dump = json.loads(out)
-    if dump["nova_version"] != nova_version:
-        raise SystemExit(f"{venv} holds nova {dump['nova_version']}, releases.txt wants {nova_version}")
+    dump = _extract(release, nova_version, "extract_opts.py", str(venv / "nova-config-generator.conf"))
     catalog = {
         "generator": "tools/catalogs/generate.py (do not edit by hand)",
         "release": release,
@@ -76,17 +65,23 @@ def render_catalog(release: str, nova_version: str) -> str:
     return json.dumps(catalog, indent=1, sort_keys=True) + "\n"
 
 
-def render_policies(release: str, nova_version: str) -> str:
+def _extract(release: str, nova_version: str, script: str, *args: str) -> dict[str, Any]:
+    """What ``script`` (run by the release's venv) prints as JSON, checked to be of ``nova_version``."""
     venv = venv_dir(release)
     out = subprocess.run(
-        [str(venv / "bin" / "python"), str(HERE / "extract_policies.py")],
+        [str(venv / "bin" / "python"), str(HERE / script), *args],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    dump = json.loads(out)
+    dump: dict[str, Any] = json.loads(out)
     if dump["nova_version"] != nova_version:
         raise SystemExit(f"{venv} holds nova {dump['nova_version']}, releases.txt wants {nova_version}")
+    return dump
+
+
+def render_policies(release: str, nova_version: str) -> str:
+    dump = _extract(release, nova_version, "extract_policies.py")
     policies = {
         "generator": "tools/catalogs/generate.py (do not edit by hand)",
         "release": release,

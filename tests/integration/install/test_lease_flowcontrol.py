@@ -13,6 +13,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 from simcluster import ControlPlane
 from simcluster.client.kube import Kube, KubeError
@@ -40,10 +41,8 @@ def served_by(plane: ControlPlane, path: str) -> tuple[str, str]:
     )
 
 
-def test_the_operators_lease_requests_are_served_in_their_own_priority_level(
-    control_plane: ControlPlane,
-) -> None:
-    admin = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+def chart_objects() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The chart's PriorityLevelConfiguration and FlowSchema, for the operator's ServiceAccount here."""
     rendered = helm_template(
         "nova-operator",
         OPERATOR_NAMESPACE,
@@ -54,6 +53,23 @@ def test_the_operators_lease_requests_are_served_in_their_own_priority_level(
     )
     (level,) = by_kind(rendered, "PriorityLevelConfiguration")
     (schema,) = by_kind(rendered, "FlowSchema")
+    return level, schema
+
+
+def delete(admin: Kube, level: dict[str, Any], schema: dict[str, Any]) -> None:
+    for path in (
+        f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}",
+        f"{FLOWCONTROL}/prioritylevelconfigurations/{level['metadata']['name']}",
+    ):
+        with contextlib.suppress(KubeError):
+            admin.delete(path)
+
+
+def test_the_operators_lease_requests_are_served_in_their_own_priority_level(
+    control_plane: ControlPlane,
+) -> None:
+    admin = Kube(control_plane.server, control_plane.admin_token, control_plane.ca_file)
+    level, schema = chart_objects()
     with contextlib.suppress(KubeError):
         admin.post(
             "/api/v1/namespaces",
@@ -81,12 +97,7 @@ def test_the_operators_lease_requests_are_served_in_their_own_priority_level(
         dangling = [c for c in status.get("conditions", []) if c["type"] == "Dangling"]
         assert [c["status"] for c in dangling] == ["False"]
     finally:
-        for path in (
-            f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}",
-            f"{FLOWCONTROL}/prioritylevelconfigurations/{level['metadata']['name']}",
-        ):
-            with contextlib.suppress(KubeError):
-                admin.delete(path)
+        delete(admin, level, schema)
 
 
 def test_the_test_clusters_install_the_same_priority_level_for_the_operators_leases(
@@ -95,16 +106,7 @@ def test_the_test_clusters_install_the_same_priority_level_for_the_operators_lea
     """``make run``, the real tier, e2e and the benchmarks install what the chart ships
     (``simcluster.platform.flowcontrol``): the same specs as the chart, and the operator's Lease
     requests served in that level."""
-    rendered = helm_template(
-        "nova-operator",
-        OPERATOR_NAMESPACE,
-        "--set",
-        "serviceAccount.create=false",
-        "--set",
-        f"serviceAccount.name={OPERATOR_SERVICE_ACCOUNT}",
-    )
-    (chart_level,) = by_kind(rendered, "PriorityLevelConfiguration")
-    (chart_schema,) = by_kind(rendered, "FlowSchema")
+    chart_level, chart_schema = chart_objects()
     level, schema = lease_flow_control()
     assert level["spec"] == chart_level["spec"]
     chart_schema["spec"]["priorityLevelConfiguration"]["name"] = level["metadata"]["name"]
@@ -121,9 +123,4 @@ def test_the_test_clusters_install_the_same_priority_level_for_the_operators_lea
             assert time.monotonic() < deadline, "the API server never served the Lease in that level"
             time.sleep(0.5)
     finally:
-        for path in (
-            f"{FLOWCONTROL}/flowschemas/{schema['metadata']['name']}",
-            f"{FLOWCONTROL}/prioritylevelconfigurations/{level['metadata']['name']}",
-        ):
-            with contextlib.suppress(KubeError):
-                admin.delete(path)
+        delete(admin, level, schema)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from nova_operator import naming
 from nova_operator.decisions import pod_start
+from nova_operator.kube.owners import controlled_by
 from nova_operator.kube.types import Object
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.cache import Cache
@@ -58,12 +59,8 @@ def of_owner(pods: Cache | None, owner: Mapping[str, Any] | None) -> list[Object
 
 
 def owned_by(pods: Iterable[Object], uid: object) -> list[Object]:
-    """The pods of ``pods`` that ``uid`` owns (a DaemonSet, a Job), for readers that list by labels."""
-    return [
-        pod
-        for pod in pods
-        if uid and any(r.get("uid") == uid for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
-    ]
+    """The pods of ``pods`` that ``uid`` controls (a DaemonSet, a Job), for readers that list by labels."""
+    return [pod for pod in pods if uid and controlled_by(pod, str(uid))]
 
 
 def of_deployment(pods: Cache | None, deployment: Mapping[str, Any] | None) -> list[Object]:

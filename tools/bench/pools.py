@@ -116,7 +116,8 @@ def drained_nodes(nodes: dict[str, list[str]], count: int) -> list[str]:
 
 
 def create_nodes(handle: SimHandle, opts: PoolsOptions) -> tuple[dict[str, list[str]], list[str]]:
-    """P x N pool nodes and the spare nodes, created 8 at a time, then waited Ready."""
+    """P x N pool nodes and the spare nodes, created 8 at a time, then waited Ready (within the
+    run's ``--timeout``: 5,000 kwok nodes on a loaded machine take longer than a fixed 3 minutes)."""
     cluster = handle.cluster
     names = pool_names(opts.pools)
 
@@ -133,7 +134,7 @@ def create_nodes(handle: SimHandle, opts: PoolsOptions) -> tuple[dict[str, list[
         made = list(pool.map(one, range(opts.pools)))
     spare = cluster.create_nodes(opts.joins, prefix="kwok-spare", wait=False) if opts.joins else []
     everything = [n for names_ in made for n in names_] + spare
-    cluster.wait_nodes_ready(everything, timeout=180)
+    cluster.wait_nodes_ready(everything, timeout=opts.timeout)
     return dict(zip(names, made, strict=True)), spare
 
 

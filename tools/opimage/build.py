@@ -191,7 +191,8 @@ def build(context: pathlib.Path = ROOT, cache: pathlib.Path = CACHE) -> tuple[Op
     volumes: Sequence[str] = ()
     if CA_BUNDLE.is_file():
         volumes = ("--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro")
-    building = f"{REPOSITORY}:building"
+    # the build's own ID, not a shared tag: worktrees of the project may build on one machine at once
+    iidfile = cache / "tmp" / f"iid-{os.getpid()}"
     buildah.run(
         "build",
         "--quiet",
@@ -205,17 +206,17 @@ def build(context: pathlib.Path = ROOT, cache: pathlib.Path = CACHE) -> tuple[Op
         *volumes,
         "--file",
         str(context / "Dockerfile"),
-        "--tag",
-        building,
+        "--iidfile",
+        str(iidfile),
         str(context),
     )
     timings.build = time.monotonic() - t0
-    image_id = buildah.image_id(building)
-    if image_id is None:
-        raise BuildError(f"buildah built no {building}")
+    image_id = iidfile.read_text().strip().removeprefix("sha256:")
+    iidfile.unlink()
     tag = image_id[:12]
     ref = f"{REPOSITORY}:{tag}"
-    inspected = json.loads(buildah.run("inspect", "--type", "image", building))
+    buildah.run("tag", image_id, ref)
+    inspected = json.loads(buildah.run("inspect", "--type", "image", image_id))
     layers = len(inspected["OCIv1"]["rootfs"]["diff_ids"])
     archive = cache / "archives" / f"nova-operator-{tag}.tar"
     if not archive.exists():
@@ -224,7 +225,7 @@ def build(context: pathlib.Path = ROOT, cache: pathlib.Path = CACHE) -> tuple[Op
         partial = archive.with_suffix(f".partial{os.getpid()}")
         partial.unlink(missing_ok=True)
         # the index names the manifest by its tag only: `ctr images import --base-name` adds the repo
-        buildah.run("push", "--quiet", "--disable-compression", building, f"oci-archive:{partial}:{tag}")
+        buildah.run("push", "--quiet", "--disable-compression", image_id, f"oci-archive:{partial}:{tag}")
         partial.rename(archive)
         timings.export = time.monotonic() - t1
         older = sorted(archive.parent.glob("nova-operator-*.tar"), key=lambda p: p.stat().st_mtime)

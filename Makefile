@@ -85,8 +85,8 @@ realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and
 	bash tools/realnova/venvs.sh >/dev/null
 	/usr/bin/python3.11 tools/realnova/images.py
 
-test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: the release upgrades)
-	$(TOOLS_ENV) $(PY) -m pytest tests/realnova
+test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: the release upgrades; the operator's image installed by its chart on a real node)
+	$(TOOLS_ENV) $(PY) -m pytest tests/realnova tests/realnode/test_operator_chart.py
 
 test-servers: venv realnova  ## the day-one server scenario (boot, resize to the other host, confirm, delete; placement) on the minimal Nova at RELEASE=2025.2|2026.1|2026.2
 	REALNOVA_RELEASE=$(RELEASE) $(TOOLS_ENV) $(PY) -m pytest tests/realnova/test_day_one.py -k 'server_boots or deleting_the_server'

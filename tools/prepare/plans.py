@@ -66,6 +66,16 @@ def nova_images(releases: list[str] | None) -> Stage:
     return Stage("images", title, (IMAGE_PYTHON, "tools/realnova/images.py", *(releases or ())))
 
 
+def operator_image() -> Stage:
+    """The operator's image for the real nodes (tools/opimage: buildah, mmdebstrap from the apt stage)."""
+    return Stage(
+        "operator-image",
+        "the operator's image (buildah, Debian base)",
+        (IMAGE_PYTHON, "-m", "opimage"),
+        env={"PYTHONPATH": "tools"},
+    )
+
+
 def control_plane(*, kwok: bool) -> Stage:
     """Prints the binaries' directory (``ENVTEST_BIN``)."""
     if kwok:
@@ -98,7 +108,7 @@ def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool) -> Lanes:
 
 def ci_plan() -> Lanes:
     """``.ci/run``: everything ``make test`` uses, every release."""
-    python = [apt(), project_venv(), nova_venvs(None), service_venvs(), nova_images(None)]
+    python = [apt(), project_venv(), nova_venvs(None), service_venvs(), nova_images(None), operator_image()]
     go = [
         control_plane(kwok=True),
         Stage("deploytools", "helm, kustomize, kubectl", ("bash", "tools/deploytools/build.sh")),

@@ -159,6 +159,9 @@ def test_ci_builds_every_release_and_the_real_nodes_after_the_debian_packages() 
     assert stages["nova-venvs"].argv == ("bash", "tools/catalogs/ensure_venvs.sh")  # no release: all
     assert stages["realnode"].needs == ("apt",)
     assert stages["control-plane"].env == {}
+    # the operator's image after the Debian packages (buildah, mmdebstrap) in the same lane
+    (python,) = [lane for lane in ci_plan() if stages["operator-image"] in lane]
+    assert [s.key for s in python].index("apt") < [s.key for s in python].index("operator-image")
 
 
 def test_repeated_stage_keys_are_refused(tmp_path: Path) -> None:

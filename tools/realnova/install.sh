@@ -3,7 +3,8 @@
 # noVNC web files a nova image carries, nftables and Open vSwitch's ovsdb-server for the nodes; and what
 # a real node runs beside the kubelet (tools/realnode): containerd, runc, the CNI plugins, and the static
 # busybox its test image is made of (libc6-dev: the static pause binary of tools/realnode/build.sh), and
-# the private registry its pull-secret test pulls from (docker-registry, with skopeo to push to it).
+# the private registry its pull-secret test pulls from (docker-registry, with skopeo to push to it), and
+# mmdebstrap, which makes the Debian base of the nova images (tools/realnode/nova_image.py).
 # Idempotent: returns at once when every package is installed. No service is started (no systemd
 # here); tools/simcluster/realtier/services starts each as a plain process.
 set -euo pipefail
@@ -11,7 +12,7 @@ set -euo pipefail
 # Debian's interpreter, and uWSGI compiles against its libpython.
 PACKAGES=(mariadb-server mariadb-client rabbitmq-server memcached novnc nftables openvswitch-switch iproute2
   python3.11-dev python3.11-venv gcc
-  containerd runc containernetworking-plugins busybox-static libc6-dev docker-registry skopeo)
+  containerd runc containernetworking-plugins busybox-static libc6-dev docker-registry skopeo mmdebstrap)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

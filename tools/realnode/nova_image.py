@@ -76,6 +76,9 @@ BASE_PACKAGES = (
     "libuuid1",
     "mawk",
 )
+#: Debian's merged /usr made by mmdebstrap's hooks, with ``usr-is-merged``: else apt satisfies
+#: init-system-helpers with ``usrmerge``, which pulls in perl (45 MB).
+HOOK_DIRS = ("/usr/share/mmdebstrap/hooks/merged-usr",)
 NOVNC_PACKAGE = "novnc"
 EXCLUDED = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 KEPT = ("/usr/share/doc/*/copyright",)
@@ -129,7 +132,7 @@ def _digest(*parts: object) -> str:
 
 
 def base_key() -> str:
-    return _digest(SUITE, MIRRORS, BASE_PACKAGES, NOVNC_PACKAGE, EXCLUDED, KEPT, nova_user_lines())
+    return _digest(SUITE, MIRRORS, BASE_PACKAGES, HOOK_DIRS, NOVNC_PACKAGE, EXCLUDED, KEPT, nova_user_lines())
 
 
 def mmdebstrap_command(out: pathlib.Path, novnc_deb: pathlib.Path) -> list[str]:
@@ -140,6 +143,7 @@ def mmdebstrap_command(out: pathlib.Path, novnc_deb: pathlib.Path) -> list[str]:
         "--variant=essential",
         "--aptopt=APT::Install-Recommends false",
         f"--include={','.join(BASE_PACKAGES)}",
+        *[f"--hook-dir={d}" for d in HOOK_DIRS],
         *[f"--dpkgopt=path-exclude={p}" for p in EXCLUDED],
         *[f"--dpkgopt=path-include={p}" for p in KEPT],
         # noVNC's files only: the package itself depends on nodejs (through websockify)
@@ -445,9 +449,10 @@ def build(release: str, cache: pathlib.Path = CACHE, timings: Timings | None = N
     return NovaImage(release, out)
 
 
-def import_command(image: NovaImage) -> list[str]:
-    """The arguments after ``ctr`` (``Node.ctr``) that import the image."""
-    return ["images", "import", "--base-name", NOVA_REPO, str(image.tar)]
+def import_command(image: NovaImage, *flags: str) -> list[str]:
+    """The arguments after ``ctr`` (``Node.ctr``) that import the image (``flags`` such as
+    ``--no-unpack`` go before the file: ``ctr`` reads no flag after it)."""
+    return ["images", "import", *flags, "--base-name", NOVA_REPO, str(image.tar)]
 
 
 def main(argv: list[str]) -> int:

@@ -434,9 +434,11 @@ def build(release: str, cache: pathlib.Path = CACHE, timings: Timings | None = N
         _release_layer(tree / "root", layer)
         timings.add(f"{release} layer", t0)
         env = path_env(tree)
+        t0 = time.monotonic()
         missing = check(merged([members(base), members(layer)]), env)
         if not passwd_has_nova(base):
             missing.append(f"the nova user ({contract.UID}) in /etc/passwd")
+        timings.add(f"{release} check", t0)
         if missing:
             raise NovaImageError(
                 f"the {release} image lacks what the image contract names: " + "; ".join(missing)

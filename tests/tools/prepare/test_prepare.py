@@ -159,6 +159,10 @@ def test_ci_builds_every_release_and_the_real_nodes_after_the_debian_packages() 
     assert stages["nova-venvs"].argv == ("bash", "tools/catalogs/ensure_venvs.sh")  # no release: all
     assert stages["realnode"].needs == ("apt",)
     assert stages["control-plane"].env == {}
+    # the real nodes' nova image of the sample's release, after its tree (the stage before it)
+    python_lane = [s.key for s in ci_plan()[0]]
+    assert python_lane.index("nova-oci-image") == python_lane.index("images") + 1
+    assert stages["nova-oci-image"].argv[-1] == sample_release()
 
 
 def test_repeated_stage_keys_are_refused(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import json
 import os
 import pathlib
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -165,6 +166,8 @@ def base_layer(cache: pathlib.Path = CACHE, timings: Timings | None = None) -> p
     out = cache / f"base-{SUITE}-{base_key()}.tar"
     if out.exists():
         return out
+    if shutil.which("mmdebstrap") is None:
+        raise NovaImageError("mmdebstrap is not installed: run tools/realnova/install.sh")
     t0 = time.monotonic()
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".base-") as tmp:

@@ -164,3 +164,21 @@ def test_the_layout_names_both_layers_by_digest(tmp_path: pathlib.Path) -> None:
     image_config = json.loads(files[f"blobs/sha256/{manifest['config']['digest'].removeprefix('sha256:')}"])
     assert image_config["rootfs"]["diff_ids"] == layers
     assert image_config["config"]["User"] == f"{contract.UID}:{contract.GID}"
+
+
+def test_a_cold_base_without_mmdebstrap_says_what_installs_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nova_image.shutil, "which", lambda name: None)
+    with pytest.raises(nova_image.NovaImageError, match=r"tools/realnova/install\.sh"):
+        nova_image.base_layer(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing half-made in the cache
+
+
+def test_a_cached_base_is_reused_without_mmdebstrap(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cached = tmp_path / f"base-{nova_image.SUITE}-{nova_image.base_key()}.tar"
+    cached.write_bytes(b"")
+    monkeypatch.setattr(nova_image.shutil, "which", lambda name: None)
+    assert nova_image.base_layer(tmp_path) == cached

@@ -76,6 +76,17 @@ def operator_image() -> Stage:
     )
 
 
+def nova_oci_image(release: str) -> Stage:
+    """The release's nova image for real nodes (``tools/realnode/nova_image.py``, from its image tree):
+    cold, mmdebstrap's Debian base takes minutes once per machine; warm, a few seconds."""
+    return Stage(
+        "nova-oci-image",
+        f"nova OCI image {release} (real nodes)",
+        (".venv/bin/python", "-m", "realnode.nova_image", release),
+        env={"PYTHONPATH": "tools"},
+    )
+
+
 def control_plane(*, kwok: bool) -> Stage:
     """Prints the binaries' directory (``ENVTEST_BIN``)."""
     if kwok:
@@ -108,7 +119,16 @@ def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool) -> Lanes:
 
 def ci_plan() -> Lanes:
     """``.ci/run``: everything ``make test`` uses, every release."""
-    python = [apt(), project_venv(), nova_venvs(None), service_venvs(), nova_images(None), operator_image()]
+    python = [
+        apt(),
+        project_venv(),
+        nova_venvs(None),
+        service_venvs(),
+        nova_images(None),
+        # tests/realnode/test_nova_image.py runs the sample's release
+        nova_oci_image(sample_release()),
+        operator_image(),
+    ]
     go = [
         control_plane(kwok=True),
         Stage("deploytools", "helm, kustomize, kubectl", ("bash", "tools/deploytools/build.sh")),

@@ -4,7 +4,8 @@
 # a real node runs beside the kubelet (tools/realnode): containerd, runc, the CNI plugins, and the static
 # busybox its test image is made of (libc6-dev: the static pause binary of tools/realnode/build.sh), and
 # the private registry its pull-secret test pulls from (docker-registry, with skopeo to push to it);
-# and the operator's image of tools/opimage: buildah builds the Dockerfile on a Debian base mmdebstrap makes.
+# mmdebstrap, which makes the Debian bases of the nova images (tools/realnode/nova_image.py) and of the
+# operator's image, which buildah builds from the Dockerfile (tools/opimage).
 # Idempotent: returns at once when every package is installed. No service is started (no systemd
 # here); tools/simcluster/realtier/services starts each as a plain process.
 set -euo pipefail

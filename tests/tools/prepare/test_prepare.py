@@ -162,6 +162,10 @@ def test_ci_builds_every_release_and_the_real_nodes_after_the_debian_packages() 
     # the operator's image after the Debian packages (buildah, mmdebstrap) in the same lane
     (python,) = [lane for lane in ci_plan() if stages["operator-image"] in lane]
     assert [s.key for s in python].index("apt") < [s.key for s in python].index("operator-image")
+    # the real nodes' nova image of the sample's release, after its tree (the stage before it)
+    python_lane = [s.key for s in ci_plan()[0]]
+    assert python_lane.index("nova-oci-image") == python_lane.index("images") + 1
+    assert stages["nova-oci-image"].argv[-1] == sample_release()
 
 
 def test_repeated_stage_keys_are_refused(tmp_path: Path) -> None:

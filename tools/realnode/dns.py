@@ -221,7 +221,9 @@ def udp_socket_in(netns: str) -> socket.socket:
     return made[0]
 
 
-def query(netns: str, name: str, server: str = DNS_IP, timeout: float = 2.0) -> tuple[int, list[str]]:
+def query(
+    netns: str, name: str, server: str = DNS_IP, timeout: float = 2.0, port: int = 53
+) -> tuple[int, list[str]]:
     """Ask ``server`` for ``name``'s A records from inside ``netns``: the response code (0 NOERROR,
     3 NXDOMAIN) and the addresses. ``TimeoutError`` when nothing answers."""
     ident = secrets.randbelow(1 << 16)
@@ -229,7 +231,7 @@ def query(netns: str, name: str, server: str = DNS_IP, timeout: float = 2.0) -> 
     packet = struct.pack("!HHHHHH", ident, 0x0100, 1, 0, 0, 0) + qname + struct.pack("!HH", 1, 1)
     with udp_socket_in(netns) as sock:
         sock.settimeout(timeout)
-        sock.sendto(packet, (server, 53))
+        sock.sendto(packet, (server, port))
         while True:
             reply = sock.recv(4096)
             if len(reply) >= 12 and struct.unpack("!H", reply[:2])[0] == ident:

@@ -30,7 +30,7 @@ venv: .venv/.installed  ## create .venv with the project and its test and dev ex
 envtest:  ## build (or reuse) kube-apiserver, etcd and the simulated-cluster binaries
 	bash tools/envtest/build.sh
 
-realnode:  ## build (or reuse) kubelet, kube-proxy and pause for real nodes (tools/realnode), from Go modules
+realnode:  ## build (or reuse) kubelet, kube-proxy, pause and CoreDNS for real nodes (tools/realnode), from Go modules
 	bash tools/realnode/build.sh
 
 deploytools:  ## build (or reuse) helm, kustomize and kubectl from Go modules

@@ -34,7 +34,11 @@ def main(argv: list[str]) -> None:
     )
     kube = Kube(plane.server, token, plane.ca_file)
     nodes = RealNodes(
-        Attached(plane, kube), pathlib.Path(workdir), name_prefix="orphan", image_specs=[busybox_image()]
+        Attached(plane, kube),
+        pathlib.Path(workdir),
+        name_prefix="orphan",
+        image_specs=[busybox_image()],
+        dns=False,  # the cluster has its DNS, on the first nodes (another namespace)
     ).start()
     node = nodes.nodes[0].name
     kube.post(

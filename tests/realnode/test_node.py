@@ -29,6 +29,8 @@ import pytest
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
 from realnode.access import KubeletAccess
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
+from realnode.dns import DNS_IP, query
+from realnode.dns import NAMESPACE as DNS_NAMESPACE
 from simcluster import SimCluster, find_binaries
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
@@ -364,6 +366,87 @@ def test_a_memory_limit_oom_kills_the_container(nodes: RealNodes) -> None:
     assert pod["status"]["phase"] == "Failed", terminated
     assert terminated["reason"] == "OOMKilled", terminated
     assert terminated["exitCode"] == 137, terminated
+
+
+RESOLVE = """
+{
+  echo "nameserver=$(awk '/^nameserver/ {print $2}' /etc/resolv.conf)"
+  echo "search=$(awk '/^search/ {print $2, $3, $4}' /etc/resolv.conf)"
+  for name in kubernetes.default.svc.cluster.local named.$NS.svc.cluster.local; do
+    echo "$name=$(nslookup "$name" | awk '/^Address/ {a = $NF} END {print a}')"
+  done
+  # wget resolves as applications do (the search path, ndots:5); nslookup tries no search path
+  for name in named.$NS.svc named.$NS named; do
+    echo "$name=$(timeout 3 wget -q -O - "http://$name/index.html")"
+  done
+  # no timeout(1): only the lookup can take time, and the resolver bounds it
+  echo "unknown=$(wget -q -O - http://no-such-host.invalid/ 2>&1)"
+  # an answer, not a timeout (";; connection timed out")
+  echo "unknown-answer=$(nslookup no-such-host.invalid | grep -c NXDOMAIN)"
+} >/dev/termination-log 2>&1
+"""
+
+
+def test_a_pod_reaches_a_service_by_name_through_cluster_dns(nodes: RealNodes) -> None:
+    """The kubelet gives a ClusterFirst pod the ``kube-dns`` ClusterIP and the namespace's search path;
+    CoreDNS (``realnode.dns``) answers from the API server's Services: the full name, ``name.ns.svc``
+    and the short name resolve to the ClusterIP, which serves the page; a name outside the cluster
+    fails at once (nothing to forward to in the nodes' namespace)."""
+    kube = nodes.cluster.kube
+    service = kube.post(
+        f"/api/v1/namespaces/{NS}/services",
+        {
+            "metadata": {"name": "named"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    )
+    ip = service["spec"]["clusterIP"]
+    kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": "resolver"},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
+                "containers": [
+                    _container_spec("resolver", ["sh", "-c", RESOLVE], env=[{"name": "NS", "value": NS}])
+                ],
+            },
+        },
+    )
+    pod = _wait_pod(
+        nodes, "resolver", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), "finished"
+    )
+    terminated = _container(pod, "resolver")["state"]["terminated"]
+    assert terminated["exitCode"] == 0, (terminated, pod["status"])
+    seen = dict(line.split("=", 1) for line in terminated["message"].splitlines())
+    assert seen["nameserver"] == DNS_IP, seen
+    assert seen["search"] == f"{NS}.svc.cluster.local svc.cluster.local cluster.local", seen
+    assert seen["kubernetes.default.svc.cluster.local"] == "10.96.0.1", seen
+    assert seen[f"named.{NS}.svc.cluster.local"] == ip, seen
+    for name in (f"named.{NS}.svc", f"named.{NS}", "named"):
+        assert seen[name] == "hello from a ConfigMap", (name, seen)
+    assert seen["unknown"] == "wget: bad address 'no-such-host.invalid'", seen
+    assert int(seen["unknown-answer"]) > 0, seen
+
+
+def test_cluster_dns_runs_restricted_and_answers_from_the_nodes_namespace(nodes: RealNodes) -> None:
+    """CoreDNS runs as a non-root uid on a read-only root; the nodes' namespace asks the ``kube-dns``
+    ClusterIP directly: a Service's name gives its ClusterIP, an unknown name NXDOMAIN."""
+    kube = nodes.cluster.kube
+    pods = kube.get(f"/api/v1/namespaces/{DNS_NAMESPACE}/pods?labelSelector=k8s-app%3Dkube-dns")["items"]
+    assert len(pods) == 1
+    assert _ready(pods[0])
+    security = pods[0]["spec"]["containers"][0]["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert pods[0]["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert nodes.dns_seconds > 0
+    assert nodes.netns_holder is not None
+    netns = f"/proc/{nodes.netns_holder.pid}/ns/net"
+    web = kube.get(f"/api/v1/namespaces/{NS}/services/web")["spec"]["clusterIP"]
+    assert query(netns, f"web.{NS}.svc.cluster.local") == (0, [web])
+    assert query(netns, f"absent.{NS}.svc.cluster.local") == (3, [])
+    assert query(netns, "example.invalid") == (3, [])
 
 
 def test_a_killed_owner_leaves_nothing_behind_either(nodes: RealNodes, tmp_path: pathlib.Path) -> None:

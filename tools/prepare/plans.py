@@ -136,7 +136,7 @@ def ci_plan() -> Lanes:
         # its static pause binary links libc6-dev's libc.a (the apt stage)
         Stage(
             "realnode",
-            "kubelet, kube-proxy, pause (real nodes)",
+            "kubelet, kube-proxy, pause, CoreDNS (real nodes)",
             ("bash", "tools/realnode/build.sh"),
             needs=("apt",),
         ),

@@ -3,6 +3,7 @@
 # outside the repo, and prints that directory:
 #   kubelet, kube-proxy  (tools/kubelet/go.mod: k8s.io/kubernetes at the control plane's version, same replaces)
 #   pause                (the sandbox's process: build/pause/linux/pause.c of that module, gcc -static)
+# and, by tools/coredns/build.sh into a directory of its own, CoreDNS (the nodes' cluster DNS).
 # The directory's name carries the Kubernetes and Go versions and a digest of go.sum, so a change of either
 # builds anew beside the old one. Idempotent: a second run prints the directory at once.
 # Env: ENVTEST_CACHE (default /var/cache/nova-envtest; the Go module and build caches are shared with
@@ -16,6 +17,7 @@ KV="$(gomod_version kubelet k8s.io/kubernetes)"
   echo "tools/kubelet and tools/envtest pin different Kubernetes versions" >&2
   exit 1
 }
+bash "$HERE/coredns/build.sh" >/dev/null
 SUM="$(sha256sum "$HERE/kubelet/go.sum" | cut -c1-12)"
 OUT="$CACHE/realnode-$KV-$(go env GOVERSION)-$SUM"
 want=(kubelet kube-proxy pause)

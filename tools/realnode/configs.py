@@ -89,9 +89,11 @@ def cni_config(node: Node) -> str:
 """
 
 
-def kubelet_config(node: Node, client_ca: pathlib.Path | None = None) -> str:
+def kubelet_config(node: Node, client_ca: pathlib.Path | None = None, cluster_dns: str | None = None) -> str:
     """kubelet v1.37 on cgroup v1 (``failCgroupV1: false``, trap 4) with the cgroupfs driver
-    (containerd 1.6 has no RuntimeConfig RPC, trap 10)."""
+    (containerd 1.6 has no RuntimeConfig RPC, trap 10); ``cluster_dns``: the nameserver of its
+    ClusterFirst pods (``realnode.dns``), none without it (trap 13)."""
+    dns = f"clusterDNS: [{cluster_dns}]\n" if cluster_dns else ""
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://{node.socket}
@@ -112,7 +114,7 @@ authentication:
   x509: {{clientCAFile: "{client_ca or ""}"}}
 authorization:
   mode: Webhook
-clusterDomain: cluster.local
+{dns}clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 podLogsDir: /var/log/pods
 volumePluginDir: /var/lib/kubelet/volume-plugins

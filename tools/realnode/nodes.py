@@ -48,7 +48,7 @@ from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO, ControlPlane
 from simcluster.platform.process import ManagedProcess, spawn
 
-from realnode import cleanup, host, images
+from realnode import cleanup, dns, host, images
 from realnode.access import KubeletAccess
 from realnode.configs import cni_config, containerd_config, kube_proxy_config, kubelet_config
 from realnode.host import HOST_PATHS, find_binaries, missing_packages
@@ -116,6 +116,7 @@ class RealNodes:
     ready_timeout: float = 180.0
     name_prefix: str = "realnode"  # node names are <prefix>-<n>
     access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
+    dns: bool = True  # cluster DNS (``realnode.dns``): CoreDNS behind kube-dns, Ready before start() returns
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     nodes: list[Node] = field(default_factory=list)
     netns_holder: ManagedProcess | None = None
@@ -125,6 +126,7 @@ class RealNodes:
     forwarder: ManagedProcess | None = None
     kube_proxy: ManagedProcess | None = None
     startup_seconds: float = 0.0
+    dns_seconds: float = 0.0  # of startup_seconds: from the nodes Ready to the first name resolved
     _host_settings: dict[str, str] = field(default_factory=dict)
     _host_paths_before: set[str] = field(default_factory=set)
     _started: bool = False
@@ -146,6 +148,8 @@ class RealNodes:
         try:
             self._start_janitor()
             specs = [images.pause_image(self.bindir), *self.image_specs]
+            if self.dns:
+                specs.append(dns.coredns_image(dns.find_binary()))
             tars = [images.build(spec) for spec in specs]
             self._network()
             self.traces.save(self.traces_file)
@@ -158,6 +162,8 @@ class RealNodes:
                 self._node_up(node, kubelet_token, list(zip(specs, tars, strict=True)))
             self._kube_proxy(proxy_token)
             self._wait_ready()
+            if self.dns:
+                self._cluster_dns()
         except BaseException:
             self.stop()
             raise
@@ -437,7 +443,11 @@ class RealNodes:
         ]
         (etc / "containerd.toml").write_text(containerd_config(node))
         (etc / "cni" / "10-realnode.conflist").write_text(cni_config(node))
-        (etc / "kubelet.yaml").write_text(kubelet_config(node, self.access.ca_file if self.access else None))
+        (etc / "kubelet.yaml").write_text(
+            kubelet_config(
+                node, self.access.ca_file if self.access else None, dns.DNS_IP if self.dns else None
+            )
+        )
         node.containerd = self._spawn(
             f"{node.name}-containerd",
             [*enter, "containerd", "--config", str(etc / "containerd.toml")],
@@ -518,6 +528,28 @@ class RealNodes:
                         f"{node.name} not Ready after {self.ready_timeout:.0f} s\n{self.logs()}"
                     )
                 time.sleep(0.5)
+
+    def _cluster_dns(self) -> None:
+        """CoreDNS in kube-system; Ready once the ``kubernetes`` Service's name resolves through the
+        ``kube-dns`` ClusterIP from the nodes' namespace (so kube-proxy's rules are in place too)."""
+        assert self.netns_holder is not None
+        t0 = time.monotonic()
+        for doc in dns.manifests():
+            self.cluster.kube.apply(doc, namespace=dns.NAMESPACE)
+        netns = f"/proc/{self.netns_holder.pid}/ns/net"
+        name = f"kubernetes.default.svc.{dns.CLUSTER_DOMAIN}"
+
+        def resolved() -> bool:
+            try:
+                return dns.query(netns, name, timeout=1.0)[1] != []
+            except OSError:  # TimeoutError: no rule or no endpoint yet
+                return False
+
+        try:
+            _wait(resolved, self.ready_timeout, f"{name} resolved by cluster DNS", 0.5)
+        except RealNodeError as exc:
+            raise RealNodeError(f"{exc}\n{self.logs()}") from None
+        self.dns_seconds = time.monotonic() - t0
 
     # -- teardown --------------------------------------------------------------------------
 

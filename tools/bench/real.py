@@ -14,6 +14,9 @@ import os
 import pathlib
 import re
 import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -21,6 +24,7 @@ from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
 
+from bench import hogs
 from bench.proc import rss
 
 SAMPLES = REPO / "config" / "samples"
@@ -65,7 +69,7 @@ def pod_rss() -> dict[str, float]:
     return totals
 
 
-def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
+def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[str, Any]:
     t_launch = time.monotonic()
     release = str(yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())["spec"]["openStackRelease"])
     handle = launch_real(
@@ -97,46 +101,19 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
         )
         argv = operator_argv(handle, free_port())
         handle.spawn("operator", handle.real.in_cluster_dns(argv))
-        t0 = time.monotonic()
-        # Both at once, as a user applies the samples (and as make run does): the pool waits for
-        # its Nova, and what it does meanwhile overlaps the Nova's bring-up.
-        handle.apply(SAMPLES / "nova_minimal.yaml", pool_file, namespace=NS)
-        stages: dict[str, float] = {}
-        deadline = t0 + timeout
-
-        def mark(name: str) -> None:
-            if name not in stages:
-                stages[name] = round(time.monotonic() - t0, 1)
-                print(f"  {stages[name]:6.1f}s  {name}", flush=True)
-
-        while time.monotonic() < deadline:
-            nova = kube.get(f"{GROUP}/namespaces/{NS}/novas/{NOVA}")
-            dbs = kube.get(f"/apis/k8s.mariadb.com/v1alpha1/namespaces/{NS}/databases")["items"]
-            if dbs and all(_ready(d) for d in dbs) and len(dbs) >= 3:
-                mark("MariaDB objects Ready")
-            if _ready(nova, "DatabaseReady"):
-                mark("db-sync done")
-            for role in ROLES:
-                dep = _get(kube, f"/apis/apps/v1/namespaces/{NS}/deployments/{NOVA}{role}")
-                if dep and dep.get("status", {}).get("availableReplicas", 0) >= dep["spec"]["replicas"]:
-                    mark(f"Deployment {NOVA}{role} available")
-            if _ready(nova):
-                mark("Nova Ready")
-            pool = _get(kube, f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}")
-            for cond in ((pool or {}).get("status") or {}).get("conditions") or []:
-                if cond["type"] in ("NovaReady", "DaemonSetReady", "ServicesReady", "AggregatesReady"):
-                    mark(f"pool {cond['type']} {cond['status']} {cond['reason']}")
-            if _ready(pool):
-                mark("pool Ready")
-            if "Nova Ready" in stages and "pool Ready" in stages:
-                figures["Nova Ready after its create (s)"] = stages["Nova Ready"]
-                figures["pool Ready after the Nova's Ready (s)"] = round(
-                    stages["pool Ready"] - stages["Nova Ready"], 1
-                )
-                break
-            time.sleep(0.5)
-        else:
-            raise SystemExit(f"not Ready within {timeout:.0f} s; stages so far: {stages}")
+        figures["hogs"] = hog_count
+        with hogs.running(hog_count):
+            figures["load average at the create"] = round(hogs.load_average(), 1)
+            t0 = time.monotonic()
+            # Both at once, as a user applies the samples (and as make run does): the pool waits for
+            # its Nova, and what it does meanwhile overlaps the Nova's bring-up.
+            handle.apply(SAMPLES / "nova_minimal.yaml", pool_file, namespace=NS)
+            stages, loads = _watch(kube, t0, t0 + timeout)
+            figures["load average, mean over the bring-up"] = round(sum(loads) / len(loads), 1)
+        figures["Nova Ready after its create (s)"] = stages["Nova Ready"]
+        figures["pool Ready after the Nova's Ready (s)"] = round(
+            stages["pool Ready"] - stages["Nova Ready"], 1
+        )
         figures["stages, s after the create"] = stages
         time.sleep(10)  # settle: RSS of the idle pods
         by_uid = pod_rss()
@@ -153,6 +130,128 @@ def run(out: pathlib.Path, timeout: float = 600.0) -> dict[str, Any]:
     return figures
 
 
+def seen(snap: Snapshot) -> list[str]:
+    """The stages one snapshot of the namespace shows (each is kept at the first time it is seen)."""
+    found: list[str] = []
+    dbs = snap.databases
+    if len(dbs) >= 3 and all(_ready(d) for d in dbs):
+        found.append("MariaDB objects Ready")
+    job = snap.jobs.get(f"{NOVA}-db-sync")
+    if job is not None:
+        found.append("db-sync Job created")
+        if _ready(job, "Complete"):
+            found.append("db-sync Job complete")
+    if _ready(snap.nova, "DatabaseReady"):
+        found.append("db-sync done")
+    for pod in snap.pods:
+        owner = _pod_owner(pod)
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if statuses and all("running" in (c.get("state") or {}) for c in statuses):
+            found.append(f"{owner} pod running")
+        if _ready(pod):
+            found.append(f"{owner} pod Ready")
+    for name in snap.answered:
+        found.append(f"{name} pod answers HTTP")
+    for role in ROLES:
+        dep = snap.deployments.get(f"{NOVA}{role}")
+        if dep is None:
+            continue
+        found.append(f"Deployment {NOVA}{role} created")
+        if (dep.get("status") or {}).get("availableReplicas", 0) >= dep["spec"]["replicas"]:
+            found.append(f"Deployment {NOVA}{role} available")
+    if _ready(snap.nova):
+        found.append("Nova Ready")
+    for cond in ((snap.pool or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] in ("NovaReady", "DaemonSetReady", "ServicesReady", "AggregatesReady"):
+            found.append(f"pool {cond['type']} {cond['status']} {cond['reason']}")
+    if _ready(snap.pool):
+        found.append("pool Ready")
+    return found
+
+
+@dataclass
+class Snapshot:
+    """What the bench reads of the namespace in one look."""
+
+    nova: dict[str, Any] | None
+    pool: dict[str, Any] | None
+    databases: list[dict[str, Any]] = field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+
+
+def _pod_owner(pod: dict[str, Any]) -> str:
+    """The Job or Deployment a pod belongs to (a Deployment's pod: its name less two suffixes)."""
+    labels = pod["metadata"].get("labels") or {}
+    job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
+    if job:
+        return str(job)
+    kinds = {ref.get("kind") for ref in pod["metadata"].get("ownerReferences") or []}
+    if "DaemonSet" in kinds:
+        return str(pod["metadata"]["name"].rsplit("-", 1)[0])
+    return str(pod["metadata"]["name"].rsplit("-", 2)[0])
+
+
+def _answers(pod: dict[str, Any]) -> bool:
+    """Whether the pod's first HTTP probe target answers at all (any status): the process serves."""
+    ip = (pod.get("status") or {}).get("podIP")
+    container = pod["spec"]["containers"][0]
+    probe = container.get("readinessProbe") or {}
+    get = probe.get("httpGet")
+    if not ip or not get:
+        return False
+    port = get["port"]
+    if isinstance(port, str):
+        port = next(p["containerPort"] for p in container.get("ports") or [] if p.get("name") == port)
+    try:
+        with urllib.request.urlopen(f"http://{ip}:{port}{get.get('path', '/')}", timeout=1.0):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def _snapshot(kube: Any, answered: set[str]) -> Snapshot:
+    def items(path: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = (_get(kube, path) or {}).get("items") or []
+        return found
+
+    snap = Snapshot(
+        nova=_get(kube, f"{GROUP}/namespaces/{NS}/novas/{NOVA}"),
+        pool=_get(kube, f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}"),
+        databases=items(f"/apis/k8s.mariadb.com/v1alpha1/namespaces/{NS}/databases"),
+        jobs={j["metadata"]["name"]: j for j in items(f"/apis/batch/v1/namespaces/{NS}/jobs")},
+        deployments={d["metadata"]["name"]: d for d in items(f"/apis/apps/v1/namespaces/{NS}/deployments")},
+        pods=items(f"/api/v1/namespaces/{NS}/pods"),
+    )
+    for pod in snap.pods:
+        owner = _pod_owner(pod)
+        if owner not in answered and _answers(pod):
+            answered.add(owner)
+    snap.answered = sorted(answered)
+    return snap
+
+
+def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], list[float]]:
+    """Seconds from ``t0`` to each stage, until the Nova and the pool are Ready; the load averages."""
+    stages: dict[str, float] = {}
+    loads: list[float] = []
+    answered: set[str] = set()
+    while time.monotonic() < deadline:
+        loads.append(hogs.load_average())
+        for name in seen(_snapshot(kube, answered)):
+            if name not in stages:
+                stages[name] = round(time.monotonic() - t0, 1)
+                print(f"  {stages[name]:6.1f}s  {name}", flush=True)
+        if "Nova Ready" in stages and "pool Ready" in stages:
+            return stages, loads
+        time.sleep(0.5)
+    raise SystemExit(f"not Ready within {deadline - t0:.0f} s; stages so far: {stages}")
+
+
 def _get(kube: Any, path: str) -> dict[str, Any] | None:
     try:
         obj: dict[str, Any] = kube.get(path)
@@ -161,13 +260,47 @@ def _get(kube: Any, path: str) -> dict[str, Any] | None:
         return None
 
 
+def gaps(stages: dict[str, float]) -> list[tuple[str, float]]:
+    """Where the time went: the seconds between two stages, for each pair both of which were seen."""
+    pairs = [
+        ("MariaDB objects Ready -> db-sync Job created", "MariaDB objects Ready", "db-sync Job created"),
+        ("db-sync Job created -> its pod running", "db-sync Job created", f"{NOVA}-db-sync pod running"),
+        ("db-sync pod running -> Job complete", f"{NOVA}-db-sync pod running", "db-sync Job complete"),
+        ("db-sync Job complete -> DatabaseReady", "db-sync Job complete", "db-sync done"),
+    ]
+    for role in ROLES:
+        name = f"{NOVA}{role}"
+        pairs += [
+            (f"{name}: created -> pod running", f"Deployment {name} created", f"{name} pod running"),
+            (f"{name}: pod running -> answers HTTP", f"{name} pod running", f"{name} pod answers HTTP"),
+            (f"{name}: answers HTTP -> pod Ready", f"{name} pod answers HTTP", f"{name} pod Ready"),
+            (f"{name}: pod running -> pod Ready", f"{name} pod running", f"{name} pod Ready"),
+            (f"{name}: pod Ready -> available", f"{name} pod Ready", f"Deployment {name} available"),
+        ]
+    last = max(
+        (v for k, v in stages.items() if k.startswith("Deployment") and k.endswith("available")), default=None
+    )
+    found = [(label, round(stages[b] - stages[a], 1)) for label, a, b in pairs if a in stages and b in stages]
+    if last is not None and "Nova Ready" in stages:
+        found.append(("last Deployment available -> Nova Ready", round(stages["Nova Ready"] - last, 1)))
+    return found
+
+
 def report(figures: dict[str, Any]) -> str:
     lines = ["", "real-Nova bring-up (minimal sample)", f"  cluster start: {figures['cluster start (s)']} s"]
     for part, seconds in figures["cluster start parts (s)"].items():
         lines.append(f"    {part:<32} {seconds:6.1f} s")
+    lines.append(
+        f"  CPU hogs beside the bring-up: {figures['hogs']}; load average at the create "
+        f"{figures['load average at the create']}, mean over the bring-up "
+        f"{figures['load average, mean over the bring-up']}"
+    )
     lines.append("  after the Nova's and the pool's create (applied together):")
     for stage, seconds in figures["stages, s after the create"].items():
         lines.append(f"    {stage:<56} {seconds:6.1f} s")
+    lines.append("  where the time went:")
+    for label, seconds in gaps(figures["stages, s after the create"]):
+        lines.append(f"    {label:<56} {seconds:6.1f} s")
     lines.append(f"  Nova Ready after its create: {figures['Nova Ready after its create (s)']} s")
     pool_after = figures["pool Ready after the Nova's Ready (s)"]
     lines.append(f"  pool Ready after the Nova's Ready: {pool_after} s")

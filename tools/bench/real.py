@@ -32,6 +32,14 @@ NS, NOVA, POOL = "openstack", "nova", "rack7"
 GROUP = "/apis/nova.openstack.c5c3.io/v1alpha1"
 POOL_LABELS = {"example.org/compute-pool": POOL, "topology.kubernetes.io/zone": "az1"}
 ROLES = ("", "-metadata", "-scheduler", "-conductor", "-novncproxy")
+NOVA_CONDITIONS = (
+    "DatabaseReady",
+    "DeploymentReady",
+    "NovaAPIReady",
+    "HTTPRouteReady",
+    "ConsoleHTTPRouteReady",
+)
+"""The Nova's conditions whose every reason on the way up is a stage (the last waits before Ready)."""
 SHIM = re.compile(r"shim\.py\x00run\x00[^\x00]*/pods/([0-9a-f-]{36})/containers/([^/\x00]+)/")
 
 
@@ -99,7 +107,9 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
             REPO / "tools" / "simcluster" / "samples" / "dependencies.yaml",
             namespace=NS,
         )
-        argv = operator_argv(handle, free_port())
+        # debug: a line per pass ("reconciled", its result and seconds) in <workdir>/operator.log
+        argv = operator_argv(handle, free_port(), "--log-level", "debug")
+        figures["operator log"] = str(handle.workdir / "operator.log")
         handle.spawn("operator", handle.real.in_cluster_dns(argv))
         figures["hogs"] = hog_count
         with hogs.running(hog_count):
@@ -159,6 +169,9 @@ def seen(snap: Snapshot) -> list[str]:
         found.append(f"Deployment {NOVA}{role} created")
         if (dep.get("status") or {}).get("availableReplicas", 0) >= dep["spec"]["replicas"]:
             found.append(f"Deployment {NOVA}{role} available")
+    for cond in ((snap.nova or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] in NOVA_CONDITIONS:
+            found.append(f"Nova {cond['type']} {cond['status']} {cond['reason']}")
     if _ready(snap.nova):
         found.append("Nova Ready")
     for cond in ((snap.pool or {}).get("status") or {}).get("conditions") or []:
@@ -302,6 +315,7 @@ def report(figures: dict[str, Any]) -> str:
     for label, seconds in gaps(figures["stages, s after the create"]):
         lines.append(f"    {label:<56} {seconds:6.1f} s")
     lines.append(f"  Nova Ready after its create: {figures['Nova Ready after its create (s)']} s")
+    lines.append(f"  (the operator's log, a line per pass: {figures['operator log']})")
     pool_after = figures["pool Ready after the Nova's Ready (s)"]
     lines.append(f"  pool Ready after the Nova's Ready: {pool_after} s")
     lines.append("  pod RSS (MiB):")

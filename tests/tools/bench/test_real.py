@@ -56,6 +56,19 @@ def test_a_look_names_each_stage_it_shows_and_none_it_does_not() -> None:
     assert not any(s.startswith("pool") for s in found)
 
 
+def test_the_novas_last_waits_are_stages_with_their_reasons() -> None:
+    nova = {
+        "status": {
+            "conditions": [
+                {"type": "NovaAPIReady", "status": "False", "reason": "HealthCheckTimeout"},
+                {"type": "ConductorReady", "status": "False", "reason": "WaitingForConductor"},
+            ]
+        }
+    }
+    found = real.seen(real.Snapshot(nova=nova, pool=None))
+    assert found == ["Nova NovaAPIReady False HealthCheckTimeout"]
+
+
 def test_two_of_three_databases_ready_is_not_the_stage() -> None:
     snap = real.Snapshot(nova=None, pool=None, databases=[_ready(), _ready(), _ready(status="False")])
     assert "MariaDB objects Ready" not in real.seen(snap)

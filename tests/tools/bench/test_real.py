@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -146,3 +147,12 @@ def test_bench_real_takes_hogs_none_one_per_core_or_a_count(
     with pytest.raises(SystemExit):
         main(["real", *argv])
     assert asked == [count]
+
+
+def test_the_create_waits_for_the_operators_controllers(tmp_path: Any) -> None:
+    log = tmp_path / "operator.log"
+    log.write_text('{"msg": "became leader"}\n')
+    with pytest.raises(SystemExit, match="did not start its controllers"):
+        real._wait_for_controllers(log, time.monotonic() + 0.3)
+    log.write_text('{"msg": "became leader"}\n{"msg": "starting controllers", "controllers": ["nova"]}\n')
+    real._wait_for_controllers(log, time.monotonic() + 0.3)  # returns at once

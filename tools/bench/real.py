@@ -16,8 +16,9 @@ import re
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from simcluster.platform.controlplane import REPO, free_port
@@ -224,7 +225,7 @@ def _answers(pod: dict[str, Any]) -> bool:
     if isinstance(port, str):
         port = next(p["containerPort"] for p in container.get("ports") or [] if p.get("name") == port)
     try:
-        with urllib.request.urlopen(f"http://{ip}:{port}{get.get('path', '/')}", timeout=1.0):
+        with urllib.request.urlopen(f"http://{ip}:{port}{get.get('path', '/')}", timeout=2.0):
             return True
     except urllib.error.HTTPError:
         return True
@@ -232,23 +233,37 @@ def _answers(pod: dict[str, Any]) -> bool:
         return False
 
 
-def _snapshot(kube: Any, answered: set[str]) -> Snapshot:
-    def items(path: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = (_get(kube, path) or {}).get("items") or []
+PATHS: Final = {
+    "nova": f"{GROUP}/namespaces/{NS}/novas/{NOVA}",
+    "pool": f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}",
+    "databases": f"/apis/k8s.mariadb.com/v1alpha1/namespaces/{NS}/databases",
+    "jobs": f"/apis/batch/v1/namespaces/{NS}/jobs",
+    "deployments": f"/apis/apps/v1/namespaces/{NS}/deployments",
+    "pods": f"/api/v1/namespaces/{NS}/pods",
+}
+
+
+def _snapshot(kube: Any, answered: set[str], pool: ThreadPoolExecutor) -> Snapshot:
+    """One look, its reads side by side (on a loaded machine one after another took seconds, and a
+    stage was seen that much late)."""
+    got = dict(zip(PATHS, pool.map(lambda path: _get(kube, path), PATHS.values()), strict=True))
+
+    def items(key: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = (got[key] or {}).get("items") or []
         return found
 
     snap = Snapshot(
-        nova=_get(kube, f"{GROUP}/namespaces/{NS}/novas/{NOVA}"),
-        pool=_get(kube, f"{GROUP}/namespaces/{NS}/novacomputes/{POOL}"),
-        databases=items(f"/apis/k8s.mariadb.com/v1alpha1/namespaces/{NS}/databases"),
-        jobs={j["metadata"]["name"]: j for j in items(f"/apis/batch/v1/namespaces/{NS}/jobs")},
-        deployments={d["metadata"]["name"]: d for d in items(f"/apis/apps/v1/namespaces/{NS}/deployments")},
-        pods=items(f"/api/v1/namespaces/{NS}/pods"),
+        nova=got["nova"],
+        pool=got["pool"],
+        databases=items("databases"),
+        jobs={j["metadata"]["name"]: j for j in items("jobs")},
+        deployments={d["metadata"]["name"]: d for d in items("deployments")},
+        pods=items("pods"),
     )
-    for pod in snap.pods:
-        owner = _pod_owner(pod)
-        if owner not in answered and _answers(pod):
-            answered.add(owner)
+    asked = [p for p in snap.pods if _pod_owner(p) not in answered]
+    for pod, answers in zip(asked, pool.map(_answers, asked), strict=True):
+        if answers:
+            answered.add(_pod_owner(pod))
     snap.answered = sorted(answered)
     return snap
 
@@ -267,15 +282,17 @@ def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], lis
     stages: dict[str, float] = {}
     loads: list[float] = []
     answered: set[str] = set()
-    while time.monotonic() < deadline:
-        loads.append(hogs.load_average())
-        for name in seen(_snapshot(kube, answered)):
-            if name not in stages:
-                stages[name] = round(time.monotonic() - t0, 1)
-                print(f"  {stages[name]:6.1f}s  {name}", flush=True)
-        if "Nova Ready" in stages and "pool Ready" in stages:
-            return stages, loads
-        time.sleep(0.5)
+    with ThreadPoolExecutor(8) as pool:
+        while time.monotonic() < deadline:
+            loads.append(hogs.load_average())
+            looked = time.monotonic()  # a stage is dated when the look began (its reads went out then)
+            for name in seen(_snapshot(kube, answered, pool)):
+                if name not in stages:
+                    stages[name] = round(looked - t0, 1)
+                    print(f"  {stages[name]:6.1f}s  {name}", flush=True)
+            if "Nova Ready" in stages and "pool Ready" in stages:
+                return stages, loads
+            time.sleep(max(0.0, looked + 0.5 - time.monotonic()))
     raise SystemExit(f"not Ready within {deadline - t0:.0f} s; stages so far: {stages}")
 
 

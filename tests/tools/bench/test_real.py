@@ -156,3 +156,22 @@ def test_the_create_waits_for_the_operators_controllers(tmp_path: Any) -> None:
         real._wait_for_controllers(log, time.monotonic() + 0.3)
     log.write_text('{"msg": "became leader"}\n{"msg": "starting controllers", "controllers": ["nova"]}\n')
     real._wait_for_controllers(log, time.monotonic() + 0.3)  # returns at once
+
+
+class _Kube:
+    """Answers GETs from a dict of path -> object (a missing path raises, as a 404 does)."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self.objects[path]
+
+
+def test_the_create_waits_for_mariadb_ready_and_the_broker_available() -> None:
+    mariadb, rabbit = (path for path, _ in real.DEPENDENCIES)
+    kube = _Kube({mariadb: _ready(), rabbit: _ready("AllReplicasReady")})
+    with pytest.raises(SystemExit, match="dependencies are not Ready"):
+        real._wait_for_dependencies(kube, time.monotonic() + 0.3)
+    kube.objects[rabbit] = _ready("ClusterAvailable")
+    real._wait_for_dependencies(kube, time.monotonic() + 0.3)

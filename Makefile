@@ -111,8 +111,8 @@ bench-writes: venv  ## API-server CPU per write on a bare control plane: a Nova'
 bench-pools: venv  ## one Nova, P pools of N kwok nodes (P=20 N=50 here): Ready vs the floor, joins, drain, requests per pass (not a test)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench pools --pools $(P) --nodes $(if $(filter command line,$(origin N)),$(N),50) --out bench-pools.json $(if $(ARGS),-- $(ARGS))
 
-bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test)
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json
+bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test; HOGS=N: N CPU hogs beside it)
+	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json $(if $(HOGS),--hogs $(HOGS))
 
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench import lease_load, report, writes
+from bench import hogs, lease_load, report, writes
 from bench.floor import FloorOptions, floor
 from bench.run import Options, run
 
@@ -69,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     real = sub.add_parser("real", help="the minimal sample's bring-up on the real-Nova tier")
     real.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench-real.json"))
     real.add_argument("--timeout", type=float, default=600.0, help="give up waiting for Ready after (s)")
+    real.add_argument(
+        "--hogs",
+        type=int,
+        nargs="?",
+        const=hogs.DEFAULT,
+        default=0,
+        help=f"CPU hogs beside the bring-up (--hogs alone: one per core, {hogs.DEFAULT})",
+    )
     pools = sub.add_parser("pools", help="one Nova, P NovaCompute pools of N kwok nodes each")
     pools.add_argument("--pools", "-p", type=int, default=20, help="how many pools (default 20)")
     pools.add_argument("--nodes", "-n", type=int, default=50, help="nodes per pool (default 50)")
@@ -119,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "real":
         from bench import real as real_bench  # the real tier's imports only when asked for
 
-        print(real_bench.report(real_bench.run(args.out, args.timeout)))
+        print(real_bench.report(real_bench.run(args.out, args.timeout, args.hogs)))
         print(f"written: {args.out}")
         return 0
     if args.command == "run":

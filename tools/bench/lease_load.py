@@ -26,12 +26,9 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import pathlib
 import shutil
 import ssl
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -43,7 +40,7 @@ from simcluster.client.kube import KubeError
 from simcluster.platform.controlplane import OPERATOR_NAMESPACE, OPERATOR_USER
 from simcluster.platform.flowcontrol import lease_flow_control
 
-from bench import promtext
+from bench import hogs, promtext
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import CONFIGMAPS, LEASES
 from nova_operator.runtime.leaderelection import LeaderElectionLost, LeaderElector
@@ -179,17 +176,13 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     own_dir = not opts.workdir
     workdir = pathlib.Path(opts.workdir or tempfile.mkdtemp(prefix="lease-load-"))
     plane = ControlPlane(workdir, find_binaries()).start()
-    hogs: list[subprocess.Popen[bytes]] = []
     try:
         admin = AdminKube(plane.server, plane.admin_token, plane.ca_file)
         _setup(admin, opts.objects, opts.flowschema)
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(opts.hogs)]
-        found = asyncio.run(_measure(plane, opts))
-        text = _apiserver_metrics(plane)
+        with hogs.running(opts.hogs):
+            found = asyncio.run(_measure(plane, opts))
+            text = _apiserver_metrics(plane)
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
         plane.stop()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -209,7 +202,7 @@ def add_parser(sub: Any) -> None:
         "lease-load", help="a leader elector beside CPU hogs and a busy loop: worst lag and renewal"
     )
     p.add_argument("--seconds", type=float, default=60.0, help="how long to hold the Lease (default 60)")
-    p.add_argument("--hogs", type=int, default=os.cpu_count() or 2, help="CPU hogs (default: one per core)")
+    p.add_argument("--hogs", type=int, default=hogs.DEFAULT, help="CPU hogs (default: one per core)")
     p.add_argument(
         "--listers", type=int, default=4, help="concurrent LIST loops on the elector's loop (default 4)"
     )

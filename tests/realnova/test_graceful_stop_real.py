@@ -17,7 +17,6 @@ pod's deletion grace has run out, as the kubelet does.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
@@ -37,7 +36,7 @@ from simcluster.client.kube import KubeError
 
 from nova_operator import catalog
 from tests.realnova.cloud import request, upload_image
-from tests.realnova.own_nova import wait_ready
+from tests.realnova.own_nova import delete_to_the_end, wait_ready
 from tests.realnova.placement_gate import PlacementGate
 from tests.realnova.realcluster import (
     GROUP,
@@ -161,35 +160,21 @@ def _delete_if_present(s: Stage, path: str) -> None:
 
 
 def _delete_server(s: Stage) -> None:
+    """The server deleted by the API itself: HOST's service forced down first (microversion 2.53),
+    so the API does not hand the deletion to a nova-compute on HOST and wait for the pool's next pod
+    to start one (its stopped one is gone). That service is not under test any more: the pool's
+    deletion removes its row next."""
     if s.client.server(s.server) is not None:
+        for row in s.client.services():
+            if row["binary"] == "nova-compute" and row["host"] == HOST:
+                s.client.call("PUT", f"/os-services/{row['id']}", {"forced_down": True}, microversion="2.53")
         s.client.call("DELETE", f"/servers/{s.server}")
     wait_for(lambda: s.client.server(s.server) is None, within=180, what="the server gone from the API")
 
 
 def _delete_pool(s: Stage) -> None:
     """The pool deleted to the end of its finalizer (its service row goes), its pods stopped at once."""
-    path = f"{GROUP}/namespaces/{NAMESPACE}/novacomputes/{POOL_NAME}"
-    _delete_if_present(s, path)
-
-    def gone() -> bool:
-        for pod in pods(s.handle, selector=SELECTOR):
-            with contextlib.suppress(KeyError, KubeError):
-                s.kube.request(
-                    "DELETE",
-                    f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
-                    {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 1},
-                )
-        try:
-            s.kube.get(path)
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
-            return not pods(s.handle, selector=SELECTOR)
-        return False
-
-    wait_for(
-        lambda: gone() or None, within=300, what=f"the pool {POOL_NAME} and its pods gone", handle=s.handle
-    )
+    delete_to_the_end(s.handle, f"{GROUP}/namespaces/{NAMESPACE}/novacomputes/{POOL_NAME}", POOL_NAME, 300)
 
 
 # -- the pod's end, as the API and its log show it ----------------------------------------------------

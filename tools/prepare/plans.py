@@ -66,16 +66,6 @@ def nova_images(releases: list[str] | None) -> Stage:
     return Stage("images", title, (IMAGE_PYTHON, "tools/realnova/images.py", *(releases or ())))
 
 
-def operator_image() -> Stage:
-    """The operator's image for the real nodes (tools/opimage: buildah, mmdebstrap from the apt stage)."""
-    return Stage(
-        "operator-image",
-        "the operator's image (buildah, Debian base)",
-        (IMAGE_PYTHON, "-m", "opimage"),
-        env={"PYTHONPATH": "tools"},
-    )
-
-
 def nova_oci_image(release: str) -> Stage:
     """The release's nova image for real nodes (``tools/realnode/nova_image.py``, from its image tree):
     cold, mmdebstrap's Debian base takes minutes once per machine; warm, a few seconds."""
@@ -127,7 +117,6 @@ def ci_plan() -> Lanes:
         nova_images(None),
         # tests/realnode/test_nova_image.py runs the sample's release
         nova_oci_image(sample_release()),
-        operator_image(),
     ]
     go = [
         control_plane(kwok=True),

@@ -78,9 +78,9 @@ def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> lis
 async def _policy(ctx: PassContext) -> tuple[dict[str, str] | None, str, list[str]]:
     """spec.policy's rules (None: unset), where they come from, and what stops them being used.
 
-    The rules of ``configMapRef`` are read from the ConfigMap (one GET: it is the user's, not in
-    the cache of the operator's children); a missing ConfigMap or key, or a file that is not a
-    mapping of rule names to check strings, is a problem naming the ConfigMap and the key.
+    The rules of ``configMapRef`` are read from the ConfigMap, which the policy ConfigMaps cache
+    holds (``policy_reads``: no request once cached); a missing ConfigMap or key, or a file that is
+    not a mapping of rule names to check strings, is a problem naming the ConfigMap and the key.
     """
     policy = ctx.nova.spec.policy
     if policy is None:
@@ -91,7 +91,7 @@ async def _policy(ctx: PassContext) -> tuple[dict[str, str] | None, str, list[st
     assert ref is not None  # the CRD admits exactly one of the two
     key = ref.key or POLICY_KEY_DEFAULT
     source = f"spec.policy.configMapRef (ConfigMap {ref.name}, key {key})"
-    found = await ctx.current(CONFIGMAPS, ref.name)
+    found = await ctx.named(CONFIGMAPS, ref.name)
     if found is None:
         return {}, source, [f"{source}: the ConfigMap does not exist in namespace {ctx.namespace}"]
     data = found.get("data") or {}

@@ -371,11 +371,11 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         informers[SECRETS] = secrets
         # the operator's own pods, their waiting reasons only: a step names one that cannot start
         informers[PODS] = manager.informer(PODS, label_selector=stuck_pods.SELECTOR, keep=stuck_pods.KEPT)
-        # The user's ConfigMaps, in the namespaces that hold a Nova: the data of those a spec.policy
+        # The user's ConfigMaps, in the namespaces where a Nova names one: the data of those a spec.policy
         # names, the others as references (``policy_reads``); a change of a named one wakes its Nova.
         policy_maps = manager.scoped_informer(CONFIGMAPS, keep=ALL, when=policy_reads.reads(novas))
         policy_maps.bound(policy_reads.POLICY_MAP_BOUND)
-        policy_maps.follow(informers[NOVAS])
+        policy_maps.follow(informers[NOVAS], when=policy_reads.names_one)  # no list where none is named
         informers[NOVAS].add_handler(Narrower(policy_maps, keys=policy_reads.read_keys))
         for ref in store_kinds(opts):  # the user's own stores: no label filter
             informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))

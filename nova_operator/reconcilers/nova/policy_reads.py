@@ -1,7 +1,8 @@
 """Which of the user's ConfigMaps the Nova controller reads: the one ``spec.policy.configMapRef`` names.
 
-The same mechanism as the Secrets a Nova names (``secret_reads``): the ConfigMaps informer of the
-namespaces it covers (``runtime.scoped``) keeps the data of a ConfigMap only while a Nova names it
+The same mechanism as the Secrets a Nova names (``secret_reads``): the ConfigMaps informer covers
+the namespaces in which a Nova names a ConfigMap (``names_one``, ``runtime.scoped``: a namespace
+whose Novas name none is never listed), and keeps the data of a ConfigMap only while a Nova names it
 (``reads``, a conditional declaration of ``runtime.transform``); every other ConfigMap of the
 namespace is a reference (name, version, owners), so its edits still count but its content is not
 held. A ConfigMap named after it was stored is read once by the pass that needs it and handed to the
@@ -45,6 +46,12 @@ def policy_config_map(nova: Mapping[str, Any]) -> list[str]:
     namespace = (nova.get("metadata") or {}).get("namespace") or ""
     ref = (((nova.get("spec") or {}).get("policy") or {}).get("configMapRef")) or {}
     return [f"{namespace}/{ref['name']}"] if isinstance(ref, Mapping) and ref.get("name") else []
+
+
+def names_one(nova: Mapping[str, Any]) -> bool:
+    """Whether a Nova names a policy ConfigMap: the ConfigMaps informer covers the namespaces of those
+    only (``ScopedInformer.follow``), so a namespace whose Novas name none is never listed."""
+    return bool(policy_config_map(nova))
 
 
 def read_keys(nova: Mapping[str, Any]) -> set[Request]:

@@ -17,6 +17,7 @@ from nova_operator.reconcilers.nova.policy_reads import (
     POLICY_INDEX,
     POLICY_MAP_BOUND,
     config_map_data_size,
+    names_one,
     policy_config_map,
     read_keys,
     reads,
@@ -58,6 +59,8 @@ def test_only_the_named_config_map_is_read_and_wakes_its_nova() -> None:
     novas._apply("ADDED", naming("policy"))
     assert read_keys(naming("policy")) == {Request(NS, "policy")}
     assert read_keys(naming(None)) == set()
+    assert names_one(naming("policy"))
+    assert not names_one(naming(None))  # its namespace's ConfigMaps are not listed for it
     assert reads(novas.cache)(config_map("policy"))
     assert not reads(novas.cache)(config_map("other"))
     assert list(wakes(novas.cache)(config_map("policy"))) == [Request(NS, "nova")]

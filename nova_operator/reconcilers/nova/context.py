@@ -146,7 +146,7 @@ class PassState:
     transport_digest: str = ""
     broker_port: int | None = None
     config_map: str = ""
-    config_keys: tuple[str, ...] = ()
+    policy_map: str = ""  # the {name}-policy-<hash> ConfigMap of spec.policy ("": unset)
     # the Config step's refusals of spec.policy at spec.openStackRelease: an upgrade does not start
     policy_held: tuple[str, ...] = ()
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
@@ -168,7 +168,7 @@ class PassState:
             broker_port=self.broker_port or 5672,
             secret_config_keys=self.secret_config_keys,
             checked_copies=checked_copies,
-            config_keys=self.config_keys,
+            policy_map=self.policy_map,
         )
 
 

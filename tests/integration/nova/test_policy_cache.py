@@ -40,10 +40,10 @@ def config_map(name: str, text: str) -> Object:
 
 
 async def api_policy(admin: Kube, ns: str) -> dict[str, str]:
-    """The policy file in the config ConfigMap the API Deployment mounts."""
+    """The policy file in the policy ConfigMap the API Deployment mounts."""
     api = await admin.get(DEPLOYMENTS, "nova", ns)
     volumes = api["spec"]["template"]["spec"]["volumes"]
-    name = next(v for v in volumes if v["name"] == "config")["configMap"]["name"]
+    name = next(v for v in volumes if v["name"] == "policy")["configMap"]["name"]
     rules: dict[str, str] = yaml.safe_load((await admin.get(CONFIGMAPS, name, ns))["data"]["policy.yaml"])
     return rules
 
@@ -78,7 +78,6 @@ async def test_the_named_policy_config_map_is_cached_so_a_converged_pass_sends_n
     assert grown(before, requests_by_verb(operator.metrics)) == {}, "a converged pass sent requests"
 
     # An edit of the named ConfigMap alone wakes the Nova (no forced pass) and takes effect.
-    simulator.hold_jobs = False  # a new config runs db-sync again before the workloads mount it
     await admin.patch(CONFIGMAPS, "policy-a", {"data": {"policy.yaml": f'"{CREATE}": "rule:admin_api"'}}, ns)
     await wait_for(lambda: api_policy(admin, ns), lambda rules: rules == {CREATE: "rule:admin_api"}, 30)
     await settled(operator)

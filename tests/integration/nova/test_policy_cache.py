@@ -3,8 +3,9 @@
 A namespace holds the Nova's policy ConfigMap and others no Nova names. Once the Nova is Ready the
 policy ConfigMaps cache holds the named one whole and the others as references (no data), and a
 converged pass sends no request at all. An edit of the named ConfigMap alone wakes the Nova and the
-API Deployment mounts a config with the new rule; the Nova then names another ConfigMap: the pass
-reads it with one GET, later passes from the cache, and the first one is narrowed to a reference.
+API Deployment mounts a policy ConfigMap with the new rule (with the Jobs held: no db-sync is needed
+for it); the Nova then names another ConfigMap: the pass reads it with one GET, later passes from
+the cache, and the first one is narrowed to a reference.
 """
 
 from __future__ import annotations

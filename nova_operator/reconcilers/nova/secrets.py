@@ -22,7 +22,6 @@ from nova_operator.decisions import releases
 from nova_operator.decisions.readiness import custom_resource_ready
 from nova_operator.digests import credential_digest
 from nova_operator.kube.resources import CLUSTER_SECRET_STORES, SECRET_STORES, SECRETS
-from nova_operator.models.common import CacheTLSSpec, MessagingTLSSpec
 from nova_operator.openstack import http
 from nova_operator.openstack.trust import Verdict
 from nova_operator.reconcilers.nova.checked_copies import publish_checked_copies
@@ -221,21 +220,6 @@ async def _keystone_trust(ctx: PassContext) -> str | None:
     )
 
 
-_Gate = tuple[str, tuple[str, ...], str, str]  # Secret name, keys, waiting reason, spec field
-
-
-def _tls_gates(tls: MessagingTLSSpec | CacheTLSSpec | None, field: str, ca: str, client: str) -> list[_Gate]:
-    """The gates of a bus or cache TLS block: its CA bundle (reason ``ca``) and, when it names one,
-    its client certificate (reason ``client``); none while the block is unset."""
-    if tls is None:
-        return []
-    bundle = tls.ca_bundle_secret_ref
-    gates: list[_Gate] = [(bundle.name, (bundle.key or "ca.crt",), ca, f"{field}.caBundleSecretRef")]
-    if (cert := tls.client_cert_secret_ref) is not None:
-        gates.append((cert.name, _CLIENT_CERT_KEYS, client, f"{field}.clientCertSecretRef"))
-    return gates
-
-
 async def reconcile_secrets(ctx: PassContext) -> Result:
     spec = ctx.nova.spec
     if (blocked := await _store_gate(ctx)) is not None:
@@ -263,10 +247,29 @@ async def reconcile_secrets(ctx: PassContext) -> Result:
             "metadata.sharedSecretRef",
         ),
     ]
-    gates += _tls_gates(
-        spec.messaging.tls, "messaging.tls", WAITING_FOR_MESSAGING_CA, WAITING_FOR_MESSAGING_CLIENT_CERT
-    )
-    gates += _tls_gates(spec.cache.tls, "cache.tls", WAITING_FOR_CACHE_TLS, WAITING_FOR_CACHE_TLS)
+    if spec.messaging.tls is not None:
+        ca = spec.messaging.tls.ca_bundle_secret_ref
+        gates.append(
+            (ca.name, (ca.key or "ca.crt",), WAITING_FOR_MESSAGING_CA, "messaging.tls.caBundleSecretRef")
+        )
+        if (client := spec.messaging.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (
+                    client.name,
+                    _CLIENT_CERT_KEYS,
+                    WAITING_FOR_MESSAGING_CLIENT_CERT,
+                    "messaging.tls.clientCertSecretRef",
+                )
+            )
+    if spec.cache.tls is not None:
+        cache_ca = spec.cache.tls.ca_bundle_secret_ref
+        gates.append(
+            (cache_ca.name, (cache_ca.key or "ca.crt",), WAITING_FOR_CACHE_TLS, "cache.tls.caBundleSecretRef")
+        )
+        if (cache_client := spec.cache.tls.client_cert_secret_ref) is not None:
+            gates.append(
+                (cache_client.name, _CLIENT_CERT_KEYS, WAITING_FOR_CACHE_TLS, "cache.tls.clientCertSecretRef")
+            )
     if spec.tls is not None:
         https = spec.tls.ca_bundle_secret_ref
         gates.append((https.name, (https.key or "ca.crt",), WAITING_FOR_HTTPS_CA, "tls.caBundleSecretRef"))

@@ -77,8 +77,9 @@ POLICY_YAML = "policy.yaml"  # the ConfigMap key of the rendered policy file (sp
 POLICY_CONF = "policy.conf"  # the API's and metadata's overlay naming it ([oslo_policy] policy_file)
 # spec.policy has a ConfigMap of its own, {name}-policy-<hash>, mounted here by the API and metadata
 # pods only: a policy change rolls those two, not the others nor db-sync (the config ConfigMap keeps
-# the keys reconciler.md §4.4 lists)
-POLICY_DIR = "/etc/nova/policy.d"
+# the keys reconciler.md §4.4 lists). Not /etc/nova/policy.d: oslo.policy reads every file of that
+# directory as policy rules ([oslo_policy] policy_dirs), policy.conf too (a 500 on the next check)
+POLICY_DIR = "/etc/nova/policy-override"
 POLICY_FILE = f"{POLICY_DIR}/{POLICY_YAML}"
 RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
 HTTPS_CA_DIR = "/etc/nova-https-ca"

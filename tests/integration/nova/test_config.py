@@ -108,7 +108,7 @@ async def test_known_policy_rules_reach_the_config_map_as_policy_yaml(
     written = await admin.get(CONFIGMAPS, ctx.state.policy_map, namespace)
     assert ctx.state.policy_map.startswith("nova-policy-")
     assert yaml.safe_load(written["data"]["policy.yaml"]) == {SERVERS_CREATE: "role:admin"}
-    assert "policy_file = /etc/nova/policy.d/policy.yaml" in written["data"]["policy.conf"]
+    assert "policy_file = /etc/nova/policy-override/policy.yaml" in written["data"]["policy.conf"]
     config_keys = (await admin.get(CONFIGMAPS, ctx.state.config_map, namespace))["data"]
     assert not {"policy.conf", "policy.yaml"} & set(config_keys)  # every role mounts that one
     assert ctx.state.policy_held == ()

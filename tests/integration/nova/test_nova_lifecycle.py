@@ -166,7 +166,7 @@ async def test_an_edit_of_the_policy_config_map_alone_rolls_the_api_and_metadata
     api = await admin.get(DEPLOYMENTS, "nova", ns)
     before = policy_map_of(api)
     files = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert str(files["OS_NOVA_CONFIG_FILES"]).endswith(";/etc/nova/policy.d/policy.conf")
+    assert str(files["OS_NOVA_CONFIG_FILES"]).endswith(";/etc/nova/policy-override/policy.conf")
     assert "policy.yaml" in (await admin.get(CONFIGMAPS, before, ns))["data"]
     assert "policy.yaml" not in (await admin.get(CONFIGMAPS, config_map_of(api), ns))["data"]
     templates = {n: (await admin.get(DEPLOYMENTS, n, ns))["spec"]["template"] for n in ROLES}

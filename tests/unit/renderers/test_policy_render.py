@@ -28,7 +28,7 @@ def _inputs(**changes: object) -> ConfInputs:
 def test_the_rules_are_rendered_into_policy_yaml_and_an_overlay_naming_it() -> None:
     data = novaconf.policy_data(_inputs(policy=tuple(sorted(RULES.items()))))
     assert yaml.safe_load(data["policy.yaml"]) == RULES
-    assert data["policy.conf"] == "[oslo_policy]\npolicy_file = /etc/nova/policy.d/policy.yaml\n"
+    assert data["policy.conf"] == "[oslo_policy]\npolicy_file = /etc/nova/policy-override/policy.yaml\n"
     assert sorted(data) == ["policy.conf", "policy.yaml"]
 
 
@@ -102,8 +102,8 @@ def test_the_api_and_metadata_pods_alone_mount_the_policy_config_map(nova: Nova)
         rendered = workload.deployment(nova, role, with_policy)
         assert _mounted(rendered, "policy") == ["policy.conf", "policy.yaml"]
         mounts = {m["name"]: m["mountPath"] for m in _container(rendered)["volumeMounts"]}
-        assert mounts["policy"] == "/etc/nova/policy.d"
-        assert _files(rendered).endswith(";/etc/nova/policy.d/policy.conf")  # last: its policy_file wins
+        assert mounts["policy"] == "/etc/nova/policy-override"
+        assert _files(rendered).endswith(";/etc/nova/policy-override/policy.conf")  # last: it wins
         assert not {"policy.conf", "policy.yaml"} & set(_mounted(rendered))
         assert _template(workload.deployment(nova, role, changed)) != _template(rendered)  # it rolls
         plain = workload.deployment(nova, role, without)

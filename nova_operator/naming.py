@@ -126,8 +126,9 @@ def api_endpoint(name: str, namespace: str, gateway_hostname: str | None) -> str
     return f"http://{name}.{namespace}.svc.cluster.local:8774"
 
 
-def config_base(name: str) -> str:
-    return f"{name}-config"
+def config_base(name: str, base: str = "config") -> str:
+    """``{name}-config``: the prefix of a Nova's config ConfigMaps (``{name}-policy``: its policy ones)."""
+    return f"{name}-{base}"
 
 
 LABEL_VALUE_MAX = 63
@@ -148,13 +149,14 @@ def label_value(value: str) -> str:
     return f"{value[: LABEL_VALUE_MAX - _LABEL_HASH - 1]}-{digest}"
 
 
-def config_base_label(name: str) -> str:
-    """The ``config-base`` label value of ``name``'s ConfigMaps: ``{name}-config``, fitted to 63."""
-    return label_value(config_base(name))
+def config_base_label(name: str, base: str = "config") -> str:
+    """The ``config-base`` label value of ``name``'s ConfigMaps: ``{name}-config`` (or
+    ``{name}-policy``), fitted to 63."""
+    return label_value(config_base(name, base))
 
 
-def config_map_name(name: str, content_hash: str) -> str:
-    return f"{name}-config-{content_hash}"
+def config_map_name(name: str, content_hash: str, base: str = "config") -> str:
+    return f"{name}-{base}-{content_hash}"
 
 
 def _short(name: str, keep: int) -> str:

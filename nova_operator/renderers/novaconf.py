@@ -41,6 +41,7 @@ __all__ = [
     "OWNED_KEYS",
     "OWNED_PAIRS",
     "POLICY_CONF",
+    "POLICY_DIR",
     "POLICY_FILE",
     "POLICY_YAML",
     "REJECTED_KEYS",
@@ -58,6 +59,8 @@ __all__ = [
     "novncproxy_conf",
     "overridden_owned_keys",
     "policy_conf",
+    "policy_data",
+    "policy_map",
     "policy_yaml",
     "rejected_keys",
     "render_compute_fragment",
@@ -72,7 +75,12 @@ LOGGING_INI_PATH = f"{CONFIG_DIR}/logging.ini"
 COMPUTE_CONFIG_DIR = "/etc/nova/compute-config"
 POLICY_YAML = "policy.yaml"  # the ConfigMap key of the rendered policy file (spec.policy)
 POLICY_CONF = "policy.conf"  # the API's and metadata's overlay naming it ([oslo_policy] policy_file)
-POLICY_FILE = f"{CONFIG_DIR}/{POLICY_YAML}"
+# spec.policy has a ConfigMap of its own, {name}-policy-<hash>, mounted here by the API and metadata
+# pods only: a policy change rolls those two, not the others nor db-sync (the config ConfigMap keeps
+# the keys reconciler.md §4.4 lists). Not /etc/nova/policy.d: oslo.policy reads every file of that
+# directory as policy rules ([oslo_policy] policy_dirs), policy.conf too (a 500 on the next check)
+POLICY_DIR = "/etc/nova/policy-override"
+POLICY_FILE = f"{POLICY_DIR}/{POLICY_YAML}"
 RABBIT_CA_FILE = "/etc/rabbitmq-ca/ca.crt"
 HTTPS_CA_DIR = "/etc/nova-https-ca"
 HTTPS_CA_FILE = f"{HTTPS_CA_DIR}/ca.crt"
@@ -612,10 +620,15 @@ def _config_data(inputs: ConfInputs) -> dict[str, str]:
     }
     if inputs.log_format == "json":
         data["logging.ini"] = logging_ini(inputs)
-    if inputs.policy is not None:
-        data[POLICY_YAML] = policy_yaml(inputs.policy)
-        data[POLICY_CONF] = policy_conf()
     return dict(sorted(data.items()))
+
+
+def policy_data(inputs: ConfInputs) -> dict[str, str]:
+    """The ``{name}-policy-<hash>`` ConfigMap data: the policy file and its overlay (empty while
+    spec.policy is unset: no such ConfigMap)."""
+    if inputs.policy is None:
+        return {}
+    return {POLICY_CONF: policy_conf(), POLICY_YAML: policy_yaml(inputs.policy)}
 
 
 # --------------------------------------------------------------------------- from the CR
@@ -703,22 +716,28 @@ def conf_inputs(nova: Nova, *, policy_from_config_map: Mapping[str, str] | None 
     )
 
 
-def config_map(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
-    """The immutable, content-addressed ``{name}-config-<hash>`` ConfigMap of ``data``."""
+def config_map(nova: Nova, data: Mapping[str, str], *, base: str = "config") -> dict[str, Any]:
+    """The immutable, content-addressed ``{name}-{base}-<hash>`` ConfigMap of ``data`` (``base``:
+    ``config``, or ``policy`` for ``policy_map``), labelled ``config-base: {name}-{base}``."""
     name = nova.metadata.name or ""
     if not name:
-        raise ConfigError("metadata.name is required to render the config ConfigMap")
+        raise ConfigError(f"metadata.name is required to render the {base} ConfigMap")
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": naming.config_map_name(name, digests.config_hash(data)),
+            "name": naming.config_map_name(name, digests.config_hash(data), base=base),
             "namespace": nova.metadata.namespace or "default",
             "labels": {
                 **naming.common_labels(name),
-                naming.CONFIG_BASE_LABEL: naming.config_base_label(name),
+                naming.CONFIG_BASE_LABEL: naming.config_base_label(name, base=base),
             },
         },
         "immutable": True,
         "data": dict(sorted(data.items())),
     }
+
+
+def policy_map(nova: Nova, data: Mapping[str, str]) -> dict[str, Any]:
+    """The immutable, content-addressed ``{name}-policy-<hash>`` ConfigMap of ``policy_data``."""
+    return config_map(nova, data, base="policy")

@@ -24,7 +24,7 @@ from nova_operator.models.common import (
 )
 from nova_operator.models.nova import Nova
 from nova_operator.naming import Component
-from nova_operator.renderers.novaconf import CONFIG_DIR, POLICY_CONF, POLICY_YAML
+from nova_operator.renderers.novaconf import CONFIG_DIR, POLICY_CONF, POLICY_DIR, POLICY_YAML
 from nova_operator.renderers.pod_env import (
     base_env,
     cache_tls_volume,
@@ -89,14 +89,12 @@ class WorkloadInputs:
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
     # --secret-ref-label: mount the Nova's label-checked copies of the TLS Secrets, not the spec's own
     checked_copies: bool = False
-    config_keys: tuple[
-        str, ...
-    ] = ()  # the data keys of that ConfigMap (policy.yaml while spec.policy is set)
+    policy_map: str = ""  # the {name}-policy-<hash> ConfigMap the API and metadata pods mount ("": none)
 
     @property
     def policy(self) -> bool:
-        """The mounted ConfigMap carries a policy file (and its overlay): the API and metadata read it."""
-        return POLICY_YAML in self.config_keys and POLICY_CONF in self.config_keys
+        """spec.policy has a ConfigMap (the policy file and its overlay): the API and metadata read it."""
+        return bool(self.policy_map)
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -164,7 +162,7 @@ def _role_env(nova: Nova, component: Component, inputs: WorkloadInputs) -> list[
         )
     if component in (Component.API, Component.METADATA):
         files = f"{API_PASTE};nova.conf" + (";metadata.conf" if component is Component.METADATA else "")
-        files += f";{POLICY_CONF}" if inputs.policy else ""  # read last: its [oslo_policy] policy_file wins
+        files += f";{POLICY_DIR}/{POLICY_CONF}" if inputs.policy else ""  # last: its policy_file wins
         env.append({"name": "OS_NOVA_CONFIG_DIR", "value": CONFIG_DIR})
         env.append({"name": "OS_NOVA_CONFIG_FILES", "value": files})
     if component in (Component.SCHEDULER, Component.CONDUCTOR):
@@ -416,10 +414,11 @@ def _config_mounts(
         shared.append("metadata.conf")
     if _json_logging(nova):
         shared.append("logging.ini")
-    if component in (Component.API, Component.METADATA) and inputs.policy:
-        shared += [POLICY_CONF, POLICY_YAML]
     volumes = [config_volume(config_map, sorted(shared))]
     mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
+    if component in (Component.API, Component.METADATA) and inputs.policy:
+        volumes.append(config_volume(inputs.policy_map, [POLICY_CONF, POLICY_YAML], name="policy"))
+        mounts.append({"name": "policy", "mountPath": POLICY_DIR, "readOnly": True})
     overlay = {
         Component.SCHEDULER: "scheduler.conf",
         Component.CONDUCTOR: "conductor.conf",

@@ -6,6 +6,8 @@ all). A ``ScopedInformer`` runs one reflector loop per namespace it is asked to 
 the set changes at runtime: ``follow(source)`` makes every namespace that holds at least one
 object of ``source`` (say, a Nova or a NovaCompute) covered, and releases a namespace once
 its last such object is gone (its objects are dropped from the cache without delete events).
+``follow(source, when=predicate)`` counts only the objects ``predicate`` admits (a Nova that names
+a policy ConfigMap): a namespace whose objects need nothing of this kind is never listed.
 
 Readers ask ``cache.covers(namespace)`` before trusting a miss: a namespace that has not
 been listed yet (a CR that just appeared) is not covered, and the caller falls back to one
@@ -22,6 +24,7 @@ from nova_operator.kube.types import Object
 from nova_operator.metrics import Metrics
 from nova_operator.runtime.handlers import forgotten
 from nova_operator.runtime.informer import Informer, ListWatcher
+from nova_operator.runtime.transform import Admits
 from nova_operator.settings import WatchSettings
 
 
@@ -67,9 +70,9 @@ class ScopedInformer(Informer):
             del self._holders[namespace]
             self._changed.set()
 
-    def follow(self, source: Informer) -> None:
-        """Cover every namespace in which ``source``'s cache holds an object."""
-        source.add_handler(_Follower(self, source))
+    def follow(self, source: Informer, when: Admits | None = None) -> None:
+        """Cover every namespace in which ``source``'s cache holds an object (one ``when`` admits)."""
+        source.add_handler(_Follower(self, source, when))
 
     # -- running -----------------------------------------------------------------------------
 
@@ -109,23 +112,36 @@ class ScopedInformer(Informer):
 
 
 class _Follower:
-    """Turns ``source``'s add/delete events into want/release of the object's namespace."""
+    """Turns ``source``'s add/delete events (of the objects ``when`` admits) into want/release of the
+    object's namespace."""
 
-    def __init__(self, scoped: ScopedInformer, source: Informer) -> None:
-        self._scoped, self._source, self._holder = scoped, source, f"{source.ref}"
+    def __init__(self, scoped: ScopedInformer, source: Informer, when: Admits | None = None) -> None:
+        self._scoped, self._source, self._when = scoped, source, when
+        self._holder = f"{source.ref}" if when is None else f"{source.ref} admitted"
 
     @staticmethod
     def _namespace(obj: Object) -> str:
         return str((obj.get("metadata") or {}).get("namespace") or "")
 
     def on_add(self, obj: Object) -> None:
-        if namespace := self._namespace(obj):
+        namespace = self._namespace(obj)
+        if namespace and (self._when is None or self._when(obj)):
             self._scoped.want(namespace, self._holder)
+        elif namespace:
+            self._release_unless_held(namespace)  # an update that no longer admits it
 
     def on_update(self, old: Object, new: Object) -> None:
         self.on_add(new)
 
     def on_delete(self, obj: Object) -> None:
-        namespace = self._namespace(obj)
-        if namespace and not self._source.cache.list_keys(namespace):
+        if namespace := self._namespace(obj):
+            self._release_unless_held(namespace)
+
+    def _release_unless_held(self, namespace: str) -> None:
+        """Release ``namespace`` when no object of ``source`` left there is admitted."""
+        if self._when is None:
+            held = bool(self._source.cache.list_keys(namespace))
+        else:
+            held = any(self._when(obj) for obj in self._source.cache.list(namespace))
+        if not held:
             self._scoped.release(namespace, self._holder)

@@ -13,10 +13,13 @@ Choice: an unknown option fails the Config step like the upstream webhook refuse
 admission, so ``Ready`` cannot stay True at a generation whose config was never applied.
 
 ``spec.policy`` (issue 38 item 3) is rendered into ``policy.yaml`` and the ``policy.conf``
-overlay of the API and metadata pods; a rule name the release's nova does not register (the
-policy-rule catalog, ``nova_operator.policy_catalog``) fails the step the same way, naming the
-rule, and so do a missing policy ConfigMap or key. When a changed config is written, a rule the
-next shipped release drops is warned about (``PolicyWarning``).
+overlay, in a content-addressed ConfigMap of its own, ``{name}-policy-<hash>`` (pruned the same
+way), that only the API and metadata pods mount: a policy change rolls those two, and neither the
+other roles nor db-sync (whose config ConfigMap does not change). A rule name the release's nova
+does not register (the policy-rule catalog, ``nova_operator.policy_catalog``) fails the step the
+same way as a bad config, naming the rule, and so do a missing policy ConfigMap or key. When a
+changed config is written, a rule the next shipped release drops is warned about
+(``PolicyWarning``).
 """
 
 from __future__ import annotations
@@ -78,9 +81,9 @@ def _catalog_problems(ctx: PassContext, extra: dict[str, dict[str, str]]) -> lis
 async def _policy(ctx: PassContext) -> tuple[dict[str, str] | None, str, list[str]]:
     """spec.policy's rules (None: unset), where they come from, and what stops them being used.
 
-    The rules of ``configMapRef`` are read from the ConfigMap (one GET: it is the user's, not in
-    the cache of the operator's children); a missing ConfigMap or key, or a file that is not a
-    mapping of rule names to check strings, is a problem naming the ConfigMap and the key.
+    The rules of ``configMapRef`` are read from the ConfigMap, which the policy ConfigMaps cache
+    holds (``policy_reads``: no request once cached); a missing ConfigMap or key, or a file that is
+    not a mapping of rule names to check strings, is a problem naming the ConfigMap and the key.
     """
     policy = ctx.nova.spec.policy
     if policy is None:
@@ -91,7 +94,7 @@ async def _policy(ctx: PassContext) -> tuple[dict[str, str] | None, str, list[st
     assert ref is not None  # the CRD admits exactly one of the two
     key = ref.key or POLICY_KEY_DEFAULT
     source = f"spec.policy.configMapRef (ConfigMap {ref.name}, key {key})"
-    found = await ctx.current(CONFIGMAPS, ref.name)
+    found = await ctx.named(CONFIGMAPS, ref.name)
     if found is None:
         return {}, source, [f"{source}: the ConfigMap does not exist in namespace {ctx.namespace}"]
     data = found.get("data") or {}
@@ -108,15 +111,19 @@ def _policy_problems(ctx: PassContext, rules: dict[str, str], source: str) -> li
 
 
 async def _last_good(ctx: PassContext) -> None:
-    """Hand forward what the live API Deployment mounts (nothing on a first install)."""
+    """Hand forward the config and policy ConfigMaps the live API Deployment mounts (none on a first
+    install, nor one that is gone)."""
     api = ctx.cached(DEPLOYMENTS, naming.deployment_name(ctx.name, Component.API))
     volumes = (((api or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
-    name = next(
-        (v["configMap"]["name"] for v in volumes if v.get("name") == "config" and "configMap" in v), ""
-    )
-    current = ctx.cached(CONFIGMAPS, name) if name else None
-    ctx.state.config_map = name if current is not None else ""
-    ctx.state.config_keys = tuple(sorted((current or {}).get("data") or {}))
+
+    def mounted(volume: str) -> str:
+        name = next(
+            (v["configMap"]["name"] for v in volumes if v.get("name") == volume and "configMap" in v), ""
+        )
+        return name if name and ctx.cached(CONFIGMAPS, name) is not None else ""
+
+    ctx.state.config_map = mounted("config")
+    ctx.state.policy_map = mounted("policy")
 
 
 async def _fail(ctx: PassContext, message: str) -> Result:
@@ -132,9 +139,10 @@ async def _fail(ctx: PassContext, message: str) -> Result:
     return Result()
 
 
-async def _prune(ctx: PassContext, current: str) -> None:
-    """Keep the current ConfigMap and the 3 newest historical ones this CR owns; delete the rest."""
-    labels = {naming.CONFIG_BASE_LABEL: naming.config_base_label(ctx.name)}
+async def _prune(ctx: PassContext, current: str, base: str = "config") -> None:
+    """Keep the current ``{name}-{base}-*`` ConfigMap and the 3 newest historical ones this CR owns;
+    delete the rest (``current`` "": the newest 3 stay)."""
+    labels = {naming.CONFIG_BASE_LABEL: naming.config_base_label(ctx.name, base)}
     for name in retention.surplus(ctx.owned(CONFIGMAPS, labels), current, KEEP_HISTORICAL):
         await ctx.remove(CONFIGMAPS, name)
 
@@ -149,19 +157,24 @@ async def reconcile_config(ctx: PassContext) -> Result:
     if problems := [*_catalog_problems(ctx, extra), *policy_problems]:
         return await _fail(ctx, "; ".join(problems))
     try:
-        data = novaconf.config_data(novaconf.conf_inputs(ctx.nova, policy_from_config_map=rules))
-        desired = novaconf.config_map(ctx.nova, data)
+        inputs = novaconf.conf_inputs(ctx.nova, policy_from_config_map=rules)
+        desired = novaconf.config_map(ctx.nova, novaconf.config_data(inputs))
+        policy_data = novaconf.policy_data(inputs)
+        policy = novaconf.policy_map(ctx.nova, policy_data) if policy_data else None
     except novaconf.ConfigError as exc:
         return await _fail(ctx, str(exc))
-    new_config = ctx.cached(CONFIGMAPS, desired["metadata"]["name"]) is None
+    written = [d for d in (desired, policy) if d is not None]
+    new_config = any(ctx.cached(CONFIGMAPS, d["metadata"]["name"]) is None for d in written)
     try:
-        await ctx.ensure(desired)
+        for each in written:
+            await ctx.ensure(each)
         await _prune(ctx, desired["metadata"]["name"])
+        await _prune(ctx, policy["metadata"]["name"] if policy else "", "policy")
     except KubeError as exc:
         ctx.set(CONDITION, False, CONFIG_ERROR, f"config ConfigMap: {exc}")
         raise
     ctx.state.config_map = desired["metadata"]["name"]
-    ctx.state.config_keys = tuple(sorted(data))
+    ctx.state.policy_map = policy["metadata"]["name"] if policy else ""
     if new_config and (release := releases.base(ctx.nova.spec.open_stack_release)) is not None:
         # admission warnings without a webhook: events, once, when a changed config is written
         for warning in catalog.admission_warnings(release, extra):

@@ -146,7 +146,7 @@ class PassState:
     transport_digest: str = ""
     broker_port: int | None = None
     config_map: str = ""
-    config_keys: tuple[str, ...] = ()
+    policy_map: str = ""  # the {name}-policy-<hash> ConfigMap of spec.policy ("": unset)
     # the Config step's refusals of spec.policy at spec.openStackRelease: an upgrade does not start
     policy_held: tuple[str, ...] = ()
     secret_config_keys: tuple[str, ...] = ()  # section.option keys of {name}-secret-config
@@ -168,7 +168,7 @@ class PassState:
             broker_port=self.broker_port or 5672,
             secret_config_keys=self.secret_config_keys,
             checked_copies=checked_copies,
-            config_keys=self.config_keys,
+            policy_map=self.policy_map,
         )
 
 
@@ -228,6 +228,9 @@ class PassContext:
     forked: Mapping[str, Any] | None = None  # a fork: the status it started from (``adopt_step``)
     writes: OwnWrites | None = None  # the controller's record of its own writes (``runtime.echoes``)
     budget: Budget = UNLIMITED  # when the pass stops beginning work (``pipeline.Budget``)
+    # the caches of the user's objects a spec names, of a kind whose ``caches`` entry holds the
+    # children only (the ConfigMaps of spec.policy, ``policy_reads``): read through ``named``
+    referenced: Mapping[ResourceRef, Cache] = field(default_factory=dict)
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -297,7 +300,16 @@ class PassContext:
             raise KeyError(f"no informer for {ref}")
         return cache.get(name, namespace if namespace is not None else self.namespace)
 
-    async def live(self, ref: ResourceRef, name: str, namespace: str | None = None) -> Object | None:
+    async def named(self, ref: ResourceRef, name: str) -> Object | None:
+        """A user's object the spec names (not a child): from ``referenced`` as ``live`` reads (no
+        request once the cache holds it), else one GET."""
+        if ref not in self.referenced:
+            return await self._read(ref, name)
+        return await self.live(ref, name, cache=self.referenced[ref])
+
+    async def live(
+        self, ref: ResourceRef, name: str, namespace: str | None = None, *, cache: Cache | None = None
+    ) -> Object | None:
         """From the informer cache when it answers for the object, else one GET (None when absent).
 
         The cache does not answer for a namespace it has not listed yet, nor for an object it holds
@@ -305,7 +317,7 @@ class PassContext:
         and handed to the cache (``Cache.fill``), so the next pass reads it from there.
         """
         ns = namespace if namespace is not None else self.namespace
-        cache = self.caches.get(ref)
+        cache = cache if cache is not None else self.caches.get(ref)
         if ref == SECRETS and cache is not None:  # refused for its size when it arrived: not read
             refuse_if_too_large(ns, name, cache.oversize(name, ns))
         if cache is not None and cache.answers(name, ns):

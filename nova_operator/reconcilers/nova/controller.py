@@ -43,7 +43,7 @@ from nova_operator.kube.resources import (
     ResourceRef,
 )
 from nova_operator.reconcilers import stuck_pods
-from nova_operator.reconcilers.nova import cache_fields
+from nova_operator.reconcilers.nova import cache_fields, policy_reads
 from nova_operator.reconcilers.nova.context import NovaOptions
 from nova_operator.reconcilers.nova.reconciler import NovaReconciler
 from nova_operator.reconcilers.nova.secret_reads import (
@@ -327,29 +327,6 @@ def _store_mapper(novas: Cache, kind: str) -> Callable[[dict[str, Any]], Iterabl
     return mapper
 
 
-POLICY_INDEX: Final = "nova.spec.policy.configMapRef.name"
-"""Novas by ``<namespace>/<name>`` of the ConfigMap their ``spec.policy.configMapRef`` names."""
-
-
-def policy_config_map(nova: dict[str, Any]) -> list[str]:
-    """The ``POLICY_INDEX`` value of a Nova (none without ``spec.policy.configMapRef``)."""
-    namespace = (nova.get("metadata") or {}).get("namespace") or ""
-    ref = (((nova.get("spec") or {}).get("policy") or {}).get("configMapRef")) or {}
-    return [f"{namespace}/{ref['name']}"] if isinstance(ref, dict) and ref.get("name") else []
-
-
-def _policy_mapper(novas: Cache) -> Callable[[dict[str, Any]], Iterable[Request]]:
-    """A ConfigMap wakes the Novas whose ``spec.policy.configMapRef`` names it (issue 38 item 3)."""
-
-    def mapper(config_map: dict[str, Any]) -> list[Request]:
-        meta = config_map.get("metadata") or {}
-        return sorted(
-            novas.keys_by_index(POLICY_INDEX, f"{meta.get('namespace') or ''}/{meta.get('name', '')}")
-        )
-
-    return mapper
-
-
 def make_controller_factory(options: NovaOptions | None = None) -> ControllerFactory:
     """A factory for the manager; ``options`` set the operator namespace, Gateway API capability, prober."""
     opts = options if options is not None else NovaOptions(operator_namespace=OPERATOR_NAMESPACE)
@@ -379,7 +356,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         for index, func in (
             (SECRET_INDEX, secret_refs),
             (CLUSTER_INDEX, messaging_cluster),
-            (POLICY_INDEX, policy_config_map),
+            (policy_reads.POLICY_INDEX, policy_reads.policy_config_map),
         ):
             if index not in novas._index_funcs:  # the NOVAS informer may be shared with another controller
                 novas.add_index(index, func)
@@ -394,14 +371,19 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
         informers[SECRETS] = secrets
         # the operator's own pods, their waiting reasons only: a step names one that cannot start
         informers[PODS] = manager.informer(PODS, label_selector=stuck_pods.SELECTOR, keep=stuck_pods.KEPT)
-        # The user's ConfigMaps, in the namespaces that hold a Nova, as references only (names and
-        # versions): a change of one a spec.policy names wakes its Nova, whose Config step reads it.
-        policy_maps = manager.scoped_informer(CONFIGMAPS, keep={})
-        policy_maps.follow(informers[NOVAS])
+        # The user's ConfigMaps, in the namespaces where a Nova names one: the data of those a spec.policy
+        # names, the others as references (``policy_reads``); a change of a named one wakes its Nova.
+        policy_maps = manager.scoped_informer(CONFIGMAPS, keep=ALL, when=policy_reads.reads(novas))
+        policy_maps.bound(policy_reads.POLICY_MAP_BOUND)
+        policy_maps.follow(informers[NOVAS], when=policy_reads.names_one)  # no list where none is named
+        informers[NOVAS].add_handler(Narrower(policy_maps, keys=policy_reads.read_keys))
         for ref in store_kinds(opts):  # the user's own stores: no label filter
             informers[ref] = manager.informer(ref, keep=cache_fields.kept(ref))
         reconciler = NovaReconciler(
-            manager.kube, {ref: inf.cache for ref, inf in informers.items()}, options=opts
+            manager.kube,
+            {ref: inf.cache for ref, inf in informers.items()},
+            options=opts,
+            referenced={CONFIGMAPS: policy_maps.cache},
         )
         informers[NOVAS].add_handler(reconciler.reads)  # learns when the cache shows our own writes
         ctl = manager.controller(CONTROLLER_NAME, reconciler)
@@ -422,7 +404,7 @@ def make_controller_factory(options: NovaOptions | None = None) -> ControllerFac
                 informers[ref], owner_group=NOVAS.group, owner_kind=NOVAS.kind, predicates=_child_events(ref)
             )
         ctl.watch_mapped(informers[SECRETS], _secret_mapper(novas))
-        ctl.watch_mapped(policy_maps, _policy_mapper(novas))
+        ctl.watch_mapped(policy_maps, policy_reads.wakes(novas))
         ctl.watch_mapped(informers[JOBS], _archive_job_mapper(novas), *_child_events(JOBS))
         # a pod that starts or stops being stuck (the discover-hosts Job's are the pools' concern)
         skip = compute_pool.DISCOVER_HOSTS

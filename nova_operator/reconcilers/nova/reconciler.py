@@ -76,9 +76,11 @@ class NovaReconciler:
         events: EventSink | None = None,
         options: NovaOptions | None = None,
         now: Callable[[], datetime] = utcnow,
+        referenced: Mapping[ResourceRef, Cache] | None = None,
     ) -> None:
         self.kube = kube
         self.caches = caches
+        self.referenced = referenced if referenced is not None else {}  # see ``PassContext.referenced``
         self.events: EventSink = events if events is not None else EventRecorder(kube, EVENT_COMPONENT)
         self.options = options if options is not None else NovaOptions()
         self.now = now
@@ -126,6 +128,7 @@ class NovaReconciler:
                 now=self.now,
                 events=self.events,
                 caches=self.caches,
+                referenced=self.referenced,
                 metrics=self.metrics,
                 options=self.options,
                 initial=snapshot,

@@ -149,19 +149,27 @@ def reads(novas: Cache, clusters: Cache | None) -> Callable[[Object], bool]:
 
 class Narrower:
     """A Nova handler: the Secrets a Nova stopped reading (a reference edited away, the Nova gone)
-    are narrowed in the Secrets cache at once (``Informer.reconsider``)."""
+    are narrowed in the Secrets cache at once (``Informer.reconsider``). ``keys``: what a Nova reads
+    of another cache kept the same way (the policy ConfigMaps, ``policy_reads.read_keys``)."""
 
-    def __init__(self, secrets: Informer, clusters: Cache | None = None) -> None:
-        self._secrets, self._clusters = secrets, clusters
+    def __init__(
+        self,
+        secrets: Informer,
+        clusters: Cache | None = None,
+        *,
+        keys: Callable[[Object], set[Request]] | None = None,
+    ) -> None:
+        self._secrets = secrets
+        self._keys = keys if keys is not None else (lambda nova: read_keys(nova, clusters))
 
     def on_add(self, obj: Object) -> None:
         return None
 
     def on_update(self, old: Object, new: Object) -> None:
-        self._reconsider(read_keys(old, self._clusters) - read_keys(new, self._clusters))
+        self._reconsider(self._keys(old) - self._keys(new))
 
     def on_delete(self, obj: Object) -> None:
-        self._reconsider(read_keys(obj, self._clusters))
+        self._reconsider(self._keys(obj))
 
     def _reconsider(self, keys: Iterable[Request]) -> None:
         self._secrets.reconsider(sorted(keys))

@@ -94,14 +94,26 @@ async def pass_over(admin: Kube, ours: Recorder, nova: Object, ns: str, options:
     return make_ctx(ours, nova, *held, options=options)
 
 
+async def passed(admin: Kube, ours: Recorder, nova: Object, ns: str, options: NovaOptions) -> PassContext:
+    """``pass_over`` after a Secrets step that finished (no wait): the pass, for what it handed on."""
+    ctx = await pass_over(admin, ours, nova, ns, options)
+    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    return ctx
+
+
+async def labelled_tls_nova(admin: Kube, ns: str) -> Object:
+    """The TLS Nova, its inputs, the bus and every TLS source stored, all carrying the label."""
+    nova = await tls_nova(admin, ns)
+    await stored(admin, ns, *[labelled(s) for s in (*ALL_SECRETS, BUS, *tls_sources())])
+    return nova
+
+
 async def test_with_the_flag_the_copies_hold_what_the_pods_mount_and_keep_the_last_labelled_content(
     admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     ns = namespace
-    nova = await tls_nova(admin, ns)
-    await stored(admin, ns, *[labelled(s) for s in (*ALL_SECRETS, BUS, *tls_sources())])
-    ctx = await pass_over(admin, ours, nova, ns, WITH_LABEL)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    nova = await labelled_tls_nova(admin, ns)
+    ctx = await passed(admin, ours, nova, ns, WITH_LABEL)
     copy, bus_copy = await on_server(admin, ns, COPY), await on_server(admin, ns, BUS_COPY)
     assert copy is not None
     assert bus_copy is not None
@@ -119,8 +131,7 @@ async def test_with_the_flag_the_copies_hold_what_the_pods_mount_and_keep_the_la
 
     # a converged pass writes nothing
     before = len(ours.calls)
-    ctx = await pass_over(admin, ours, nova, ns, WITH_LABEL)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    ctx = await passed(admin, ours, nova, ns, WITH_LABEL)
     assert ours.calls[before:] == []  # not even a read: everything came from the cache
 
     # the label removed and the content replaced: the gate names the Secret, the copy is kept
@@ -152,8 +163,7 @@ async def test_with_the_flag_the_copies_hold_what_the_pods_mount_and_keep_the_la
 
     # labelled again: the new content is copied
     await admin.patch(SECRETS, "db-ca", {"metadata": {"labels": {LABEL: "true"}}}, ns)
-    ctx = await pass_over(admin, ours, nova, ns, WITH_LABEL)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    ctx = await passed(admin, ours, nova, ns, WITH_LABEL)
     now = await on_server(admin, ns, COPY)
     assert now is not None
     assert decoded(now)["ca.crt"] == CA_V2
@@ -200,8 +210,7 @@ async def test_with_the_flag_a_tls_secret_created_later_without_the_label_is_nev
         assert await on_server(admin, ns, name) is None, name
 
     await admin.patch(SECRETS, "db-ca", {"metadata": {"labels": {LABEL: "true"}}}, ns)
-    ctx = await pass_over(admin, ours, nova, ns, WITH_LABEL)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    ctx = await passed(admin, ours, nova, ns, WITH_LABEL)
     copy = await on_server(admin, ns, COPY)
     assert copy is not None
     assert decoded(copy)["ca.crt"] == CA_V1
@@ -211,15 +220,12 @@ async def test_without_the_flag_there_is_no_copy_and_the_pods_mount_the_named_se
     admin: Kube, ours: Recorder, namespace: str
 ) -> None:
     ns = namespace
-    nova = await tls_nova(admin, ns)
-    await stored(admin, ns, *[labelled(s) for s in (*ALL_SECRETS, BUS, *tls_sources())])
+    nova = await labelled_tls_nova(admin, ns)
     # a copy left from a run with the flag
-    ctx = await pass_over(admin, ours, nova, ns, WITH_LABEL)
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    ctx = await passed(admin, ours, nova, ns, WITH_LABEL)
     assert await on_server(admin, ns, COPY) is not None
 
-    ctx = await pass_over(admin, ours, nova, ns, NovaOptions())  # the operator restarted without the flag
-    assert (await secrets.reconcile_secrets(ctx)).requeue_after is None
+    ctx = await passed(admin, ours, nova, ns, NovaOptions())  # the operator restarted without the flag
     for name in (COPY, BUS_COPY, API_COPY):
         assert await on_server(admin, ns, name) is None, name
     api = workload.deployment(ctx.nova, Component.API, ctx.workload_inputs())

@@ -105,10 +105,12 @@ async def test_known_policy_rules_reach_the_config_map_as_policy_yaml(
     nova = await stored_nova(admin, namespace, policy={"rules": {SERVERS_CREATE: "role:admin"}})
     ctx = make_ctx(ours, nova, *await stored(admin, namespace, *ALL_SECRETS))
     await config.reconcile_config(ctx)
-    written = await admin.get(CONFIGMAPS, ctx.state.config_map, namespace)
+    written = await admin.get(CONFIGMAPS, ctx.state.policy_map, namespace)
+    assert ctx.state.policy_map.startswith("nova-policy-")
     assert yaml.safe_load(written["data"]["policy.yaml"]) == {SERVERS_CREATE: "role:admin"}
-    assert "policy_file = /etc/nova/nova.conf.d/policy.yaml" in written["data"]["policy.conf"]
-    assert {"policy.conf", "policy.yaml"} <= set(ctx.state.config_keys)
+    assert "policy_file = /etc/nova/policy-override/policy.yaml" in written["data"]["policy.conf"]
+    config_keys = (await admin.get(CONFIGMAPS, ctx.state.config_map, namespace))["data"]
+    assert not {"policy.conf", "policy.yaml"} & set(config_keys)  # every role mounts that one
     assert ctx.state.policy_held == ()
 
 
@@ -145,7 +147,7 @@ async def test_a_policy_config_map_is_read_checked_and_a_change_renders_another_
     )
     first, c = await one_pass()
     assert c.get("reason") != "ConfigError"
-    data = (await admin.get(CONFIGMAPS, first.state.config_map, namespace))["data"]
+    data = (await admin.get(CONFIGMAPS, first.state.policy_map, namespace))["data"]
     assert yaml.safe_load(data["policy.yaml"]) == {SERVERS_CREATE: "role:admin"}
     await admin.patch(
         CONFIGMAPS,
@@ -154,7 +156,9 @@ async def test_a_policy_config_map_is_read_checked_and_a_change_renders_another_
         namespace,
     )
     second, _ = await one_pass()
-    # another content-addressed name: the Deployments that mount it roll
-    assert second.state.config_map != first.state.config_map
-    data = (await admin.get(CONFIGMAPS, second.state.config_map, namespace))["data"]
+    # another content-addressed policy ConfigMap: the API and metadata Deployments that mount it roll;
+    # the config ConfigMap (every role's and db-sync's) stays
+    assert second.state.policy_map != first.state.policy_map
+    assert second.state.config_map == first.state.config_map
+    data = (await admin.get(CONFIGMAPS, second.state.policy_map, namespace))["data"]
     assert yaml.safe_load(data["policy.yaml"]) == {SERVERS_CREATE: "rule:admin_api"}

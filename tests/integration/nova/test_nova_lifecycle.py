@@ -139,10 +139,20 @@ async def test_an_extra_config_change_rolls_the_workloads_and_old_config_maps_ar
     )
 
 
+ROLES = ("nova", "nova-metadata", "nova-conductor", "nova-scheduler", "nova-novncproxy")
+
+
+def policy_map_of(deployment: Object) -> str:
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    return str(next((v for v in volumes if v["name"] == "policy"), {}).get("configMap", {}).get("name", ""))
+
+
 async def test_an_edit_of_the_policy_config_map_alone_rolls_the_api_and_metadata_pods(
     admin: Kube, operator: Operator, simulator: Simulator, namespace: str
 ) -> None:
-    """Issue 38 item 3: the ConfigMap spec.policy.configMapRef names is watched; no spec edit."""
+    """Issue 38 item 3: the ConfigMap spec.policy.configMapRef names is watched; no spec edit. The
+    policy has a ConfigMap of its own that the API and metadata pods alone mount: a policy change
+    changes those two pod templates, and neither the other three nor the db-sync Job."""
     ns = namespace
     await create_inputs(admin, ns)
     policy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nova-policy"}}
@@ -154,10 +164,14 @@ async def test_an_edit_of_the_policy_config_map_alone_rolls_the_api_and_metadata
     await admin.create(NOVAS, body, ns)
     await ready_at_generation(admin, ns, 1)
     api = await admin.get(DEPLOYMENTS, "nova", ns)
-    before = config_map_of(api)
+    before = policy_map_of(api)
     files = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert str(files["OS_NOVA_CONFIG_FILES"]).endswith(";policy.conf")
+    assert str(files["OS_NOVA_CONFIG_FILES"]).endswith(";/etc/nova/policy-override/policy.conf")
     assert "policy.yaml" in (await admin.get(CONFIGMAPS, before, ns))["data"]
+    assert "policy.yaml" not in (await admin.get(CONFIGMAPS, config_map_of(api), ns))["data"]
+    templates = {n: (await admin.get(DEPLOYMENTS, n, ns))["spec"]["template"] for n in ROLES}
+    assert [n for n in ROLES if policy_map_of({"spec": {"template": templates[n]}})] == list(ROLES[:2])
+    job = (await admin.get(JOBS, "nova-db-sync", ns))["metadata"]["uid"]
 
     await admin.patch(
         CONFIGMAPS, "nova-policy", {"data": {"policy.yaml": '"os_compute_api:servers:crate": "@"'}}, ns
@@ -165,18 +179,22 @@ async def test_an_edit_of_the_policy_config_map_alone_rolls_the_api_and_metadata
     get = lambda: admin.get(NOVAS, "nova", ns)  # noqa: E731
     bad = await wait_for(get, secrets_reason("ConfigError", "os_compute_api:servers:crate"), 30)
     assert "no such policy rule in nova 2025.2" in cond(bad, "SecretsReady")["message"]
-    assert config_map_of(await admin.get(DEPLOYMENTS, "nova", ns)) == before  # the last good one stays
+    assert policy_map_of(await admin.get(DEPLOYMENTS, "nova", ns)) == before  # the last good one stays
 
     await admin.patch(
         CONFIGMAPS, "nova-policy", {"data": {"policy.yaml": '"os_compute_api:servers:create": "@"'}}, ns
     )
     rolled = await wait_for(
-        lambda: admin.get(DEPLOYMENTS, "nova", ns), lambda d: config_map_of(d) != before, 30
+        lambda: admin.get(DEPLOYMENTS, "nova", ns), lambda d: policy_map_of(d) != before, 30
     )
-    assert "@" in (await admin.get(CONFIGMAPS, config_map_of(rolled), ns))["data"]["policy.yaml"]
+    assert "@" in (await admin.get(CONFIGMAPS, policy_map_of(rolled), ns))["data"]["policy.yaml"]
     metadata = await admin.get(DEPLOYMENTS, "nova-metadata", ns)
-    assert config_map_of(metadata) == config_map_of(rolled)
+    assert policy_map_of(metadata) == policy_map_of(rolled)
     await wait_for(get, lambda n: cond(n, "SecretsReady").get("status") == "True", 30)
+    after = {n: (await admin.get(DEPLOYMENTS, n, ns))["spec"]["template"] for n in ROLES}
+    assert [n for n in ROLES if after[n] != templates[n]] == ["nova", "nova-metadata"]
+    assert config_map_of({"spec": {"template": after["nova"]}}) == config_map_of(api)
+    assert (await admin.get(JOBS, "nova-db-sync", ns))["metadata"]["uid"] == job  # db-sync not re-run
 
 
 async def test_an_unknown_extra_config_key_is_refused_without_touching_the_running_config(

@@ -103,7 +103,7 @@ async def test_config_keeps_the_current_and_three_newest_historical_config_maps(
     deleted = sorted(n for v, _, n in written(ours) if v == "delete")
     assert deleted == ["nova-config-00000000", "nova-config-00000001", "nova-config-00000002"]
     assert ctx.state.config_map.startswith("nova-config-")
-    assert "nova.conf" in ctx.state.config_keys
+    assert ctx.state.policy_map == ""  # no spec.policy: no policy ConfigMap
     left = {cm["metadata"]["name"] for cm in (await admin.list(CONFIGMAPS, namespace))["items"]}
     kept = {f"nova-config-{i:08d}" for i in (3, 4, 5)} | {"nova-config-ffffffff", ctx.state.config_map}
     assert kept <= left

@@ -52,8 +52,10 @@ async def bundle_secret(stage: Stage, pem: str, *, labelled: bool) -> Object:
     )
 
 
-async def tls_pool(stage: Stage) -> tuple[Object, Object]:
-    """The contract, the digest key, the Nova and a pool whose ``spec.tls`` names ``pool-ca``."""
+async def tls_pool(stage: Stage, pem: str, *, labelled: bool) -> tuple[Object, Object]:
+    """``pool-ca`` holding ``pem`` (``bundle_secret``), the contract, the digest key, the Nova and a
+    pool whose ``spec.tls`` names ``pool-ca``."""
+    await bundle_secret(stage, pem, labelled=labelled)
     await stage.pool_inputs()
     nova = await stage.nova(spec={"openStackRelease": "2026.1"})
     return await stage.pool(tls={"caBundleSecretRef": {"name": "pool-ca"}}), nova
@@ -71,6 +73,15 @@ async def converge(stage: Stage, p: ComputePass) -> Object:
     assert (await reconcile_pool_config(p)).requeue_after is None
     await reconcile_daemon_set(p)
     return await stage.admin.get(DAEMONSETS, DS, stage.ns)
+
+
+async def waiting(stage: Stage, cr: Object, nova: Object) -> Any:
+    """A flagged PoolConfig pass that waits at its gate: its ``ConfigReady`` condition."""
+    p = step_pass(stage, cr, nova, flag=True)
+    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
+    cond = p.condition(conditions.CONFIG_READY)
+    assert cond is not None
+    return cond
 
 
 def https_volume(ds: Object) -> Any:
@@ -92,8 +103,7 @@ async def test_with_the_flag_the_pool_mounts_its_copy_and_an_unlabelled_bundle_n
     stage: Stage, bundles: tuple[str, str]
 ) -> None:
     first, second = bundles
-    await bundle_secret(stage, first, labelled=True)
-    cr, nova = await tls_pool(stage)
+    cr, nova = await tls_pool(stage, first, labelled=True)
     ds = await converge(stage, step_pass(stage, cr, nova, flag=True))
     assert https_volume(ds)["secretName"] == COPY
     assert https_volume(ds)["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
@@ -110,10 +120,7 @@ async def test_with_the_flag_the_pool_mounts_its_copy_and_an_unlabelled_bundle_n
         stage.ns,
     )
     stage.kube.sent.clear()
-    p = step_pass(stage, cr, nova, flag=True)
-    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
-    cond = p.condition(conditions.CONFIG_READY)
-    assert cond is not None
+    cond = await waiting(stage, cr, nova)
     assert cond["reason"] == "SecretRefNotLabelled"
     assert cond["message"].startswith(
         f"spec.tls.caBundleSecretRef: Secret {stage.ns}/pool-ca does not carry the label usable;"
@@ -127,10 +134,7 @@ async def test_with_the_flag_the_pool_mounts_its_copy_and_an_unlabelled_bundle_n
 
     # gone altogether: the condition names the field and the Secret, the copy still stays
     await stage.admin.delete(SECRETS, "pool-ca", stage.ns)
-    p = step_pass(stage, cr, nova, flag=True)
-    assert (await reconcile_pool_config(p)).requeue_after == p.settings.intervals.wait
-    cond = p.condition(conditions.CONFIG_READY)
-    assert cond is not None
+    cond = await waiting(stage, cr, nova)
     assert (cond["reason"], cond["message"]) == (
         "WaitingForHTTPSCABundle",
         f"spec.tls.caBundleSecretRef: Secret {stage.ns}/pool-ca not found",
@@ -142,8 +146,7 @@ async def test_a_converged_pass_sends_nothing_and_a_labelled_rotation_reaches_th
     stage: Stage, bundles: tuple[str, str]
 ) -> None:
     first, second = bundles
-    await bundle_secret(stage, first, labelled=True)
-    cr, nova = await tls_pool(stage)
+    cr, nova = await tls_pool(stage, first, labelled=True)
     p = step_pass(stage, cr, nova, flag=True)
     ds = await converge(stage, p)
     held: dict[tuple[str, str], Object] = {
@@ -186,8 +189,7 @@ async def test_without_the_flag_the_named_secret_is_mounted_and_a_leftover_copy_
     stage: Stage, bundles: tuple[str, str]
 ) -> None:
     first, _ = bundles
-    await bundle_secret(stage, first, labelled=False)
-    cr, nova = await tls_pool(stage)
+    cr, nova = await tls_pool(stage, first, labelled=False)
     pool = NovaCompute.model_validate(cr)
     leftover = await stage.put(
         SECRETS, with_owner(compute_pool.checked_ca_secret(pool, {"ca.crt": b64(first)}), cr)

@@ -1,5 +1,6 @@
-"""spec.policy rendered (issue 38 item 3): policy.yaml and the policy.conf overlay in the config
-ConfigMap, read by the compute API and the metadata API only."""
+"""spec.policy rendered (issue 38 item 3): policy.yaml and the policy.conf overlay in a ConfigMap of
+their own, ``{name}-policy-<hash>``, mounted by the compute API and the metadata API only: a policy
+change leaves the config ConfigMap (every role's and db-sync's) as it was."""
 
 from __future__ import annotations
 
@@ -25,22 +26,35 @@ def _inputs(**changes: object) -> ConfInputs:
 
 
 def test_the_rules_are_rendered_into_policy_yaml_and_an_overlay_naming_it() -> None:
-    data = novaconf.config_data(_inputs(policy=tuple(sorted(RULES.items()))))
+    data = novaconf.policy_data(_inputs(policy=tuple(sorted(RULES.items()))))
     assert yaml.safe_load(data["policy.yaml"]) == RULES
-    assert data["policy.conf"] == "[oslo_policy]\npolicy_file = /etc/nova/nova.conf.d/policy.yaml\n"
-    assert "oslo_policy" not in data["nova.conf"]  # the scheduler and the conductor never read it
+    assert data["policy.conf"] == "[oslo_policy]\npolicy_file = /etc/nova/policy-override/policy.yaml\n"
+    assert sorted(data) == ["policy.conf", "policy.yaml"]
 
 
 def test_a_check_string_oslo_policy_must_read_as_written_survives_yaml() -> None:
     awkward = {"a:b": "'quoted' or \"double\" and not role:x #tail", "c": "@", "d": "!", "e": ""}
-    data = novaconf.config_data(_inputs(policy=tuple(sorted(awkward.items()))))
+    data = novaconf.policy_data(_inputs(policy=tuple(sorted(awkward.items()))))
     assert yaml.safe_load(data["policy.yaml"]) == awkward
 
 
 def test_without_spec_policy_there_is_no_policy_file() -> None:
-    assert not {"policy.yaml", "policy.conf"} & set(novaconf.config_data(_inputs()))
+    assert novaconf.policy_data(_inputs()) == {}
     # an empty policy ConfigMap still renders a (empty) file: the overrides were removed on purpose
-    assert yaml.safe_load(novaconf.config_data(_inputs(policy=()))["policy.yaml"]) == {}
+    assert yaml.safe_load(novaconf.policy_data(_inputs(policy=()))["policy.yaml"]) == {}
+
+
+def test_a_policy_change_changes_the_policy_config_map_only(nova: Nova) -> None:
+    """The config ConfigMap (whose name every role and db-sync mount) does not follow the policy."""
+    one, other = (_inputs(policy=((name, check),)) for name, check in RULES.items())
+    assert novaconf.config_data(one) == novaconf.config_data(other) == novaconf.config_data(_inputs())
+    assert not {"policy.yaml", "policy.conf"} & set(novaconf.config_data(one))
+    first = novaconf.policy_map(nova, novaconf.policy_data(one))
+    second = novaconf.policy_map(nova, novaconf.policy_data(other))
+    assert first["metadata"]["name"] != second["metadata"]["name"]
+    assert first["metadata"]["name"].startswith(f"{nova.metadata.name}-policy-")
+    assert first["metadata"]["labels"]["cobaltcore.c5c3.io/config-base"] == f"{nova.metadata.name}-policy"
+    assert first["immutable"] is True
 
 
 def _with_policy(nova: Nova, policy: dict[str, Any]) -> Nova:
@@ -65,9 +79,10 @@ def _container(deployment: dict[str, Any]) -> dict[str, Any]:
     return dict(deployment["spec"]["template"]["spec"]["containers"][0])
 
 
-def _mounted(deployment: dict[str, Any]) -> list[str]:
-    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
-    return [item["key"] for item in volume["configMap"]["items"]]
+def _mounted(deployment: dict[str, Any], volume: str = "config") -> list[str]:
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    found = next((v for v in volumes if v["name"] == volume), None)
+    return [item["key"] for item in found["configMap"]["items"]] if found else []
 
 
 def _files(deployment: dict[str, Any]) -> str:
@@ -75,18 +90,28 @@ def _files(deployment: dict[str, Any]) -> str:
     return str(env.get("OS_NOVA_CONFIG_FILES") or "")
 
 
-def test_the_api_and_metadata_pods_read_the_policy_when_their_config_map_carries_it(nova: Nova) -> None:
-    keys = ("conductor.conf", "metadata.conf", "nova.conf", "novncproxy.conf", "policy.conf", "policy.yaml")
-    with_policy = workload.WorkloadInputs(config_map="nova-config-1", config_keys=keys)
-    without = workload.WorkloadInputs(config_map="nova-config-0", config_keys=keys[:4])
+def _template(deployment: dict[str, Any]) -> Any:
+    return deployment["spec"]["template"]
+
+
+def test_the_api_and_metadata_pods_alone_mount_the_policy_config_map(nova: Nova) -> None:
+    with_policy = workload.WorkloadInputs(config_map="nova-config-1", policy_map="nova-policy-1")
+    changed = workload.WorkloadInputs(config_map="nova-config-1", policy_map="nova-policy-2")
+    without = workload.WorkloadInputs(config_map="nova-config-1")
     for role in (Component.API, Component.METADATA):
         rendered = workload.deployment(nova, role, with_policy)
-        assert {"policy.conf", "policy.yaml"} <= set(_mounted(rendered))
-        assert _files(rendered).endswith(";policy.conf")  # read last: its policy_file wins
+        assert _mounted(rendered, "policy") == ["policy.conf", "policy.yaml"]
+        mounts = {m["name"]: m["mountPath"] for m in _container(rendered)["volumeMounts"]}
+        assert mounts["policy"] == "/etc/nova/policy-override"
+        assert _files(rendered).endswith(";/etc/nova/policy-override/policy.conf")  # last: it wins
+        assert not {"policy.conf", "policy.yaml"} & set(_mounted(rendered))
+        assert _template(workload.deployment(nova, role, changed)) != _template(rendered)  # it rolls
         plain = workload.deployment(nova, role, without)
-        assert not {"policy.conf", "policy.yaml"} & set(_mounted(plain))
+        assert _mounted(plain, "policy") == []
         assert "policy.conf" not in _files(plain)
-    for role in (Component.SCHEDULER, Component.CONDUCTOR):
-        assert not {"policy.conf", "policy.yaml"} & set(
-            _mounted(workload.deployment(nova, role, with_policy))
-        )
+    for role in (Component.SCHEDULER, Component.CONDUCTOR, Component.NOVNCPROXY):
+        rendered = workload.deployment(nova, role, with_policy)
+        assert _mounted(rendered, "policy") == []
+        # a policy change leaves these pod templates as they are: no roll
+        assert _template(workload.deployment(nova, role, changed)) == _template(rendered)
+        assert _template(workload.deployment(nova, role, without)) == _template(rendered)

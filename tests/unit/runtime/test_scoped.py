@@ -124,3 +124,31 @@ async def test_echo_entries_of_a_namespace_no_longer_watched_are_dropped() -> No
         await _until(lambda: len(secrets.cache) == 0)
         assert len(echoes) == 0
         task.cancel()
+
+
+async def test_a_followed_object_counts_only_while_the_predicate_admits_it() -> None:
+    def nova(ns: str, rv: str, *, names: bool) -> dict[str, Any]:
+        return {**obj("nova", ns, rv), "spec": {"policy": {"configMapRef": {"name": "p"}}} if names else {}}
+
+    api = PerNamespaceAPI(
+        {
+            (str(NOVAS), "plain"): [nova("plain", "1", names=False)],
+            (str(NOVAS), "named"): [nova("named", "1", names=True)],
+        }
+    )
+    novas = Informer(api, NOVAS, settings=FAST)
+    maps = ScopedInformer(api, SECRETS, settings=FAST)
+    maps.follow(novas, when=lambda o: bool((o.get("spec") or {}).get("policy")))
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(novas.run()), tg.create_task(maps.run())]
+        await _until(lambda: maps.cache.covers("named"))
+        assert maps.wanted == {"named"}  # the namespace whose Nova names nothing is not listed
+        novas._apply("MODIFIED", nova("plain", "2", names=True))
+        await _until(lambda: maps.cache.covers("plain"))
+        novas._apply("MODIFIED", nova("named", "2", names=False))  # an edit that drops the reference
+        await _until(lambda: not maps.cache.covers("named"))
+        assert [ns for ref, ns in api.lists if ref == str(SECRETS)] == ["named", "plain"]
+        novas._apply("DELETED", nova("plain", "3", names=True))
+        await _until(lambda: maps.wanted == frozenset())
+        for task in tasks:
+            task.cancel()

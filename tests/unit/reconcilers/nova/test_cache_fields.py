@@ -94,9 +94,13 @@ def test_the_nova_and_every_kind_the_operator_applies_are_kept_whole() -> None:
     scoped = {inf.ref: inf.transform.kept for inf in manager._scoped.values()}
     kept = {inf.ref: inf.transform.kept for inf in manager._informers.values()}
     kept[SECRETS] = scoped.pop(SECRETS)
-    # the user's ConfigMaps of a Nova's namespace (issue 38 item 3: a policy ConfigMap's edit wakes
-    # its Nova): names and versions only, beside the operator's own ConfigMaps, kept whole
-    assert scoped == {CONFIGMAPS: {"apiVersion": ALL, "kind": ALL, "metadata": ALL}}
+    # the user's ConfigMaps where a Nova names one (issue 38 item 3: a policy ConfigMap's edit wakes
+    # its Nova): whole while a Nova names it (``policy_reads``), else a reference, beside the
+    # operator's own ConfigMaps, kept whole
+    assert scoped == {CONFIGMAPS: ALL}
+    policy_maps = next(inf for inf in manager._scoped.values() if inf.ref == CONFIGMAPS)
+    unnamed = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ns"}}
+    assert policy_maps.transform.apply({**unnamed, "data": {"k": "v"}}) == (unnamed, False)
     assert kept[NOVAS] is ALL
     assert kept[SECRETS] is ALL
     for ref in (*OWNED, *MARIADB_CHILDREN):

@@ -160,12 +160,12 @@ def test_operations_says_what_to_do_for_every_shipped_alert() -> None:
 
 TOOL_FLAGS = frozenset(
     {
-        # helm, kubectl, openstack, uwsgi, nova-manage: the tools' own flags the pages use
+        # helm, kubectl, openstack, uwsgi, nova-manage, docker and buildah: the tools' own flags the pages use
         "--all", "--create-namespace", "--field-selector", "--for", "--force-conflicts", "--from",
         "--help", "--live-migration", "--previous", "--reuse-values", "--server-side", "--set",
         "--show-only", "--timeout", "--type", "--http-keepalive", "--http-keepalive-timeout",
         "--lazy-apps", "--req-logger", "--log-req-encoder", "--log-encoder", "--raw", "--all-cells",
-        "--before",
+        "--before", "--build-arg",
     }
 )  # fmt: skip
 

@@ -7,7 +7,9 @@ through the ``spec.novaRef.name`` index; other pools of the same Nova when one i
 deleted, changes generation, starts deleting, or changes which nodes it holds (only the siblings
 that change concerns: ``concerned_siblings``); the ``<nova>-compute-config``
 contract Secrets; Node label changes, mapped to the pools that select or hold the node; and the
-Nova's discover-hosts Job turning Complete or Failed, mapped to the Nova's pools with a Pending node.
+Nova's discover-hosts Job turning Complete or Failed, mapped to the Nova's pools with a Pending node;
+a pool's pod turning Ready on a node it holds Pending, or gone from one it holds Releasing
+(``pool_pods``).
 
 Nodes (issue 41): an optional, cluster-wide Node informer keeping metadata only. While it has not
 synced (before its first list, or always where the install's RBAC does not let it list and watch
@@ -38,6 +40,7 @@ from nova_operator.kube.resources import (
 )
 from nova_operator.kube.types import Object
 from nova_operator.reconcilers import stuck_pods
+from nova_operator.reconcilers.compute import pool_pods
 from nova_operator.reconcilers.compute.context import (
     COMPONENT,
     NOVA_REF_INDEX,
@@ -373,6 +376,8 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     config_maps = manager.informer(CONFIGMAPS, label_selector=MANAGED_BY_SELECTOR)
     # the operator's own pods (shared with the Nova controller), their waiting reasons only
     pods = manager.informer(PODS, label_selector=stuck_pods.SELECTOR, keep=stuck_pods.KEPT)
+    # and of the pools' pods their node and Ready: a join's and a release's hints (``pool_pods``)
+    pods.keep(pool_pods.KEPT, when=pool_pods.is_pool_pod)
     novas = manager.informer(NOVAS)
     if COMPUTE_READS_INDEX not in novas.cache._index_funcs:
         novas.cache.add_index(COMPUTE_READS_INDEX, _compute_reads)
@@ -463,4 +468,5 @@ def make_controller(manager: Manager, settings: ComputeSettings) -> Controller:
     # the Nova's discover-hosts Job (shared with the Nova controller's informer of its children)
     ctl.watch_mapped(jobs, waiting_pools(lister), discovery_changed)
     ctl.watch_mapped(pods, pod_pools(pools.cache, lister), stuck_pods.EVENTS)
+    ctl.watch_mapped(pods, pool_pods.waking(pools.cache), pool_pods.EVENTS)
     return ctl

@@ -34,7 +34,7 @@ from nova_operator.kube.types import Object
 from nova_operator.openstack import ComputeAPIError, ComputeService, DeleteOutcome, view
 from nova_operator.openstack.view import ComputeAPI
 from nova_operator.pipeline import LEFT_OVER
-from nova_operator.reconcilers.compute import host_discovery
+from nova_operator.reconcilers.compute import host_discovery, pool_pods
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.request import Result
@@ -251,9 +251,10 @@ async def reconcile_services(p: ComputePass) -> Result:
             mapped = await (await p.fresh(view.HYPERVISORS)).mapped_hosts()
         except ComputeAPIError as exc:
             mapping_error = exc
+    draining = {e["name"] for e in p.nodes if e.get("phase") == nodeplan.DRAINING}
     walk = _Walk(p, services, mapped)
     p.status["nodes"] = await walk.run()
-    poll = min(poll, poll_interval(p.nodes, every))
+    poll = min(poll, poll_interval(p.nodes, every), *_hinted(p, services, draining))
     if isinstance(walk.failure, _PodListError):
         p.set(COND, False, "PodListError", str(walk.failure))
         raise walk.failure
@@ -274,6 +275,28 @@ async def reconcile_services(p: ComputePass) -> Result:
         poll = min(poll, every.releasing, *([p.discovery_due] if p.discovery_due is not None else []))
     _condition(p, walk.unmapped, note)
     return LEFT_OVER if walk.stopped else Result(requeue_after=poll)
+
+
+def _hinted(p: ComputePass, services: Mapping[str, ComputeService], draining: set[str]) -> list[float]:
+    """Earlier looks than the spec's polls, where this pass knows what it waits on moves soon (issue 41).
+
+    - A node this pass moved from Draining to Releasing: its pod is kept by the DaemonSet's hold
+      term until the next pass renders the DaemonSet without it, so that pass comes at once
+      (``next_pass``) rather than after the Releasing poll; the pod's going then wakes the pool
+      (``pool_pods``).
+    - A Pending node with no service whose pod turned Ready recently: ``pool_pods.recheck_after``.
+    """
+    every = p.settings.intervals
+    found: list[float] = []
+    if any(e.get("phase") == nodeplan.RELEASING and e["name"] in draining for e in p.nodes):
+        found.append(every.next_pass)
+    waiting = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING and e["name"] not in services]
+    if waiting:
+        pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name))
+        again = pool_pods.recheck_after(pods or [], waiting, p.now, every.draining)
+        if again is not None:
+            found.append(again)
+    return found
 
 
 def _condition(p: ComputePass, unmapped: list[str], note: str) -> None:

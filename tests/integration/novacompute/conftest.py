@@ -13,6 +13,7 @@ import base64
 import contextlib
 import pathlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ from nova_operator.metrics import Metrics
 from nova_operator.models.crd import render_crds
 from nova_operator.reconcilers.compute.context import ComputeIntervals, ComputeSettings
 from nova_operator.reconcilers.compute.controller import factory_with
-from nova_operator.renderers.compute_pool import selector_labels
+from nova_operator.renderers import compute_pool
 from nova_operator.runtime.manager import Manager
 from nova_operator.secret_refs import SecretRefPolicy
 from nova_operator.settings import LeaderElectionSettings, ServerSettings, Settings, WatchSettings
@@ -145,6 +146,7 @@ class Env:
         self._task: asyncio.Task[None] | None = None
         self._nodes: list[str] = []
         self.secret_refs: SecretRefPolicy | None = None  # --secret-ref-label, when set before start
+        self.intervals = ComputeIntervals().scaled(SCALE)  # the requeues, when set before start
 
     # -- actors --------------------------------------------------------------------------
 
@@ -222,7 +224,8 @@ class Env:
         )
 
     async def pod(self, short: str, pool: str = "pool") -> None:
-        """A pool pod on a node, as the DaemonSet controller and the scheduler would place it."""
+        """A pool pod on a node, as the DaemonSet controller and the scheduler would place it (the
+        template's labels: the selector's and managed-by, which the operator's Pod informer selects)."""
         await self.admin.create(
             PODS,
             {
@@ -231,11 +234,19 @@ class Env:
                 "metadata": {
                     "name": f"{pool}-{short}",
                     "namespace": self.ns,
-                    "labels": selector_labels(pool),
+                    "labels": compute_pool.labels(pool),
                 },
                 "spec": {"nodeName": self.node_name(short), "containers": [{"name": "c", "image": "x"}]},
             },
             self.ns,
+        )
+
+    async def pod_ready(self, short: str, pool: str = "pool") -> None:
+        """The kubelet's report: the pod's containers run (no probes), so the pod is Ready."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": now}
+        await self.admin.patch_status(
+            PODS, f"{pool}-{short}", {"status": {"phase": "Running", "conditions": [ready]}}, self.ns
         )
 
     async def pod_gone(self, short: str, pool: str = "pool") -> None:
@@ -334,7 +345,7 @@ class Env:
         compute = ComputeSettings(
             nova_api_url=lambda _nova, _ns: self.fake.nova_url,
             request_timeout=2.0,
-            intervals=ComputeIntervals().scaled(SCALE),
+            intervals=self.intervals,
             secret_refs=self.secret_refs,
         )
         self.manager.add_controller(factory_with(compute)(self.manager))

@@ -168,6 +168,34 @@ async def test_no_service_stays_pending_and_an_active_without_service_drops_back
     assert "mapped_hosts" not in compute.names()  # no Pending entry has a service: no mapping read
 
 
+async def test_a_pending_node_whose_pod_turned_ready_is_looked_at_again_soon(stage: Stage) -> None:
+    """nova-compute registers its service seconds after its pod turned Ready (no probes): the pass
+    looks again at the pod's age since Ready (1, 2, 4, 8, 16 s), never later than the 30 s poll."""
+    await stage.pod("n1")
+    await stage.pod("n2")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T09:59:56Z"}  # NOW - 4 s
+    await stage.status(PODS, "pool-n1", {"phase": "Running", "conditions": [ready]})
+    pods = (await stage.admin.list(PODS, stage.ns))["items"]  # as the Pod informer holds them
+    compute = FakeCompute()
+    p, _ = await stage.ledger_pass(
+        [{"name": "n1", "phase": "Pending"}, {"name": "n2", "phase": "Pending"}], compute
+    )
+    p.listed = lambda ref, ns, labels: pods if ref == PODS else None
+    result = await reconcile_services(p)
+    assert cond(p) == ("False", "WaitingForServices")
+    assert result.requeue_after == 4
+    # n2's pod is not Ready: nothing has started there, the spec's poll
+    p, _ = stage.pass_over(await ledger(stage, [{"name": "n2", "phase": "Pending"}]), compute=compute)
+    p.listed = lambda ref, ns, labels: pods if ref == PODS else None
+    assert (await reconcile_services(p)).requeue_after == 30
+    # the service registered: no early look, the spec's poll (n1 was Pending when the pass began)
+    compute = FakeCompute(services={"n1": service("n1")}, mapped={"n1"})
+    p, _ = stage.pass_over(await ledger(stage, [{"name": "n1", "phase": "Pending"}]), compute=compute)
+    p.listed = lambda ref, ns, labels: pods if ref == PODS else None
+    assert (await reconcile_services(p)).requeue_after == 30
+    assert p.nodes[0]["phase"] == "Active"
+
+
 async def test_an_active_node_is_never_rechecked_for_mapping_and_down_is_reported(stage: Stage) -> None:
     compute = FakeCompute(services={"n1": service("n1", state="down")})
     p, _ = await stage.ledger_pass([{"name": "n1", "phase": "Active"}], compute)
@@ -259,7 +287,9 @@ async def test_servers_are_counted_without_a_service_and_zero_means_releasing(st
     result = await reconcile_services(p)
     assert ("count_servers", "n1") in compute.calls
     assert p.nodes == [{"name": "n1", "phase": "Releasing"}]
-    assert result.requeue_after == 10
+    # the DaemonSet keeps the pod by its hold term until a pass renders it without: that pass comes
+    # at once (issue 41), not after the Releasing poll
+    assert result.requeue_after == 1
 
 
 # -- Releasing -------------------------------------------------------------------------------------
@@ -386,7 +416,7 @@ async def test_a_failed_hypervisor_read_keeps_pending_and_moves_the_others(stage
     assert [e["phase"] for e in p.nodes] == ["Pending", "Releasing"]
     assert cond(p) == ("False", "ComputeAPIError")
     assert message(p).startswith("listing hypervisors")
-    assert result.requeue_after == 10
+    assert result.requeue_after == 1  # the computed poll: n2 turned Releasing, its pod goes next pass
 
 
 async def test_no_nodes_is_services_up(stage: Stage) -> None:

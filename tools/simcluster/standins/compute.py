@@ -1,8 +1,15 @@
 """nova-compute and host discovery, played on the fake Nova API.
 
-A Ready ``nova-compute`` pool pod registers its node as a compute service (unmapped), a Succeeded
-``discover-hosts`` Job pod maps every registered host, and a service whose pod is gone is reported
-``down``. Not cache-driven: a loop of its own, woken by pod events or a 2 s tick.
+A ``nova-compute`` pool pod Ready for ``REGISTER_DELAY`` registers its node as a compute service
+(unmapped), a Succeeded ``discover-hosts`` Job pod maps every registered host, and a service whose
+pod is gone is reported ``down``. Not cache-driven: a loop of its own, woken by pod events, a 2 s
+tick, or a registration falling due.
+
+The delay is real nova's: the pod has no probe, so it is Ready once the container runs, and
+nova-compute creates its service record only after it has loaded its config, set up its virt
+driver and reached the conductor (``nova.service.Service.start``), a few seconds later. Without it
+an operator woken by the pod turning Ready would find the service at once here and never in a
+real cell.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 
 from simcluster.client.asynckube import ApiError, AsyncKube, sleep_or
@@ -27,12 +35,23 @@ COMPUTE_PODS = (
     "/api/v1/pods?labelSelector=app.kubernetes.io%2Fcomponent%20in%20%28"
     f"{COMPUTE_COMPONENT}%2C{DISCOVERY_COMPONENT}%29"
 )
+REGISTER_DELAY = 3.0
+"""Seconds from a nova-compute pod seen Ready until its service is registered (see above)."""
 
 
 class ComputeAgent(StandIn):
-    def __init__(self, kube: AsyncKube, stores: Mapping[str, Store], fake: FakeOpenStack) -> None:
+    def __init__(
+        self,
+        kube: AsyncKube,
+        stores: Mapping[str, Store],
+        fake: FakeOpenStack,
+        register_delay: float = REGISTER_DELAY,
+    ) -> None:
         super().__init__(kube, stores)
         self.fake = fake
+        self.register_delay = register_delay
+        self._ready_since: dict[str, float] = {}  # node -> when its pod was first seen Ready
+        self._due: float | None = None  # the next registration falling due (monotonic)
         self.kick = asyncio.Event()  # the agent's wake-up
         self.passes = 0
         self._discovered: set[str] = set()  # uids of discover-hosts pods already acted on
@@ -52,7 +71,8 @@ class ComputeAgent(StandIn):
                 except Exception:  # keep going; the log tells why
                     log.exception("compute agent pass failed")
                 self.passes += 1
-                await sleep_or(self.kick, 2.0)
+                wait = 2.0 if self._due is None else max(0.05, min(2.0, self._due - time.monotonic()))
+                await sleep_or(self.kick, wait)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -65,6 +85,8 @@ class ComputeAgent(StandIn):
         fake = self.fake
         pods = await self.kube.list(COMPUTE_PODS)
         running: set[str] = set()
+        now = time.monotonic()
+        self._due = None
         for pod in pods:
             labels = pod["metadata"].get("labels", {})
             component = labels.get("app.kubernetes.io/component")
@@ -73,7 +95,10 @@ class ComputeAgent(StandIn):
                 if is_pod_ready(pod):
                     running.add(node)
                     svc = fake.service_by_host(node)
-                    if svc is None:
+                    due = self._ready_since.setdefault(node, now) + self.register_delay
+                    if svc is None and due > now:
+                        self._due = due if self._due is None else min(self._due, due)
+                    elif svc is None:
                         fake.add_compute(node, mapped=False, by_agent=True)
                     elif svc.state == "down" and not svc.forced_down:
                         fake.set_service_state(node, "up")
@@ -82,6 +107,8 @@ class ComputeAgent(StandIn):
                 if uid not in self._discovered:
                     self._discovered.add(uid)
                     fake.map_all_hosts()
+        for gone in set(self._ready_since) - running:  # a pod that comes back starts nova-compute anew
+            del self._ready_since[gone]
         for svc in fake.compute_services():
             if svc.host not in running and svc.state == "up" and svc.host in fake.agent_hosts:
                 fake.set_service_state(svc.host, "down")

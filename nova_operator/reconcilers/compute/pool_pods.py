@@ -1,0 +1,139 @@
+"""A pool's own nova-compute pods as hints for its Services step (issue 41: joins and the release).
+
+The spec has a joining node noticed by the 30 s Pending poll and a released pod by the 10 s
+Releasing poll: nothing tells the operator when nova-compute registers its service, nor when the
+DaemonSet's pod has left a Releasing node. The shared Pod informer (``stuck_pods``) sees both ends
+of that: a pool's pod turning Ready on a Pending node (nova-compute has started: its service
+record follows within seconds) and its pod going from a Releasing node (what the release waits
+for). ``EVENTS`` admits just those two, and ``waking`` maps them to the pool that holds the node in
+that phase; every other pod event wakes nobody here.
+
+Ready is not proof of registration: nova-compute (no probes, §9.3) is Ready once its container
+runs, and registers its service after loading its config and reaching the conductor (the
+simulated cluster models that delay). ``recheck_after`` therefore has the pass look again a
+little later while a Pending node without a service runs a pod that turned Ready less than one
+Pending poll ago: at the pod's age since Ready (so at about 1, 2, 4, 8, 16 s), never later than
+the spec's poll. What the pass decides still rests on the compute API's answer alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from nova_operator import naming
+from nova_operator.decisions import nodeplan
+from nova_operator.kube.types import Object
+from nova_operator.renderers import compute_pool
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.predicates import Predicate
+from nova_operator.runtime.request import Request
+from nova_operator.runtime.transform import ALL, Fields
+
+KEPT: Final[Fields] = {
+    "spec": {"nodeName": ALL},
+    "status": {"phase": ALL, "conditions": {"type": ALL, "status": ALL, "lastTransitionTime": ALL}},
+}
+"""What the Pod cache holds for these hints, beside ``stuck_pods.KEPT``: the node, Ready and its time."""
+
+MIN_RECHECK: Final = 1.0
+"""The first look after a pod turned Ready (the age since Ready is rounded to whole seconds)."""
+
+_POOL_POD: Final = compute_pool.labels("")
+_GONE: Final = ("Succeeded", "Failed")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def is_pool_pod(pod: Mapping[str, Any]) -> bool:
+    """A pod of some pool's DaemonSet (managed by the pools, component nova-compute)."""
+    labels = _meta(pod).get("labels") or {}
+    return all(
+        labels.get(key) == _POOL_POD[key] for key in (naming.MANAGED_BY_LABEL, naming.COMPONENT_LABEL)
+    ) and bool(labels.get(naming.INSTANCE_LABEL))
+
+
+def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return cond
+    return None
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    cond = _ready_condition(pod)
+    return cond is not None and cond.get("status") == "True" and not _meta(pod).get("deletionTimestamp")
+
+
+def is_gone(pod: Mapping[str, Any]) -> bool:
+    """Finished: the release counts a Succeeded or Failed pod as not on its node (§12.3)."""
+    return (pod.get("status") or {}).get("phase") in _GONE
+
+
+def node_of(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+EVENTS: Final = Predicate(
+    create=lambda pod: is_pool_pod(pod) and is_ready(pod),
+    update=lambda old, new: (
+        is_pool_pod(new) and ((is_ready(new) and not is_ready(old)) or (is_gone(new) and not is_gone(old)))
+    ),
+    delete=is_pool_pod,
+)
+"""A pool pod turning Ready, finishing, or deleted (the mapper keeps only those a phase waits on)."""
+
+
+def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
+    """A pool pod -> its pool, if that pool holds the pod's node as Pending (a Ready pod: its service
+    registers) or as Releasing (a pod gone: the release can go on)."""
+
+    def mapper(pod: Object) -> Iterable[Request]:
+        meta = _meta(pod)
+        namespace = str(meta.get("namespace") or "")
+        name = str((meta.get("labels") or {}).get(naming.INSTANCE_LABEL) or "")
+        node = node_of(pod)
+        pool = pools.get(name, namespace) if name and node else None
+        if pool is None:
+            return []
+        wanted = nodeplan.PENDING if is_ready(pod) else nodeplan.RELEASING
+        held = (pool.get("status") or {}).get("nodes") or []
+        if any(e.get("name") == node and e.get("phase") == wanted for e in held):
+            return [Request(namespace, name)]
+        return []
+
+    return mapper
+
+
+def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
+    cond = _ready_condition(pod)
+    stamp = cond.get("lastTransitionTime") if cond is not None else None
+    if not is_ready(pod) or not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def recheck_after(
+    pods: Sequence[Object], waiting: Iterable[str], now: datetime, window: float
+) -> float | None:
+    """Seconds until the pass should look again for the services of ``waiting`` (Pending nodes with
+    no service), or None: the soonest of their pods' ages since Ready (at least ``MIN_RECHECK``),
+    for pods Ready less than ``window`` ago, and never past that window."""
+    nodes = set(waiting)
+    best: float | None = None
+    for pod in pods:
+        since = _ready_since(pod)
+        if since is None or node_of(pod) not in nodes:
+            continue
+        age = max((now - since).total_seconds(), 0.0)  # a Ready stamp a little ahead of our clock: now
+        if age >= window:
+            continue
+        delay = min(max(age, MIN_RECHECK), window - age)
+        best = delay if best is None else min(best, delay)
+    return best

@@ -1,0 +1,101 @@
+"""A pool's own pods wake it where a phase waits on them (issue 41; ``reconcilers.compute.pool_pods``).
+
+The controller runs with the Pending, Draining, Releasing and settled polls at 600 s, so nothing in
+these tests can move by a poll: a joining node turns Active only because its pod turning Ready woke
+the pool (and the pass looked again until nova-compute, a little later, registered its service), and
+a released node's service is deleted only because the pass after Releasing came at once and the
+pod's going woke the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from simcluster import ControlPlane
+
+from nova_operator.kube.resources import DAEMONSETS
+
+from .conftest import Env
+from .test_drain import hold_terms, phase, up
+
+pytestmark = pytest.mark.integration
+NEVER = 600.0  # no poll comes within a test
+
+
+@pytest.fixture
+async def env(
+    control_plane: ControlPlane, admin: Any, admin_api: client.ApiClient, fake: Any, namespace: str
+) -> AsyncIterator[Env]:
+    e = Env(admin, admin_api, fake, namespace)
+    e.intervals = dataclasses.replace(e.intervals, draining=NEVER, releasing=NEVER, settled=NEVER)
+    await e.start(control_plane)
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+async def _reason(env: Env, reason: str) -> bool:
+    cond = await env.condition("ServicesReady")
+    return cond is not None and cond["reason"] == reason
+
+
+async def test_a_joining_node_turns_active_when_its_pod_is_ready_and_its_service_registers_later(
+    env: Env,
+) -> None:
+    await up(env)
+    n3 = await env.node("n3", pool="a", zone="az1")
+    await env.until(lambda: _is(env, "n3", "Pending"))  # the Node's relabel woke the pool
+    await env.pod("n3")
+    await env.until(lambda: _reason(env, "WaitingForServices"))
+    await env.settle(1.0)
+    assert await phase(env, "n3") == "Pending"
+
+    await env.pod_ready("n3")
+    await asyncio.sleep(2.0)  # nova-compute registers its service after its container started
+    assert await phase(env, "n3") == "Pending"  # the pass woken by Ready found no service yet
+    env.fake.add_compute(n3, zone="az1")
+    await env.until(lambda: _is(env, "n3", "Active"))
+    entry = await env.entry("n3")
+    assert entry is not None
+    assert entry["serviceState"] == "up"
+    await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def test_a_released_pod_is_let_go_at_once_and_its_going_deletes_the_service(env: Env) -> None:
+    _, n2 = await up(env)
+    env.fake.clear_calls()
+    await env.relabel("n2", None)
+    # Draining, disabled and counted empty in one pass: Releasing; the next pass renders the
+    # DaemonSet without the hold term at once, not after the Releasing poll.
+    await env.until(lambda: _is(env, "n2", "Releasing"))
+    ds = await env.until(lambda: _released(env))  # pass k wrote the hold term before Releasing showed
+    assert hold_terms(ds) == []
+    await env.settle(2.0)  # every pass those writes caused has run
+    assert env.fake.service_by_host(n2) is not None  # the pod is still there: no delete yet
+    assert env.fake.calls("DELETE", "/v2.1/os-services") == []
+    assert await phase(env, "n2") == "Releasing"
+
+    await env.pod_gone("n2")  # only this event can bring the next pass
+    await env.until(lambda: _gone(env, "n2"))
+    assert env.fake.service_by_host(n2) is None
+    assert len(env.fake.calls_to("DELETE", "/v2.1/os-services")) == 1
+    assert len(env.fake.calls_to("PUT", "/v2.1/os-services")) == 1
+
+
+async def _is(env: Env, short: str, want: str) -> bool:
+    return await phase(env, short) == want
+
+
+async def _gone(env: Env, short: str) -> bool:
+    return await env.entry(short) is None
+
+
+async def _released(env: Env) -> Any:
+    ds = await env.get(DAEMONSETS, "pool-nova-compute")
+    return ds if ds is not None and hold_terms(ds) == [] else None

@@ -1,0 +1,115 @@
+"""A pool's pods as hints: which events wake which pool, and when a Pending node is looked at again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nova_operator.kube.types import Object
+from nova_operator.reconcilers.compute import pool_pods
+from nova_operator.renderers import compute_pool
+from nova_operator.runtime.cache import Cache
+from nova_operator.runtime.request import Request
+
+NOW = datetime(2026, 12, 6, 16, 0, 0, tzinfo=UTC)
+
+
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(
+    node: str = "n1",
+    *,
+    pool: str = "pool-a",
+    ready: bool = True,
+    since: datetime = NOW,
+    phase: str = "Running",
+    labels: dict[str, str] | None = None,
+) -> Object:
+    conds = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": _stamp(since)}]
+    return {
+        "metadata": {
+            "name": f"{pool}-{node}",
+            "namespace": "ns",
+            "labels": labels or compute_pool.labels(pool),
+        },
+        "spec": {"nodeName": node},
+        "status": {"phase": phase, "conditions": conds},
+    }
+
+
+def pool_obj(name: str, entries: list[tuple[str, str]]) -> Object:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "status": {"nodes": [{"name": n, "phase": ph} for n, ph in entries]},
+    }
+
+
+def cache_of(*pools: Object) -> Cache:
+    cache = Cache()
+    for p in pools:
+        cache.upsert(p)
+    return cache
+
+
+def test_only_a_pool_pod_turning_ready_or_going_is_an_event() -> None:
+    ev = pool_pods.EVENTS
+    assert ev.update(pod(ready=False), pod(ready=True))
+    assert not ev.update(pod(ready=True), pod(ready=True))  # a status write that changes nothing here
+    assert not ev.update(pod(ready=True), pod(ready=False))
+    assert ev.update(pod(phase="Running"), pod(phase="Succeeded", ready=False))
+    assert ev.create(pod(ready=True))
+    assert not ev.create(pod(ready=False))
+    assert ev.delete(pod())
+    nova_labels = {"app.kubernetes.io/managed-by": "nova-operator", "app.kubernetes.io/instance": "x"}
+    nova_pod = pod(labels=nova_labels)
+    assert not ev.update(pod(ready=False, labels=nova_pod["metadata"]["labels"]), nova_pod)
+    assert not ev.delete(nova_pod)
+
+
+def test_a_ready_pod_wakes_its_pool_only_for_a_pending_node_and_a_gone_pod_only_for_a_releasing_one() -> None:
+    cache = cache_of(pool_obj("pool-a", [("n1", "Pending"), ("n2", "Active"), ("n3", "Releasing")]))
+    wake = pool_pods.waking(cache)
+    assert list(wake(pod("n1"))) == [Request("ns", "pool-a")]
+    assert list(wake(pod("n2"))) == []  # Active: nothing waits on its pod
+    assert list(wake(pod("n3", ready=False, phase="Succeeded"))) == [Request("ns", "pool-a")]
+    assert list(wake(pod("n1", ready=False, phase="Failed"))) == []  # a Pending node's pod finishing
+    assert list(wake(pod("n9"))) == []  # a node the pool does not hold
+    assert list(wake(pod("n1", pool="pool-b"))) == []  # a pool the cache does not know
+
+
+def test_a_deleted_pod_counts_as_gone_not_ready() -> None:
+    deleting = pod("n3")
+    deleting["metadata"]["deletionTimestamp"] = _stamp(NOW)
+    assert not pool_pods.is_ready(deleting)
+    cache = cache_of(pool_obj("pool-a", [("n3", "Releasing")]))
+    assert list(pool_pods.waking(cache)(deleting)) == [Request("ns", "pool-a")]
+
+
+def _at(seconds: float) -> list[Object]:
+    return [pod("n1", since=NOW - timedelta(seconds=seconds))]
+
+
+def test_recheck_doubles_from_one_second_and_ends_with_the_pending_poll() -> None:
+    waiting = ["n1"]
+    ages = (0, 1, 2, 4, 8, 16, 25, 30, 45)
+    got = {age: pool_pods.recheck_after(_at(age), waiting, NOW, 30.0) for age in ages}
+    assert got == {0: 1.0, 1: 1.0, 2: 2.0, 4: 4.0, 8: 8.0, 16: 14.0, 25: 5.0, 30: None, 45: None}
+
+
+def test_recheck_only_for_waiting_nodes_with_a_ready_pod() -> None:
+    pods: list[Any] = [
+        pod("n1", since=NOW - timedelta(seconds=8)),
+        pod("n2", since=NOW - timedelta(seconds=3)),
+        pod("n3", ready=False),
+    ]
+    assert pool_pods.recheck_after(pods, ["n1"], NOW, 30.0) == 8.0
+    assert pool_pods.recheck_after(pods, ["n1", "n2"], NOW, 30.0) == 3.0  # the soonest
+    assert pool_pods.recheck_after(pods, ["n3"], NOW, 30.0) is None  # not Ready: nothing started
+    assert pool_pods.recheck_after(pods, [], NOW, 30.0) is None
+    ahead = [pod("n1", since=NOW + timedelta(seconds=2))]  # the kubelet's clock a little ahead
+    assert pool_pods.recheck_after(ahead, ["n1"], NOW, 30.0) == 1.0
+    no_stamp = pod("n1")
+    del no_stamp["status"]["conditions"][0]["lastTransitionTime"]
+    assert pool_pods.recheck_after([no_stamp], ["n1"], NOW, 30.0) is None

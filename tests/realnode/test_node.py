@@ -27,11 +27,10 @@ from typing import Any
 
 import pytest
 from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
-from realnode.access import KubeletAccess
+from realnode.access import accessible_control_plane
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from realnode.dns import DNS_IP, query
 from realnode.dns import NAMESPACE as DNS_NAMESPACE
-from simcluster import SimCluster, find_binaries
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
@@ -47,13 +46,7 @@ POD_TIMEOUT = 150.0  # generous: a busy 2-core machine
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodes]:
-    access = KubeletAccess(pathlib.Path(tmp_path_factory.mktemp("access")))
-    cluster = SimCluster(
-        pathlib.Path(tmp_path_factory.mktemp("cp")),
-        find_binaries(),
-        extra_apiserver_args=access.prepare(),
-        service_account_admission=True,
-    ).start()
+    cluster, access = accessible_control_plane(pathlib.Path(tmp_path_factory.mktemp("site")))
     real = RealNodes(
         cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), image_specs=[busybox_image()], access=access
     )

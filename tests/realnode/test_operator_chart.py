@@ -27,8 +27,7 @@ import pytest
 import yaml
 from opimage import OperatorImage, build
 from realnode import RealNodes
-from realnode.access import KubeletAccess
-from simcluster import SimCluster, find_binaries
+from realnode.access import accessible_control_plane
 from simcluster.client.kube import Kube
 from simcluster.platform.installtools import run, tool
 
@@ -80,13 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         f"\nimage {image.ref}: {image.layers} layers, archive {image.archive.stat().st_size / 2**20:.0f} MiB;"
         f" base {timings.base:.1f} s, build {timings.build:.1f} s, export {timings.export:.1f} s"
     )
-    access = KubeletAccess(pathlib.Path(tmp_path_factory.mktemp("access")))
-    cluster = SimCluster(
-        pathlib.Path(tmp_path_factory.mktemp("cp")),
-        find_binaries(),
-        extra_apiserver_args=access.prepare(),
-        service_account_admission=True,
-    ).start()
+    cluster, access = accessible_control_plane(pathlib.Path(tmp_path_factory.mktemp("site")))
     nodes = RealNodes(cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), access=access)
     helm_home = pathlib.Path(tmp_path_factory.mktemp("helm"))
     env = {

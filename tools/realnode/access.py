@@ -18,6 +18,8 @@ import secrets
 import subprocess
 from dataclasses import dataclass, field
 
+from simcluster import SimCluster, find_binaries
+
 EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
 
@@ -64,3 +66,13 @@ class KubeletAccess:
             "--kubelet-preferred-address-types=InternalIP",
             f"--egress-selector-config-file={egress}",
         ]
+
+
+def accessible_control_plane(workdir: pathlib.Path) -> tuple[SimCluster, KubeletAccess]:
+    """A started control plane that reaches the kubelets (logs, exec, port-forward) and gives pods
+    their ServiceAccount tokens, and the access to hand to ``RealNodes``."""
+    access = KubeletAccess(workdir / "access")
+    cluster = SimCluster(
+        workdir / "cp", find_binaries(), extra_apiserver_args=access.prepare(), service_account_admission=True
+    ).start()
+    return cluster, access

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from nova_operator import naming
+from nova_operator import conditions, naming
 from nova_operator.decisions import nodeplan
 from nova_operator.kube.types import Object
 from nova_operator.renderers import compute_pool
@@ -57,10 +57,7 @@ def is_pool_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
-            return cond
-    return None
+    return conditions.find((pod.get("status") or {}).get("conditions") or [], "Ready")
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:

@@ -10,10 +10,11 @@ functions stay pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, MutableSequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from nova_operator.models.meta import CONDITION_MESSAGE_MAX
+from nova_operator.timestamps import rfc3339
 
 Condition = dict[str, Any]
 Status = Literal["True", "False", "Unknown"]
@@ -81,11 +82,6 @@ NOVACOMPUTE_READY_INPUTS: Final[tuple[str, ...]] = (
 REASON_ALL_READY: Final = "AllReady"
 REASON_NOT_ALL_READY: Final = "NotAllReady"
 MESSAGE_ALL_READY: Final = "All sub-conditions are ready"
-
-
-def rfc3339(now: datetime) -> str:
-    """metav1.Time: UTC, second precision, ``Z`` suffix."""
-    return now.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def find(conditions: Iterable[Mapping[str, Any]], cond_type: str) -> Mapping[str, Any] | None:

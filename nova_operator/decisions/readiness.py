@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
+
+from nova_operator.timestamps import parse_rfc3339
 
 Obj = Mapping[str, Any]
 
@@ -82,21 +83,17 @@ def job_state(job: Obj) -> JobState:
     return JobState.RUNNING
 
 
-def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def job_duration_seconds(job: Obj) -> float | None:
     """Terminal condition's lastTransitionTime minus the Job's creation, clamped at 0; None if running."""
     state = job_state(job)
     if state is JobState.RUNNING:
         return None
     cond = _conditions(job)["Failed" if state is JobState.FAILED else "Complete"]
-    created = (job.get("metadata") or {}).get("creationTimestamp")
-    ended = cond.get("lastTransitionTime")
-    if not created or not ended:
+    created = parse_rfc3339((job.get("metadata") or {}).get("creationTimestamp"))
+    ended = parse_rfc3339(cond.get("lastTransitionTime"))
+    if created is None or ended is None:
         return 0.0
-    return max(0.0, (_parse_time(str(ended)) - _parse_time(str(created))).total_seconds())
+    return max(0.0, (ended - created).total_seconds())
 
 
 def route_accepted(route: Obj) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import contextlib
-import datetime
 import ipaddress
 import os
 import pathlib
@@ -31,6 +30,7 @@ from kubernetes_asyncio.config.kube_config import load_kube_config
 
 from nova_operator.kube.tracing import trace_config
 from nova_operator.settings import SERVICE_ACCOUNT_DIR
+from nova_operator.timestamps import parse_rfc3339
 
 
 class ConfigError(Exception):
@@ -119,12 +119,8 @@ class ExecToken:
 
 def _timestamp(value: Any) -> float | None:
     """Seconds since the epoch of an RFC 3339 time (None: absent or unreadable)."""
-    if not value:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    parsed = parse_rfc3339(value)
+    return parsed.timestamp() if parsed is not None else None
 
 
 def _exec_token(loader: Any, cfg: Configuration) -> ExecToken | None:

@@ -23,7 +23,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal, Protocol
 
 import structlog
@@ -32,6 +32,7 @@ from nova_operator.clock import utcnow
 from nova_operator.kube import errors
 from nova_operator.kube.client import Kube
 from nova_operator.kube.resources import EVENTS
+from nova_operator.timestamps import rfc3339
 
 EventType = Literal["Normal", "Warning"]
 
@@ -55,10 +56,6 @@ AGGREGATE_WINDOW: Final = 600.0
 COMBINED: Final = "(combined from similar events): "
 
 log = structlog.get_logger(__name__)
-
-
-def _rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -154,7 +151,7 @@ class EventRecorder:
             return
         message, part = self._aggregate(uid, type_, reason, message[:_MAX_MESSAGE], seconds)
         key = (uid, type_, reason, part)
-        now = _rfc3339(clock)
+        now = rfc3339(clock)
         seen = self._seen.get(key)
         try:
             if seen is not None:

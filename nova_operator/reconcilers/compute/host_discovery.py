@@ -31,6 +31,7 @@ from nova_operator.models.nova import Nova
 from nova_operator.reconcilers import stuck_pods
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
+from nova_operator.timestamps import parse_rfc3339
 
 
 class HostDiscoveryError(Exception):
@@ -48,7 +49,7 @@ def _finished_at(job: dict[str, Any], state: readiness.JobState) -> datetime | N
     wanted = "Failed" if state is readiness.JobState.FAILED else "Complete"
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") == wanted and cond.get("lastTransitionTime"):
-            return datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+            return parse_rfc3339(cond["lastTransitionTime"])
     return None
 
 

@@ -30,6 +30,7 @@ from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.predicates import Predicate
 from nova_operator.runtime.request import Request
 from nova_operator.runtime.transform import ALL, Fields
+from nova_operator.timestamps import parse_rfc3339
 
 KEPT: Final[Fields] = {
     "spec": {"nodeName": ALL},
@@ -108,12 +109,7 @@ def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
 def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
     cond = _ready_condition(pod)
     stamp = cond.get("lastTransitionTime") if cond is not None else None
-    if not is_ready(pod) or not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return parse_rfc3339(stamp) if is_ready(pod) else None
 
 
 def recheck_after(

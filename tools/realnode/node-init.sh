@@ -58,5 +58,11 @@ done
 cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset/$cgroot/cpuset.cpus"
 cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/$cgroot/cpuset.mems"
 
+# Shared propagation, as on a systemd host: a pod's Bidirectional mount (the NovaCompute pool's
+# /var/lib/nova) needs its host path on a shared mount, or containerd refuses the container ("is mounted
+# on /var/lib but it is not a shared mount"). This namespace was made private, so its mounts form peer
+# groups of their own: nothing propagates to or from the host.
+mount --make-rshared /
+
 echo ready
 exec sleep infinity

@@ -12,12 +12,19 @@ Long (``make test-realnova``): the real nodes and the image's unpack add minutes
 
 from __future__ import annotations
 
+import base64
+import configparser
+import ipaddress
 import pathlib
+import subprocess
+import sys
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from realnode.dns import REAL_NODE_LABEL
+from realnode import dns
+from realnode.dns import CLUSTER_DOMAIN, REAL_NODE_LABEL
 from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
@@ -136,6 +143,54 @@ def test_the_pool_pod_runs_on_the_real_node_with_the_contract_image(mixed: SimHa
         if other["metadata"]["labels"].get("app.kubernetes.io/component") != "nova-compute":
             name = other["metadata"]["name"]
             assert other["spec"].get("nodeName") in ("control-0", "control-1", None), name
+
+
+def _cluster_name(host: str) -> str:
+    """``host`` as a pod's resolver completes it (search ``<ns>.svc.cluster.local svc.cluster.local``)."""
+    dots = host.count(".")
+    if host.endswith(".svc"):
+        return f"{host}.{CLUSTER_DOMAIN}"
+    if dots == 0:
+        return f"{host}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}"
+    if dots == 1:
+        return f"{host}.svc.{CLUSTER_DOMAIN}"
+    return host
+
+
+def test_the_pools_broker_and_keystone_are_service_names_reached_from_the_real_node(mixed: SimHandle) -> None:
+    """The contract's RabbitMQ and Keystone hosts are Service names; from the nodes' namespace (where
+    the pool's hostNetwork pod runs) they resolve by cluster DNS to the Services' ClusterIPs, and
+    kube-proxy and the relay lead a connection to the real servers on the host."""
+    real = _real(mixed)
+    (pod,) = pods(mixed, selector=POOL_SELECTOR)
+    (compute,) = pod["spec"]["containers"]
+    env = {e["name"]: e for e in compute["env"]}
+    secret_name = env["OS_DEFAULT__TRANSPORT_URL"]["valueFrom"]["secretKeyRef"]["name"]
+    data = mixed.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{secret_name}")["data"]
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read_string(base64.b64decode(data["nova-compute.conf"]).decode())
+    targets = {
+        "rabbitmq": urllib.parse.urlsplit(base64.b64decode(data["transport_url"]).decode().split(",")[0]),
+        "keystone": urllib.parse.urlsplit(conf["keystone_authtoken"]["auth_url"]),
+    }
+    assert real.nodes.netns_holder is not None
+    netns = f"/proc/{real.nodes.netns_holder.pid}/ns/net"
+    for what, url in targets.items():
+        host, port = url.hostname or "", url.port or {"rabbit": 5672, "http": 80}[url.scheme]
+        with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6 address"):
+            ipaddress.ip_address(host)  # a name, not an address
+        rcode, addresses = dns.query(netns, _cluster_name(host))
+        assert rcode == 0, (what, host)
+        assert len(addresses) == 1, (what, host, addresses)
+        service = host.split(".")[0]
+        namespace = host.split(".")[1] if "." in host else NAMESPACE
+        svc = mixed.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{service}")
+        assert addresses == [svc["spec"]["clusterIP"]], what
+        probe = f"import socket; socket.create_connection(({addresses[0]!r}, {port}), 10).close()"
+        done = subprocess.run(
+            real.nodes.in_netns([sys.executable, "-c", probe]), capture_output=True, text=True
+        )
+        assert done.returncode == 0, (what, done.stderr[-500:])
 
 
 def test_nova_compute_on_the_real_node_registers_a_service_that_is_up(mixed: SimHandle) -> None:

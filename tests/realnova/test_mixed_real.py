@@ -18,6 +18,7 @@ import ipaddress
 import pathlib
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -99,6 +100,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
             tier_pool(workdir),
             namespace=NAMESPACE,
         )
+        t0 = time.monotonic()
         wait_for(
             lambda: is_ready(handle, "novas", NOVA) or None,
             within=400,
@@ -106,6 +108,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
             handle=handle,
             detail=lambda: not_ready_summary(handle, "novas", NOVA),
         )
+        handle.real.startup["samples: Nova Ready"] = round(time.monotonic() - t0, 1)
         wait_for(
             lambda: is_ready(handle, "novacomputes", POOL) or None,
             within=400,
@@ -116,6 +119,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
                 + real.nodes.logs(3000)
             ),
         )
+        handle.real.startup["samples: pool Ready"] = round(time.monotonic() - t0, 1)
         yield handle
     finally:
         handle.stop()

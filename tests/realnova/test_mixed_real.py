@@ -2,10 +2,11 @@
 containerd running the nova image built from the image contract), the control nodes stay the kubelet
 stand-in's, on one control plane.
 
-The minimal Nova (on the stand-in) and the NovaCompute sample (on the real node) turn Ready; the pool's
-pod runs on the real kubelet and its nova-compute, reaching RabbitMQ, Keystone and Placement by their
+The minimal Nova (on the stand-in) and the NovaCompute sample (on two real nodes) turn Ready; the pool's
+pods run on the real kubelets and its nova-compute, reaching RabbitMQ, Keystone and Placement by their
 Services' names through CoreDNS and kube-proxy, registers a service that is up; its memory is read
-from the node's own cgroup. The teardown leaves nothing of the real nodes.
+from the node's own cgroup. A server boots on one real node and resizes to the other (the day-one
+scenario of ``test_day_one.py``). The teardown leaves nothing of the real nodes.
 
 Long (``make test-realnova``): the real nodes and the image's unpack add minutes to the tier's bring-up.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import configparser
 import ipaddress
+import os
 import pathlib
 import subprocess
 import sys
@@ -32,6 +34,7 @@ from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import COMPUTE_IMAGE, launch_real
 from simcluster.realtier.real_compute import RealCompute
 
+from tests.realnova.cloud import upload_image
 from tests.realnova.realcluster import (
     NAMESPACE,
     NOVA,
@@ -49,10 +52,11 @@ from tests.realnova.realcluster import (
     tier_pool,
     wait_for,
 )
+from tests.realnova.test_day_one import LARGE, SMALL, Day, resources
 
 pytestmark = [pytest.mark.realnova, pytest.mark.long]
 
-NODE = "compute-0"
+NODES = ("compute-0", "compute-1")  # the pool's hosts, both real
 JSON = dict[str, Any]
 POOL_SELECTOR = f"app.kubernetes.io/instance={POOL},app.kubernetes.io/component=nova-compute"
 
@@ -75,11 +79,11 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     handle = launch_real(
         workdir,
         releases=(RELEASE_UNDER_TEST,),
-        compute_nodes=(NODE,),
+        compute_nodes=NODES,
         node_labels={
             "control-0": {**control, "topology.kubernetes.io/zone": "az1"},
             "control-1": {**control, "topology.kubernetes.io/zone": "az2"},
-            NODE: POOL_LABELS,
+            **dict.fromkeys(NODES, POOL_LABELS),
         },
         real_compute_nodes=True,
     )
@@ -132,16 +136,18 @@ def _real(handle: SimHandle) -> RealCompute:
     return handle.real.real_compute
 
 
-def test_the_pool_pod_runs_on_the_real_node_with_the_contract_image(mixed: SimHandle) -> None:
-    node = mixed.cluster.kube.get(f"/api/v1/nodes/{NODE}")
-    assert node["metadata"]["labels"][REAL_NODE_LABEL] == "true"
-    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
-    (pod,) = pods(mixed, selector=POOL_SELECTOR)
-    assert pod["spec"]["nodeName"] == NODE
-    (status,) = pod["status"]["containerStatuses"]
-    assert status["ready"] is True
-    assert status["image"] == f"{COMPUTE_IMAGE}:{RELEASE_UNDER_TEST}"
-    assert status["containerID"].startswith("containerd://")
+def test_the_pool_pods_run_on_the_real_nodes_with_the_contract_image(mixed: SimHandle) -> None:
+    for name in NODES:
+        node = mixed.cluster.kube.get(f"/api/v1/nodes/{name}")
+        assert node["metadata"]["labels"][REAL_NODE_LABEL] == "true"
+        assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    pool_pods = pods(mixed, selector=POOL_SELECTOR)
+    assert sorted(pod["spec"]["nodeName"] for pod in pool_pods) == sorted(NODES)
+    for pod in pool_pods:
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"] is True
+        assert status["image"] == f"{COMPUTE_IMAGE}:{RELEASE_UNDER_TEST}"
+        assert status["containerID"].startswith("containerd://")
     # the control plane stayed on the stand-in's nodes
     for other in pods(mixed):
         if other["metadata"]["labels"].get("app.kubernetes.io/component") != "nova-compute":
@@ -161,12 +167,14 @@ def _cluster_name(host: str) -> str:
     return host
 
 
-def test_the_pools_broker_and_keystone_are_service_names_reached_from_the_real_node(mixed: SimHandle) -> None:
+def test_the_pools_broker_and_keystone_are_service_names_reached_from_the_real_nodes(
+    mixed: SimHandle,
+) -> None:
     """The contract's RabbitMQ and Keystone hosts are Service names; from the nodes' namespace (where
     the pool's hostNetwork pod runs) they resolve by cluster DNS to the Services' ClusterIPs, and
     kube-proxy and the relay lead a connection to the real servers on the host."""
     real = _real(mixed)
-    (pod,) = pods(mixed, selector=POOL_SELECTOR)
+    pod = pods(mixed, selector=POOL_SELECTOR)[0]
     (compute,) = pod["spec"]["containers"]
     env = {e["name"]: e for e in compute["env"]}
     secret_name = env["OS_DEFAULT__TRANSPORT_URL"]["valueFrom"]["secretKeyRef"]["name"]
@@ -197,29 +205,87 @@ def test_the_pools_broker_and_keystone_are_service_names_reached_from_the_real_n
         assert done.returncode == 0, (what, done.stderr[-500:])
 
 
-def test_nova_compute_on_the_real_node_registers_a_service_that_is_up(mixed: SimHandle) -> None:
+def test_nova_compute_on_each_real_node_registers_a_service_that_is_up(mixed: SimHandle) -> None:
     client = OpenStackClient(mixed, compute_url(mixed, NOVA))
 
-    def up() -> JSON | None:
-        rows = [s for s in client.services() if s["binary"] == "nova-compute" and s["host"] == NODE]
-        return rows[0] if rows and rows[0]["state"] == "up" else None
+    def up() -> dict[str, JSON] | None:
+        rows = {s["host"]: s for s in client.services() if s["binary"] == "nova-compute"}
+        return rows if set(rows) == set(NODES) and all(r["state"] == "up" for r in rows.values()) else None
 
-    row = wait_for(up, within=120, what=f"nova-compute on {NODE} up", handle=mixed)
-    assert row["status"] == "enabled"
+    rows = wait_for(up, within=120, what=f"nova-compute up on {NODES}", handle=mixed)
+    assert {r["status"] for r in rows.values()} == {"enabled"}
     hypervisors = client.call("GET", "/os-hypervisors/detail")["hypervisors"]
-    assert NODE in {h["service"]["host"] for h in hypervisors}
+    assert {h["service"]["host"] for h in hypervisors} == set(NODES)
 
 
 def test_the_pool_pods_memory_in_the_nodes_cgroup_stays_under_its_limit(mixed: SimHandle) -> None:
     real = _real(mixed)
-    (pod,) = pods(mixed, selector=POOL_SELECTOR)
-    (node,) = [n for n in real.nodes.nodes if n.name == NODE]
-    memory = pathlib.Path("/sys/fs/cgroup/memory") / node.cgroup_root / "kubepods"
-    (cgroup,) = list(memory.glob(f"**/pod{pod['metadata']['uid']}"))
-    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
-    rss = int(stat["total_rss"])
-    limit = int((cgroup / "memory.limit_in_bytes").read_text())
-    print(f"pool pod {pod['metadata']['name']}: RSS {rss / 2**20:.0f} MiB, limit {limit / 2**20:.0f} MiB")
+    for pod in pods(mixed, selector=POOL_SELECTOR):
+        (node,) = [n for n in real.nodes.nodes if n.name == pod["spec"]["nodeName"]]
+        memory = pathlib.Path("/sys/fs/cgroup/memory") / node.cgroup_root / "kubepods"
+        (cgroup,) = list(memory.glob(f"**/pod{pod['metadata']['uid']}"))
+        stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+        rss = int(stat["total_rss"])
+        limit = int((cgroup / "memory.limit_in_bytes").read_text())
+        print(f"pool pod on {node.name}: RSS {rss / 2**20:.0f} MiB, limit {limit / 2**20:.0f} MiB")
+        assert 0 < rss < limit
+        assert limit == 768 * 2**20  # the pool's default (request = limit), enforced by the real node
     print(f"startup seconds: {mixed.real.startup if mixed.real else {}}")
-    assert 0 < rss < limit
-    assert limit == 768 * 2**20  # the pool's default (request = limit), enforced by the real node
+
+
+# -- the day-one server scenario (test_day_one.py's scenario 2) on the real compute nodes -------------
+
+
+@pytest.fixture(scope="module")
+def day(mixed: SimHandle) -> Iterator[Day]:
+    """An image in Glance and the day-one flavors; the server and they deleted afterwards."""
+    assert mixed.real is not None
+    osv = mixed.real.openstack
+    d = Day(mixed, OpenStackClient(mixed, compute_url(mixed, NOVA)), osv.placement_url, osv.glance_url)
+    d.image = upload_image(d.glance, d.token(), "mixed", os.urandom(1024 * 1024))
+    for flavor in (SMALL, LARGE):
+        d.flavors[flavor["name"]] = d.client.call("POST", "/flavors", {"flavor": flavor})["flavor"]["id"]
+    try:
+        yield d
+    finally:
+        if d.server:
+            d.delete()
+        for fid in d.flavors.values():
+            d.client.call("DELETE", f"/flavors/{fid}")
+
+
+def test_a_server_boots_on_a_real_node_and_resizes_to_the_other_with_placement_following(day: Day) -> None:
+    body = {
+        "server": {
+            "name": "mixed",
+            "imageRef": day.image,
+            "flavorRef": day.flavors[SMALL["name"]],
+            "networks": "none",
+        }
+    }
+    t0 = time.monotonic()
+    day.server = str(day.client.call("POST", "/servers", body, microversion="2.37")["server"]["id"])
+    shown = day.wait_status("ACTIVE", within=180)
+    day.seconds["boot"] = round(time.monotonic() - t0, 1)
+    source = shown["OS-EXT-SRV-ATTR:host"]
+    assert source in NODES, shown
+    assert day.allocated() == {source: resources(SMALL)}
+
+    t0 = time.monotonic()
+    day.client.call(
+        "POST", f"/servers/{day.server}/action", {"resize": {"flavorRef": day.flavors[LARGE["name"]]}}
+    )
+    resized = day.wait_status("VERIFY_RESIZE", within=180)
+    target = resized["OS-EXT-SRV-ATTR:host"]
+    assert target in set(NODES) - {source}, resized
+    day.client.call("POST", f"/servers/{day.server}/action", {"confirmResize": None})
+    confirmed = day.wait_status("ACTIVE", within=120)
+    day.seconds["resize and confirm"] = round(time.monotonic() - t0, 1)
+    assert confirmed["OS-EXT-SRV-ATTR:host"] == target
+    wait_for(
+        lambda: len(day.allocations()) == 1 or None,
+        within=60,
+        what="the source host's allocation released by the confirm",
+    )
+    assert day.allocated() == {target: resources(LARGE)}
+    print(f"mixed tier, day-one scenario 2: {source} -> {target}; seconds {day.seconds}")

@@ -444,6 +444,7 @@ class RealNodes:
                 "--",
                 "unshare",
                 "--mount",
+                "--uts",
                 "--propagation",
                 "private",
                 "--",
@@ -465,10 +466,19 @@ class RealNodes:
         assert node.init is not None
         node.mnt_inode = cleanup.ns_inode(node.init.pid, "mnt")
         self.traces.save(self.traces_file)
+        # The node's own hostname, which its hostNetwork pods share (as on any node): with the host's,
+        # two nodes' nova-compute took the same oslo.messaging reply queue
+        # (``use_queue_manager``: reply_<hostname>:<process>:<n>) and got each other's replies.
+        subprocess.run(
+            ["nsenter", f"--uts=/proc/{node.init.pid}/ns/uts", "hostname", node.name],
+            check=True,
+            capture_output=True,
+        )
         enter = [
             "nsenter",
             f"--net=/proc/{self.netns_holder.pid}/ns/net",
             f"--mount=/proc/{node.init.pid}/ns/mnt",
+            f"--uts=/proc/{node.init.pid}/ns/uts",
             "--",
             *NICE,
         ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import configparser
 import ipaddress
+import json
 import os
 import pathlib
 import subprocess
@@ -128,6 +129,18 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     finally:
         handle.stop()
     assert real.nodes.leftovers() == []
+    network = json.loads((workdir / "real" / "network.json").read_text())
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    assert f" {network['bridge']}:" not in links  # the stand-in's pod bridge gone too
+    assert not [p for p in pathlib.Path("/proc").glob("[0-9]*") if _is_ovsdb_of(p, workdir)]
+
+
+def _is_ovsdb_of(proc: pathlib.Path, workdir: pathlib.Path) -> bool:
+    try:
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[0].endswith(b"ovsdb-server") and any(str(workdir).encode() in a for a in argv)
 
 
 def _real(handle: SimHandle) -> RealCompute:

@@ -289,6 +289,7 @@ class RealNodes:
             f"host path {p}" for p in HOST_PATHS if os.path.lexists(p) and p not in self._host_paths_before
         ]
         found += self.changed_host_settings()
+        found += [f"relay {proc.pid}: {proc.name}" for proc in self.relays if proc.alive]
         if self.access is not None and f"@{self.access.name}" in pathlib.Path("/proc/net/unix").read_text():
             found.append(f"abstract socket @{self.access.name}")
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -135,6 +137,13 @@ def test_the_node_is_ready_with_the_real_kubelet_and_containerd(nodes: RealNodes
         return "table ip kube-proxy" in out.stdout
 
     Kube.wait(proxy_table, 60, "kube-proxy's nftables table in the nodes' namespace", interval=0.5)
+    # the node's own hostname (its hostNetwork pods share it), the host's left as it was
+    (first,) = nodes.nodes
+    assert first.init is not None
+    uts = f"--uts=/proc/{first.init.pid}/ns/uts"
+    hostname = subprocess.run(["nsenter", uts, "hostname"], capture_output=True, text=True, check=True)
+    assert hostname.stdout.strip() == "realnode-1"
+    assert socket.gethostname() != "realnode-1"
 
 
 INSPECT = """
@@ -474,6 +483,33 @@ def test_a_killed_owner_leaves_nothing_behind_either(nodes: RealNodes, tmp_path:
 
     Kube.wait(gone, 60, "the janitor's sweep after the owner's death", interval=0.5)
     nodes.cluster.kube.delete("/api/v1/nodes/orphan-1")
+
+
+def test_a_relay_reaches_a_server_of_the_host_at_its_own_address_from_the_nodes(nodes: RealNodes) -> None:
+    """``relay``: a server listening on an address of the host's is reached at that same address and
+    port from the nodes' namespace (where, without it, nothing listens there)."""
+    address = "127.0.0.2"  # the host's (all of 127/8 is), and not yet bound in the nodes' namespace
+    with socket.create_server((address, 0)) as server:
+        port = server.getsockname()[1]
+        script = (
+            f"import socket; s = socket.create_connection(({address!r}, {port}), 5); "
+            "print(s.recv(64).decode())"
+        )
+        probe = [sys.executable, "-c", script]
+        refused = subprocess.run(nodes.in_netns(probe), capture_output=True, text=True)
+        assert "ConnectionRefusedError" in refused.stderr
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"from the host")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        nodes.relay(address, [port])
+        done = subprocess.run(nodes.in_netns(probe), capture_output=True, text=True, timeout=30)
+        thread.join(10)
+    assert done.stdout.strip() == "from the host", done.stderr
 
 
 def test_stopping_the_node_leaves_nothing_behind(nodes: RealNodes) -> None:

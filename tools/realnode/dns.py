@@ -39,6 +39,9 @@ PORT = 1053  # unprivileged: no NET_BIND_SERVICE
 READY_PORT = 8181
 HEALTH_PORT = 8080
 UID = 65532
+# Every real node carries this label (``realnode.nodes``): CoreDNS runs on one of them, never on a
+# node of another kind on the same control plane (the kubelet stand-in's, which has not its image).
+REAL_NODE_LABEL = "realnode.c5c3.io/real"
 
 COREFILE = f"""{CLUSTER_DOMAIN}:{PORT} in-addr.arpa:{PORT} ip6.arpa:{PORT} {{
     errors
@@ -145,6 +148,9 @@ def _deployment() -> dict[str, Any]:
                     "serviceAccountName": NAME,
                     "automountServiceAccountToken": False,
                     "dnsPolicy": "Default",  # not itself
+                    "nodeSelector": {REAL_NODE_LABEL: "true"},
+                    # the cluster's DNS: on any real node, whatever workload it is dedicated to
+                    "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
                     "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID},
                     "containers": [container],
                     "volumes": [{"name": "config", "configMap": {"name": NAME}}, _token_volume()],

@@ -6,6 +6,11 @@ and connects each client to ``127.0.0.1:PORT`` in the namespace it was started i
 and kube-proxy reach the host's API server this way, at the address its serving certificate names,
 and pods through the ``kubernetes`` Service, without any link, route or rule between the namespaces.
 
+``python -m realnode.forward relay NETNS_PATH ADDRESS PORT...`` listens on ``ADDRESS:PORT`` for each port
+inside the namespace and connects each client to the same ``ADDRESS:PORT`` in the namespace it was
+started in: servers on the host (at an address of the host's, such as a pod bridge's gateway) are
+reached at that same address from the nodes, so one EndpointSlice serves both sides.
+
 ``python -m realnode.forward connect NETNS_PATH NAME`` is an HTTP CONNECT proxy on the abstract unix
 socket ``@NAME`` of the namespace it was started in, whose connections are made inside the other: the
 API server's egress selector sends its traffic to the kubelets (logs, exec, port-forward) there.
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import os
 import socket
 import sys
@@ -59,10 +65,19 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def serve(server_sockets: list[socket.socket], port: int) -> None:
-    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+async def serve(server_sockets: list[socket.socket], port: int, upstream: str = "127.0.0.1") -> None:
+    """Each listening socket's clients to ``upstream:port``."""
+    await serve_all([(sock, upstream, port) for sock in server_sockets])
+
+
+async def serve_all(routes: list[tuple[socket.socket, str, int]]) -> None:
+    """Each listening socket's clients to its own ``host:port``, from this process's namespace."""
+
+    async def handle(
+        host: str, port: int, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+    ) -> None:
         try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", port)
+            up_r, up_w = await asyncio.open_connection(host, port)
         except OSError:
             client_w.close()
             return
@@ -72,7 +87,10 @@ async def serve(server_sockets: list[socket.socket], port: int) -> None:
             with contextlib.suppress(ConnectionError, OSError):
                 await w.wait_closed()
 
-    servers = [await asyncio.start_server(handle, sock=sock) for sock in server_sockets]
+    servers = [
+        await asyncio.start_server(functools.partial(handle, host, port), sock=sock)
+        for sock, host, port in routes
+    ]
     print("ready", flush=True)
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
@@ -111,6 +129,10 @@ def main(argv: list[str]) -> int:
     if mode == "listen":
         port = int(argv[2])
         asyncio.run(serve(listen_in(netns, port, argv[3:] or ["127.0.0.1"]), port))
+    elif mode == "relay":
+        address, ports = argv[2], [int(p) for p in argv[3:]]
+        routes = [(listen_in(netns, p, [address])[0], address, p) for p in ports]
+        asyncio.run(serve_all(routes))
     elif mode == "connect":
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind("\0" + argv[2])  # abstract: no file, gone with the process

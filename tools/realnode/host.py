@@ -34,6 +34,15 @@ HOST_PATHS = (
     "/run/containerd",
     "/run/netns",
     "/usr/libexec/kubernetes",
+    # a NovaCompute pool's hostPath volumes (realnode.nodes' ``overlays`` keep them in the node)
+    "/run/libvirt",
+    "/run/openvswitch",
+    "/var/lib/nova",
+    "/etc/iscsi",
+    "/etc/nvme",
+    "/etc/multipath",
+    "/etc/multipath.conf",
+    "/usr/lib/modules",
 )
 
 

@@ -4,9 +4,11 @@
 # it prepares that namespace, prints "ready", then sleeps: containerd and the kubelet are started inside it
 # with `nsenter --net=... --mount=/proc/<this pid>/ns/mnt`. Every mount below dies with the namespace,
 # that is with this process and the daemons: nothing is mounted on the host.
-# Args: STATE_DIR CGROUP_ROOT
+# Args: STATE_DIR CGROUP_ROOT [DIR...]: each DIR gets an overlay too (host paths a workload's hostPath
+# volumes would create, such as /etc/iscsi or /lib/modules).
 set -euo pipefail
 state="$1" cgroot="$2"
+shift 2
 
 # /sys of this network namespace (sysfs shows the mounting task's netns), keeping the host's cgroup mounts:
 # a plain remount of /sys (as `ip netns exec` does) would hide /sys/fs/cgroup/* from containerd, runc, kubelet.
@@ -25,6 +27,11 @@ mkdir -p "$state/varlog" "$state/run/upper" "$state/run/work" "$state/varlib/upp
 mount --bind "$state/varlog" /var/log
 mount -t overlay overlay -o "lowerdir=/run,upperdir=$state/run/upper,workdir=$state/run/work" /run
 mount -t overlay overlay -o "lowerdir=/var/lib,upperdir=$state/varlib/upper,workdir=$state/varlib/work" /var/lib
+for dir in "$@"; do
+  key="extra$(tr / _ <<<"$dir")"
+  mkdir -p "$state/$key/upper" "$state/$key/work"
+  mount -t overlay overlay -o "lowerdir=$dir,upperdir=$state/$key/upper,workdir=$state/$key/work" "$dir"
+done
 
 # The kubelet sets six kernel sysctls at start that are global, not per network namespace
 # (vm.overcommit_memory=1, kernel.panic=10, ...): show it the values it wants, in this mount namespace only.
@@ -50,6 +57,12 @@ for d in /sys/fs/cgroup/*/; do
 done
 cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset/$cgroot/cpuset.cpus"
 cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset/$cgroot/cpuset.mems"
+
+# Shared propagation, as on a systemd host: a pod's Bidirectional mount (the NovaCompute pool's
+# /var/lib/nova) needs its host path on a shared mount, or containerd refuses the container ("is mounted
+# on /var/lib but it is not a shared mount"). This namespace was made private, so its mounts form peer
+# groups of their own: nothing propagates to or from the host.
+mount --make-rshared /
 
 echo ready
 exec sleep infinity

@@ -20,10 +20,11 @@ class Node:
     kubelet: ManagedProcess | None = None
     mnt_inode: int | None = None
     prefix: str = "realnode"
+    given_name: str = ""  # instead of <prefix>-<index>
 
     @property
     def name(self) -> str:
-        return f"{self.prefix}-{self.index}"
+        return self.given_name or f"{self.prefix}-{self.index}"
 
     @property
     def ip(self) -> str:

@@ -40,7 +40,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -115,6 +115,12 @@ class RealNodes:
     image_specs: Sequence[ImageSpec] = ()
     ready_timeout: float = 180.0
     name_prefix: str = "realnode"  # node names are <prefix>-<n>
+    names: Sequence[str] = ()  # or these, one per node (``count`` is then their number)
+    labels: Mapping[str, str] = field(default_factory=dict)  # on every node, from its registration
+    taints: Sequence[str] = ()  # ``key=value:Effect``, on every node from its registration
+    # host directories each node overlays (its own upper layer in its state directory): where the
+    # hostPath volumes of its pods would otherwise create files on the host (e.g. /etc, /usr/lib)
+    overlays: Sequence[str] = ()
     access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
     dns: bool = True  # cluster DNS (``realnode.dns``): CoreDNS behind kube-dns, Ready before start() returns
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
@@ -125,6 +131,7 @@ class RealNodes:
     egress: ManagedProcess | None = None  # the API server's way to the kubelets (``access``)
     forwarder: ManagedProcess | None = None
     kube_proxy: ManagedProcess | None = None
+    relays: list[ManagedProcess] = field(default_factory=list)
     startup_seconds: float = 0.0
     dns_seconds: float = 0.0  # of startup_seconds: from the nodes Ready to the first name resolved
     _host_settings: dict[str, str] = field(default_factory=dict)
@@ -139,6 +146,8 @@ class RealNodes:
         if missing:
             raise RealNodeError(f"missing {', '.join(missing)}: run tools/realnova/install.sh")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.names:
+            self.count = len(self.names)
         if self.bindir is None:
             self.bindir = find_binaries()
         self._host_settings = host.settings()
@@ -157,7 +166,9 @@ class RealNodes:
             self._kubernetes_endpoint()
             kubelet_token, proxy_token = self._identities()
             for n in range(1, self.count + 1):
-                node = Node(n, self.tag, self.workdir / f"node-{n}", prefix=self.name_prefix)
+                given = self.names[n - 1] if self.names else ""
+                state = self.workdir / f"node-{n}"
+                node = Node(n, self.tag, state, prefix=self.name_prefix, given_name=given)
                 self.nodes.append(node)
                 self._node_up(node, kubelet_token, list(zip(specs, tars, strict=True)))
             self._kube_proxy(proxy_token)
@@ -185,12 +196,16 @@ class RealNodes:
         # What containerd leaves (its shims, trap 14), the containers and the node-init holders: every
         # process in the namespaces or the cgroups.
         spare = {
-            p.pid for p in (self.forwarder, self.egress, self.netns_holder, self.janitor) if p is not None
+            p.pid
+            for p in (self.forwarder, self.egress, self.netns_holder, self.janitor, *self.relays)
+            if p is not None
         }
         cleanup.sweep(self.traces, spare)
         for node in self.nodes:
             _stop(node.init, 5)
         _stop(self.forwarder, 5)
+        for relay in self.relays:
+            _stop(relay, 5)
         _stop(self.egress, 5)
         _stop(self.netns_holder, 5)
         if self.janitor is not None and self.janitor.stdin is not None:
@@ -227,6 +242,21 @@ class RealNodes:
         assert self.netns_holder is not None
         return ["nsenter", f"--net=/proc/{self.netns_holder.pid}/ns/net", "--", *argv]
 
+    def relay(self, address: str, ports: Sequence[int]) -> None:
+        """Servers of the host at ``address:port`` (an address of the host's, e.g. a pod bridge's
+        gateway) reached at the same address and ports from the nodes and their pods: the address on
+        the namespace's ``lo``, and ``realnode.forward relay`` between the two."""
+        assert self.netns_holder is not None
+        self._run_in_netns("ip", "addr", "add", f"{address}/32", "dev", "lo")
+        netns = f"/proc/{self.netns_holder.pid}/ns/net"
+        name = f"relay-{address}"
+        self.relays.append(self._helper(name, ["relay", netns, address, *(str(p) for p in ports)]))
+
+    def mount_path(self, node: Node, path: str) -> pathlib.Path:
+        """``path`` as the node sees it (its own ``/run``, ``/var/lib`` and overlays), from the host."""
+        assert node.init is not None
+        return pathlib.Path(f"/proc/{node.init.pid}/root") / path.lstrip("/")
+
     def logs(self, tail_bytes: int = 8000) -> str:
         parts = []
         for log in sorted(self.workdir.glob("**/*.log")):
@@ -259,6 +289,7 @@ class RealNodes:
             f"host path {p}" for p in HOST_PATHS if os.path.lexists(p) and p not in self._host_paths_before
         ]
         found += self.changed_host_settings()
+        found += [f"relay {proc.pid}: {proc.name}" for proc in self.relays if proc.alive]
         if self.access is not None and f"@{self.access.name}" in pathlib.Path("/proc/net/unix").read_text():
             found.append(f"abstract socket @{self.access.name}")
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -414,6 +445,7 @@ class RealNodes:
                 "--",
                 "unshare",
                 "--mount",
+                "--uts",
                 "--propagation",
                 "private",
                 "--",
@@ -421,6 +453,7 @@ class RealNodes:
                 str(NODE_INIT),
                 str(node.state),
                 node.cgroup_root,
+                *self.overlays,
             ],
             log,
         )
@@ -434,10 +467,19 @@ class RealNodes:
         assert node.init is not None
         node.mnt_inode = cleanup.ns_inode(node.init.pid, "mnt")
         self.traces.save(self.traces_file)
+        # The node's own hostname, which its hostNetwork pods share (as on any node): with the host's,
+        # two nodes' nova-compute took the same oslo.messaging reply queue
+        # (``use_queue_manager``: reply_<hostname>:<process>:<n>) and got each other's replies.
+        subprocess.run(
+            ["nsenter", f"--uts=/proc/{node.init.pid}/ns/uts", "hostname", node.name],
+            check=True,
+            capture_output=True,
+        )
         enter = [
             "nsenter",
             f"--net=/proc/{self.netns_holder.pid}/ns/net",
             f"--mount=/proc/{node.init.pid}/ns/mnt",
+            f"--uts=/proc/{node.init.pid}/ns/uts",
             "--",
             *NICE,
         ]
@@ -483,6 +525,8 @@ class RealNodes:
                 "--cert-dir=/var/lib/kubelet/pki",
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.ip}",
+                f"--node-labels={_labels({dns.REAL_NODE_LABEL: 'true', **self.labels})}",
+                *([f"--register-with-taints={','.join(self.taints)}"] if self.taints else []),
                 "--v=1",
             ],
             node.state / "kubelet.log",
@@ -552,6 +596,10 @@ class RealNodes:
         self.dns_seconds = time.monotonic() - t0
 
     # -- teardown --------------------------------------------------------------------------
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def _schedulable(node: dict[str, object]) -> bool:

@@ -42,6 +42,7 @@ from simcluster.client.kube import Kube
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
 from simcluster.realtier.kubelet.runtime import Image
 from simcluster.realtier.kubelet.thread import KubeletThread
+from simcluster.realtier.real_compute import RealCompute, start_real_compute
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.openstack import OpenStackServices
 from simcluster.realtier.services.ovsdb import OvsdbServer
@@ -128,6 +129,7 @@ class RealTier:
     compute_nodes: list[str] = field(default_factory=list)
     startup: dict[str, float] = field(default_factory=dict)  # seconds, by part
     kube: Kube | None = None
+    real_compute: RealCompute | None = None  # the compute nodes as real nodes (``real_compute_nodes``)
 
     @property
     def gateway(self) -> str:
@@ -162,6 +164,8 @@ class RealTier:
 
     def stop_pods(self) -> None:
         self.kubelet.stop()
+        if self.real_compute is not None:
+            self.real_compute.nodes.stop()
 
     def stop_servers(self) -> None:
         self.openstack.stop()
@@ -181,15 +185,26 @@ def launch_real(
     image_aliases: Mapping[str, str] | None = None,
     namespaces: Sequence[str] = ("openstack",),
     audit: bool = False,
+    real_compute_nodes: bool = False,
+    real_node_releases: Sequence[str] | None = None,
 ) -> SimHandle:
-    """Start the real-Nova tier (see the module's text); ``handle.real`` is its ``RealTier``."""
+    """Start the real-Nova tier (see the module's text); ``handle.real`` is its ``RealTier``.
+
+    ``real_compute_nodes``: the mixed tier (``simcluster.realtier.real_compute``), the compute nodes
+    real nodes with the nova image of ``real_node_releases`` (default: ``releases``) imported."""
     t0 = time.monotonic()
     images = nova_images(releases, image_aliases)
     images_seconds = time.monotonic() - t0
     handle = launch(workdir, bindir=bindir, nodes=0, standins=False, openstack=False, audit=audit, kwok=False)
     try:
         _add_real_tier(
-            handle, images, control_nodes, list(compute_nodes), dict(node_labels or {}), list(namespaces)
+            handle,
+            images,
+            control_nodes,
+            list(compute_nodes),
+            dict(node_labels or {}),
+            list(namespaces),
+            list(real_node_releases or releases) if real_compute_nodes else None,
         )
     except BaseException:
         handle.stop()
@@ -228,6 +243,7 @@ def _add_real_tier(
     compute_nodes: list[str],
     node_labels: dict[str, Mapping[str, str]],
     namespaces: list[str],
+    real_node_releases: list[str] | None = None,
 ) -> None:
     cp = handle.cluster.control_plane
     install_dependency_crds(handle.cluster.kube)
@@ -237,11 +253,12 @@ def _add_real_tier(
     t = time.monotonic()
     network = claim_pod_network()
     (root / "network.json").write_text(json.dumps(network) + "\n")  # what this cluster owns on the host
+    standin_nodes = controls if real_node_releases is not None else [*controls, *compute_nodes]
     kubelet = KubeletThread(
         cp.server,
         cp.admin_token,
         cp.ca_file,
-        [*controls, *compute_nodes],
+        standin_nodes,
         images,
         root / "kubelet",
         network=network,
@@ -278,11 +295,31 @@ def _add_real_tier(
     )
     real.startup.update(startup)
     handle.real = real
+    if real_node_releases is not None:
+        assert openstack.network is not None
+        ports = [
+            backends.mariadb.port,
+            backends.rabbitmq.port,
+            backends.memcached.port,
+            openstack.keystone_port,
+            openstack.placement_port,
+            openstack.glance_port,
+            openstack.network.port,
+        ]
+        names = {r: [f"{COMPUTE_IMAGE}:{r}", f"{NOVA_IMAGE}:{r}"] for r in real_node_releases}
+        real.real_compute = start_real_compute(
+            handle.cluster, root / "realnodes", compute_nodes, node_labels, gateway, ports, names
+        )
+        handle.teardown.insert(0, ("real compute nodes", real.real_compute.nodes.stop))
+        real.startup.update({f"real nodes: {k}": v for k, v in real.real_compute.seconds.items()})
     t = time.monotonic()
     for node in compute_nodes:
-        node_root = root / "kubelet" / "hostpath" / node
-        _provision_compute_node(node_root)
-        sock = node_root / "run" / "openvswitch" / "db.sock"
+        if real.real_compute is not None:
+            sock = real.real_compute.socket(node)
+        else:
+            node_root = root / "kubelet" / "hostpath" / node
+            _provision_compute_node(node_root)
+            sock = node_root / "run" / "openvswitch" / "db.sock"
         real.ovsdb[node] = OvsdbServer(root / "ovsdb" / node, sock, system_id=node).start()
 
     def stop_ovsdb() -> None:

@@ -1,0 +1,109 @@
+"""The mixed real tier (issue 37): the pools' compute nodes as real nodes (``realnode.RealNodes``: a
+kubelet on containerd, kube-proxy, CoreDNS) beside the kubelet stand-in's control nodes, on the same
+control plane.
+
+* The nodes carry the names and labels the pool samples select and the taint the samples' pool
+  tolerates (``DEDICATED``), so the control plane's pods (which tolerate nothing of it) stay on the
+  stand-in's nodes; CoreDNS tolerates it.
+* The real servers listen on the stand-in's pod bridge gateway on the host; ``RealNodes.relay``
+  gives the nodes' namespace that same address and forwards its ports, so the Services'
+  EndpointSlices (and Keystone's catalog) naming that address work on both kinds of node.
+* Each node's ``ovsdb-server`` (the pool's wait-for-chassis) is bound at ``/run/openvswitch/db.sock``
+  of that node's own mount namespace, where the pool's hostPath finds it.
+* The nova image of each release (``realnode.nova_image``, from the image contract) is imported into
+  every node under the names the samples use.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from realnode import nova_image
+from realnode.nodes import Cluster, RealNodes
+
+# The taint the pool sample tolerates (config/samples/novacompute.yaml): only the pools run there.
+DEDICATED = "example.org/dedicated=compute:NoSchedule"
+# What a compute pod's hostPath volumes would otherwise create on the host: each node overlays them.
+OVERLAYS = ("/etc", "/usr/lib")
+OVSDB_SOCKET = "/run/openvswitch/db.sock"
+
+
+@dataclass
+class RealCompute:
+    """The real compute nodes of a mixed tier and what their start measured (seconds)."""
+
+    nodes: RealNodes
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def socket(self, name: str) -> pathlib.Path:
+        """Node ``name``'s ``/run/openvswitch/db.sock`` as the host reaches it."""
+        node = next(n for n in self.nodes.nodes if n.name == name)
+        return self.nodes.mount_path(node, OVSDB_SOCKET)
+
+
+def start_real_compute(
+    cluster: Cluster,
+    workdir: pathlib.Path,
+    names: Sequence[str],
+    labels: Mapping[str, Mapping[str, str]],
+    gateway: str,
+    ports: Sequence[int],
+    images: Mapping[str, Sequence[str]],
+) -> RealCompute:
+    """``names`` as real nodes (``labels`` by node), the host's ``gateway:ports`` reachable from them,
+    and ``images`` (release -> image names) imported into each."""
+    t0 = time.monotonic()
+    nodes = RealNodes(cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS)
+    nodes.start()
+    out = RealCompute(nodes, {"nodes": round(nodes.startup_seconds, 1)})
+    try:
+        for name, own in labels.items():
+            if name in names:
+                cluster.kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": dict(own)}})
+        t = time.monotonic()
+        nodes.relay(gateway, ports)
+        out.seconds["relay"] = round(time.monotonic() - t, 1)
+        t = time.monotonic()
+        import_images(nodes, images)
+        out.seconds["image import"] = round(time.monotonic() - t, 1)
+    except BaseException:
+        nodes.stop()
+        raise
+    out.seconds["total"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def import_images(nodes: RealNodes, images: Mapping[str, Sequence[str]]) -> None:
+    """Each release's nova image into every node (in parallel: the unpack is each node's own),
+    tagged with each of its names."""
+    built = {release: nova_image.build(release) for release in images}
+    errors: list[str] = []
+
+    def one(node_index: int) -> None:
+        node = nodes.nodes[node_index]
+        for release, names in images.items():
+            image = built[release]
+            done = subprocess.run(node.ctr(*nova_image.import_command(image)), capture_output=True, text=True)
+            if done.returncode != 0:
+                errors.append(f"{node.name}: import of {image.ref}: {done.stderr.strip()}")
+                return
+            for name in names:
+                subprocess.run(node.ctr("images", "rm", name), capture_output=True)
+                tag = subprocess.run(
+                    node.ctr("images", "tag", image.ref, name), capture_output=True, text=True
+                )
+                if tag.returncode != 0:
+                    errors.append(f"{node.name}: tag {name}: {tag.stderr.strip()}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(nodes.nodes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))

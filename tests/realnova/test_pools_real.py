@@ -27,6 +27,7 @@ from simcluster import SimHandle
 from simcluster.client.kube import KubeError
 
 from tests.realnova.cloud import request, upload_image
+from tests.realnova.own_nova import END_GRACE
 from tests.realnova.realcluster import (
     GROUP,
     JSON,
@@ -168,14 +169,57 @@ def _delete_server(p: Pools) -> None:
     wait_for(lambda: p.server_shown() is None, within=120, what="the server gone from the API")
 
 
-def _delete_pool(p: Pools, name: str) -> None:
+def _delete_pool(p: Pools, name: str, rolled_in: set[str] | None = None) -> None:
+    """The pool deleted, to the end of its finalizer; ``rolled_in``: the pods of the pool that the
+    deletion's roll starts are collected there, each stopped at once once it is released."""
     path = f"{GROUP}/namespaces/{NAMESPACE}/novacomputes/{name}"
+    selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component=nova-compute"
+    before = (
+        {pod["metadata"]["name"] for pod in pods(p.handle, selector=selector)}
+        if rolled_in is not None
+        else set()
+    )
     try:
         p.kube.delete(path)
     except KubeError as exc:
         if exc.status != 404:
             raise
-    wait_for(lambda: _gone(p, path), within=240, what=f"the pool {name} gone", handle=p.handle)
+
+    def gone() -> bool:
+        if rolled_in is not None:
+            _cut_short_rolled_in(p, name, before, rolled_in)
+        return _gone(p, path)
+
+    wait_for(gone, within=240, what=f"the pool {name} gone", handle=p.handle)
+
+
+def _cut_short_rolled_in(p: Pools, name: str, before: set[str], rolled_in: set[str]) -> None:
+    """Each pod of the pool that was not there before its deletion, once released (deleting), is
+    deleted again with ``END_GRACE``, as ``kubectl delete --grace-period=1`` would.
+
+    The deletion turns the pool term into one hold term per Draining node, a change of the pod
+    template that rolls the DaemonSet (§9.2): a held node gets a new pod, released seconds later
+    when the node turns Releasing. Signalled before it has set its SIGTERM handler, that new
+    nova-compute (its container's PID 1, as under a real kubelet) drops the signal and lives out
+    the pool's 200 s grace, and the deletion waited for it. The pods that were there before the
+    deletion keep their grace: their stop is nova's own."""
+    selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component=nova-compute"
+    for pod in pods(p.handle, selector=selector):
+        meta = pod["metadata"]
+        if meta["name"] in before:
+            continue
+        rolled_in.add(meta["name"])
+        if not meta.get("deletionTimestamp") or meta.get("deletionGracePeriodSeconds") == END_GRACE:
+            continue
+        try:
+            p.kube.request(
+                "DELETE",
+                f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}",
+                {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": END_GRACE},
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
 
 
 def _gone(p: Pools, path: str) -> bool:
@@ -447,7 +491,8 @@ def test_deleting_the_pool_removes_its_services_and_aggregates_and_leaves_the_no
     ids = {host: s["id"] for host, s in env.computes().items()}
 
     t0 = time.monotonic()
-    _delete_pool(env, POOL)
+    rolled_in: set[str] = set()
+    _delete_pool(env, POOL, rolled_in)
     env.seconds["pool deletion"] = time.monotonic() - t0
     assert env.computes() == {}
     for reason in ("ComputeServiceDisabled", "ComputeServiceDeleted"):  # each leaving node: disabled, deleted
@@ -476,7 +521,7 @@ def test_deleting_the_pool_removes_its_services_and_aggregates_and_leaves_the_no
     _pool_back(env)  # for the other modules: the sample pool again
     env.seconds["pool back"] = time.monotonic() - t0
     assert set(env.marked_aggregates()) == {"az1", "tenant_filter_tests"}
-    print(f"scenario 3, pool deletion: seconds {env.seconds}")
+    print(f"scenario 3, pool deletion: seconds {env.seconds}; pods its roll started {sorted(rolled_in)}")
 
 
 def _live_rows(env: Pools) -> set[tuple[str, str, str, str]]:

@@ -41,7 +41,7 @@ def _roll(handle: SimHandle, logging: dict[str, Any], *, pool: bool) -> dict[str
     pool_key = {k for k in before if k.startswith("daemonset/")} if pool else set()
     wait_for(
         lambda: set(DEPLOYMENTS) | pool_key <= changed(before, templates(handle)) or None,
-        within=60,
+        within=180,  # the pool's follows the contract Secret: a Nova pass, then a pool pass (slow under load)
         what=f"the pod templates of {sorted(set(DEPLOYMENTS) | pool_key)} changed",
         handle=handle,
     )

@@ -99,7 +99,8 @@ def test_up_serves_two_real_nodes_to_the_printed_kubeconfig_and_ctrl_c_leaves_no
             proc.kill()
             proc.wait()
     assert proc.stdout is not None
-    assert proc.stdout.read().rstrip().endswith("stopped")
+    with proc.stdout:
+        assert proc.stdout.read().rstrip().endswith("stopped")
     assert [p for p in pids() if not zombie(p) and belongs(p, traces)] == []
     assert [d for root in traces.cgroup_roots for d in cgroup_dirs(root)] == []
     assert [p for p in pids() if not zombie(p) and str(tmp_path) in _cmdline(p)] == []

@@ -1,7 +1,8 @@
 """Build (or find cached) what a command needs, one line per stage, then run it.
 
-    python3 -m prepare run [--standins] [--workdir DIR] [--python PY] [-- OPERATOR_FLAGS]   # make run
-    python3 -m prepare ci                                                                    # .ci/run
+    python3 -m prepare run [--standins | --real-compute-nodes] [--workdir DIR] [--python PY]
+                           [-- OPERATOR_FLAGS]                                        # make run
+    python3 -m prepare ci                                                             # .ci/run
 
 ``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
 (``PY``: ``.venv/bin/python``, which the plan makes; ``--python`` names another interpreter and
@@ -47,7 +48,12 @@ def _status(outcome: Outcome) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     kubeconfig = bool(os.environ.get("KUBECONFIG"))
-    lanes = run_plan(standins=args.standins, kubeconfig=kubeconfig, make_venv=args.python is None)
+    lanes = run_plan(
+        standins=args.standins,
+        kubeconfig=kubeconfig,
+        make_venv=args.python is None,
+        real_nodes=args.real_compute_nodes,
+    )
     outcome = prepare("make run", lanes, Path(args.logs))
     if not outcome.ok:
         return _status(outcome)
@@ -59,6 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     argv = [python, "-m", "simcluster", "run"]
     if args.standins:
         argv.append("--standins")
+    if args.real_compute_nodes:
+        argv.append("--real-compute-nodes")
     if args.workdir:
         argv += ["--workdir", args.workdir]
     argv += ["--", *args.operator_args]
@@ -76,7 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m prepare", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="what make run needs, then python -m simcluster run")
-    run.add_argument("--standins", action="store_true", help="kwok and the stand-ins, no Nova")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--standins", action="store_true", help="kwok and the stand-ins, no Nova")
+    mode.add_argument(
+        "--real-compute-nodes", action="store_true", help="the pool's nodes real kubelets on containerd"
+    )
     run.add_argument("--workdir", help="simcluster run's directory for logs, kubeconfig and data")
     run.add_argument("--python", help="run with this interpreter instead of making .venv")
     run.add_argument("--logs", default=str(REPO / ".logs" / "make-run"), help="the stages' logs")

@@ -92,10 +92,21 @@ def control_plane(*, kwok: bool) -> Stage:
     )
 
 
-def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool) -> Lanes:
+def realnode_binaries() -> Stage:
+    # its static pause binary links libc6-dev's libc.a (the apt stage)
+    return Stage(
+        "realnode",
+        "kubelet, kube-proxy, pause, CoreDNS (real nodes)",
+        ("bash", "tools/realnode/build.sh"),
+        needs=("apt",),
+    )
+
+
+def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool, real_nodes: bool = False) -> Lanes:
     """``make run``: against ``$KUBECONFIG`` only the project's venv; with the stand-ins the control
     plane and kwok; else the real Nova's packages, venvs and image (the sample's release only) beside
-    the control plane without kwok (the real tier has no fake nodes)."""
+    the control plane without kwok (the real tier has no fake nodes). ``real_nodes`` (``make run
+    REAL_NODES=1``): also the real nodes' binaries and the sample release's nova OCI image."""
     venv = [project_venv()] if make_venv else []
     if kubeconfig:
         return [venv]
@@ -104,7 +115,11 @@ def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool) -> Lanes:
     release = [sample_release()]
     # apt first: a Debian python3 needs python3.11-venv for .venv too.
     python = [apt(), *venv, nova_venvs(release), service_venvs(), nova_images(release)]
-    return [python, [control_plane(kwok=False)]]
+    go = [control_plane(kwok=False)]
+    if real_nodes:
+        python.append(nova_oci_image(release[0]))  # from the image tree, the stage before it
+        go.append(realnode_binaries())
+    return [python, go]
 
 
 def ci_plan() -> Lanes:
@@ -122,12 +137,6 @@ def ci_plan() -> Lanes:
         control_plane(kwok=True),
         Stage("deploytools", "helm, kustomize, kubectl", ("bash", "tools/deploytools/build.sh")),
         Stage("prometheus", "prometheus, promtool", ("bash", "tools/prometheus/build.sh")),
-        # its static pause binary links libc6-dev's libc.a (the apt stage)
-        Stage(
-            "realnode",
-            "kubelet, kube-proxy, pause, CoreDNS (real nodes)",
-            ("bash", "tools/realnode/build.sh"),
-            needs=("apt",),
-        ),
+        realnode_binaries(),
     ]
     return [python, go]

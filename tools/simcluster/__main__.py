@@ -74,7 +74,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("KUBECONFIG"):
         return run_against_kubeconfig(args.operator_args)
     return run_simulated(
-        pathlib.Path(args.workdir) if args.workdir else None, args.operator_args, real=not args.standins
+        pathlib.Path(args.workdir) if args.workdir else None,
+        args.operator_args,
+        real=not args.standins,
+        real_nodes=args.real_compute_nodes,
     )
 
 
@@ -93,10 +96,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the operator: against $KUBECONFIG, or on a simulated cluster with the samples applied",
     )
     run.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
-    run.add_argument(
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
         "--standins",
         action="store_true",
         help="kwok nodes and the stand-ins instead of the real Nova (faster: nothing of Nova runs)",
+    )
+    mode.add_argument(
+        "--real-compute-nodes",
+        action="store_true",
+        help="the pool's compute nodes real kubelets on containerd (the control nodes stay stand-ins)",
     )
     run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     run.set_defaults(func=cmd_run)

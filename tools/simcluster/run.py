@@ -6,6 +6,14 @@ With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags 
 ServiceAccount, and every condition change of the sample Nova and NovaCompute is printed
 until both are Ready; then how to look. Ctrl-C stops everything that was started.
 
+``--real-compute-nodes`` (``make run REAL_NODES=1``): the pool's two compute nodes are real kubelets
+on containerd (``simcluster.realtier.real_compute``), the control nodes stay the stand-in's. The
+sample release's nova image is imported into them (the other releases stay the stand-in's, built in
+the background as without the flag: an import costs about 45 s per release and node under load, and
+only an upgrade of the sample needs them), and the operator runs with
+``--default-image-pull-policy IfNotPresent`` (a tag-named image would be pulled, and the nodes have
+no registry). Ctrl-C stops the nodes with the cluster.
+
 Either way the operator runs without leader election (``--leader-elect=false`` before the flags
 given after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to
 hand over to, so a slow API server or a busy machine cannot make it give up a Lease and exit (and
@@ -42,11 +50,14 @@ WATCHED = (("novas", "nova"), ("novacomputes", POOL))
 
 RUN_DEFAULTS = ("--leader-elect=false",)
 """The operator flags ``make run`` gives before the caller's (a later flag wins)."""
+REAL_NODES_DEFAULTS = ("--default-image-pull-policy", "IfNotPresent")
+"""And with real compute nodes: the imported image is used, no registry is asked."""
 
 
-def run_args(operator_args: Sequence[str]) -> list[str]:
-    """The operator's flags under ``make run``: ``RUN_DEFAULTS``, then ``operator_args``."""
-    return [*RUN_DEFAULTS, *operator_args]
+def run_args(operator_args: Sequence[str], *, real_nodes: bool = False) -> list[str]:
+    """The operator's flags under ``make run``: ``RUN_DEFAULTS`` (and ``REAL_NODES_DEFAULTS``), then
+    ``operator_args``."""
+    return [*RUN_DEFAULTS, *(REAL_NODES_DEFAULTS if real_nodes else ()), *operator_args]
 
 
 def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
@@ -88,9 +99,13 @@ def _conditions(handle: SimHandle, plural: str, name: str) -> dict[str, tuple[st
     }
 
 
-def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *, real: bool = True) -> int:
+def run_simulated(
+    workdir: pathlib.Path | None, operator_args: Sequence[str], *, real: bool = True, real_nodes: bool = False
+) -> int:
     """The samples on a local cluster: served by real nova processes (``real``), or by kwok and the
-    stand-ins (faster, nothing of Nova runs)."""
+    stand-ins (faster, nothing of Nova runs); ``real_nodes``: the pool's nodes real kubelets."""
+    if real_nodes and not real:
+        raise ValueError("real compute nodes run the real Nova: not with the stand-ins")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -104,10 +119,18 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *,
             "starting the simulated cluster with the real Nova (etcd, kube-apiserver, controller-manager, "
             "scheduler, kubelet stand-in nodes, MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance)"
         )
+        if real_nodes:
+            print(
+                f"  with {' and '.join(REAL_POOL_NODES)} real kubelets on containerd (kube-proxy, CoreDNS; "
+                f"the nova image {_sample_release()} imported into each)"
+            )
         handle = launch_real(
             workdir,
             releases=(_sample_release(),),
+            compute_nodes=REAL_POOL_NODES,
             node_labels=dict.fromkeys(REAL_POOL_NODES, POOL_NODE_LABELS),
+            real_compute_nodes=real_nodes,
+            real_node_releases=(_sample_release(),),
         )
     else:
         print(
@@ -116,7 +139,10 @@ def run_simulated(workdir: pathlib.Path | None, operator_args: Sequence[str], *,
         handle = launch(workdir, nodes=3, pools={POOL: 3})
     try:
         metrics = free_port()
-        operator = _start(handle, real, metrics, run_args(operator_args))
+        operator = _start(handle, real, metrics, run_args(operator_args, real_nodes=real_nodes))
+        if handle.real is not None and handle.real.real_compute is not None:
+            times = ", ".join(f"{k} {v:.1f} s" for k, v in handle.real.real_compute.seconds.items())
+            print(f"real compute nodes {', '.join(REAL_POOL_NODES)} Ready ({times})")
         print(
             f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
             f"nova-system:nova-operator (log: {operator.log})"

@@ -2,7 +2,8 @@
 
 The controller runs with the Pending, Draining, Releasing and settled polls at 600 s, so nothing in
 these tests can move by a poll: a joining node turns Active only because its pod turning Ready woke
-the pool (and the pass looked again until nova-compute, a little later, registered its service), and
+the pool (and the pass looked again until nova-compute, a little later, registered its service, also
+after a pass whose compute call failed), and
 a released node's service is deleted only because the pass after Releasing came at once and the
 pod's going woke the pool.
 """
@@ -65,6 +66,36 @@ async def test_a_joining_node_turns_active_when_its_pod_is_ready_and_its_service
     assert entry is not None
     assert entry["serviceState"] == "up"
     await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def test_a_join_whose_pass_found_the_compute_api_failing_looks_again_by_its_pod_not_the_30_s(
+    env: Env,
+) -> None:
+    """A failed compute call requeues after the Pending/ComputeAPIError poll (600 s here); a node
+    whose pod just turned Ready keeps the pod's recheck all the same, so the pool sees the service
+    nova-compute registers once the API answers again."""
+    await up(env)
+    n3 = await env.node("n3", pool="a", zone="az1")
+    await env.until(lambda: _is(env, "n3", "Pending"))
+    await env.pod("n3")
+    await env.until(lambda: _reason(env, "WaitingForServices"))
+    await env.settle(1.0)
+
+    env.fake.set_fault("error", api="nova")  # the compute API not answering yet
+    await env.pod_ready("n3")
+    await env.until(lambda: _api_failed(env))
+    env.fake.set_fault(None)
+    env.fake.add_compute(n3, zone="az1")  # no Kubernetes object changes: only a recheck sees it
+    await env.until(lambda: _is(env, "n3", "Active"))
+    await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def _api_failed(env: Env) -> bool:
+    for cond_type in ("AggregatesReady", "ServicesReady"):
+        cond = await env.condition(cond_type)
+        if cond is not None and cond["reason"] == "ComputeAPIError":
+            return True
+    return False
 
 
 async def test_a_released_pod_is_let_go_at_once_and_its_going_deletes_the_service(env: Env) -> None:

@@ -14,8 +14,11 @@ simulated cluster models that delay; a real one under load took longer than 16 s
 therefore has the pass look again while a Pending node without a service runs a pod that turned
 Ready: after a quarter of the pod's age since Ready (at least 1 s: about 1, 2, 3, 4, 5, 6, 8, 10,
 12, 15, 19, 24, 30 s ...), for as long as that gap is shorter than the spec's Pending poll, which
-takes over from there (a pod Ready two minutes ago). A service that registers is so seen at most a
-quarter of its wait late, where doubling gaps (1, 2, 4, 8, 16 s, then the poll) left it up to 14 s.
+takes over from there (a pod Ready two minutes ago). A pod Ready before its Nova was (a bring-up:
+the pool's DaemonSet runs once the contract is published) counts from the Nova's Ready, which
+wakes the pool: nova-compute registers through the conductor, so its wait starts there. A service
+that registers is so seen at most a quarter of its wait late, where doubling gaps (1, 2, 4, 8, 16 s,
+then the poll) left it up to 14 s late.
 ``recheck`` gives that look for a pass, also one whose compute API call failed (the API not
 answering yet beside a bring-up): the hint is the pod's, not the failed answer's, and a pool with
 no such node keeps the spec's 30 s. What the pass decides still rests on the compute API's answer
@@ -116,10 +119,9 @@ def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
     return mapper
 
 
-def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
-    cond = _ready_condition(pod)
+def _stamp(cond: Mapping[str, Any] | None) -> datetime | None:
     stamp = cond.get("lastTransitionTime") if cond is not None else None
-    if not is_ready(pod) or not isinstance(stamp, str):
+    if not isinstance(stamp, str):
         return None
     try:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -127,19 +129,37 @@ def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
         return None
 
 
+def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
+    return _stamp(_ready_condition(pod)) if is_ready(pod) else None
+
+
+def nova_ready_since(nova: Mapping[str, Any] | None) -> datetime | None:
+    """When the Nova last turned Ready (its conductor and API serve from then), or None: not Ready."""
+    cond = conditions.find(((nova or {}).get("status") or {}).get("conditions") or [], "Ready")
+    return _stamp(cond) if cond is not None and cond.get("status") == "True" else None
+
+
 def recheck_after(
-    pods: Sequence[Object], waiting: Iterable[str], now: datetime, window: float
+    pods: Sequence[Object],
+    waiting: Iterable[str],
+    now: datetime,
+    window: float,
+    nova_ready: datetime | None = None,
 ) -> float | None:
     """Seconds until the pass should look again for the services of ``waiting`` (Pending nodes with
     no service), or None: the soonest over their Ready pods of ``RECHECK_SHARE`` of the pod's age
     since Ready (at least ``MIN_RECHECK``), for the pods where that is shorter than ``window`` (the
-    Pending poll, which covers the others)."""
+    Pending poll, which covers the others). A pod Ready before its Nova (``nova_ready``) counts from
+    the Nova's Ready instead: nova-compute registers through the conductor, so its wait starts
+    again there."""
     nodes = set(waiting)
     best: float | None = None
     for pod in pods:
         since = _ready_since(pod)
         if since is None or node_of(pod) not in nodes:
             continue
+        if nova_ready is not None:
+            since = max(since, nova_ready)
         age = max((now - since).total_seconds(), 0.0)  # a Ready stamp a little ahead of our clock: now
         delay = max(age * RECHECK_SHARE, MIN_RECHECK)
         if delay >= window:
@@ -149,11 +169,13 @@ def recheck_after(
 
 
 def recheck(p: ComputePass, waiting: Sequence[str]) -> float | None:
-    """``recheck_after`` for a pass: its pool's pods from the cache, its clock, the Pending poll."""
+    """``recheck_after`` for a pass: its pool's pods from the cache, its Nova's Ready, its clock,
+    the Pending poll."""
     if not waiting:
         return None
     pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name))
-    return recheck_after(pods or [], waiting, p.now, p.settings.intervals.draining)
+    every = p.settings.intervals
+    return recheck_after(pods or [], waiting, p.now, every.draining, nova_ready_since(p.nova))
 
 
 def after_api_failure(p: ComputePass) -> Result:

@@ -22,7 +22,7 @@ from nova_operator.reconcilers.compute.context import ComputePass, ComputeSettin
 from nova_operator.reconcilers.compute.services import reconcile_services
 from nova_operator.renderers import compute_pool
 
-from .test_pool_pods import NOW, pod
+from .test_pool_pods import NOW, _stamp, pod
 
 CR: Object = {
     "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
@@ -52,7 +52,9 @@ class Unanswered:
         return None
 
 
-def make_pass(ledger: list[Object], pods: list[Object]) -> tuple[ComputePass, Unanswered]:
+def make_pass(
+    ledger: list[Object], pods: list[Object], nova: Object | None = None
+) -> tuple[ComputePass, Unanswered]:
     def listed(ref: ResourceRef, namespace: str, labels: Mapping[str, str]) -> list[Object] | None:
         assert (ref, namespace, dict(labels)) == (PODS, "ns", compute_pool.selector_labels("pool-a"))
         return pods
@@ -68,6 +70,7 @@ def make_pass(ledger: list[Object], pods: list[Object]) -> tuple[ComputePass, Un
         listed=listed,
         now=NOW,
     )
+    p.nova = nova
     api = Unanswered()
     p._client = api  # type: ignore[assignment]
     return p, api
@@ -111,3 +114,13 @@ async def test_a_failed_call_without_a_fresh_join_keeps_the_specs_30_s(
     p, _ = make_pass(ledger, pods)
     result = await step(p)  # type: ignore[operator]
     assert result.requeue_after == 30.0
+
+
+@pytest.mark.parametrize("step", [reconcile_services, reconcile_aggregates])
+async def test_a_pod_ready_before_the_nova_counts_from_the_novas_ready(step: object) -> None:
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": _stamp(NOW - timedelta(seconds=8))}
+    nova: Object = {"status": {"conditions": [ready]}}
+    long_ago = [pod("n1", since=NOW - timedelta(seconds=600))]
+    p, _ = make_pass([JOINING, ACTIVE], long_ago, nova)
+    result = await step(p)  # type: ignore[operator]
+    assert result.requeue_after == 2.0

@@ -138,3 +138,27 @@ def test_recheck_only_for_waiting_nodes_with_a_ready_pod() -> None:
     no_stamp = pod("n1")
     del no_stamp["status"]["conditions"][0]["lastTransitionTime"]
     assert pool_pods.recheck_after([no_stamp], ["n1"], NOW, 30.0) is None
+
+
+def _nova(status: str, since: datetime) -> Object:
+    ready = {"type": "Ready", "status": status, "lastTransitionTime": _stamp(since)}
+    return {"status": {"conditions": [ready]}}
+
+
+def test_a_pod_ready_before_its_nova_counts_from_the_novas_ready() -> None:
+    long_ago = _at(100)  # Ready while the conductor was not serving yet: nova-compute could not register
+    assert pool_pods.recheck_after(long_ago, ["n1"], NOW, 30.0) == 25.0
+    nova_ready = NOW - timedelta(seconds=8)
+    assert pool_pods.recheck_after(long_ago, ["n1"], NOW, 30.0, nova_ready) == 2.0
+    assert pool_pods.recheck_after(_at(600), ["n1"], NOW, 30.0, nova_ready) == 2.0  # past the poll: again
+    # a pod Ready after the Nova counts from its own Ready
+    assert pool_pods.recheck_after(_at(4), ["n1"], NOW, 30.0, NOW - timedelta(seconds=300)) == 1.0
+    assert pool_pods.recheck_after(_at(100), ["n1"], NOW, 30.0, NOW - timedelta(seconds=300)) == 25.0
+
+
+def test_the_novas_ready_time_is_its_ready_conditions_transition_while_true() -> None:
+    at = NOW - timedelta(seconds=8)
+    assert pool_pods.nova_ready_since(_nova("True", at)) == at
+    assert pool_pods.nova_ready_since(_nova("False", at)) is None
+    assert pool_pods.nova_ready_since({"status": {}}) is None
+    assert pool_pods.nova_ready_since(None) is None

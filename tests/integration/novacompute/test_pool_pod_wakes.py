@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from simcluster import ControlPlane
 
-from nova_operator.kube.resources import DAEMONSETS
+from nova_operator.kube.resources import DAEMONSETS, NOVAS, PODS
 
 from .conftest import Env
 from .test_drain import hold_terms, phase, up
@@ -88,6 +89,38 @@ async def test_a_join_whose_pass_found_the_compute_api_failing_looks_again_by_it
     env.fake.add_compute(n3, zone="az1")  # no Kubernetes object changes: only a recheck sees it
     await env.until(lambda: _is(env, "n3", "Active"))
     await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def test_a_pod_ready_long_before_its_nova_is_looked_at_again_from_the_novas_ready(env: Env) -> None:
+    """At a bring-up the pool's pods can be Ready long before the Nova (nova-compute cannot register
+    before the conductor serves). The Nova turning Ready wakes the pool; its recheck counts from that
+    Ready, not from the pod's, which is past every recheck here (a pod Ready two hours ago)."""
+    await up(env)
+    n3 = await env.node("n3", pool="a", zone="az1")
+    await env.until(lambda: _is(env, "n3", "Pending"))
+    await env.pod("n3")
+    await env.until(lambda: _reason(env, "WaitingForServices"))
+    long_ago = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": long_ago}
+    await env.admin.patch_status(
+        PODS, "pool-n3", {"status": {"phase": "Running", "conditions": [ready]}}, env.ns
+    )
+    await env.settle(2.0)  # the pass its Ready woke found no service, and has no recheck to ask
+    assert await phase(env, "n3") == "Pending"
+
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nova_ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AllReady",
+        "message": "",
+        "lastTransitionTime": now,
+    }
+    await env.admin.patch_status(NOVAS, "nova", {"status": {"conditions": [nova_ready]}}, env.ns)
+    await asyncio.sleep(2.0)  # the pass the Nova's Ready woke found no service yet
+    assert await phase(env, "n3") == "Pending"
+    env.fake.add_compute(n3, zone="az1")  # registered through the conductor, a little later
+    await env.until(lambda: _is(env, "n3", "Active"))
 
 
 async def _api_failed(env: Env) -> bool:

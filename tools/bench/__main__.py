@@ -86,6 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     pools.add_argument("--idle", type=float, default=60.0, help="each idle stretch measured (s, default 60)")
     pools.add_argument("--joins", type=int, default=20, help="nodes joined one after another (default 20)")
     pools.add_argument("--join-timeout", type=float, default=180.0, help="wait per join (s, default 180)")
+    pools.add_argument(
+        "--join-gap",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait after each join before the next (default 0: back to back; 30 or more: each join on "
+        "its own, clear of the previous discover-hosts Job's 30 s)",
+    )
     pools.add_argument("--drain", type=int, default=50, help="nodes unlabelled at once (default 50)")
     pools.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     s2 = sub.add_parser("show-pools", help="print a `bench pools` run's table again")
@@ -110,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 idle=args.idle,
                 joins=args.joins,
                 join_timeout=args.join_timeout,
+                join_gap=args.join_gap,
                 drain=args.drain,
                 operator_args=list(args.operator_args),
             )

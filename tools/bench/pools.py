@@ -15,7 +15,11 @@
    ``bench-floor`` by this client, without the operator's involvement, until every copy runs a
    Ready pod on each of its nodes; then deleted and its pods waited out.
 6. ``--joins`` spare nodes labelled into the pools, one after the other: each until the pool's
-   ledger shows it Active, service up, AggregatesReady True.
+   ledger shows it Active, service up, AggregatesReady True; then ``--join-gap`` seconds before
+   the next (default 0: back to back). Back to back, a join whose service registers after the
+   previous join's discover-hosts Job finished waits out that Job's 30 s (novacompute-crd.md §15:
+   a finished Job is left alone 30 s before it is replaced, and all pools share its one name);
+   a gap of 30 s or more measures joins on their own.
 7. A drain: the pool label removed from ``--drain`` nodes (spread over the pools) at once, until
    every one of their services was disabled and deleted through the fake compute API.
 
@@ -84,8 +88,14 @@ class PoolsOptions:
     idle: float = 60.0
     joins: int = 20
     join_timeout: float = 180.0
+    join_gap: float = 0.0  # seconds from a join's end to the next label (0: back to back)
     drain: int = 50
     operator_args: list[str] = field(default_factory=list)
+
+
+def gap_before(k: int, gap: float) -> float:
+    """Seconds to wait before the ``k``-th join (from 0): ``gap`` between joins, none before the first."""
+    return gap if k > 0 and gap > 0 else 0.0
 
 
 def pool_names(n: int) -> list[str]:
@@ -358,6 +368,7 @@ class Run:
         for k, node in enumerate(spare):
             index = k % len(self.names)
             pool = self.names[index]
+            await asyncio.sleep(gap_before(k, self.opts.join_gap))
             t = time.time()
             await self.kube.merge_patch(
                 f"/api/v1/nodes/{node}",
@@ -479,6 +490,7 @@ def compute(
         "idle_full": pf.window(log, calls, idle1["start"], idle1["end"], 0),
         "join": {
             **pf.joins(joins["latencies"], joins["attempted"]),
+            "gap_seconds": opts.join_gap,
             "window": pf.window(log, calls, joins["start"], joins["end"], joins["passes"]),
             "cpu_seconds": round(joins["cpu"], 2),
         },

@@ -183,6 +183,7 @@ POOL_ROWS: list[Row] = [
     ("floor: plain DaemonSets' pods all Ready (s)", _get("floor", "seconds")),
     ("all Ready last / floor", _get("ready_last_over_floor")),
     ("NovaCompute passes per pool to converge", _get("converge", "passes_per_pool")),
+    ("wait between joins (s)", _get("join", "gap_seconds")),
     ("node join → Active: median (s)", _get("join", "median")),
     ("node join → Active: p95 (s)", _get("join", "p95")),
     ("node join → Active: max (s)", _get("join", "max")),

@@ -24,6 +24,7 @@ from nova_operator import conditions
 from nova_operator.decisions import nodeplan
 from nova_operator.openstack import AGGREGATE_MARKER, Aggregate, AggregateExists, ComputeAPIError
 from nova_operator.pipeline import LEFT_OVER
+from nova_operator.reconcilers.compute import pool_pods
 from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.runtime.request import Result
 
@@ -121,7 +122,7 @@ async def reconcile_aggregates(p: ComputePass) -> Result:
             await p.emit("Warning", "AggregateKept", _kept_message(kept))
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
-        return Result(requeue_after=p.settings.intervals.draining)  # 30 s: a requeue, not an error
+        return pool_pods.after_api_failure(p)  # 30 s: a requeue, not an error (sooner for a join's Ready pod)
     if mismatches:
         p.set(
             COND,

@@ -9,11 +9,20 @@ for). ``EVENTS`` admits just those two, and ``waking`` maps them to the pool tha
 that phase; every other pod event wakes nobody here.
 
 Ready is not proof of registration: nova-compute (no probes, §9.3) is Ready once its container
-runs, and registers its service after loading its config and reaching the conductor (the
-simulated cluster models that delay). ``recheck_after`` therefore has the pass look again a
-little later while a Pending node without a service runs a pod that turned Ready less than one
-Pending poll ago: at the pod's age since Ready (so at about 1, 2, 4, 8, 16 s), never later than
-the spec's poll. What the pass decides still rests on the compute API's answer alone.
+runs, and registers its service after loading its driver and reaching the conductor (the
+simulated cluster models that delay; a real one under load took longer than 16 s). ``recheck_after``
+therefore has the pass look again while a Pending node without a service runs a pod that turned
+Ready: after a quarter of the pod's age since Ready (at least 1 s: about 1, 2, 3, 4, 5, 6, 8, 10,
+12, 15, 19, 24, 30 s ...), for as long as that gap is shorter than the spec's Pending poll, which
+takes over from there (a pod Ready two minutes ago). A pod Ready before its Nova was (a bring-up:
+the pool's DaemonSet runs once the contract is published) counts from the Nova's Ready, which
+wakes the pool: nova-compute registers through the conductor, so its wait starts there. A service
+that registers is so seen at most a quarter of its wait late, where doubling gaps (1, 2, 4, 8, 16 s,
+then the poll) left it up to 14 s late.
+``recheck`` gives that look for a pass, also one whose compute API call failed (the API not
+answering yet beside a bring-up): the hint is the pod's, not the failed answer's, and a pool with
+no such node keeps the spec's 30 s. What the pass decides still rests on the compute API's answer
+alone.
 """
 
 from __future__ import annotations
@@ -24,11 +33,13 @@ from typing import Any, Final
 
 from nova_operator import conditions, naming
 from nova_operator.decisions import nodeplan
+from nova_operator.kube.resources import PODS
 from nova_operator.kube.types import Object
+from nova_operator.reconcilers.compute.context import ComputePass
 from nova_operator.renderers import compute_pool
 from nova_operator.runtime.cache import Cache
 from nova_operator.runtime.predicates import Predicate
-from nova_operator.runtime.request import Request
+from nova_operator.runtime.request import Request, Result
 from nova_operator.runtime.transform import ALL, Fields
 from nova_operator.timestamps import parse_rfc3339
 
@@ -40,6 +51,9 @@ KEPT: Final[Fields] = {
 
 MIN_RECHECK: Final = 1.0
 """The first look after a pod turned Ready (the age since Ready is rounded to whole seconds)."""
+
+RECHECK_SHARE: Final = 0.25
+"""The gap to the next look, as a share of the pod's age since Ready (so at most this late)."""
 
 _POOL_POD: Final = compute_pool.labels("")
 _GONE: Final = ("Succeeded", "Failed")
@@ -106,27 +120,69 @@ def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
     return mapper
 
 
-def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
-    cond = _ready_condition(pod)
+def _stamp(cond: Mapping[str, Any] | None) -> datetime | None:
     stamp = cond.get("lastTransitionTime") if cond is not None else None
-    return parse_rfc3339(stamp) if is_ready(pod) else None
+    return parse_rfc3339(stamp)
+
+
+def _ready_since(pod: Mapping[str, Any]) -> datetime | None:
+    return _stamp(_ready_condition(pod)) if is_ready(pod) else None
+
+
+def nova_ready_since(nova: Mapping[str, Any] | None) -> datetime | None:
+    """When the Nova last turned Ready (its conductor and API serve from then), or None: not Ready."""
+    cond = conditions.find(((nova or {}).get("status") or {}).get("conditions") or [], "Ready")
+    return _stamp(cond) if cond is not None and cond.get("status") == "True" else None
 
 
 def recheck_after(
-    pods: Sequence[Object], waiting: Iterable[str], now: datetime, window: float
+    pods: Sequence[Object],
+    waiting: Iterable[str],
+    now: datetime,
+    window: float,
+    nova_ready: datetime | None = None,
 ) -> float | None:
     """Seconds until the pass should look again for the services of ``waiting`` (Pending nodes with
-    no service), or None: the soonest of their pods' ages since Ready (at least ``MIN_RECHECK``),
-    for pods Ready less than ``window`` ago, and never past that window."""
+    no service), or None: the soonest over their Ready pods of ``RECHECK_SHARE`` of the pod's age
+    since Ready (at least ``MIN_RECHECK``), for the pods where that is shorter than ``window`` (the
+    Pending poll, which covers the others). A pod Ready before its Nova (``nova_ready``) counts from
+    the Nova's Ready instead: nova-compute registers through the conductor, so its wait starts
+    again there."""
     nodes = set(waiting)
     best: float | None = None
     for pod in pods:
         since = _ready_since(pod)
         if since is None or node_of(pod) not in nodes:
             continue
+        if nova_ready is not None:
+            since = max(since, nova_ready)
         age = max((now - since).total_seconds(), 0.0)  # a Ready stamp a little ahead of our clock: now
-        if age >= window:
+        delay = max(age * RECHECK_SHARE, MIN_RECHECK)
+        if delay >= window:
             continue
-        delay = min(max(age, MIN_RECHECK), window - age)
         best = delay if best is None else min(best, delay)
     return best
+
+
+def recheck(p: ComputePass, waiting: Sequence[str]) -> float | None:
+    """``recheck_after`` for a pass: its pool's pods from the cache, its Nova's Ready, its clock,
+    the Pending poll."""
+    if not waiting:
+        return None
+    pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name))
+    every = p.settings.intervals
+    return recheck_after(pods or [], waiting, p.now, every.draining, nova_ready_since(p.nova))
+
+
+def after_api_failure(p: ComputePass) -> Result:
+    """The requeue of a failed compute API call (§19: 30 s, not an error), or the join's look again
+    if sooner (``recheck`` of the ``unregistered`` nodes): their pods' Ready still says a service
+    is about to register, whatever this call's failure."""
+    every = p.settings.intervals
+    again = recheck(p, unregistered(p))
+    return Result(requeue_after=every.draining if again is None else min(every.draining, again))
+
+
+def unregistered(p: ComputePass) -> list[str]:
+    """The pass's Pending nodes with no service on their entries (what a failed read leaves known)."""
+    return [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING and not e.get("serviceID")]

@@ -243,7 +243,7 @@ async def reconcile_services(p: ComputePass) -> Result:
         services = await client.list_services()
     except ComputeAPIError as exc:
         p.set(COND, False, "ComputeAPIError", str(exc))
-        return Result(requeue_after=every.draining)
+        return pool_pods.after_api_failure(p)
     mapping_error: ComputeAPIError | None = None
     mapped: set[str] = set()
     if any(name in services for name in pending):
@@ -284,18 +284,16 @@ def _hinted(p: ComputePass, services: Mapping[str, ComputeService], draining: se
       term until the next pass renders the DaemonSet without it, so that pass comes at once
       (``next_pass``) rather than after the Releasing poll; the pod's going then wakes the pool
       (``pool_pods``).
-    - A Pending node with no service whose pod turned Ready recently: ``pool_pods.recheck_after``.
+    - A Pending node with no service whose pod turned Ready: ``pool_pods.recheck``.
     """
     every = p.settings.intervals
     found: list[float] = []
     if any(e.get("phase") == nodeplan.RELEASING and e["name"] in draining for e in p.nodes):
         found.append(every.next_pass)
     waiting = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING and e["name"] not in services]
-    if waiting:
-        pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name))
-        again = pool_pods.recheck_after(pods or [], waiting, p.now, every.draining)
-        if again is not None:
-            found.append(again)
+    again = pool_pods.recheck(p, waiting)
+    if again is not None:
+        found.append(again)
     return found
 
 

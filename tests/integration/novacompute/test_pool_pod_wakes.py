@@ -2,7 +2,8 @@
 
 The controller runs with the Pending, Draining, Releasing and settled polls at 600 s, so nothing in
 these tests can move by a poll: a joining node turns Active only because its pod turning Ready woke
-the pool (and the pass looked again until nova-compute, a little later, registered its service), and
+the pool (and the pass looked again until nova-compute, a little later, registered its service, also
+after a pass whose compute call failed), and
 a released node's service is deleted only because the pass after Releasing came at once and the
 pod's going woke the pool.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from simcluster import ControlPlane
 
-from nova_operator.kube.resources import DAEMONSETS
+from nova_operator.kube.resources import DAEMONSETS, NOVAS, PODS
 
 from .conftest import Env
 from .test_drain import hold_terms, phase, up
@@ -65,6 +67,68 @@ async def test_a_joining_node_turns_active_when_its_pod_is_ready_and_its_service
     assert entry is not None
     assert entry["serviceState"] == "up"
     await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def test_a_join_whose_pass_found_the_compute_api_failing_looks_again_by_its_pod_not_the_30_s(
+    env: Env,
+) -> None:
+    """A failed compute call requeues after the Pending/ComputeAPIError poll (600 s here); a node
+    whose pod just turned Ready keeps the pod's recheck all the same, so the pool sees the service
+    nova-compute registers once the API answers again."""
+    await up(env)
+    n3 = await env.node("n3", pool="a", zone="az1")
+    await env.until(lambda: _is(env, "n3", "Pending"))
+    await env.pod("n3")
+    await env.until(lambda: _reason(env, "WaitingForServices"))
+    await env.settle(1.0)
+
+    env.fake.set_fault("error", api="nova")  # the compute API not answering yet
+    await env.pod_ready("n3")
+    await env.until(lambda: _api_failed(env))
+    env.fake.set_fault(None)
+    env.fake.add_compute(n3, zone="az1")  # no Kubernetes object changes: only a recheck sees it
+    await env.until(lambda: _is(env, "n3", "Active"))
+    await env.until(lambda: _reason(env, "ServicesUp"))
+
+
+async def test_a_pod_ready_long_before_its_nova_is_looked_at_again_from_the_novas_ready(env: Env) -> None:
+    """At a bring-up the pool's pods can be Ready long before the Nova (nova-compute cannot register
+    before the conductor serves). The Nova turning Ready wakes the pool; its recheck counts from that
+    Ready, not from the pod's, which is past every recheck here (a pod Ready two hours ago)."""
+    await up(env)
+    n3 = await env.node("n3", pool="a", zone="az1")
+    await env.until(lambda: _is(env, "n3", "Pending"))
+    await env.pod("n3")
+    await env.until(lambda: _reason(env, "WaitingForServices"))
+    long_ago = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": long_ago}
+    await env.admin.patch_status(
+        PODS, "pool-n3", {"status": {"phase": "Running", "conditions": [ready]}}, env.ns
+    )
+    await env.settle(2.0)  # the pass its Ready woke found no service, and has no recheck to ask
+    assert await phase(env, "n3") == "Pending"
+
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nova_ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AllReady",
+        "message": "",
+        "lastTransitionTime": now,
+    }
+    await env.admin.patch_status(NOVAS, "nova", {"status": {"conditions": [nova_ready]}}, env.ns)
+    await asyncio.sleep(2.0)  # the pass the Nova's Ready woke found no service yet
+    assert await phase(env, "n3") == "Pending"
+    env.fake.add_compute(n3, zone="az1")  # registered through the conductor, a little later
+    await env.until(lambda: _is(env, "n3", "Active"))
+
+
+async def _api_failed(env: Env) -> bool:
+    for cond_type in ("AggregatesReady", "ServicesReady"):
+        cond = await env.condition(cond_type)
+        if cond is not None and cond["reason"] == "ComputeAPIError":
+            return True
+    return False
 
 
 async def test_a_released_pod_is_let_go_at_once_and_its_going_deletes_the_service(env: Env) -> None:

@@ -170,10 +170,11 @@ async def test_no_service_stays_pending_and_an_active_without_service_drops_back
 
 async def test_a_pending_node_whose_pod_turned_ready_is_looked_at_again_soon(stage: Stage) -> None:
     """nova-compute registers its service seconds after its pod turned Ready (no probes): the pass
-    looks again at the pod's age since Ready (1, 2, 4, 8, 16 s), never later than the 30 s poll."""
+    looks again after a quarter of the pod's age since Ready (at least 1 s), while that is shorter
+    than the 30 s poll."""
     await stage.pod("n1")
     await stage.pod("n2")
-    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T09:59:56Z"}  # NOW - 4 s
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T09:59:40Z"}  # NOW - 20 s
     await stage.status(PODS, "pool-n1", {"phase": "Running", "conditions": [ready]})
     pods = (await stage.admin.list(PODS, stage.ns))["items"]  # as the Pod informer holds them
     compute = FakeCompute()
@@ -183,7 +184,7 @@ async def test_a_pending_node_whose_pod_turned_ready_is_looked_at_again_soon(sta
     p.listed = lambda ref, ns, labels: pods if ref == PODS else None
     result = await reconcile_services(p)
     assert cond(p) == ("False", "WaitingForServices")
-    assert result.requeue_after == 4
+    assert result.requeue_after == 5  # past the 16 s the doubling looks stopped at
     # n2's pod is not Ready: nothing has started there, the spec's poll
     p, _ = stage.pass_over(await ledger(stage, [{"name": "n2", "phase": "Pending"}]), compute=compute)
     p.listed = lambda ref, ns, labels: pods if ref == PODS else None

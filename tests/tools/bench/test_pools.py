@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from bench import audit, poolfigures, pools, report
+from bench.__main__ import main
 from bench.poolfigures import ComputeCall
 
 OPERATOR = "system:serviceaccount:nova-system:nova-operator"
@@ -170,3 +172,27 @@ def test_the_pools_table_prints_every_row_of_a_result_even_a_partial_one() -> No
     text = report.pools_table({"pools": 2, "nodes_per_pool": 10, "nodes": 20, "ready": {"last": 31.5}})
     assert "| all pools Ready: last (s) | 31.5 |" in text
     assert "| drain: every service deleted (s) | - |" in text
+
+
+def test_joins_are_back_to_back_unless_a_gap_is_asked_and_none_waits_before_the_first() -> None:
+    assert [pools.gap_before(k, 0.0) for k in range(3)] == [0.0, 0.0, 0.0]
+    assert [pools.gap_before(k, 35.0) for k in range(3)] == [0.0, 35.0, 35.0]
+    assert pools.gap_before(2, -1.0) == 0.0
+
+
+@pytest.mark.parametrize(("argv", "gap"), [([], 0.0), (["--join-gap", "35"], 35.0)])
+def test_the_join_gap_reaches_the_run_and_its_table(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], gap: float
+) -> None:
+    asked: list[pools.PoolsOptions] = []
+
+    def fake_run(opts: pools.PoolsOptions) -> dict[str, Any]:
+        asked.append(opts)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pools, "run", fake_run)
+    with pytest.raises(SystemExit):
+        main(["pools", "--pools", "2", "--nodes", "3", *argv])
+    assert [o.join_gap for o in asked] == [gap]
+    text = report.pools_table({"join": {"gap_seconds": gap, "p95": 4.0}})
+    assert f"| wait between joins (s) | {report._fmt(gap)} |" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -91,11 +92,35 @@ def _at(seconds: float) -> list[Object]:
     return [pod("n1", since=NOW - timedelta(seconds=seconds))]
 
 
-def test_recheck_doubles_from_one_second_and_ends_with_the_pending_poll() -> None:
+def test_recheck_is_a_quarter_of_the_age_since_ready_until_that_reaches_the_pending_poll() -> None:
     waiting = ["n1"]
-    ages = (0, 1, 2, 4, 8, 16, 25, 30, 45)
+    ages = (0, 1, 4, 8, 16, 20, 30, 45, 100, 119, 120, 300)
     got = {age: pool_pods.recheck_after(_at(age), waiting, NOW, 30.0) for age in ages}
-    assert got == {0: 1.0, 1: 1.0, 2: 2.0, 4: 4.0, 8: 8.0, 16: 14.0, 25: 5.0, 30: None, 45: None}
+    assert got == {
+        0: 1.0,
+        1: 1.0,
+        4: 1.0,
+        8: 2.0,
+        16: 4.0,  # a service registering 17-20 s after Ready is seen by 20 s, not at 30 s
+        20: 5.0,
+        30: 7.5,  # still looking past the first Pending poll
+        45: 11.25,
+        100: 25.0,
+        119: 29.75,
+        120: None,  # the gap would be the poll's: the poll covers it
+        300: None,
+    }
+
+
+def test_recheck_gaps_grow_by_a_quarter_so_a_registration_is_seen_at_most_a_quarter_late() -> None:
+    age, looks = 0.0, []
+    while (gap := pool_pods.recheck_after(_at(age), ["n1"], NOW, 30.0)) is not None:
+        age += gap
+        looks.append(age)
+    assert len(looks) < 30  # a bounded number of extra passes per join
+    assert looks[-1] >= 120.0
+    for before, after in itertools.pairwise(looks):  # (+1: the stamp's whole seconds)
+        assert after - before <= max(pool_pods.MIN_RECHECK, (before + 1) * pool_pods.RECHECK_SHARE)
 
 
 def test_recheck_only_for_waiting_nodes_with_a_ready_pod() -> None:
@@ -104,8 +129,8 @@ def test_recheck_only_for_waiting_nodes_with_a_ready_pod() -> None:
         pod("n2", since=NOW - timedelta(seconds=3)),
         pod("n3", ready=False),
     ]
-    assert pool_pods.recheck_after(pods, ["n1"], NOW, 30.0) == 8.0
-    assert pool_pods.recheck_after(pods, ["n1", "n2"], NOW, 30.0) == 3.0  # the soonest
+    assert pool_pods.recheck_after(pods, ["n1"], NOW, 30.0) == 2.0
+    assert pool_pods.recheck_after(pods, ["n1", "n2"], NOW, 30.0) == 1.0  # the soonest
     assert pool_pods.recheck_after(pods, ["n3"], NOW, 30.0) is None  # not Ready: nothing started
     assert pool_pods.recheck_after(pods, [], NOW, 30.0) is None
     ahead = [pod("n1", since=NOW + timedelta(seconds=2))]  # the kubelet's clock a little ahead
@@ -113,3 +138,27 @@ def test_recheck_only_for_waiting_nodes_with_a_ready_pod() -> None:
     no_stamp = pod("n1")
     del no_stamp["status"]["conditions"][0]["lastTransitionTime"]
     assert pool_pods.recheck_after([no_stamp], ["n1"], NOW, 30.0) is None
+
+
+def _nova(status: str, since: datetime) -> Object:
+    ready = {"type": "Ready", "status": status, "lastTransitionTime": _stamp(since)}
+    return {"status": {"conditions": [ready]}}
+
+
+def test_a_pod_ready_before_its_nova_counts_from_the_novas_ready() -> None:
+    long_ago = _at(100)  # Ready while the conductor was not serving yet: nova-compute could not register
+    assert pool_pods.recheck_after(long_ago, ["n1"], NOW, 30.0) == 25.0
+    nova_ready = NOW - timedelta(seconds=8)
+    assert pool_pods.recheck_after(long_ago, ["n1"], NOW, 30.0, nova_ready) == 2.0
+    assert pool_pods.recheck_after(_at(600), ["n1"], NOW, 30.0, nova_ready) == 2.0  # past the poll: again
+    # a pod Ready after the Nova counts from its own Ready
+    assert pool_pods.recheck_after(_at(4), ["n1"], NOW, 30.0, NOW - timedelta(seconds=300)) == 1.0
+    assert pool_pods.recheck_after(_at(100), ["n1"], NOW, 30.0, NOW - timedelta(seconds=300)) == 25.0
+
+
+def test_the_novas_ready_time_is_its_ready_conditions_transition_while_true() -> None:
+    at = NOW - timedelta(seconds=8)
+    assert pool_pods.nova_ready_since(_nova("True", at)) == at
+    assert pool_pods.nova_ready_since(_nova("False", at)) is None
+    assert pool_pods.nova_ready_since({"status": {}}) is None
+    assert pool_pods.nova_ready_since(None) is None

@@ -8,8 +8,8 @@ deleted, changes generation, starts deleting, or changes which nodes it holds (o
 that change concerns: ``concerned_siblings``); the ``<nova>-compute-config``
 contract Secrets; Node label changes, mapped to the pools that select or hold the node; and the
 Nova's discover-hosts Job turning Complete or Failed, mapped to the Nova's pools with a Pending node;
-a pool's pod turning Ready on a node it holds Pending, or gone from one it holds Releasing
-(``pool_pods``).
+a pool's pod turning Ready on a node it holds Pending or Active with its service seen down, or gone
+from one it holds Releasing (``pool_pods``).
 
 Nodes (issue 41): an optional, cluster-wide Node informer keeping metadata only. While it has not
 synced (before its first list, or always where the install's RBAC does not let it list and watch

@@ -23,6 +23,14 @@ then the poll) left it up to 14 s late.
 answering yet beside a bring-up): the hint is the pod's, not the failed answer's, and a pool with
 no such node keeps the spec's 30 s. What the pass decides still rests on the compute API's answer
 alone.
+
+The same holds for a service coming back (issue 41, after the real tier's hung-compute fault): a
+pool holding a node Active whose service it last saw down (``serviceState: down`` on the entry,
+what its ``ServicesDown`` condition lists) waits on nova-compute to report again, which it does
+once the kubelet has restarted its pod. That pod turning Ready wakes the pool too, and the pass
+looks again on the same schedule (``returning``), for as long as the gap is shorter than the
+steady poll (60 s) that would otherwise see the service up. A pool whose services are all up has
+no such node: no pod event wakes it and no pass looks again sooner.
 """
 
 from __future__ import annotations
@@ -99,9 +107,23 @@ EVENTS: Final = Predicate(
 """A pool pod turning Ready, finishing, or deleted (the mapper keeps only those a phase waits on)."""
 
 
+def is_down(entry: Mapping[str, Any]) -> bool:
+    """An Active entry whose service the pool last saw down (the nodes ``ServicesDown`` lists)."""
+    return entry.get("phase") == nodeplan.ACTIVE and entry.get("serviceState") == "down"
+
+
+def _waits_on_ready(entry: Mapping[str, Any]) -> bool:
+    return entry.get("phase") == nodeplan.PENDING or is_down(entry)
+
+
+def _waits_on_gone(entry: Mapping[str, Any]) -> bool:
+    return entry.get("phase") == nodeplan.RELEASING
+
+
 def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
-    """A pool pod -> its pool, if that pool holds the pod's node as Pending (a Ready pod: its service
-    registers) or as Releasing (a pod gone: the release can go on)."""
+    """A pool pod -> its pool, if that pool holds the pod's node as Pending or as Active with its
+    service down (a Ready pod: its service registers or reports again) or as Releasing (a pod gone:
+    the release can go on)."""
 
     def mapper(pod: Object) -> Iterable[Request]:
         meta = _meta(pod)
@@ -111,9 +133,9 @@ def waking(pools: Cache) -> Callable[[Object], Iterable[Request]]:
         pool = pools.get(name, namespace) if name and node else None
         if pool is None:
             return []
-        wanted = nodeplan.PENDING if is_ready(pod) else nodeplan.RELEASING
+        waits = _waits_on_ready if is_ready(pod) else _waits_on_gone
         held = (pool.get("status") or {}).get("nodes") or []
-        if any(e.get("name") == node and e.get("phase") == wanted for e in held):
+        if any(e.get("name") == node and waits(e) for e in held):
             return [Request(namespace, name)]
         return []
 
@@ -164,22 +186,34 @@ def recheck_after(
     return best
 
 
-def recheck(p: ComputePass, waiting: Sequence[str]) -> float | None:
-    """``recheck_after`` for a pass: its pool's pods from the cache, its Nova's Ready, its clock,
-    the Pending poll."""
-    if not waiting:
+def recheck(p: ComputePass, waiting: Sequence[str], back: Sequence[str] = ()) -> float | None:
+    """``recheck_after`` for a pass: its pool's pods from the cache, its Nova's Ready, its clock;
+    ``waiting`` (Pending nodes with no service) until the Pending poll, ``back`` (Active nodes whose
+    service was seen down: ``returning``) until the steady poll."""
+    if not waiting and not back:
         return None
-    pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name))
+    pods = p.listed(PODS, p.namespace, compute_pool.selector_labels(p.name)) or []
     every = p.settings.intervals
-    return recheck_after(pods or [], waiting, p.now, every.draining, nova_ready_since(p.nova))
+    nova = nova_ready_since(p.nova)
+    found = [
+        again
+        for nodes, window in ((waiting, every.draining), (back, every.settled))
+        if nodes and (again := recheck_after(pods, nodes, p.now, window, nova)) is not None
+    ]
+    return min(found, default=None)
+
+
+def returning(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Active nodes whose service was last seen down (``is_down``)."""
+    return [str(e["name"]) for e in nodes if is_down(e)]
 
 
 def after_api_failure(p: ComputePass) -> Result:
     """The requeue of a failed compute API call (§19: 30 s, not an error), or the join's look again
     if sooner (``recheck`` of the ``unregistered`` nodes): their pods' Ready still says a service
-    is about to register, whatever this call's failure."""
+    is about to register (or a down one to report again), whatever this call's failure."""
     every = p.settings.intervals
-    again = recheck(p, unregistered(p))
+    again = recheck(p, unregistered(p), returning(p.nodes))
     return Result(requeue_after=every.draining if again is None else min(every.draining, again))
 
 

@@ -234,11 +234,12 @@ async def reconcile_services(p: ComputePass) -> Result:
     every = p.settings.intervals
     poll = poll_interval(p.nodes, every)  # before the walk: a node dropped now still polls soon
     pending = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING]
-    moving = pending or any(e.get("phase") in _COSTLY for e in p.nodes)
+    moving = pending or any(e.get("phase") in _COSTLY for e in p.nodes) or _coming_back(p)
     try:
         # A pool with a joining or leaving node reads the services anew: a joining node's service
         # shows at once, and no drain decision rests on a read a sibling made seconds ago (a cell
-        # that stopped answering since must stop it). Only a settled pool shares the Nova's view.
+        # that stopped answering since must stop it). So does a pool looking again for a down
+        # service whose pod turned Ready lately. Only a settled pool shares the Nova's view.
         client = await (p.fresh(view.SERVICES) if moving else p.compute())
         services = await client.list_services()
     except ComputeAPIError as exc:
@@ -284,17 +285,25 @@ def _hinted(p: ComputePass, services: Mapping[str, ComputeService], draining: se
       term until the next pass renders the DaemonSet without it, so that pass comes at once
       (``next_pass``) rather than after the Releasing poll; the pod's going then wakes the pool
       (``pool_pods``).
-    - A Pending node with no service whose pod turned Ready: ``pool_pods.recheck``.
+    - A Pending node with no service, or an Active node whose service is down, whose pod turned
+      Ready: ``pool_pods.recheck``.
     """
     every = p.settings.intervals
     found: list[float] = []
     if any(e.get("phase") == nodeplan.RELEASING and e["name"] in draining for e in p.nodes):
         found.append(every.next_pass)
     waiting = [e["name"] for e in p.nodes if e.get("phase") == nodeplan.PENDING and e["name"] not in services]
-    again = pool_pods.recheck(p, waiting)
+    again = pool_pods.recheck(p, waiting, pool_pods.returning(p.nodes))
     if again is not None:
         found.append(again)
     return found
+
+
+def _coming_back(p: ComputePass) -> bool:
+    """A node whose service the pool last saw down runs a pod whose Ready is recent enough for a
+    recheck (``pool_pods.recheck``): this pass looks for that service's return."""
+    back = pool_pods.returning(p.nodes)
+    return bool(back) and pool_pods.recheck(p, [], back) is not None
 
 
 def _condition(p: ComputePass, unmapped: list[str], note: str) -> None:

@@ -5,7 +5,8 @@ these tests can move by a poll: a joining node turns Active only because its pod
 the pool (and the pass looked again until nova-compute, a little later, registered its service, also
 after a pass whose compute call failed), and
 a released node's service is deleted only because the pass after Releasing came at once and the
-pod's going woke the pool.
+pod's going woke the pool, and a service seen down is seen up again only because its pod turning
+Ready again woke the pool and the pass looked again until the service reported.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pytest
 from kubernetes_asyncio import client
 from simcluster import ControlPlane
 
-from nova_operator.kube.resources import DAEMONSETS, NOVAS, PODS
+from nova_operator.kube.resources import DAEMONSETS, NOVACOMPUTES, NOVAS, PODS
+from nova_operator.openstack.view import VIEW_TTL
 
 from .conftest import Env
 from .test_drain import hold_terms, phase, up
@@ -121,6 +123,52 @@ async def test_a_pod_ready_long_before_its_nova_is_looked_at_again_from_the_nova
     assert await phase(env, "n3") == "Pending"
     env.fake.add_compute(n3, zone="az1")  # registered through the conductor, a little later
     await env.until(lambda: _is(env, "n3", "Active"))
+
+
+async def test_a_down_service_is_seen_up_soon_after_its_pod_turns_ready_again(env: Env) -> None:
+    """A hung nova-compute: Nova reports its service down, the pool says ServicesDown; the kubelet
+    restarts the pod, which turns Ready, and the service reports again a little later. The pod's
+    Ready wakes the pool and its pass looks again until it sees the service up; a pod turning Ready
+    beside services that are all up wakes nothing."""
+    n1, _ = await up(env)
+    await env.until(lambda: _reason(env, "ServicesUp"))
+    await env.settle(1.0)
+    passes = env.step_count("Services")
+    await _pod_ready_since(env, "n1", datetime.now(UTC) - timedelta(hours=2))  # Ready long ago, up
+    await env.settle(2.0)
+    assert env.step_count("Services") == passes  # a converged pool: no pass
+
+    env.fake.set_service_state(n1, "down")  # nova-compute hung
+    await asyncio.sleep(VIEW_TTL)  # the settled pool's passes share a services read this long
+    await env.admin.patch(NOVACOMPUTES, "pool", {"metadata": {"annotations": {"touch": "1"}}}, env.ns)
+    await env.until(lambda: _reason(env, "ServicesDown"))  # that pass has no recheck: a pod Ready 2 h ago
+    await env.settle(2.0)
+    await _pod_not_ready(env, "n1")  # the kubelet restarts the container
+    await env.pod_ready("n1")
+    await asyncio.sleep(2.0)  # nova-compute reports again after its start
+    assert await _reason(env, "ServicesDown")
+    woken = env.step_count("Services") - passes
+    assert woken >= 2  # the touch's pass and the one the Ready woke (and its rechecks)
+    env.fake.set_service_state(n1, "up")  # no Kubernetes object changes: only a recheck sees it
+    await env.until(lambda: _reason(env, "ServicesUp"))
+    entry = await env.entry("n1")
+    assert entry is not None
+    assert entry["serviceState"] == "up"
+
+
+async def _pod_ready_since(env: Env, short: str, since: datetime) -> None:
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    await env.admin.patch_status(
+        PODS, f"pool-{short}", {"status": {"phase": "Running", "conditions": [ready]}}, env.ns
+    )
+
+
+async def _pod_not_ready(env: Env, short: str) -> None:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = {"type": "Ready", "status": "False", "lastTransitionTime": now}
+    await env.admin.patch_status(
+        PODS, f"pool-{short}", {"status": {"phase": "Running", "conditions": [cond]}}, env.ns
+    )
 
 
 async def _api_failed(env: Env) -> bool:

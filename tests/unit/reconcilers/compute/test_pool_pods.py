@@ -80,6 +80,20 @@ def test_a_ready_pod_wakes_its_pool_only_for_a_pending_node_and_a_gone_pod_only_
     assert list(wake(pod("n1", pool="pool-b"))) == []  # a pool the cache does not know
 
 
+def test_a_ready_pod_wakes_its_pool_for_an_active_node_whose_service_it_last_saw_down() -> None:
+    pool = pool_obj("pool-a", [("n1", "Active"), ("n2", "Active"), ("n3", "Active")])
+    pool["status"]["nodes"][0]["serviceState"] = "down"
+    pool["status"]["nodes"][1]["serviceState"] = "up"
+    wake = pool_pods.waking(cache_of(pool))
+    assert list(wake(pod("n1"))) == [Request("ns", "pool-a")]  # its nova-compute is back: it reports soon
+    assert list(wake(pod("n2"))) == []  # up: a converged node's pod wakes nobody
+    assert list(wake(pod("n3"))) == []  # no service state seen
+    assert list(wake(pod("n1", ready=False, phase="Failed"))) == []  # only Ready counts for it
+    assert pool_pods.returning(pool["status"]["nodes"]) == ["n1"]
+    draining = {"name": "n4", "phase": "Draining", "serviceState": "down"}
+    assert pool_pods.returning([draining]) == []  # a leaving node's service is not waited on
+
+
 def test_a_deleted_pod_counts_as_gone_not_ready() -> None:
     deleting = pod("n3")
     deleting["metadata"]["deletionTimestamp"] = _stamp(NOW)

@@ -46,7 +46,8 @@ async def standins(
     admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
     async with AsyncKube(control_plane.server, control_plane.admin_token, control_plane.ca_file) as kube:
         stop = asyncio.Event()
-        runner = asyncio.create_task(StandIns(kube, backend=backends).run(stop))
+        # its own namespace only: the session's control plane holds what the integration tests left
+        runner = asyncio.create_task(StandIns(kube, backend=backends, namespace=ns).run(stop))
         try:
             yield kube, ns
         finally:

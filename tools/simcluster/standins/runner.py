@@ -31,9 +31,16 @@ class StandIns:
     """Runs every stand-in controller until ``stop`` is set (see the module docstring)."""
 
     def __init__(
-        self, kube: AsyncKube, openstack: FakeOpenStack | None = None, backend: Backend | None = None
+        self,
+        kube: AsyncKube,
+        openstack: FakeOpenStack | None = None,
+        backend: Backend | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.kube = kube
+        # only this namespace's objects are acted on (None: all); a test's own stand-ins on a shared
+        # control plane must not act on what other tests left there, against real servers at that
+        self.namespace = namespace
         self.handled = 0  # keys reconciled
         self.queue: KeyQueue[Key] = KeyQueue()
         paths = dict.fromkeys(path for kind in CACHED for path in kind.watches)
@@ -59,14 +66,18 @@ class StandIns:
             for kind, store in self.stores.items():
                 if kind in self._owner:
                     for ns, name in list(store.objects):
-                        self.queue.add((kind, ns, name))
+                        self._add((kind, ns, name))
 
     def _changed(self, store: Store, obj: JSON, deleted: bool) -> None:
         if store.kind in self._owner:
-            self.queue.add((store.kind, *key_of(obj)))
+            self._add((store.kind, *key_of(obj)))
         for stand_in in self.stand_ins:
             for key in stand_in.affected(store.kind, obj):
-                self.queue.add(key)
+                self._add(key)
+
+    def _add(self, key: Key) -> None:
+        if self.namespace is None or key[1] == self.namespace:
+            self.queue.add(key)
 
     async def _handle(self, key: Key) -> None:
         kind, ns, name = key

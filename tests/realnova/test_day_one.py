@@ -128,15 +128,21 @@ def resources(flavor: dict[str, Any]) -> dict[str, int]:
     return {"VCPU": flavor["vcpus"], "MEMORY_MB": flavor["ram"], "DISK_GB": flavor["disk"]}
 
 
-@pytest.fixture(scope="module")
-def day(minimal: SimHandle) -> Iterator[Day]:
-    """An image (1 MiB of raw disk) in Glance and two flavors; cleaned up with whatever the tests left."""
-    assert minimal.real is not None
-    osv = minimal.real.openstack
-    d = Day(minimal, OpenStackClient(minimal, compute_url(minimal, NOVA)), osv.placement_url, osv.glance_url)
-    d.image = upload_image(d.glance, d.token(), "day-one", os.urandom(1024 * 1024))
+def new_day(handle: SimHandle, image_name: str) -> Day:
+    """The scenario's cloud on ``handle``: an image (1 MiB of raw disk) in Glance and the two flavors."""
+    assert handle.real is not None
+    osv = handle.real.openstack
+    d = Day(handle, OpenStackClient(handle, compute_url(handle, NOVA)), osv.placement_url, osv.glance_url)
+    d.image = upload_image(d.glance, d.token(), image_name, os.urandom(1024 * 1024))
     for flavor in (SMALL, LARGE):
         d.flavors[flavor["name"]] = d.client.call("POST", "/flavors", {"flavor": flavor})["flavor"]["id"]
+    return d
+
+
+@pytest.fixture(scope="module")
+def day(minimal: SimHandle) -> Iterator[Day]:
+    """``new_day``, cleaned up with whatever the tests left."""
+    d = new_day(minimal, "day-one")
     try:
         yield d
     finally:

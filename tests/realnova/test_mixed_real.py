@@ -17,7 +17,6 @@ import base64
 import configparser
 import ipaddress
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -35,7 +34,6 @@ from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import COMPUTE_IMAGE, launch_real
 from simcluster.realtier.real_compute import RealCompute
 
-from tests.realnova.cloud import upload_image
 from tests.realnova.realcluster import (
     NAMESPACE,
     NOVA,
@@ -53,7 +51,7 @@ from tests.realnova.realcluster import (
     tier_pool,
     wait_for,
 )
-from tests.realnova.test_day_one import LARGE, SMALL, Day, resources
+from tests.realnova.test_day_one import LARGE, SMALL, Day, new_day, resources
 
 pytestmark = [pytest.mark.realnova, pytest.mark.long]
 
@@ -251,13 +249,8 @@ def test_the_pool_pods_memory_in_the_nodes_cgroup_stays_under_its_limit(mixed: S
 
 @pytest.fixture(scope="module")
 def day(mixed: SimHandle) -> Iterator[Day]:
-    """An image in Glance and the day-one flavors; the server and they deleted afterwards."""
-    assert mixed.real is not None
-    osv = mixed.real.openstack
-    d = Day(mixed, OpenStackClient(mixed, compute_url(mixed, NOVA)), osv.placement_url, osv.glance_url)
-    d.image = upload_image(d.glance, d.token(), "mixed", os.urandom(1024 * 1024))
-    for flavor in (SMALL, LARGE):
-        d.flavors[flavor["name"]] = d.client.call("POST", "/flavors", {"flavor": flavor})["flavor"]["id"]
+    """The day-one scenario's image and flavors (``new_day``); the server deleted afterwards."""
+    d = new_day(mixed, "mixed")
     try:
         yield d
     finally:

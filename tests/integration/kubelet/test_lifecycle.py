@@ -355,3 +355,54 @@ async def test_removing_the_node_leaves_no_process_mount_or_directory_behind(
     assert pid_namespaces() & set(namespaces) == set()
     assert str(kubelet.state_dir) not in host_mounts()
     assert await kube.get(f"/api/v1/nodes/{created['spec']['nodeName']}") is None
+
+
+async def test_a_pod_deleted_while_it_waits_to_start_is_released(
+    kube: AsyncKube, kubelet: Kubelet, namespace: str
+) -> None:
+    # Pods that cannot start: a Secret volume that does not exist (FailedMount), an image the stand-in
+    # does not have (ErrImagePull), an env var from a missing Secret (CreateContainerConfigError).
+    # Each waits for the next change; the delete is such a change, and it must end the wait rather
+    # than wake it (a Deployment's replacement pod deleted with its Nova stayed Terminating for good).
+    waiting = {
+        "mount": {
+            "volumes": [{"name": "s", "secret": {"secretName": "absent"}}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": IMAGE,
+                    "command": ["sleep", "3600"],
+                    "volumeMounts": [{"name": "s", "mountPath": "/s"}],
+                }
+            ],
+        },
+        "pull": {"containers": [{"name": "c", "image": "registry.invalid/nope:1", "command": ["true"]}]},
+        "config": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": IMAGE,
+                    "command": ["sleep", "3600"],
+                    "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "t"}}}],
+                }
+            ]
+        },
+    }
+    for name, spec in waiting.items():
+        await create_pod(
+            kube, namespace, kubelet.nodes[0], name, {"terminationGracePeriodSeconds": 1, **spec}
+        )
+    for name in waiting:
+        await wait_pod(kube, namespace, name, lambda p: "podIP" in p["status"])
+    await asyncio.sleep(1)  # in the wait for the next change
+    for name in waiting:
+        await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": 1})
+    left: set[str] = set(waiting)
+    for _ in range(100):
+        listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        left = {p["metadata"]["name"] for p in listed["items"]} & set(waiting)
+        if not left:
+            break
+        await asyncio.sleep(0.2)
+    assert not left, f"still Terminating: {sorted(left)}"
+    assert not kubelet.workers

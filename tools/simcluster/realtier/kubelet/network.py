@@ -201,7 +201,8 @@ class PodNetwork:
             asyncio.create_task(reflect(self.kube, self.slices, self._changed, self._stop)),
             asyncio.create_task(self._sync_loop()),
         ]
-        await asyncio.wait_for(asyncio.gather(self.services.synced.wait(), self.slices.synced.wait()), 30)
+        async with asyncio.timeout(30):
+            await asyncio.gather(self.services.synced.wait(), self.slices.synced.wait())
         await self.sync()
 
     def _setup_host(self) -> None:

@@ -77,6 +77,16 @@ class NodeContext:
     network: Any = None  # a network.PodNetwork; None: every pod on the node's network
 
 
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    """``task`` cancelled and ended: cancelled again while it runs on (a cancel that a library
+    swallowed must not leave the pod's life running and its deletion waiting on it for good)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled():
+        task.exception()  # retrieved: its failure was logged by the task's own callback
+
+
 def _should_restart(policy: str, code: int) -> bool:
     return policy == "Always" or (policy == "OnFailure" and code != 0)
 
@@ -144,16 +154,22 @@ class PodWorker:
                 life = asyncio.create_task(self._life(), name=f"pod {self.namespace}/{self.name}")
                 life.add_done_callback(self._log_failure)
             await self.deleting.wait()
+            log.info(
+                "pod %s/%s: deleting (grace %s, gone from the API: %s)",
+                self.namespace,
+                self.name,
+                self.pod["metadata"].get("deletionGracePeriodSeconds"),
+                self.removed,
+            )
             if life is not None:
-                life.cancel()
-                await asyncio.gather(life, return_exceptions=True)
+                await _cancelled(life)
                 await self._terminate()
             if not self.removed:
                 await self._release()
+            log.info("pod %s/%s: released", self.namespace, self.name)
         finally:
             if life is not None and not life.done():
-                life.cancel()
-                await asyncio.gather(life, return_exceptions=True)
+                await _cancelled(life)
             await self.cleanup()
 
     def _log_failure(self, task: asyncio.Task[None]) -> None:
@@ -161,6 +177,7 @@ class PodWorker:
             log.error("pod %s/%s: %r", self.namespace, self.name, task.exception())
 
     async def _life(self) -> None:
+        log.info("pod %s/%s: starting (uid %s)", self.namespace, self.name, self.uid)
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.ctx.network is not None and not self.pod["spec"].get("hostNetwork"):
             self.sandbox = await self.ctx.network.sandbox(self.pod)
@@ -376,7 +393,8 @@ class PodWorker:
             wait = max(0.0, begun + tick * state.timing.period - loop.time())
             if kind == "readiness" and not started.is_set() and c.get("startupProbe"):
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(started.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await started.wait()
                 if started.is_set():
                     tick -= 1  # the trigger runs out of turn; the ticker keeps its phase
                     continue
@@ -402,7 +420,8 @@ class PodWorker:
         pre_stop = (c.get("lifecycle") or {}).get("preStop")
         if pre_stop and proc.returncode is None and grace > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(probes.run(pre_stop, c, self._pod_ip(), grace, proc.exec), grace)
+                async with asyncio.timeout(grace):
+                    await probes.run(pre_stop, c, self._pod_ip(), grace, proc.exec)
         if proc.returncode is not None:
             return
         remaining = max(grace - (time.monotonic() - started), MIN_GRACE if grace > 0 else 0.0)
@@ -581,9 +600,13 @@ class PodWorker:
     # -- helpers --------------------------------------------------------------------------------
 
     async def _wait_change(self, seconds: float) -> None:
+        """Until the pod changes, at most ``seconds``. Not ``asyncio.wait_for``: on Python 3.11 it
+        returns the inner result when the waiter is cancelled in the same turn the event is set, and a
+        deletion does both (``update`` sets ``deleting`` and ``changed``), so the cancel was lost."""
         self.changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self.changed.wait()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

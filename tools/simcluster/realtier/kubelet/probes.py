@@ -60,7 +60,8 @@ async def http_get(action: JSON, container: JSON, pod_ip: str, seconds: float) -
                 await writer.wait_closed()
 
     try:
-        code = await asyncio.wait_for(go(), seconds)
+        async with asyncio.timeout(seconds):
+            code = await go()
     except (TimeoutError, OSError, ValueError, IndexError, ssl.SSLError):
         return Result.FAILURE
     return Result.SUCCESS if 200 <= code < 400 else Result.FAILURE
@@ -70,7 +71,8 @@ async def tcp_socket(action: JSON, container: JSON, pod_ip: str, seconds: float)
     host = action.get("host") or pod_ip
     port = resolve_port(action["port"], container)
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), seconds)
+        async with asyncio.timeout(seconds):
+            _, writer = await asyncio.open_connection(host, port)
     except (TimeoutError, OSError):
         return Result.FAILURE
     writer.close()

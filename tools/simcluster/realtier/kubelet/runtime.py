@@ -137,7 +137,8 @@ class Process:
             start_new_session=True,
         )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+            async with asyncio.timeout(seconds):
+                out, _ = await proc.communicate()
         except TimeoutError:
             return None, ""
         finally:  # timed out or cancelled: the exec'd process is killed (its child by pdeathsig)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import pathlib
 import threading
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,26 @@ class KubeletThread:
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubelet-standin", daemon=True)
         self._kube: AsyncKube | None = None
         self.kubelet: Kubelet | None = None
+        self._log: logging.FileHandler | None = None
+
+    def _open_log(self) -> None:
+        """The stand-in's own records (pods started, deleted, released) in ``<state_dir>/kubelet.log``,
+        from its thread only: a scenario that waits on a pod can read why it is stuck."""
+        self._state_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self._state_dir / "kubelet.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.addFilter(lambda record: record.thread == self._thread.ident)
+        logger = logging.getLogger("simcluster.kubelet")
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+        self._log = handler
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            logging.getLogger("simcluster.kubelet").removeHandler(self._log)
+            self._log.close()
+            self._log = None
 
     def _call(self, coro: Any, timeout: float = 120.0) -> Any:
         future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -47,6 +68,7 @@ class KubeletThread:
 
     def start(self) -> KubeletThread:
         self._thread.start()
+        self._open_log()
         self._call(self._start())
         return self
 
@@ -108,6 +130,7 @@ class KubeletThread:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+            self._close_log()
 
     async def _stop(self, remove_nodes: bool) -> None:
         if self.kubelet is not None:

@@ -112,7 +112,8 @@ class Tracker:
                 return False
             self.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
+                async with asyncio.timeout(min(left, 1.0)):
+                    await self.changed.wait()
         return True
 
 

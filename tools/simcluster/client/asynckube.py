@@ -95,6 +95,8 @@ class AsyncKube:
 
 
 async def sleep_or(event: asyncio.Event, seconds: float) -> None:
-    """Sleep up to ``seconds``, or less if ``event`` is set."""
+    """Sleep up to ``seconds``, or less if ``event`` is set. (``asyncio.timeout``, not ``wait_for``:
+    on Python 3.11 ``wait_for`` loses a cancel that comes in the turn the event is set.)"""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await event.wait()

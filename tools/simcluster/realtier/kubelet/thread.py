@@ -124,6 +124,7 @@ class KubeletThread:
 
     def stop(self, *, remove_nodes: bool = False) -> None:
         if not self._thread.is_alive():
+            self._close_loop()
             return
         try:
             self._call(self._stop(remove_nodes))
@@ -131,6 +132,12 @@ class KubeletThread:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
             self._close_log()
+            self._close_loop()
+
+    def _close_loop(self) -> None:
+        """The loop closed once its thread has ended (left open, it warned at the interpreter's exit)."""
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()
 
     async def _stop(self, remove_nodes: bool) -> None:
         if self.kubelet is not None:

@@ -5,7 +5,8 @@ bridge's gateway, on the ports ``RealNodes.relay`` forwards; the pods of the kub
 (on that bridge) are beyond it. ``ServiceBridge`` listens on ``address:port`` of the host (the gateway,
 with ``port`` among the relayed ones) and connects each client to the Service's ClusterIP, looked up
 at each connection (the Service may be made after the bridge starts); the host reaches ClusterIPs
-through the stand-in's rules. The operator's pods reach the sample Nova's compute API this way
+through the stand-in's rules. A client it cannot connect gets a reset, as from a refused server.
+The operator's pods reach the sample Nova's compute API this way
 (``operator_chart``) until the control nodes are real too.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 
 from simcluster.client.kube import Kube, KubeError
@@ -81,12 +83,13 @@ class ServiceBridge:
     def _serve(self, client: socket.socket) -> None:
         self._track(client)
         target = self.target()
-        if target is None:
-            self._forget(client)
-            return
         try:
+            if target is None:
+                raise ConnectionRefusedError
             upstream = socket.create_connection(target, timeout=CONNECT_TIMEOUT)
         except OSError:
+            # a reset, as a refused or unreachable server gives: not an answer cut short
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self._forget(client)
             return
         upstream.settimeout(None)

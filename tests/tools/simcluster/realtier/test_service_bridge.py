@@ -1,5 +1,5 @@
 """``ServiceBridge``: a client of its port talks to the Service's ClusterIP, looked up per connection;
-while the Service has none the client is closed; ``stop`` ends the open connections too."""
+while the Service has none the client gets a reset; ``stop`` ends the open connections too."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import socket
 import threading
 from typing import Any
 
+import pytest
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import free_port
 from simcluster.realtier.service_bridge import ServiceBridge
@@ -47,8 +48,12 @@ def test_a_client_reaches_the_service_found_at_its_connection() -> None:
     bridge = ServiceBridge(kube, "openstack", "nova", port, "127.0.0.1", free_port()).start()
     try:
         assert bridge.url == f"http://127.0.0.1:{bridge.address[1]}"
-        with socket.create_connection(bridge.address, timeout=10) as client:
-            assert client.recv(16) == b""  # no Service yet: closed at once
+        # no Service yet: a reset, as from a refused server
+        with (
+            socket.create_connection(bridge.address, timeout=10) as client,
+            pytest.raises(ConnectionResetError),
+        ):
+            client.recv(16)
         kube.service = {"spec": {"clusterIP": "127.0.0.1"}}  # made after the bridge started
         with socket.create_connection(bridge.address, timeout=10) as client:
             client.sendall(b"GET /")

@@ -36,12 +36,12 @@ from tests.realnova.realcluster import (
     wait_for,
 )
 
-MAKE_RUN = "tests/realnova/test_make_run.py::"
+MAKE_RUN = ("tests/realnova/test_make_run.py::", "tests/realnova/test_make_run_chart.py::")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``make run``'s test first in the tier: its real cluster is up and gone before the tier's own
-    starts (``cluster`` lives until the tier's last test), so the two never run at once."""
+    """``make run``'s tests first in the tier: their real clusters are up and gone before the tier's
+    own starts (``cluster`` lives until the tier's last test), so two never run at once."""
     first = [item for item in items if item.nodeid.startswith(MAKE_RUN)]
     rest = [item for item in items if not item.nodeid.startswith(MAKE_RUN)]
     at = next((i for i, item in enumerate(rest) if item.nodeid.startswith("tests/realnova/")), len(rest))

@@ -1,12 +1,14 @@
 """Build (or find cached) what a command needs, one line per stage, then run it.
 
-    python3 -m prepare run [--standins | --real-compute-nodes] [--workdir DIR] [--python PY]
-                           [-- OPERATOR_FLAGS]                                        # make run
+    python3 -m prepare run [--standins | --real-compute-nodes [--local-operator]] [--workdir DIR]
+                           [--python PY] [-- OPERATOR_FLAGS]                          # make run
     python3 -m prepare ci                                                             # .ci/run
 
 ``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
 (``PY``: ``.venv/bin/python``, which the plan makes; ``--python`` names another interpreter and
-leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found. ``ci`` prepares
+leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found; with real nodes and
+the operator by its chart, ``DEPLOYTOOLS_BIN`` set to helm's directory and the operator image it
+built handed on (``--operator-image``, ``--operator-image-archive``). ``ci`` prepares
 everything ``make test`` uses. Each stage's full output is in ``--logs`` (``.logs/make-run``,
 ``.ci/logs``); a failed stage's log is printed with its path. Exit status: 1 when a stage failed,
 130 when interrupted (Ctrl-C, SIGTERM).
@@ -15,7 +17,9 @@ everything ``make test`` uses. Each stage's full output is in ``--logs`` (``.log
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +46,20 @@ def prepare(name: str, lanes: Lanes, logs: Path) -> Outcome:
     return outcome
 
 
+def last_json(text: str) -> dict[str, str]:
+    """The last JSON object of a stage's output that starts a line (``python -m opimage`` prints one;
+    a tool it ran may have printed before it)."""
+    starts = [m.start() for m in re.finditer(r"^\{", text, re.MULTILINE)]
+    for start in reversed(starts):
+        try:
+            found = json.loads(text[start:])
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return {str(k): str(v) for k, v in found.items()}
+    raise ValueError(f"no JSON object in {text[-500:]!r}")
+
+
 def _status(outcome: Outcome) -> int:
     return 130 if outcome.interrupted else 1
 
@@ -53,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kubeconfig=kubeconfig,
         make_venv=args.python is None,
         real_nodes=args.real_compute_nodes,
+        chart=not args.local_operator,
     )
     outcome = prepare("make run", lanes, Path(args.logs))
     if not outcome.ok:
@@ -62,11 +81,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "tools"), env.get("PYTHONPATH")) if p)
     if "control-plane" in outcome.outputs:
         env["ENVTEST_BIN"] = outcome.outputs["control-plane"]
+    if "deploytools" in outcome.outputs:
+        env["DEPLOYTOOLS_BIN"] = outcome.outputs["deploytools"].splitlines()[-1]
     argv = [python, "-m", "simcluster", "run"]
     if args.standins:
         argv.append("--standins")
     if args.real_compute_nodes:
         argv.append("--real-compute-nodes")
+    if args.local_operator:
+        argv.append("--local-operator")
+    if "operator-image" in outcome.outputs:
+        image = last_json(outcome.outputs["operator-image"])
+        argv += ["--operator-image", image["ref"], "--operator-image-archive", image["archive"]]
     if args.workdir:
         argv += ["--workdir", args.workdir]
     argv += ["--", *args.operator_args]
@@ -89,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument(
         "--real-compute-nodes", action="store_true", help="the pool's nodes real kubelets on containerd"
     )
+    run.add_argument(
+        "--local-operator",
+        action="store_true",
+        help="with --real-compute-nodes: the operator as a local process instead of by its Helm chart",
+    )
     run.add_argument("--workdir", help="simcluster run's directory for logs, kubeconfig and data")
     run.add_argument("--python", help="run with this interpreter instead of making .venv")
     run.add_argument("--logs", default=str(REPO / ".logs" / "make-run"), help="the stages' logs")
@@ -98,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
     ci.set_defaults(func=cmd_ci)
     args = parser.parse_args(argv)
+    if args.command == "run" and args.local_operator and not args.real_compute_nodes:
+        parser.error("--local-operator goes with --real-compute-nodes (the operator is local without it)")
     if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = f"{GO_HOME}{os.pathsep}{os.environ.get('PATH', '')}"
     rc: int = args.func(args)

@@ -73,11 +73,20 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("KUBECONFIG"):
         return run_against_kubeconfig(args.operator_args)
+    if (args.local_operator or args.operator_image) and not args.real_compute_nodes:
+        raise SystemExit("--local-operator and --operator-image go with --real-compute-nodes")
+    if bool(args.operator_image) != bool(args.operator_image_archive):
+        raise SystemExit("--operator-image and --operator-image-archive go together")
+    image = None
+    if args.operator_image:
+        image = (args.operator_image, pathlib.Path(args.operator_image_archive))
     return run_simulated(
         pathlib.Path(args.workdir) if args.workdir else None,
         args.operator_args,
         real=not args.standins,
         real_nodes=args.real_compute_nodes,
+        local_operator=args.local_operator,
+        operator_image=image,
     )
 
 
@@ -105,8 +114,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument(
         "--real-compute-nodes",
         action="store_true",
-        help="the pool's compute nodes real kubelets on containerd (the control nodes stay stand-ins)",
+        help="the pool's compute nodes real kubelets on containerd (the control nodes stay stand-ins), "
+        "the operator installed there by its Helm chart",
     )
+    run.add_argument(
+        "--local-operator",
+        action="store_true",
+        help="with --real-compute-nodes: the operator as a local process, not by its chart",
+    )
+    run.add_argument("--operator-image", help="the chart's image (REPOSITORY:TAG; default: built by opimage)")
+    run.add_argument("--operator-image-archive", help="that image's OCI archive, imported into the nodes")
     run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

@@ -10,14 +10,22 @@ until both are Ready; then how to look. Ctrl-C stops everything that was started
 on containerd (``simcluster.realtier.real_compute``), the control nodes stay the stand-in's. The
 sample release's nova image is imported into them (the other releases stay the stand-in's, built in
 the background as without the flag: an import costs about 45 s per release and node under load, and
-only an upgrade of the sample needs them), and the operator runs with
-``--default-image-pull-policy IfNotPresent`` (a tag-named image would be pulled, and the nodes have
-no registry). Ctrl-C stops the nodes with the cluster.
+only an upgrade of the sample needs them), and the operator is installed by its Helm chart as pods
+on those nodes (``simcluster.realtier.operator_chart``: the image ``tools/opimage`` builds, imported
+into each node, and the values that mode must set, among them ``--default-image-pull-policy
+IfNotPresent``: a tag-named image would be pulled, and the nodes have no registry). Its pods' logs
+are followed through the API server into ``<workdir>/operator.log`` (``realtier.pod_logs``), and
+what becomes of the pods (scheduled, Ready, restarted) is printed with the conditions. With
+``--local-operator`` (``make run REAL_NODES=1 LOCAL_OPERATOR=1``) the operator runs as a local
+process instead, as without real nodes, with that pull policy. Ctrl-C stops the nodes with the
+cluster, and the operator's pods with them.
 
-Either way the operator runs without leader election (``--leader-elect=false`` before the flags
+The local operator runs without leader election (``--leader-elect=false`` before the flags
 given after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to
 hand over to, so a slow API server or a busy machine cannot make it give up a Lease and exit (and
-take the simulated cluster down with it). ``make run ARGS=--leader-elect`` turns it back on.
+take the simulated cluster down with it). ``make run ARGS=--leader-elect`` turns it back on. The
+chart's pods keep its defaults (two replicas, leader election): a replica that exits is restarted
+and the other takes the Lease over.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -39,7 +47,19 @@ from simcluster.platform.launch import SimHandle, launch
 from simcluster.platform.operator import PROGRAM, operator_argv
 from simcluster.platform.process import ManagedProcess
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
+from simcluster.realtier.operator_chart import (
+    CONTAINER,
+    METRICS_SERVICE,
+    NOVA_SERVICE,
+    SELECTOR,
+    chart_values,
+    import_image,
+    install,
+)
+from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
+from simcluster.realtier.pod_logs import PodLogs
 from simcluster.realtier.release_images import ReleaseImages, supported
+from simcluster.realtier.service_bridge import ServiceBridge
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -52,6 +72,22 @@ RUN_DEFAULTS = ("--leader-elect=false",)
 """The operator flags ``make run`` gives before the caller's (a later flag wins)."""
 REAL_NODES_DEFAULTS = ("--default-image-pull-policy", "IfNotPresent")
 """And with real compute nodes: the imported image is used, no registry is asked."""
+
+
+OperatorImage = tuple[str, pathlib.Path]
+"""The operator's image for the chart: its reference and its OCI archive (``tools/opimage``)."""
+
+
+class Operator(Protocol):
+    """What ``make run`` watches of the operator: a local process, or the chart's pods (``PodLogs``)."""
+
+    @property
+    def log(self) -> pathlib.Path: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def output(self, tail_bytes: int = 20_000) -> str: ...
 
 
 def run_args(operator_args: Sequence[str], *, real_nodes: bool = False) -> list[str]:
@@ -99,13 +135,30 @@ def _conditions(handle: SimHandle, plural: str, name: str) -> dict[str, tuple[st
     }
 
 
+def build_operator_image() -> OperatorImage:
+    """The operator's image from ``tools/opimage`` (cached by content: seconds when unchanged)."""
+    from opimage import build  # the chart mode only: buildah and mmdebstrap are needed for it alone
+
+    image, _ = build()
+    return image.ref, image.archive
+
+
 def run_simulated(
-    workdir: pathlib.Path | None, operator_args: Sequence[str], *, real: bool = True, real_nodes: bool = False
+    workdir: pathlib.Path | None,
+    operator_args: Sequence[str],
+    *,
+    real: bool = True,
+    real_nodes: bool = False,
+    local_operator: bool = False,
+    operator_image: OperatorImage | None = None,
 ) -> int:
     """The samples on a local cluster: served by real nova processes (``real``), or by kwok and the
-    stand-ins (faster, nothing of Nova runs); ``real_nodes``: the pool's nodes real kubelets."""
+    stand-ins (faster, nothing of Nova runs); ``real_nodes``: the pool's nodes real kubelets, and the
+    operator installed by its chart on them unless ``local_operator`` (``operator_image``: the image
+    to install, else built here)."""
     if real_nodes and not real:
         raise ValueError("real compute nodes run the real Nova: not with the stand-ins")
+    chart = real_nodes and not local_operator
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -124,6 +177,14 @@ def run_simulated(
                 f"  with {' and '.join(REAL_POOL_NODES)} real kubelets on containerd (kube-proxy, CoreDNS; "
                 f"the nova image {_sample_release()} imported into each)"
             )
+        bridge_port = free_port() if chart else None
+        if chart:
+            t = time.monotonic()
+            operator_image = operator_image or build_operator_image()
+            print(
+                f"  and the operator installed by its Helm chart as pods on them, from {operator_image[0]}"
+                f" ({time.monotonic() - t:.1f} s to find or build it)"
+            )
         handle = launch_real(
             workdir,
             releases=(_sample_release(),),
@@ -131,6 +192,8 @@ def run_simulated(
             node_labels=dict.fromkeys(REAL_POOL_NODES, POOL_NODE_LABELS),
             real_compute_nodes=real_nodes,
             real_node_releases=(_sample_release(),),
+            pod_access=chart,
+            relay_ports=(bridge_port,) if bridge_port is not None else (),
         )
     else:
         print(
@@ -138,15 +201,30 @@ def run_simulated(
         )
         handle = launch(workdir, nodes=3, pools={POOL: 3})
     try:
-        metrics = free_port()
-        operator = _start(handle, real, metrics, run_args(operator_args, real_nodes=real_nodes))
+        operator: Operator
+        if chart:
+            assert operator_image is not None
+            assert bridge_port is not None
+            operator = _start_chart(handle, operator_image, bridge_port, operator_args)
+            metrics = (
+                f".venv/bin/kubectl get --raw /api/v1/namespaces/{OPERATOR_NAMESPACE}/services/"
+                f"{METRICS_SERVICE}:8080/proxy/metrics | grep ^nova_operator_"
+            )
+            where = (
+                f"the operator's pods log to {operator.log} (or: .venv/bin/kubectl -n {OPERATOR_NAMESPACE}"
+                " logs -f deployment/nova-operator)"
+            )
+        else:
+            port = free_port()
+            operator = _start(handle, real, port, run_args(operator_args, real_nodes=real_nodes))
+            metrics = f"curl -s http://127.0.0.1:{port}/metrics | grep ^nova_operator_"
+            where = (
+                f"operator running as system:serviceaccount:nova-system:nova-operator (log: {operator.log})"
+            )
         if handle.real is not None and handle.real.real_compute is not None:
             times = ", ".join(f"{k} {v:.1f} s" for k, v in handle.real.real_compute.seconds.items())
             print(f"real compute nodes {', '.join(REAL_POOL_NODES)} Ready ({times})")
-        print(
-            f"cluster up in {time.monotonic() - t0:.1f} s; operator running as system:serviceaccount:"
-            f"nova-system:nova-operator (log: {operator.log})"
-        )
+        print(f"cluster up in {time.monotonic() - t0:.1f} s; {where}")
         images = None
         if real:  # the other releases' images, for an upgrade of the sample: built now, in the background
             images = ReleaseImages.start(handle, [r for r in supported() if r != _sample_release()])
@@ -173,31 +251,65 @@ def _service_password() -> str:
     raise KeyError("nova-service-user")
 
 
+def _start_chart(
+    handle: SimHandle, image: OperatorImage, bridge_port: int, operator_args: Sequence[str]
+) -> PodLogs:
+    """The CRDs and the samples, then the operator by its chart (``realtier.operator_chart``): the
+    image imported into the real nodes, the compute API bridged to them, ``helm install``."""
+    assert handle.real is not None
+    assert handle.real.real_compute is not None
+    handle.apply(REPO / "config" / "crd")  # the chart holds the RBAC and the rest, not the CRDs
+    _apply_real_samples(handle)
+    t = time.monotonic()
+    ref, archive = image
+    import_image(handle.real.real_compute.nodes, ref, archive)
+    imported = time.monotonic() - t
+    namespace, name, port = NOVA_SERVICE
+    bridge = ServiceBridge(handle.cluster.kube, namespace, name, port, handle.real.gateway, bridge_port)
+    bridge.start()
+    handle.teardown.insert(0, ("compute API bridge", bridge.stop))
+    values = chart_values(ref, bridge.url, operator_args)
+    installed = install(handle.cluster.kubeconfig, handle.workdir, values)
+    print(
+        f"operator image imported into {', '.join(REAL_POOL_NODES)} in {imported:.1f} s; helm install "
+        f"{installed:.1f} s (values: {handle.workdir / 'helm' / 'values.yaml'})"
+    )
+    return PodLogs(
+        handle.cluster.kube, OPERATOR_NAMESPACE, SELECTOR, CONTAINER, handle.workdir / "operator.log"
+    )
+
+
+def _apply_real_samples(handle: SimHandle) -> None:
+    assert handle.real is not None
+    handle.create_gateway(NAMESPACE, "public-gateway")
+    handle.real.openstack.add_service_user("nova", _service_password())
+    pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
+    # no libvirt here: the pool's nova-compute runs the fake driver
+    pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
+        FAKE_COMPUTE_DRIVER
+    )
+    pool_file = handle.workdir / "novacompute.yaml"
+    pool_file.write_text(yaml.safe_dump(pool, sort_keys=False))
+    here = pathlib.Path(__file__).parent
+    handle.apply(
+        SAMPLES / "secrets.yaml",
+        here / "samples" / "dependencies.yaml",
+        SAMPLES / "nova_minimal.yaml",
+        pool_file,
+        namespace=NAMESPACE,
+    )
+
+
 def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[str]) -> ManagedProcess:
     c = handle.cluster
     handle.install()
-    handle.create_gateway(NAMESPACE, "public-gateway")
     if real:
         assert handle.real is not None
-        handle.real.openstack.add_service_user("nova", _service_password())
-        pool = yaml.safe_load((SAMPLES / "novacompute.yaml").read_text())
-        # no libvirt here: the pool's nova-compute runs the fake driver
-        pool["spec"].setdefault("extraConfig", {}).setdefault("DEFAULT", {})["compute_driver"] = (
-            FAKE_COMPUTE_DRIVER
-        )
-        pool_file = handle.workdir / "novacompute.yaml"
-        pool_file.write_text(yaml.safe_dump(pool, sort_keys=False))
-        here = pathlib.Path(__file__).parent
-        handle.apply(
-            SAMPLES / "secrets.yaml",
-            here / "samples" / "dependencies.yaml",
-            SAMPLES / "nova_minimal.yaml",
-            pool_file,
-            namespace=NAMESPACE,
-        )
+        _apply_real_samples(handle)
         return handle.spawn(
             "operator", handle.real.in_cluster_dns(operator_argv(handle, metrics, *operator_args))
         )
+    handle.create_gateway(NAMESPACE, "public-gateway")
     for node in handle.nodes[POOL]:
         c.label_node(node, POOL_NODE_LABELS)
     assert handle.openstack is not None
@@ -212,10 +324,10 @@ def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[
 
 def _follow(
     handle: SimHandle,
-    operator: ManagedProcess,
+    operator: Operator,
     stop: threading.Event,
     t0: float,
-    metrics: int,
+    metrics: str,
     images: ReleaseImages | None = None,
 ) -> int:
     """Print every condition change of the samples until Ctrl-C; once both are Ready, how to look."""
@@ -228,6 +340,9 @@ def _follow(
             return 1
         if images is not None and (line := images.poll()) is not None:
             print(f"  {time.monotonic() - t0:6.1f}s  {line}", flush=True)
+        if isinstance(operator, PodLogs):
+            for line in operator.poll():
+                print(f"  {time.monotonic() - t0:6.1f}s  {line}", flush=True)
         all_ready = True
         for plural, name in WATCHED:
             conds = _conditions(handle, plural, name)
@@ -245,7 +360,7 @@ def _follow(
             print(f"\nthe sample Nova and NovaCompute are Ready after {ready_at:.1f} s. Look around:")
             print(f"  export KUBECONFIG={c.kubeconfig}")
             print(f"  .venv/bin/kubectl -n {NAMESPACE} get novas,novacomputes,deployments,jobs,pods")
-            print(f"  curl -s http://127.0.0.1:{metrics}/metrics | grep ^nova_operator_")
+            print(f"  {metrics}")
             if handle.real is not None:
                 _print_openstack(handle)
             print("Ctrl-C stops the operator and the cluster.", flush=True)

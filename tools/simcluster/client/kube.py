@@ -15,7 +15,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -75,6 +75,19 @@ class Kube:
 
     def delete(self, path: str) -> JSON:
         return self.request("DELETE", path)
+
+    def lines(self, path: str) -> Iterator[str]:
+        """The lines of a streamed answer (a pod's log with ``follow=true``) as they come, until the
+        server ends it; ``KubeError`` when it refuses."""
+        req = urllib.request.Request(self.server + path)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            resp = urllib.request.urlopen(req, context=self._ctx, timeout=None)
+        except urllib.error.HTTPError as exc:
+            raise KubeError(exc.code, exc.read().decode(errors="replace")) from None
+        with resp:
+            for raw in resp:
+                yield raw.decode(errors="replace").rstrip("\n")
 
     # -- manifests -------------------------------------------------------------------------
 

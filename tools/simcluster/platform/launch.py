@@ -253,6 +253,8 @@ def launch(
     extra_stage_files: tuple[pathlib.Path, ...] = (),
     audit: bool = False,
     kwok: bool = True,
+    extra_apiserver_args: Sequence[str] = (),
+    service_account_admission: bool = False,
 ) -> SimHandle:
     """Start the simulated cluster and return its handle (stopped at exit if not before).
 
@@ -260,11 +262,21 @@ def launch(
     ``sim.nova.openstack.c5c3.io/pool=<pool>``. ``handle.nodes`` maps "" and each pool to names.
     ``audit`` makes the API server log the operator's requests (``cluster.control_plane.audit_log``).
     ``kwok=False``: no kwok process, so no fake nodes (``nodes`` and ``pools`` must be empty).
+    ``extra_apiserver_args`` and ``service_account_admission``: the control plane's (``SimCluster``),
+    for real nodes (``realnode.access``: logs and exec through the API server, pods' tokens).
     """
     t0 = time.monotonic()
     if workdir is None:
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
-    cluster = SimCluster(workdir, bindir, extra_stage_files=extra_stage_files, audit=audit, kwok=kwok)
+    cluster = SimCluster(
+        workdir,
+        bindir,
+        extra_stage_files=extra_stage_files,
+        audit=audit,
+        kwok=kwok,
+        extra_apiserver_args=extra_apiserver_args,
+        service_account_admission=service_account_admission,
+    )
     cluster.start(while_controllers_start=install_dependency_crds if standins else None)
     handle = SimHandle(cluster=cluster, nodes={})
     atexit.register(handle.stop)

@@ -33,10 +33,13 @@ import json
 import os
 import pathlib
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from realnode.access import KubeletAccess
 
 from simcluster.client.kube import Kube
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
@@ -187,15 +190,37 @@ def launch_real(
     audit: bool = False,
     real_compute_nodes: bool = False,
     real_node_releases: Sequence[str] | None = None,
+    pod_access: bool = False,
+    relay_ports: Sequence[int] = (),
 ) -> SimHandle:
     """Start the real-Nova tier (see the module's text); ``handle.real`` is its ``RealTier``.
 
     ``real_compute_nodes``: the mixed tier (``simcluster.realtier.real_compute``), the compute nodes
-    real nodes with the nova image of ``real_node_releases`` (default: ``releases``) imported."""
+    real nodes with the nova image of ``real_node_releases`` (default: ``releases``) imported.
+    ``pod_access`` (with ``real_compute_nodes``): what a pod that talks to the API server needs
+    there, such as the operator installed by its chart: the control plane reaches the real kubelets
+    (``realnode.access``: logs, exec, port-forward) and gives pods their ServiceAccount tokens.
+    ``relay_ports``: more ports of the pod bridge's gateway the real nodes reach (beside the
+    servers')."""
+    if pod_access and not real_compute_nodes:
+        raise ValueError("pod_access is for real compute nodes")
     t0 = time.monotonic()
     images = nova_images(releases, image_aliases)
     images_seconds = time.monotonic() - t0
-    handle = launch(workdir, bindir=bindir, nodes=0, standins=False, openstack=False, audit=audit, kwok=False)
+    if workdir is None:
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="simcluster-"))
+    access = KubeletAccess(workdir / "access") if pod_access else None
+    handle = launch(
+        workdir,
+        bindir=bindir,
+        nodes=0,
+        standins=False,
+        openstack=False,
+        audit=audit,
+        kwok=False,
+        extra_apiserver_args=access.prepare() if access is not None else (),
+        service_account_admission=pod_access,
+    )
     try:
         _add_real_tier(
             handle,
@@ -205,6 +230,8 @@ def launch_real(
             dict(node_labels or {}),
             list(namespaces),
             list(real_node_releases or releases) if real_compute_nodes else None,
+            access,
+            list(relay_ports),
         )
     except BaseException:
         handle.stop()
@@ -244,6 +271,8 @@ def _add_real_tier(
     node_labels: dict[str, Mapping[str, str]],
     namespaces: list[str],
     real_node_releases: list[str] | None = None,
+    access: KubeletAccess | None = None,
+    relay_ports: list[int] | None = None,
 ) -> None:
     cp = handle.cluster.control_plane
     install_dependency_crds(handle.cluster.kube)
@@ -305,10 +334,11 @@ def _add_real_tier(
             openstack.placement_port,
             openstack.glance_port,
             openstack.network.port,
+            *(relay_ports or ()),
         ]
         names = {r: [f"{COMPUTE_IMAGE}:{r}", f"{NOVA_IMAGE}:{r}"] for r in real_node_releases}
         real.real_compute = start_real_compute(
-            handle.cluster, root / "realnodes", compute_nodes, node_labels, gateway, ports, names
+            handle.cluster, root / "realnodes", compute_nodes, node_labels, gateway, ports, names, access
         )
         handle.teardown.insert(0, ("real compute nodes", real.real_compute.nodes.stop))
         real.startup.update({f"real nodes: {k}": v for k, v in real.real_compute.seconds.items()})

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from realnode import nova_image
+from realnode.access import KubeletAccess
 from realnode.nodes import Cluster, RealNodes
 
 # The taint the pool sample tolerates (config/samples/novacompute.yaml): only the pools run there.
@@ -54,11 +55,13 @@ def start_real_compute(
     gateway: str,
     ports: Sequence[int],
     images: Mapping[str, Sequence[str]],
+    access: KubeletAccess | None = None,
 ) -> RealCompute:
     """``names`` as real nodes (``labels`` by node), the host's ``gateway:ports`` reachable from them,
-    and ``images`` (release -> image names) imported into each."""
+    and ``images`` (release -> image names) imported into each; ``access``: the control plane's way
+    to their kubelets (``realnode.access``), when it was started with its flags."""
     t0 = time.monotonic()
-    nodes = RealNodes(cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS)
+    nodes = RealNodes(cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS, access=access)
     nodes.start()
     out = RealCompute(nodes, {"nodes": round(nodes.startup_seconds, 1)})
     try:

@@ -1,0 +1,92 @@
+"""The chart values ``make run REAL_NODES=1`` installs the operator with: rendered by the chart itself
+(``helm template``), they put the built image on the real nodes with the chart's own settings
+untouched, and the operator understands every flag they add."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+import yaml
+from realnode.dns import REAL_NODE_LABEL
+from simcluster.platform.installtools import by_kind, helm_template
+from simcluster.realtier.operator_chart import chart_values, joined, toleration
+from simcluster.realtier.real_compute import DEDICATED
+
+from nova_operator.cli import parse_settings
+
+REF = "realnode.local/nova-operator:0123456789ab"
+BRIDGE = "http://10.225.0.1:40123"
+
+
+def _render(values: dict[str, Any], tmp_path: Any) -> dict[str, Any]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    (deployment,) = by_kind(
+        helm_template("nova-operator", "nova-system", "--values", str(path)), "Deployment"
+    )
+    return deployment
+
+
+def test_the_values_set_the_image_the_nodes_and_the_flags_and_nothing_else(tmp_path: Any) -> None:
+    values = chart_values(REF, BRIDGE, ["--workers=4"])
+    assert set(values) == {"image", "nodeSelector", "tolerations", "novaApiUrl", "extraArgs"}
+    pod = _render(values, tmp_path)["spec"]["template"]["spec"]
+    defaults = _render({}, tmp_path)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (default_container,) = defaults["containers"]
+    assert container["image"] == REF
+    assert container["imagePullPolicy"] == "IfNotPresent"  # imported, never pulled
+    # on the real nodes only (the stand-in's nodes cannot run an image), past the pool's taint
+    assert pod["nodeSelector"] == {REAL_NODE_LABEL: "true"}
+    key, _, rest = DEDICATED.partition("=")
+    assert pod["tolerations"] == [
+        {"key": key, "operator": "Equal", "value": rest.split(":")[0], "effect": "NoSchedule"}
+    ]
+    # the chart's own: ServiceAccount, probes, security contexts, memory limit, replicas
+    for field in ("livenessProbe", "readinessProbe", "securityContext", "resources", "volumeMounts"):
+        assert container[field] == default_container[field], field
+    assert pod["securityContext"] == defaults["securityContext"]
+    assert pod["serviceAccountName"] == defaults["serviceAccountName"] == "nova-operator"
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+    added = container["args"][len(default_container["args"]) :]
+    assert container["args"][: len(default_container["args"])] == default_container["args"]
+    assert added == [f"--nova-api-url={BRIDGE}", "--default-image-pull-policy=IfNotPresent", "--workers=4"]
+
+
+def test_the_operator_understands_the_flags_and_the_callers_win(tmp_path: Any) -> None:
+    values = chart_values(REF, BRIDGE, ["--default-image-pull-policy", "Always", "--log-level", "debug"])
+    args = _render(values, tmp_path)["spec"]["template"]["spec"]["containers"][0]["args"]
+    # $(POD_IP) is the kubelet's to expand: any address will do here
+    settings = parse_settings([shlex.split(a.replace("$(POD_IP)", "10.0.0.9"))[0] for a in args])
+    assert settings.default_image_pull_policy == "Always"
+    assert settings.openstack.nova_api_url == BRIDGE
+    assert settings.leader_election.enabled  # the chart's two replicas elect a leader
+    assert settings.log.level == "debug"
+    plain = chart_values(REF, BRIDGE)
+    assert parse_settings(plain["extraArgs"]).default_image_pull_policy == "IfNotPresent"
+
+
+def test_flags_and_their_values_become_one_item_each() -> None:
+    assert joined(["--a", "1", "--b=2", "--c", "--d", "x=y"]) == ["--a=1", "--b=2", "--c", "--d=x=y"]
+    with pytest.raises(ValueError, match="without its flag"):
+        joined(["debug"])
+    with pytest.raises(ValueError, match="without its flag"):
+        joined(["--a=1", "2"])
+
+
+def test_a_reference_without_a_tag_is_refused() -> None:
+    with pytest.raises(ValueError, match="tag"):
+        chart_values("localhost:5000/nova-operator", BRIDGE)
+    with pytest.raises(ValueError, match="tag"):
+        chart_values("nova-operator", BRIDGE)
+
+
+def test_a_toleration_is_read_from_the_taint() -> None:
+    assert toleration("a.b/c=d:NoExecute") == {
+        "key": "a.b/c",
+        "operator": "Equal",
+        "value": "d",
+        "effect": "NoExecute",
+    }

@@ -1,0 +1,139 @@
+"""The operator as its users run it (issue 37 item 3): installed by its Helm chart into the mixed tier,
+from the image ``tools/opimage`` builds, as pods on the real compute nodes (``make run REAL_NODES=1``).
+
+The chart runs with its defaults (two replicas and leader election, its ServiceAccount and RBAC,
+probes, security context and memory limit) and only these values (``chart_values``):
+
+* ``image.repository``/``image.tag``: the image built here, imported into each real node's
+  containerd (``import_image``); ``image.pullPolicy: IfNotPresent`` (the chart's default too, set so
+  that no change of it makes the kubelet ask a registry these nodes do not have);
+* ``nodeSelector`` (``realnode.c5c3.io/real``) and a toleration of the pool's taint: the operator's
+  pods on the real nodes. The mixed tier's only real nodes are the compute pool's, tainted so that
+  nothing else lands there, and its control nodes are the kubelet stand-in's, which cannot run an
+  image (it runs root trees that borrow the host's ``/usr``). Both values go once the control nodes
+  are real (issue 37 item 1): the chart's defaults then place the operator as in any cluster;
+* ``novaApiUrl``: where the operator's pods reach the compute API. Its pods run on the stand-in's
+  nodes, whose pod network the real nodes do not reach; ``ServiceBridge`` relays a port of the pod
+  bridge's gateway to the ``nova`` Service (``NOVA_SERVICE``) for them. One Nova (the sample's) only;
+* ``extraArgs``: ``--default-image-pull-policy IfNotPresent`` (the nova images are imported too: a
+  tag-named image would otherwise be pulled) and then the caller's flags (``make run ARGS=...``; a
+  later flag wins), each ``--flag=value`` as the chart's schema wants (``joined``).
+
+``install`` runs ``helm install`` (helm from ``DEPLOYTOOLS_BIN``) with its cache, configuration and
+data in the run's work directory (nothing in the user's home).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+from realnode.dns import REAL_NODE_LABEL
+from realnode.nodes import RealNodes
+
+from simcluster.platform.installtools import CHART, run
+from simcluster.realtier.real_compute import DEDICATED
+
+RELEASE = "nova-operator"
+NAMESPACE = "nova-system"
+SELECTOR = f"app.kubernetes.io/name={RELEASE},app.kubernetes.io/instance={RELEASE}"
+CONTAINER = "manager"
+METRICS_SERVICE = f"{RELEASE}-metrics"
+NOVA_SERVICE = ("openstack", "nova", 8774)  # namespace, name, port: the sample Nova's compute API
+DEFAULT_ARGS = ("--default-image-pull-policy=IfNotPresent",)
+
+
+def toleration(taint: str) -> dict[str, str]:
+    """The toleration of one taint written ``key=value:Effect``."""
+    key, _, rest = taint.partition("=")
+    value, _, effect = rest.partition(":")
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+
+
+def joined(args: Sequence[str]) -> list[str]:
+    """Flags as the chart's ``extraArgs`` takes them, each one item ``--flag`` or ``--flag=value``
+    (its schema): ``make run ARGS="--log-level debug"`` becomes ``--log-level=debug``."""
+    out: list[str] = []
+    for arg in args:
+        if arg.startswith("--") or not out or "=" in out[-1]:
+            if not arg.startswith("--"):
+                raise ValueError(f"a value without its flag: {arg!r}")
+            out.append(arg)
+        else:
+            out[-1] = f"{out[-1]}={arg}"
+    return out
+
+
+def chart_values(image_ref: str, nova_api_url: str, operator_args: Sequence[str] = ()) -> dict[str, Any]:
+    """The values ``make run REAL_NODES=1`` installs the chart with (see the module's text)."""
+    repository, _, tag = image_ref.rpartition(":")
+    if not repository or "/" in tag:
+        raise ValueError(f"an image reference with a tag, not {image_ref!r}")
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+        "tolerations": [toleration(DEDICATED)],
+        "novaApiUrl": nova_api_url,
+        "extraArgs": [*DEFAULT_ARGS, *joined(operator_args)],
+    }
+
+
+def import_image(nodes: RealNodes, image_ref: str, archive: pathlib.Path) -> None:
+    """The image's OCI archive into every node's containerd under ``image_ref``, the nodes in parallel."""
+    repository = image_ref.rpartition(":")[0]
+    errors: list[str] = []
+
+    def one(index: int) -> None:
+        node = nodes.nodes[index]
+        done = subprocess.run(
+            node.ctr("images", "import", "--base-name", repository, str(archive)),
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            errors.append(f"{node.name}: import of {archive}: {done.stderr.strip()}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(nodes.nodes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+
+
+def helm_env(kubeconfig: pathlib.Path, home: pathlib.Path) -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def install(kubeconfig: pathlib.Path, workdir: pathlib.Path, values: dict[str, Any]) -> float:
+    """``helm install`` of the chart with ``values`` (kept in ``workdir/helm/values.yaml``); its seconds."""
+    home = workdir / "helm"
+    home.mkdir(parents=True, exist_ok=True)
+    values_file = home / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+    t0 = time.monotonic()
+    run(
+        "helm",
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--values",
+        str(values_file),
+        env=helm_env(kubeconfig, home),
+        timeout=300,
+    )
+    return time.monotonic() - t0

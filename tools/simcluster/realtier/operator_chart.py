@@ -17,7 +17,8 @@ probes, security context and memory limit) and only these values (``chart_values
   bridge's gateway to the ``nova`` Service (``NOVA_SERVICE``) for them. One Nova (the sample's) only;
 * ``extraArgs``: ``--default-image-pull-policy IfNotPresent`` (the nova images are imported too: a
   tag-named image would otherwise be pulled) and then the caller's flags (``make run ARGS=...``; a
-  later flag wins), each ``--flag=value`` as the chart's schema wants (``joined``).
+  later flag wins), each ``--flag=value`` as the chart's schema wants (``joined``); but
+  ``--leader-elect=false`` becomes the chart's ``leaderElection.enabled: false`` and one replica.
 
 ``install`` runs ``helm install`` (helm from ``DEPLOYTOOLS_BIN``) with its cache, configuration and
 data in the run's work directory (nothing in the user's home).
@@ -69,18 +70,38 @@ def joined(args: Sequence[str]) -> list[str]:
     return out
 
 
+# The operator's spellings of "no Lease" (``nova_operator.cli``); "with a Lease" is the chart's default.
+WITHOUT_LEASE = frozenset({"--leader-elect=false", "--no-leader-elect"})
+WITH_LEASE = frozenset({"--leader-elect", "--leader-elect=true"})
+
+
 def chart_values(image_ref: str, nova_api_url: str, operator_args: Sequence[str] = ()) -> dict[str, Any]:
-    """The values ``make run REAL_NODES=1`` installs the chart with (see the module's text)."""
+    """The values ``make run REAL_NODES=1`` installs the chart with (see the module's text).
+
+    Leader election is the chart's to set, not a flag's: ``ARGS=--leader-elect=false`` (or
+    ``--no-leader-elect``) becomes ``leaderElection.enabled: false`` with one replica, as the chart
+    requires; passed through as a flag, it would have left the chart's two replicas reconciling at once."""
     repository, _, tag = image_ref.rpartition(":")
     if not repository or "/" in tag:
         raise ValueError(f"an image reference with a tag, not {image_ref!r}")
-    return {
+    flags = joined(operator_args)
+    lease: bool | None = None
+    for flag in flags:
+        if flag.lower() in WITHOUT_LEASE:
+            lease = False
+        elif flag.lower() in WITH_LEASE:
+            lease = True
+    values: dict[str, Any] = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "nodeSelector": {REAL_NODE_LABEL: "true"},
         "tolerations": [toleration(DEDICATED)],
         "novaApiUrl": nova_api_url,
-        "extraArgs": [*DEFAULT_ARGS, *joined(operator_args)],
+        "extraArgs": [*DEFAULT_ARGS, *(f for f in flags if f.lower() not in WITHOUT_LEASE | WITH_LEASE)],
     }
+    if lease is False:
+        values["leaderElection"] = {"enabled": False}
+        values["replicaCount"] = 1
+    return values
 
 
 def import_image(nodes: RealNodes, image_ref: str, archive: pathlib.Path) -> None:

@@ -90,3 +90,21 @@ def test_a_toleration_is_read_from_the_taint() -> None:
         "value": "d",
         "effect": "NoExecute",
     }
+
+
+@pytest.mark.parametrize(
+    "flags", [["--leader-elect=false"], ["--no-leader-elect"], ["--leader-elect", "false"]]
+)
+def test_no_lease_asked_runs_one_replica_without_a_lease(tmp_path: Any, flags: list[str]) -> None:
+    values = chart_values(REF, BRIDGE, ["--workers=2", *flags])
+    deployment = _render(values, tmp_path)
+    assert deployment["spec"]["replicas"] == 1  # two replicas without a Lease would both reconcile
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    settings = parse_settings([shlex.split(a.replace("$(POD_IP)", "10.0.0.9"))[0] for a in args])
+    assert not settings.leader_election.enabled
+    assert settings.queue.workers == 2
+    # the last word wins, as on the command line
+    again = chart_values(REF, BRIDGE, [*flags, "--leader-elect=true"])
+    assert "leaderElection" not in again
+    assert "replicaCount" not in again
+    assert _render(again, tmp_path)["spec"]["replicas"] == 2

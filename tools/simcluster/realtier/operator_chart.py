@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 from realnode.dns import REAL_NODE_LABEL
+from realnode.node import Node
 from realnode.nodes import RealNodes
 
 from simcluster.platform.installtools import CHART, run
-from simcluster.realtier.real_compute import DEDICATED
+from simcluster.realtier.real_compute import DEDICATED, on_every_node
 
 RELEASE = "nova-operator"
 NAMESPACE = "nova-system"
@@ -107,25 +107,16 @@ def chart_values(image_ref: str, nova_api_url: str, operator_args: Sequence[str]
 def import_image(nodes: RealNodes, image_ref: str, archive: pathlib.Path) -> None:
     """The image's OCI archive into every node's containerd under ``image_ref``, the nodes in parallel."""
     repository = image_ref.rpartition(":")[0]
-    errors: list[str] = []
 
-    def one(index: int) -> None:
-        node = nodes.nodes[index]
+    def one(node: Node) -> list[str]:
         done = subprocess.run(
             node.ctr("images", "import", "--base-name", repository, str(archive)),
             capture_output=True,
             text=True,
         )
-        if done.returncode != 0:
-            errors.append(f"{node.name}: import of {archive}: {done.stderr.strip()}")
+        return [f"{node.name}: import of {archive}: {done.stderr.strip()}"] if done.returncode else []
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(nodes.nodes))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise RuntimeError("; ".join(errors))
+    on_every_node(nodes, one)
 
 
 def helm_env(kubeconfig: pathlib.Path, home: pathlib.Path) -> dict[str, str]:

@@ -20,11 +20,12 @@ import pathlib
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from realnode import nova_image
 from realnode.access import KubeletAccess
+from realnode.node import Node
 from realnode.nodes import Cluster, RealNodes
 
 # The taint the pool sample tolerates (config/samples/novacompute.yaml): only the pools run there.
@@ -81,32 +82,43 @@ def start_real_compute(
     return out
 
 
-def import_images(nodes: RealNodes, images: Mapping[str, Sequence[str]]) -> None:
-    """Each release's nova image into every node (in parallel: the unpack is each node's own),
-    tagged with each of its names."""
-    built = {release: nova_image.build(release) for release in images}
+def on_every_node(nodes: RealNodes, one: Callable[[Node], list[str]]) -> None:
+    """``one(node)`` on every node at once (an image's unpack is each node's own work); the errors
+    it returns or raises, of all nodes, in one ``RuntimeError``."""
     errors: list[str] = []
 
-    def one(node_index: int) -> None:
-        node = nodes.nodes[node_index]
-        for release, names in images.items():
-            image = built[release]
-            done = subprocess.run(node.ctr(*nova_image.import_command(image)), capture_output=True, text=True)
-            if done.returncode != 0:
-                errors.append(f"{node.name}: import of {image.ref}: {done.stderr.strip()}")
-                return
-            for name in names:
-                subprocess.run(node.ctr("images", "rm", name), capture_output=True)
-                tag = subprocess.run(
-                    node.ctr("images", "tag", image.ref, name), capture_output=True, text=True
-                )
-                if tag.returncode != 0:
-                    errors.append(f"{node.name}: tag {name}: {tag.stderr.strip()}")
+    def run(node: Node) -> None:
+        try:
+            errors.extend(one(node))
+        except Exception as exc:  # a thread's exception would be printed and lost
+            errors.append(f"{node.name}: {exc!r}")
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(nodes.nodes))]
+    threads = [threading.Thread(target=run, args=(node,)) for node in nodes.nodes]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if errors:
         raise RuntimeError("; ".join(errors))
+
+
+def import_images(nodes: RealNodes, images: Mapping[str, Sequence[str]]) -> None:
+    """Each release's nova image into every node (in parallel), tagged with each of its names."""
+    built = {release: nova_image.build(release) for release in images}
+
+    def one(node: Node) -> list[str]:
+        for release, names in images.items():
+            image = built[release]
+            done = subprocess.run(node.ctr(*nova_image.import_command(image)), capture_output=True, text=True)
+            if done.returncode != 0:
+                return [f"{node.name}: import of {image.ref}: {done.stderr.strip()}"]
+            for name in names:
+                subprocess.run(node.ctr("images", "rm", name), capture_output=True)
+                tag = subprocess.run(
+                    node.ctr("images", "tag", image.ref, name), capture_output=True, text=True
+                )
+                if tag.returncode != 0:
+                    return [f"{node.name}: tag {name}: {tag.stderr.strip()}"]
+        return []
+
+    on_every_node(nodes, one)

@@ -10,6 +10,7 @@ runs it before the tier's own cluster starts, so the two real clusters never run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -18,6 +19,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import yaml
@@ -77,12 +80,32 @@ def _left_behind(workdir: pathlib.Path) -> list[str]:
     return found
 
 
-def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: pathlib.Path) -> None:
+@dataclass
+class MakeRun:
+    """``prepare run`` (what ``make run`` calls) as a user's shell runs it; ``rc`` once it ended."""
+
+    proc: subprocess.Popen[bytes]
+    log: pathlib.Path
+    workdir: pathlib.Path
+    env: dict[str, str]
+    rc: int | None = None
+
+    def assert_stopped_clean(self) -> None:
+        """Ctrl-C ended it with 0 and left nothing of the run behind."""
+        assert self.rc == 0, self.log.read_text()[-4000:]
+        time.sleep(1)
+        assert _left_behind(self.workdir) == []
+
+
+@contextlib.contextmanager
+def make_run(tmp_path: pathlib.Path, *flags: str, stop_within: float = 120) -> Iterator[MakeRun]:
+    """``prepare run [flags]`` with its output in ``tmp_path/make-run.log``; Ctrl-C at the end (to its
+    process group, as a terminal sends it), then ``rc`` is set."""
     workdir = tmp_path / "run"
     log = tmp_path / "make-run.log"
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["PYTHONPATH"] = f"{REPO}:{REPO / 'tools'}"
-    argv = [sys.executable, "-m", "prepare", "run", "--python", sys.executable]
+    argv = [sys.executable, "-m", "prepare", "run", "--python", sys.executable, *flags]
     argv += ["--logs", str(tmp_path / "stages"), "--workdir", str(workdir)]
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -94,7 +117,22 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
             cwd=REPO,
             start_new_session=True,
         )
+    run = MakeRun(proc, log, workdir, env)
     try:
+        yield run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        try:
+            run.rc = proc.wait(timeout=stop_within)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+
+
+def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: pathlib.Path) -> None:
+    with make_run(tmp_path) as run:
+        log, proc, env = run.log, run.proc, run.env
         _wait_for_line(log, r"make run: prepared in \d+ s", proc, within=300)
         progress = re.findall(
             r"^\[ ?(\d)/(\d)\] (.+) \.\.\. (\d+) s \(CPU \d+ s\)$", log.read_text(), re.MULTILINE
@@ -124,14 +162,4 @@ def test_make_run_serves_a_real_nova_the_printed_clouds_yaml_reaches(tmp_path: p
         computes = {r["Host"]: r for r in rows if r["Binary"] == "nova-compute"}
         assert set(computes) == {"compute-0", "compute-1"}, rows
         assert all(r["State"] == "up" for r in rows if r["Binary"] != "nova-osapi_compute"), rows
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
-        try:
-            rc = proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    assert rc == 0, log.read_text()[-4000:]
-    time.sleep(1)
-    assert _left_behind(workdir) == []
+    run.assert_stopped_clean()

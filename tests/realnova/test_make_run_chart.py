@@ -12,21 +12,17 @@ into ``operator.log``; Ctrl-C ends with status 0 and leaves no process, mount, b
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
-import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
-from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
 from simcluster.run import REAL_POOL_NODES
 
-from tests.realnova.test_make_run import _left_behind, _wait_for_line
+from tests.realnova.test_make_run import _wait_for_line, make_run
 
 # long: 3.4 min warm here (load 6 to 9), more on a busy machine, and a cold operator image alone is
 # 13 min (tools/opimage); make test-realnova runs it, make test does not. Its own timeout: the
@@ -56,23 +52,8 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
     tmp_path: pathlib.Path,
 ) -> None:
     t0 = time.monotonic()
-    workdir = tmp_path / "run"
-    log = tmp_path / "make-run.log"
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["PYTHONPATH"] = f"{REPO}:{REPO / 'tools'}"
-    argv = [sys.executable, "-m", "prepare", "run", "--python", sys.executable, "--real-compute-nodes"]
-    argv += ["--logs", str(tmp_path / "stages"), "--workdir", str(workdir)]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=REPO,
-            start_new_session=True,
-        )
-    try:
+    with make_run(tmp_path, "--real-compute-nodes", stop_within=180) as run:
+        log, proc, workdir = run.log, run.proc, run.workdir
         _wait_for_line(log, r"make run: prepared in \d+ s", proc, within=1800)
         assert "operator image (buildah, from the Dockerfile)" in log.read_text()
         ref = _wait_for_line(
@@ -112,15 +93,5 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
         assert _ready(nova), nova["status"]
         pool = _kubectl(kubeconfig, "-n", "openstack", "get", "novacompute", "rack7")
         assert _ready(pool), pool["status"]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
-        try:
-            rc = proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    assert rc == 0, log.read_text()[-4000:]
-    time.sleep(1)
-    assert _left_behind(workdir) == []
+    run.assert_stopped_clean()
     print(f"  wall time (prepare, bring-up, checks, Ctrl-C): {time.monotonic() - t0:.0f} s")

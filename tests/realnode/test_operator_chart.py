@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 from opimage import OperatorImage, build
 from realnode import RealNodes
 from realnode.access import accessible_control_plane
 from simcluster.client.kube import Kube
-from simcluster.platform.installtools import run, tool
+from simcluster.platform.installtools import tool
+from simcluster.realtier.operator_chart import helm_env, import_image, install
 
 from tests.novas import nova_spec
 
@@ -38,7 +38,6 @@ from tests.novas import nova_spec
 pytestmark = [pytest.mark.realnova, pytest.mark.long]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "nova-operator"
 RELEASE, RELEASE_NS, NOVA_NS = "nova-operator", "nova-system", "openstack"
 TIMEOUT = 240.0  # a busy 2-core machine: the pods start Python and import the whole package
 
@@ -81,39 +80,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     )
     cluster, access = accessible_control_plane(pathlib.Path(tmp_path_factory.mktemp("site")))
     nodes = RealNodes(cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), access=access)
-    helm_home = pathlib.Path(tmp_path_factory.mktemp("helm"))
-    env = {
-        "KUBECONFIG": str(cluster.control_plane.kubeconfig),
-        "HELM_CACHE_HOME": str(helm_home / "cache"),
-        "HELM_CONFIG_HOME": str(helm_home / "config"),
-        "HELM_DATA_HOME": str(helm_home / "data"),
-    }
+    workdir = pathlib.Path(tmp_path_factory.mktemp("helm"))
+    kubeconfig = cluster.control_plane.kubeconfig
+    env = helm_env(kubeconfig, workdir / "helm")  # what ``install`` gives helm, for the test's own calls
     try:
         nodes.start()
-        for node in nodes.nodes:
-            t1 = time.monotonic()
-            subprocess.run(
-                node.ctr("images", "import", "--base-name", image.repo, str(image.archive)),
-                check=True,
-                capture_output=True,
-            )
-            print(f"ctr images import on {node.name}: {time.monotonic() - t1:.1f} s")
+        t1 = time.monotonic()
+        import_image(nodes, f"{image.repo}:{image.tag}", image.archive)
+        print(f"ctr images import on {len(nodes.nodes)} node(s): {time.monotonic() - t1:.1f} s")
         values = {"image": {"repository": image.repo, "tag": image.tag}}
-        values_file = helm_home / "values.yaml"
-        values_file.write_text(yaml.safe_dump(values))
-        run(
-            "helm",
-            "install",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            RELEASE_NS,
-            "--create-namespace",
-            "--values",
-            str(values_file),
-            env=env,
-            timeout=180,
-        )
+        install(kubeconfig, workdir, values)
         print(f"site up (image, control plane, node, helm install): {time.monotonic() - t0:.1f} s")
         yield Site(nodes, image, values, env)
     finally:

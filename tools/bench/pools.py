@@ -413,7 +413,8 @@ class Run:
         )  # fmt: skip
 
         async def done() -> bool:
-            return all(self.fake.service_by_host(n) is None for n in services)
+            left = self.fake.services_by_host()
+            return not any(n in left for n in services)
 
         finished = await self.until(done, self.opts.timeout)
         self.raw["drain"] = {

@@ -242,6 +242,15 @@ class Cloud:
         with self.lock:
             return next((s for s in self.services.values() if s.host == host), None)
 
+    def services_by_host(self) -> dict[str, Service]:
+        """Every host's service as ``service_by_host`` finds it (the first registered), in one walk:
+        a caller asking for each of thousands of hosts would otherwise walk them all each time."""
+        with self.lock:
+            found: dict[str, Service] = {}
+            for svc in self.services.values():
+                found.setdefault(svc.host, svc)
+            return found
+
     def set_fault(
         self,
         fault: Fault | None,

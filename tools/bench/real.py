@@ -129,13 +129,14 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
             # Both at once, as a user applies the samples (and as make run does): the pool waits for
             # its Nova, and what it does meanwhile overlaps the Nova's bring-up.
             handle.apply(SAMPLES / "nova_minimal.yaml", pool_file, namespace=NS)
-            stages, loads = _watch(kube, t0, t0 + timeout)
+            stages, loads, messages = _watch(kube, t0, t0 + timeout)
             figures["load average, mean over the bring-up"] = round(sum(loads) / len(loads), 1)
         figures["Nova Ready after its create (s)"] = stages["Nova Ready"]
         figures["pool Ready after the Nova's Ready (s)"] = round(
             stages["pool Ready"] - stages["Nova Ready"], 1
         )
         figures["stages, s after the create"] = stages
+        figures["error messages, by stage"] = messages
         time.sleep(10)  # settle: RSS of the idle pods
         by_uid = pod_rss()
         pod_list = kube.get(f"/api/v1/namespaces/{NS}/pods")["items"]
@@ -149,6 +150,17 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         handle.stop()
     out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
+
+
+def error_messages(snap: Snapshot) -> dict[str, str]:
+    """The message of each error a look shows (a condition False with a reason ending ``Error``),
+    by its stage's name: the stage says an error held the bring-up, the message says which."""
+    found: dict[str, str] = {}
+    for who, obj in (("Nova", snap.nova), ("pool", snap.pool)):
+        for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+            if cond.get("status") == "False" and str(cond.get("reason", "")).endswith("Error"):
+                found[f"{who} {cond['type']} False {cond['reason']}"] = str(cond.get("message", ""))
+    return found
 
 
 def seen(snap: Snapshot) -> list[str]:
@@ -297,21 +309,28 @@ def _wait_for_controllers(log: pathlib.Path, deadline: float) -> None:
     raise SystemExit(f"the operator did not start its controllers; see {log}")
 
 
-def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], list[float]]:
-    """Seconds from ``t0`` to each stage, until the Nova and the pool are Ready; the load averages."""
+def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], list[float], dict[str, str]]:
+    """Seconds from ``t0`` to each stage, until the Nova and the pool are Ready; the load averages;
+    the first message of each error stage (``error_messages``)."""
     stages: dict[str, float] = {}
     loads: list[float] = []
+    messages: dict[str, str] = {}
     answered: set[str] = set()
     with ThreadPoolExecutor(8) as pool:
         while time.monotonic() < deadline:
             loads.append(hogs.load_average())
             looked = time.monotonic()  # a stage is dated when the look began (its reads went out then)
-            for name in seen(_snapshot(kube, answered, pool)):
+            snap = _snapshot(kube, answered, pool)
+            errors = error_messages(snap)
+            for name in seen(snap):
                 if name not in stages:
                     stages[name] = round(looked - t0, 1)
                     print(f"  {stages[name]:6.1f}s  {name}", flush=True)
+                    if name in errors:
+                        messages[name] = errors[name]
+                        print(f"           {errors[name]}", flush=True)
             if "Nova Ready" in stages and "pool Ready" in stages:
-                return stages, loads
+                return stages, loads, messages
             time.sleep(max(0.0, looked + 0.5 - time.monotonic()))
     raise SystemExit(f"not Ready within {deadline - t0:.0f} s; stages so far: {stages}")
 

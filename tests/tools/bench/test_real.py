@@ -175,3 +175,34 @@ def test_the_create_waits_for_mariadb_ready_and_the_broker_available() -> None:
         real._wait_for_dependencies(kube, time.monotonic() + 0.3)
     kube.objects[rabbit] = _ready("ClusterAvailable")
     real._wait_for_dependencies(kube, time.monotonic() + 0.3)
+
+
+def test_an_error_stage_keeps_its_message_and_other_stages_none() -> None:
+    pool = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "ServicesReady",
+                    "status": "False",
+                    "reason": "ComputeAPIError",
+                    "message": "GET x: 503",
+                },
+                {
+                    "type": "AggregatesReady",
+                    "status": "False",
+                    "reason": "WaitingForServices",
+                    "message": "w",
+                },
+                {"type": "DaemonSetReady", "status": "True", "reason": "DaemonSetReady", "message": "ok"},
+            ]
+        }
+    }
+    nova = {
+        "status": {"conditions": [{"type": "NovaAPIReady", "status": "False", "reason": "KeystoneError"}]}
+    }
+    found = real.error_messages(real.Snapshot(nova=nova, pool=pool))
+    assert found == {
+        "pool ServicesReady False ComputeAPIError": "GET x: 503",
+        "Nova NovaAPIReady False KeystoneError": "",
+    }
+    assert "pool ServicesReady False ComputeAPIError" in real.seen(real.Snapshot(nova=nova, pool=pool))

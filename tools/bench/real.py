@@ -146,10 +146,23 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
             if p["status"].get("phase") == "Running"
         }
         figures["pod RSS total (MiB)"] = round(sum(figures["pod RSS (MiB)"].values()), 1)
+        figures["container restarts, by pod"] = restarts(pod_list)
     finally:
         handle.stop()
     out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
+
+
+def restarts(pods: list[dict[str, Any]]) -> dict[str, int]:
+    """The pods whose containers restarted during the bring-up (a probe's kill shows here), by name."""
+    found: dict[str, int] = {}
+    for pod in pods:
+        count = sum(
+            int(c.get("restartCount", 0)) for c in (pod.get("status") or {}).get("containerStatuses") or []
+        )
+        if count:
+            found[pod["metadata"]["name"]] = count
+    return found
 
 
 def error_messages(snap: Snapshot) -> dict[str, str]:
@@ -394,4 +407,8 @@ def report(figures: dict[str, Any]) -> str:
     for pod, mib in sorted(figures["pod RSS (MiB)"].items()):
         lines.append(f"    {pod:<40} {mib:8.1f}")
     lines.append(f"    {'total':<40} {figures['pod RSS total (MiB)']:8.1f}")
+    for stage, message in (figures.get("error messages, by stage") or {}).items():
+        lines.append(f"  {stage}: {message}")
+    restarted = figures.get("container restarts, by pod") or {}
+    lines.append(f"  container restarts: {restarted or 'none'}")
     return "\n".join(lines)

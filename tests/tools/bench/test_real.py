@@ -206,3 +206,15 @@ def test_an_error_stage_keeps_its_message_and_other_stages_none() -> None:
         "Nova NovaAPIReady False KeystoneError": "",
     }
     assert "pool ServicesReady False ComputeAPIError" in real.seen(real.Snapshot(nova=nova, pool=pool))
+
+
+def test_restarts_name_only_the_pods_whose_containers_restarted() -> None:
+    def pod(name: str, *counts: int) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "status": {"containerStatuses": [{"restartCount": c} for c in counts]},
+        }
+
+    assert real.restarts([pod("a", 0, 0), pod("b", 1, 2), {"metadata": {"name": "c"}, "status": {}}]) == {
+        "b": 3
+    }

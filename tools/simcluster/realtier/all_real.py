@@ -168,9 +168,13 @@ def _add_nodes_and_servers(
     for node, labels in node_labels.items():
         kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
 
+    def import_all() -> float:
+        t0 = time.monotonic()
+        import_images(nodes, image_names(releases))
+        return time.monotonic() - t0
+
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="image-import") as pool:
-        t_import = time.monotonic()
-        imported = pool.submit(import_images, nodes, image_names(releases))
+        imported = pool.submit(import_all)
         try:
             t = time.monotonic()
             backends = RealBackends(root / "backends", address=LOOPBACK, reach=SERVERS_IP)
@@ -189,8 +193,8 @@ def _add_nodes_and_servers(
             openstack.start(service_users=())
             startup["keystone, placement, glance"] = time.monotonic() - t
         finally:
-            imported.result()  # its error first, if any; and no import left running into a teardown
-            startup["image import"] = time.monotonic() - t_import
+            # its error, if any; and no import left running into a teardown
+            startup["image import"] = imported.result()
 
     assert openstack.network is not None
     t = time.monotonic()

@@ -99,14 +99,167 @@ def test_the_compute_api_is_published_to_its_cluster_ip_and_registered_public_an
     nodes, openstack = _Nodes(), _OpenStack()
     handle = _Handle()
     handle.real = RealTier(
-        None,  # type: ignore[arg-type]
         None,
-        None,  # type: ignore[arg-type]
-        openstack,  # type: ignore[arg-type]
-        real_compute=RealCompute(nodes),  # type: ignore[arg-type]
+        None,
+        None,
+        openstack,
+        real_compute=RealCompute(nodes),
     )
-    public = all_real.register_compute(handle, "openstack")  # type: ignore[arg-type]
+    public = all_real.register_compute(handle, "openstack")
     ((port, target, target_port, address),) = nodes.published
     assert (target, target_port, address) == ("10.96.7.8", 8774, "127.0.0.1")
     assert public == f"http://127.0.0.1:{port}/v2.1"
     assert openstack.endpoints == [("compute", "nova", public, "http://nova.openstack.svc:8774/v2.1")]
+
+
+# -- the bring-up's wiring, with every part faked ------------------------------------------------
+
+
+class _FakeNodes:
+    made: list[_FakeNodes] = []
+
+    def __init__(self, cluster: object, workdir: object, **kw: Any) -> None:
+        self.kw = kw
+        self.relays: list[tuple[str, list[int], str | None]] = []
+        self.started = False
+        _FakeNodes.made.append(self)
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> None:
+        pass
+
+    def relay(self, address: str, ports: list[int], upstream: str | None = None) -> None:
+        self.relays.append((address, list(ports), upstream))
+
+
+class _FakeServer:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+
+class _FakeBackends:
+    def __init__(self, workdir: object, *, address: str, reach: str) -> None:
+        self.address, self.reach = address, reach
+        self.mariadb, self.rabbitmq, self.memcached = _FakeServer(3306), _FakeServer(5672), _FakeServer(11212)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class _FakeOpenStack:
+    made: list[_FakeOpenStack] = []
+
+    def __init__(self, workdir: object, mariadb: object, memcached: str, **kw: Any) -> None:
+        self.memcached, self.kw = memcached, kw
+        self.keystone_port, self.placement_port, self.glance_port = 35357, 38778, 39292
+        self.network: _FakeServer | None = None
+        _FakeOpenStack.made.append(self)
+
+    def start(self, service_users: tuple[str, ...] = ()) -> None:
+        self.network = _FakeServer(39696)
+
+    def stop(self) -> None:
+        pass
+
+
+class _FakeOvsdb:
+    def __init__(self, workdir: object, sock: object, system_id: str) -> None:
+        self.system_id = system_id
+
+    def start(self) -> _FakeOvsdb:
+        return self
+
+
+class _RecordingKube:
+    def __init__(self) -> None:
+        self.applied: list[tuple[str, dict[str, Any]]] = []
+        self.patched: list[tuple[str, dict[str, Any]]] = []
+
+    def apply(self, doc: dict[str, Any], namespace: str = "default") -> None:
+        self.applied.append((namespace, doc))
+
+    def patch(self, path: str, body: dict[str, Any]) -> None:
+        self.patched.append((path, body))
+
+
+def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch: Any, tmp_path: Any) -> None:
+    import pathlib
+
+    kube = _RecordingKube()
+
+    class Cluster:
+        def __init__(self) -> None:
+            self.kube = kube
+
+    class Handle:
+        def __init__(self) -> None:
+            self.cluster = Cluster()
+            self.workdir = pathlib.Path(tmp_path)
+            self.teardown: list[tuple[str, object]] = []
+            self.real: Any = None
+
+    imported: list[dict[str, list[str]]] = []
+    standins: list[object] = []
+    _FakeNodes.made.clear()
+    _FakeOpenStack.made.clear()
+    monkeypatch.setattr(all_real, "install_dependency_crds", lambda kube: None)
+    monkeypatch.setattr(all_real, "RealNodes", _FakeNodes)
+    monkeypatch.setattr(all_real, "RealBackends", _FakeBackends)
+    monkeypatch.setattr(all_real, "OpenStackServices", _FakeOpenStack)
+    monkeypatch.setattr(all_real, "OvsdbServer", _FakeOvsdb)
+    monkeypatch.setattr(all_real, "import_images", lambda nodes, names: imported.append(names))
+    monkeypatch.setattr(all_real, "start_standins", lambda handle, backend: standins.append(backend))
+    monkeypatch.setattr(RealCompute, "socket", lambda self, name: pathlib.Path(f"/proc/1/root/{name}"))
+    handle = Handle()
+    labels = {"example.org/compute-pool": "rack7"}
+    all_real._add_nodes_and_servers(
+        handle,
+        None,
+        ["control-0", "control-1"],
+        ["compute-0", "compute-1"],
+        {"compute-0": labels, "compute-1": labels},
+        ["2025.2", "2026.1"],
+        ["openstack"],
+    )
+    (nodes,) = _FakeNodes.made
+    assert nodes.started
+    assert nodes.kw["names"] == ["control-0", "control-1", "compute-0", "compute-1"]
+    assert set(nodes.kw["node_taints"]) == {"compute-0", "compute-1"}  # the control nodes untainted
+    assert kube.patched == [(f"/api/v1/nodes/compute-{i}", {"metadata": {"labels": labels}}) for i in (0, 1)]
+    assert imported == [all_real.image_names(["2025.2", "2026.1"])]
+    # every server's port relayed from the namespace's address to the host's loopback
+    ((address, ports, upstream),) = nodes.relays
+    assert (address, upstream) == (all_real.SERVERS_IP, all_real.LOOPBACK)
+    assert sorted(ports) == sorted([3306, 5672, 11212, 35357, 38778, 39292, 39696])
+    (openstack,) = _FakeOpenStack.made
+    assert openstack.kw["address"] == all_real.LOOPBACK
+    assert openstack.kw["internal_urls"] == all_real.internal_urls("openstack")
+    assert openstack.memcached == "127.0.0.1:11212"
+    (backend,) = standins
+    assert (backend.address, backend.reach) == (all_real.LOOPBACK, all_real.SERVERS_IP)
+    # the samples' Services lead to the namespace's address at each server's port
+    slices = {
+        doc["metadata"]["labels"]["kubernetes.io/service-name"]: doc
+        for ns, doc in kube.applied
+        if doc["kind"] == "EndpointSlice" and ns == "openstack"
+    }
+    targets = {"keystone-api": 35357, "placement-api": 38778, "glance-api": 39292, "neutron-server": 39696}
+    assert set(slices) == {*targets, "memcached"}
+    for name, target in {**targets, "memcached": 11212}.items():
+        assert slices[name]["endpoints"][0]["addresses"] == [all_real.SERVERS_IP], name
+        assert slices[name]["ports"][0]["port"] == target, name
+    assert handle.real.kubelet is None  # no stand-in
+    assert set(handle.real.ovsdb) == {"compute-0", "compute-1"}
+    # the pods go before the servers they use
+    assert [part for part, _ in handle.teardown] == [
+        "real nodes",
+        "keystone, placement, glance",
+        "backing servers",
+        "ovsdb-server",
+    ]
+    assert "image import" in handle.real.startup

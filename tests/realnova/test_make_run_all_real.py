@@ -91,6 +91,19 @@ def _memory(kubeconfig: str, nodes: list[dict[str, Any]], pods: list[dict[str, A
     return lines
 
 
+def _diagnose(kubeconfig: pathlib.Path) -> None:
+    """What the pods and the events say, for a run whose samples never got Ready."""
+    for args in (("get", "pods", "-A", "-o", "wide"), ("get", "events", "-A", "--sort-by=.lastTimestamp")):
+        done = subprocess.run(
+            [str(tool("kubectl")), f"--kubeconfig={kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        print(f"$ kubectl {' '.join(args)}\n{done.stdout[-8000:]}{done.stderr[-2000:]}")
+
+
 def _left_behind(workdir: pathlib.Path, traces: Traces, tag: str) -> list[str]:
     """Processes of the nodes' namespaces or cgroups or naming the run's directory, the nodes'
     cgroups, mounts of the directory, host links with the nodes' tag, a kube-proxy table on the host."""
@@ -123,7 +136,13 @@ def test_make_run_all_real_serves_the_samples_on_real_nodes_only_to_the_users_sh
         _wait_for_line(log, r"make run: prepared in \d+ s", proc, within=1800)
         nodes_line = _wait_for_line(log, r"real nodes (\S+, \S+, \S+, \S+) Ready \((.*)\)", proc, 1800)
         print(f"\nmake run REAL_NODES=all: {nodes_line.group(0)}")
-        ready = _wait_for_line(log, r"the sample Nova and NovaCompute are Ready after ([\d.]+) s", proc, 1800)
+        try:
+            ready = _wait_for_line(
+                log, r"the sample Nova and NovaCompute are Ready after ([\d.]+) s", proc, 1800
+            )
+        except AssertionError:
+            _diagnose(workdir / "kubeconfig")
+            raise
         print(f"  samples Ready {ready.group(1)} s after the cluster's start")
         kubeconfig = _wait_for_line(log, r"export KUBECONFIG=(\S+)", proc, 10).group(1)
         clouds = pathlib.Path(_wait_for_line(log, r"clouds\.yaml: (\S+)", proc, within=120).group(1))

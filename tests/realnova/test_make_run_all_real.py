@@ -1,4 +1,4 @@
-"""``make run REAL_NODES=all`` (issue 37 item 1): a cluster of real nodes only, no kubelet stand-in.
+"""``make run REAL_NODES=1`` (issue 37 item 1): a cluster of real nodes only, no kubelet stand-in.
 
 It runs ``python -m prepare run --all-real`` as the Makefile does (``--python`` for this interpreter
 instead of ``make venv``). Asserts: four real nodes (``control-0``/``control-1`` untainted, the pool's
@@ -135,7 +135,7 @@ def test_make_run_all_real_serves_the_samples_on_real_nodes_only_to_the_users_sh
         log, proc, workdir, env = run.log, run.proc, run.workdir, run.env
         _wait_for_line(log, r"make run: prepared in \d+ s", proc, within=1800)
         nodes_line = _wait_for_line(log, r"real nodes (\S+, \S+, \S+, \S+) Ready \((.*)\)", proc, 1800)
-        print(f"\nmake run REAL_NODES=all: {nodes_line.group(0)}")
+        print(f"\nmake run REAL_NODES=1: {nodes_line.group(0)}")
         try:
             ready = _wait_for_line(
                 log, r"the sample Nova and NovaCompute are Ready after ([\d.]+) s", proc, 1800

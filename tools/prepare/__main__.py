@@ -139,8 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run" and args.local_operator and args.all_real:
         parser.error(
-            "--local-operator does not go with --all-real (REAL_NODES=all): a process on the host cannot "
-            "resolve or reach the cluster's Services there; use REAL_NODES=1 LOCAL_OPERATOR=1"
+            "--local-operator does not go with --all-real: a process on the host cannot "
+            "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
+            "starts the mixed tier for it"
         )
     if args.command == "run" and args.local_operator and not args.real_compute_nodes:
         parser.error("--local-operator goes with --real-compute-nodes (the operator is local without it)")

@@ -137,10 +137,10 @@ def run_plan(
     """``make run``: against ``$KUBECONFIG`` only the project's venv; with the stand-ins the control
     plane and kwok; else the real Nova's packages, venvs and image (the sample's release only) beside
     the control plane without kwok (the real tier has no fake nodes). ``real_nodes`` (``make run
-    REAL_NODES=1``): also the real nodes' binaries and the sample release's nova OCI image; ``chart``
+    REAL_NODES=mixed``): also the real nodes' binaries and the sample release's nova OCI image; ``chart``
     (with it, unless ``LOCAL_OPERATOR=1``): helm (Go lane) and the operator's image, in a lane of its
     own once the Debian packages are in (its cold build is downloads and pip more than CPU).
-    ``all_real`` (``make run REAL_NODES=all``): as ``real_nodes`` with the chart, for every supported
+    ``all_real`` (``make run REAL_NODES=1``): as ``real_nodes`` with the chart, for every supported
     release (each one's image is imported into every node)."""
     venv = [project_venv()] if make_venv else []
     if kubeconfig:

@@ -6,7 +6,7 @@ With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags 
 ServiceAccount, and every condition change of the sample Nova and NovaCompute is printed
 until both are Ready; then how to look. Ctrl-C stops everything that was started.
 
-``--real-compute-nodes`` (``make run REAL_NODES=1``): the pool's two compute nodes are real kubelets
+``--real-compute-nodes`` (``make run REAL_NODES=mixed``): the pool's two compute nodes are real kubelets
 on containerd (``simcluster.realtier.real_compute``), the control nodes stay the stand-in's. The
 sample release's nova image is imported into them (the other releases stay the stand-in's, built in
 the background as without the flag: an import costs about 45 s per release and node under load, and
@@ -16,11 +16,11 @@ into each node, and the values that mode must set, among them ``--default-image-
 IfNotPresent``: a tag-named image would be pulled, and the nodes have no registry). Its pods' logs
 are followed through the API server into ``<workdir>/operator.log`` (``realtier.pod_logs``), and
 what becomes of the pods (scheduled, Ready, restarted) is printed with the conditions. With
-``--local-operator`` (``make run REAL_NODES=1 LOCAL_OPERATOR=1``) the operator runs as a local
+``--local-operator`` (``make run REAL_NODES=mixed LOCAL_OPERATOR=1``) the operator runs as a local
 process instead, as without real nodes, with that pull policy. Ctrl-C stops the nodes with the
 cluster, and the operator's pods with them.
 
-``--all-real`` (``make run REAL_NODES=all``): every node a real kubelet on containerd, no kubelet
+``--all-real`` (``make run REAL_NODES=1``): every node a real kubelet on containerd, no kubelet
 stand-in at all (``simcluster.realtier.all_real``): ``control-0`` and ``control-1``, and the pool's
 two compute nodes labelled and tainted as above. Every supported release's nova image is imported
 into every node before the samples are applied (an upgrade of the sample finds its image), and the
@@ -80,8 +80,9 @@ WATCHED = (("novas", "nova"), ("novacomputes", POOL))
 
 
 LOCAL_WITH_ALL_REAL = (
-    "--local-operator does not go with --all-real (REAL_NODES=all): a process on the host cannot "
-    "resolve or reach the cluster's Services there; use REAL_NODES=1 LOCAL_OPERATOR=1"
+    "--local-operator does not go with --all-real: a process on the host cannot "
+    "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
+    "starts the mixed tier for it"
 )
 
 RUN_DEFAULTS = ("--leader-elect=false",)

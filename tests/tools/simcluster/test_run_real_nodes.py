@@ -1,4 +1,4 @@
-"""``make run REAL_NODES=1``: the flag reaches ``launch_real`` as real compute nodes with the sample
+"""``make run REAL_NODES=mixed``: the flag reaches ``launch_real`` as real compute nodes with the sample
 release's image; the operator is installed by its chart there (the control plane's pod access and
 the compute API's relayed port asked for, the image handed on or built, the caller's flags given to
 the chart), or with ``LOCAL_OPERATOR=1`` runs locally with ``--default-image-pull-policy
@@ -317,7 +317,7 @@ def test_the_plan_with_the_chart_builds_helm_and_the_operator_image_beside_the_o
 # -- REAL_NODES=all: every node real ------------------------------------------------------------
 
 
-def test_make_run_real_nodes_all_asks_for_the_all_real_tier_and_1_for_the_mixed_one() -> None:
+def test_make_run_real_nodes_1_asks_for_the_all_real_tier_and_mixed_for_the_mixed_one() -> None:
     import subprocess
 
     def dry(*assignments: str) -> str:
@@ -330,10 +330,13 @@ def test_make_run_real_nodes_all_asks_for_the_all_real_tier_and_1_for_the_mixed_
         )
         return done.stdout
 
-    assert "--all-real" in dry("REAL_NODES=all")
-    assert "--real-compute-nodes" not in dry("REAL_NODES=all")
-    assert "--real-compute-nodes" in dry("REAL_NODES=1")
-    assert "--all-real" not in dry("REAL_NODES=1")
+    for value in ("1", "all"):
+        assert "--all-real" in dry(f"REAL_NODES={value}")
+        assert "--real-compute-nodes" not in dry(f"REAL_NODES={value}")
+    assert "--real-compute-nodes" in dry("REAL_NODES=mixed")
+    assert "--all-real" not in dry("REAL_NODES=mixed")
+    # the local operator: the mixed tier (the all-real one refuses it)
+    assert "--real-compute-nodes --local-operator" in dry("REAL_NODES=1", "LOCAL_OPERATOR=1")
     assert "--all-real" not in dry()
     assert "--real-compute-nodes" not in dry()
 
@@ -389,7 +392,7 @@ def test_all_real_starts_every_node_real_with_every_release_and_the_chart_withou
 def test_all_real_refuses_the_local_operator_with_a_reason() -> None:
     with pytest.raises(ValueError, match="cannot resolve or reach the cluster's Services"):
         run.run_simulated(None, [], real=True, all_real=True, local_operator=True)
-    with pytest.raises(SystemExit, match="REAL_NODES=1 LOCAL_OPERATOR=1"):
+    with pytest.raises(SystemExit, match="REAL_NODES=1 LOCAL_OPERATOR=1 starts the mixed tier"):
         simcluster_main.main(["run", "--all-real", "--local-operator"])
     with pytest.raises(SystemExit):
         prepare_main.main(["run", "--all-real", "--local-operator"])

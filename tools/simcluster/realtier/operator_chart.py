@@ -1,7 +1,8 @@
 """The operator as its users run it (issue 37 item 3): installed by its Helm chart, from the image
 ``tools/opimage`` builds, into the mixed tier as pods on the real compute nodes (``make run
-REAL_NODES=1``) or into the all-real tier (``simcluster.realtier.all_real``) where the chart's
-defaults place it (on the control nodes) and it reaches the compute API by its Service's name.
+REAL_NODES=mixed``) or into the all-real tier (``make run REAL_NODES=1``,
+``simcluster.realtier.all_real``) where the chart's defaults place it (on the control nodes) and
+it reaches the compute API by its Service's name.
 
 The chart runs with its defaults (two replicas and leader election, its ServiceAccount and RBAC,
 probes, security context and memory limit) and only these values (``chart_values``):

@@ -1,6 +1,6 @@
-"""The chart values ``make run REAL_NODES=1`` installs the operator with: rendered by the chart itself
-(``helm template``), they put the built image on the real nodes with the chart's own settings
-untouched, and the operator understands every flag they add."""
+"""The chart values ``make run REAL_NODES=1`` and ``REAL_NODES=mixed`` install the operator with:
+rendered by the chart itself (``helm template``), they put the built image on the real nodes with
+the chart's own settings untouched, and the operator understands every flag they add."""
 
 from __future__ import annotations
 

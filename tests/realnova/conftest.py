@@ -36,7 +36,11 @@ from tests.realnova.realcluster import (
     wait_for,
 )
 
-MAKE_RUN = ("tests/realnova/test_make_run.py::", "tests/realnova/test_make_run_chart.py::")
+MAKE_RUN = (
+    "tests/realnova/test_make_run.py::",
+    "tests/realnova/test_make_run_chart.py::",
+    "tests/realnova/test_make_run_all_real.py::",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""``make run REAL_NODES=1`` (issue 37 item 3): the operator installed by its Helm chart as pods on the
+"""``make run REAL_NODES=mixed`` (issue 37 item 3): the operator installed by its Helm chart as pods on the
 real compute nodes, from the image ``tools/opimage`` builds, serves the sample Nova and pool to Ready.
 
 It runs ``python -m prepare run --real-compute-nodes`` as the Makefile does (``--python`` for this
@@ -61,7 +61,7 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
         )
         image = ref.group(1)
         ready = _wait_for_line(log, r"the sample Nova and NovaCompute are Ready after ([\d.]+) s", proc, 1800)
-        print(f"\nmake run REAL_NODES=1: samples Ready {ready.group(1)} s after the cluster's start")
+        print(f"\nmake run REAL_NODES=mixed: samples Ready {ready.group(1)} s after the cluster's start")
         kubeconfig = _wait_for_line(log, r"export KUBECONFIG=(\S+)", proc, 10).group(1)
         printed = log.read_text()
         deployment = _kubectl(kubeconfig, "-n", RELEASE_NS, "get", "deployment", "nova-operator")

@@ -1,7 +1,7 @@
 """Build (or find cached) what a command needs, one line per stage, then run it.
 
-    python3 -m prepare run [--standins | --real-compute-nodes [--local-operator]] [--workdir DIR]
-                           [--python PY] [-- OPERATOR_FLAGS]                          # make run
+    python3 -m prepare run [--standins | --real-compute-nodes [--local-operator] | --all-real]
+                           [--workdir DIR] [--python PY] [-- OPERATOR_FLAGS]          # make run
     python3 -m prepare ci                                                             # .ci/run
 
 ``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
@@ -72,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         make_venv=args.python is None,
         real_nodes=args.real_compute_nodes,
         chart=not args.local_operator,
+        all_real=args.all_real,
     )
     outcome = prepare("make run", lanes, Path(args.logs))
     if not outcome.ok:
@@ -88,6 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         argv.append("--standins")
     if args.real_compute_nodes:
         argv.append("--real-compute-nodes")
+    if args.all_real:
+        argv.append("--all-real")
     if args.local_operator:
         argv.append("--local-operator")
     if "operator-image" in outcome.outputs:
@@ -115,6 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument(
         "--real-compute-nodes", action="store_true", help="the pool's nodes real kubelets on containerd"
     )
+    mode.add_argument(
+        "--all-real",
+        action="store_true",
+        help="every node a real kubelet on containerd (no kubelet stand-in), every release's nova image",
+    )
     run.add_argument(
         "--local-operator",
         action="store_true",
@@ -129,6 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
     ci.set_defaults(func=cmd_ci)
     args = parser.parse_args(argv)
+    if args.command == "run" and args.local_operator and args.all_real:
+        parser.error(
+            "--local-operator does not go with --all-real: a process on the host cannot "
+            "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
+            "starts the mixed tier for it"
+        )
     if args.command == "run" and args.local_operator and not args.real_compute_nodes:
         parser.error("--local-operator goes with --real-compute-nodes (the operator is local without it)")
     if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):

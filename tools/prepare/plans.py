@@ -66,13 +66,15 @@ def nova_images(releases: list[str] | None) -> Stage:
     return Stage("images", title, (IMAGE_PYTHON, "tools/realnova/images.py", *(releases or ())))
 
 
-def nova_oci_image(release: str) -> Stage:
-    """The release's nova image for real nodes (``tools/realnode/nova_image.py``, from its image tree):
-    cold, mmdebstrap's Debian base takes minutes once per machine; warm, a few seconds."""
+def nova_oci_image(release: str | None) -> Stage:
+    """The release's nova image for real nodes (``tools/realnode/nova_image.py``, from its image tree),
+    or (``None``) every supported release's: cold, mmdebstrap's Debian base takes minutes once per
+    machine; warm, a few seconds."""
+    names = [release] if release else all_releases()
     return Stage(
         "nova-oci-image",
-        f"nova OCI image {release} (real nodes)",
-        (".venv/bin/python", "-m", "realnode.nova_image", release),
+        f"nova OCI image{'s' if len(names) > 1 else ''} {', '.join(names)} (real nodes)",
+        (".venv/bin/python", "-m", "realnode.nova_image", *([release] if release else [])),
         env={"PYTHONPATH": "tools"},
     )
 
@@ -124,25 +126,34 @@ def deploytools() -> Stage:
 
 
 def run_plan(
-    *, standins: bool, kubeconfig: bool, make_venv: bool, real_nodes: bool = False, chart: bool = False
+    *,
+    standins: bool,
+    kubeconfig: bool,
+    make_venv: bool,
+    real_nodes: bool = False,
+    chart: bool = False,
+    all_real: bool = False,
 ) -> Lanes:
     """``make run``: against ``$KUBECONFIG`` only the project's venv; with the stand-ins the control
     plane and kwok; else the real Nova's packages, venvs and image (the sample's release only) beside
     the control plane without kwok (the real tier has no fake nodes). ``real_nodes`` (``make run
-    REAL_NODES=1``): also the real nodes' binaries and the sample release's nova OCI image; ``chart``
+    REAL_NODES=mixed``): also the real nodes' binaries and the sample release's nova OCI image; ``chart``
     (with it, unless ``LOCAL_OPERATOR=1``): helm (Go lane) and the operator's image, in a lane of its
-    own once the Debian packages are in (its cold build is downloads and pip more than CPU)."""
+    own once the Debian packages are in (its cold build is downloads and pip more than CPU).
+    ``all_real`` (``make run REAL_NODES=1``): as ``real_nodes`` with the chart, for every supported
+    release (each one's image is imported into every node)."""
     venv = [project_venv()] if make_venv else []
     if kubeconfig:
         return [venv]
     if standins:
         return [venv, [control_plane(kwok=True)]]
-    release = [sample_release()]
+    release = None if all_real else [sample_release()]
+    real_nodes, chart = real_nodes or all_real, chart or all_real
     # apt first: a Debian python3 needs python3.11-venv for .venv too.
     python = [apt(), *venv, nova_venvs(release), service_venvs(), nova_images(release)]
     go = [control_plane(kwok=False)]
     if real_nodes:
-        python.append(nova_oci_image(release[0]))  # from the image tree, the stage before it
+        python.append(nova_oci_image(release[0] if release else None))  # from the image trees before it
         go.append(realnode_binaries())
     if real_nodes and chart:
         go.append(deploytools())

@@ -6,16 +6,23 @@ and connects each client to ``127.0.0.1:PORT`` in the namespace it was started i
 and kube-proxy reach the host's API server this way, at the address its serving certificate names,
 and pods through the ``kubernetes`` Service, without any link, route or rule between the namespaces.
 
-``python -m realnode.forward relay NETNS_PATH ADDRESS PORT...`` listens on ``ADDRESS:PORT`` for each port
-inside the namespace and connects each client to the same ``ADDRESS:PORT`` in the namespace it was
-started in: servers on the host (at an address of the host's, such as a pod bridge's gateway) are
-reached at that same address from the nodes, so one EndpointSlice serves both sides.
+``python -m realnode.forward relay NETNS_PATH ADDRESS PORT... [--to UPSTREAM]`` listens on
+``ADDRESS:PORT`` for each port inside the namespace and connects each client to ``UPSTREAM:PORT``
+(default the same ``ADDRESS``) in the namespace it was started in: servers on the host (at an address
+of the host's, such as a pod bridge's gateway) are reached at that same address from the nodes, so one
+EndpointSlice serves both sides; or, with ``--to 127.0.0.1``, servers on the host's loopback are
+reached at ``ADDRESS`` (an address of the nodes' namespace only) from the nodes and their pods.
+
+``python -m realnode.forward publish NETNS_PATH ADDRESS PORT TARGET TARGET_PORT`` is the other way
+round: it listens on ``ADDRESS:PORT`` of the namespace it was started in (the host's loopback) and
+connects each client to ``TARGET:TARGET_PORT`` inside the other (e.g. a Service's ClusterIP, which
+the nodes' kube-proxy rules lead on): what runs in the cluster is reached from the user's shell.
 
 ``python -m realnode.forward connect NETNS_PATH NAME`` is an HTTP CONNECT proxy on the abstract unix
 socket ``@NAME`` of the namespace it was started in, whose connections are made inside the other: the
 API server's egress selector sends its traffic to the kubelets (logs, exec, port-forward) there.
 
-Both print ``ready`` once listening. A socket stays in the namespace it was made in: the process
+Each prints ``ready`` once listening. A socket stays in the namespace it was made in: the process
 enters the other namespace only to make the sockets that belong there.
 """
 
@@ -37,6 +44,16 @@ def setns(fd: int) -> None:
     if libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def enter(netns: str) -> None:
+    """This process into the namespace at ``netns``: from now on every socket it makes (its
+    connections) is made there; the sockets it made before stay where they were made."""
+    fd = os.open(netns, os.O_RDONLY)
+    try:
+        setns(fd)
+    finally:
+        os.close(fd)
 
 
 def listen_in(netns: str, port: int, addresses: list[str]) -> list[socket.socket]:
@@ -130,16 +147,24 @@ def main(argv: list[str]) -> int:
         port = int(argv[2])
         asyncio.run(serve(listen_in(netns, port, argv[3:] or ["127.0.0.1"]), port))
     elif mode == "relay":
-        address, ports = argv[2], [int(p) for p in argv[3:]]
-        routes = [(listen_in(netns, p, [address])[0], address, p) for p in ports]
+        rest = argv[3:]
+        upstream = argv[2]
+        if "--to" in rest:
+            at = rest.index("--to")
+            upstream, rest = rest[at + 1], rest[:at] + rest[at + 2 :]
+        address, ports = argv[2], [int(p) for p in rest]
+        routes = [(listen_in(netns, p, [address])[0], upstream, p) for p in ports]
         asyncio.run(serve_all(routes))
+    elif mode == "publish":
+        address, port, target, target_port = argv[2], int(argv[3]), argv[4], int(argv[5])
+        listener = socket.create_server((address, port), backlog=128)  # here, before entering
+        enter(netns)
+        asyncio.run(serve_all([(listener, target, target_port)]))
     elif mode == "connect":
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind("\0" + argv[2])  # abstract: no file, gone with the process
         listener.listen(128)
-        fd = os.open(netns, os.O_RDONLY)
-        setns(fd)  # from now on every connection this process makes is made in the nodes' namespace
-        os.close(fd)
+        enter(netns)
         asyncio.run(serve_connect(listener))
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -118,6 +118,7 @@ class RealNodes:
     names: Sequence[str] = ()  # or these, one per node (``count`` is then their number)
     labels: Mapping[str, str] = field(default_factory=dict)  # on every node, from its registration
     taints: Sequence[str] = ()  # ``key=value:Effect``, on every node from its registration
+    node_taints: Mapping[str, Sequence[str]] = field(default_factory=dict)  # or these, by node name
     # host directories each node overlays (its own upper layer in its state directory): where the
     # hostPath volumes of its pods would otherwise create files on the host (e.g. /etc, /usr/lib)
     overlays: Sequence[str] = ()
@@ -242,15 +243,26 @@ class RealNodes:
         assert self.netns_holder is not None
         return ["nsenter", f"--net=/proc/{self.netns_holder.pid}/ns/net", "--", *argv]
 
-    def relay(self, address: str, ports: Sequence[int]) -> None:
-        """Servers of the host at ``address:port`` (an address of the host's, e.g. a pod bridge's
-        gateway) reached at the same address and ports from the nodes and their pods: the address on
-        the namespace's ``lo``, and ``realnode.forward relay`` between the two."""
+    def relay(self, address: str, ports: Sequence[int], upstream: str | None = None) -> None:
+        """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's,
+        e.g. a pod bridge's gateway) reached at ``address`` and the same ports from the nodes and
+        their pods: the address on the namespace's ``lo``, and ``realnode.forward relay`` between
+        the two. With ``upstream`` (e.g. ``127.0.0.1``), ``address`` need not exist on the host."""
         assert self.netns_holder is not None
         self._run_in_netns("ip", "addr", "add", f"{address}/32", "dev", "lo")
         netns = f"/proc/{self.netns_holder.pid}/ns/net"
         name = f"relay-{address}"
-        self.relays.append(self._helper(name, ["relay", netns, address, *(str(p) for p in ports)]))
+        to = ["--to", upstream] if upstream is not None and upstream != address else []
+        self.relays.append(self._helper(name, ["relay", netns, address, *(str(p) for p in ports), *to]))
+
+    def publish(self, port: int, target: str, target_port: int, address: str = "127.0.0.1") -> None:
+        """``address:port`` of the host (its loopback) leads to ``target:target_port`` as the nodes'
+        namespace reaches it (a Service's ClusterIP, through kube-proxy's rules there):
+        ``realnode.forward publish``, stopped with the nodes."""
+        assert self.netns_holder is not None
+        netns = f"/proc/{self.netns_holder.pid}/ns/net"
+        argv = ["publish", netns, address, str(port), target, str(target_port)]
+        self.relays.append(self._helper(f"publish-{port}", argv))
 
     def mount_path(self, node: Node, path: str) -> pathlib.Path:
         """``path`` as the node sees it (its own ``/run``, ``/var/lib`` and overlays), from the host."""
@@ -512,6 +524,7 @@ class RealNodes:
                 capture_output=True,
             )
         kubeconfig = self._kubeconfig(node.state / "kubelet.kubeconfig", "kubelet", token)
+        taints = self.node_taints.get(node.name, self.taints)
         node.kubelet = self._spawn(
             f"{node.name}-kubelet",
             [
@@ -526,7 +539,7 @@ class RealNodes:
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.ip}",
                 f"--node-labels={_labels({dns.REAL_NODE_LABEL: 'true', **self.labels})}",
-                *([f"--register-with-taints={','.join(self.taints)}"] if self.taints else []),
+                *([f"--register-with-taints={','.join(taints)}"] if taints else []),
                 "--v=1",
             ],
             node.state / "kubelet.log",

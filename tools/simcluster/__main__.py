@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, launch
-from simcluster.run import run_against_kubeconfig, run_simulated
+from simcluster.run import LOCAL_WITH_ALL_REAL, run_against_kubeconfig, run_simulated
 
 
 def _pools(values: Sequence[str]) -> dict[str, int]:
@@ -73,7 +73,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("KUBECONFIG"):
         return run_against_kubeconfig(args.operator_args)
-    if (args.local_operator or args.operator_image) and not args.real_compute_nodes:
+    if args.local_operator and args.all_real:
+        raise SystemExit(LOCAL_WITH_ALL_REAL)
+    if (args.local_operator or args.operator_image) and not (args.real_compute_nodes or args.all_real):
         raise SystemExit("--local-operator and --operator-image go with --real-compute-nodes")
     if bool(args.operator_image) != bool(args.operator_image_archive):
         raise SystemExit("--operator-image and --operator-image-archive go together")
@@ -87,6 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         real_nodes=args.real_compute_nodes,
         local_operator=args.local_operator,
         operator_image=image,
+        all_real=args.all_real,
     )
 
 
@@ -116,6 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the pool's compute nodes real kubelets on containerd (the control nodes stay stand-ins), "
         "the operator installed there by its Helm chart",
+    )
+    mode.add_argument(
+        "--all-real",
+        action="store_true",
+        help="every node a real kubelet on containerd (two control nodes, the pool's two compute nodes; "
+        "no kubelet stand-in), every release's nova image in each, the operator installed by its Helm chart",
     )
     run.add_argument(
         "--local-operator",

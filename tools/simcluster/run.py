@@ -6,7 +6,7 @@ With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags 
 ServiceAccount, and every condition change of the sample Nova and NovaCompute is printed
 until both are Ready; then how to look. Ctrl-C stops everything that was started.
 
-``--real-compute-nodes`` (``make run REAL_NODES=1``): the pool's two compute nodes are real kubelets
+``--real-compute-nodes`` (``make run REAL_NODES=mixed``): the pool's two compute nodes are real kubelets
 on containerd (``simcluster.realtier.real_compute``), the control nodes stay the stand-in's. The
 sample release's nova image is imported into them (the other releases stay the stand-in's, built in
 the background as without the flag: an import costs about 45 s per release and node under load, and
@@ -16,9 +16,19 @@ into each node, and the values that mode must set, among them ``--default-image-
 IfNotPresent``: a tag-named image would be pulled, and the nodes have no registry). Its pods' logs
 are followed through the API server into ``<workdir>/operator.log`` (``realtier.pod_logs``), and
 what becomes of the pods (scheduled, Ready, restarted) is printed with the conditions. With
-``--local-operator`` (``make run REAL_NODES=1 LOCAL_OPERATOR=1``) the operator runs as a local
+``--local-operator`` (``make run REAL_NODES=mixed LOCAL_OPERATOR=1``) the operator runs as a local
 process instead, as without real nodes, with that pull policy. Ctrl-C stops the nodes with the
 cluster, and the operator's pods with them.
+
+``--all-real`` (``make run REAL_NODES=1``): every node a real kubelet on containerd, no kubelet
+stand-in at all (``simcluster.realtier.all_real``): ``control-0`` and ``control-1``, and the pool's
+two compute nodes labelled and tainted as above. Every supported release's nova image is imported
+into every node before the samples are applied (an upgrade of the sample finds its image), and the
+operator is installed by its chart with the chart's defaults placing it (on the control nodes; it
+reaches the compute API by its Service's name). The real servers listen on the host's loopback; the
+printed ``clouds.yaml`` names them there, and the compute API at a port of the host's loopback
+published to the ``nova`` Service. ``--local-operator`` is refused with it: a process on the host
+cannot resolve or reach the cluster's Services there.
 
 The local operator runs without leader election (``--leader-elect=false`` before the flags
 given after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to
@@ -46,6 +56,7 @@ from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.launch import SimHandle, launch
 from simcluster.platform.operator import PROGRAM, operator_argv
 from simcluster.platform.process import ManagedProcess
+from simcluster.realtier.all_real import CONTROL_NODES, launch_all_real, register_compute
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
 from simcluster.realtier.operator_chart import (
     CONTAINER,
@@ -67,6 +78,12 @@ POOL_LABEL = "example.org/compute-pool"
 NAMESPACE = "openstack"
 WATCHED = (("novas", "nova"), ("novacomputes", POOL))
 
+
+LOCAL_WITH_ALL_REAL = (
+    "--local-operator does not go with --all-real: a process on the host cannot "
+    "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
+    "starts the mixed tier for it"
+)
 
 RUN_DEFAULTS = ("--leader-elect=false",)
 """The operator flags ``make run`` gives before the caller's (a later flag wins)."""
@@ -105,6 +122,7 @@ def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
 
 POOL_NODE_LABELS = {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"}
 REAL_POOL_NODES = ("compute-0", "compute-1")
+ALL_REAL_NODES = (*CONTROL_NODES, *REAL_POOL_NODES)
 
 
 def _samples(workdir: pathlib.Path, keystone_url: str) -> list[pathlib.Path]:
@@ -151,14 +169,19 @@ def run_simulated(
     real_nodes: bool = False,
     local_operator: bool = False,
     operator_image: OperatorImage | None = None,
+    all_real: bool = False,
 ) -> int:
     """The samples on a local cluster: served by real nova processes (``real``), or by kwok and the
     stand-ins (faster, nothing of Nova runs); ``real_nodes``: the pool's nodes real kubelets, and the
     operator installed by its chart on them unless ``local_operator`` (``operator_image``: the image
-    to install, else built here)."""
-    if real_nodes and not real:
+    to install, else built here); ``all_real``: every node real, the operator by its chart."""
+    if (real_nodes or all_real) and not real:
         raise ValueError("real compute nodes run the real Nova: not with the stand-ins")
-    chart = real_nodes and not local_operator
+    if all_real and local_operator:
+        raise ValueError(LOCAL_WITH_ALL_REAL)
+    if all_real and real_nodes:
+        raise ValueError("--all-real and --real-compute-nodes are two modes: one of them")
+    chart = (real_nodes or all_real) and not local_operator
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -167,7 +190,11 @@ def run_simulated(
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     t0 = time.monotonic()
-    if real:
+    bridge_port: int | None = None
+    if all_real:
+        operator_image = operator_image or build_operator_image()
+        handle = _launch_all_real(workdir, operator_image[0])
+    elif real:
         print(
             "starting the simulated cluster with the real Nova (etcd, kube-apiserver, controller-manager, "
             "scheduler, kubelet stand-in nodes, MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance)"
@@ -204,7 +231,6 @@ def run_simulated(
         operator: Operator
         if chart:
             assert operator_image is not None
-            assert bridge_port is not None
             operator = _start_chart(handle, operator_image, bridge_port, operator_args)
             metrics = (
                 f".venv/bin/kubectl get --raw /api/v1/namespaces/{OPERATOR_NAMESPACE}/services/"
@@ -223,10 +249,13 @@ def run_simulated(
             )
         if handle.real is not None and handle.real.real_compute is not None:
             times = ", ".join(f"{k} {v:.1f} s" for k, v in handle.real.real_compute.seconds.items())
-            print(f"real compute nodes {', '.join(REAL_POOL_NODES)} Ready ({times})")
+            nodes = [n.name for n in handle.real.real_compute.nodes.nodes]
+            print(f"real nodes {', '.join(nodes)} Ready ({times})")
         print(f"cluster up in {time.monotonic() - t0:.1f} s; {where}")
         images = None
-        if real:  # the other releases' images, for an upgrade of the sample: built now, in the background
+        # the other releases' images, for an upgrade of the sample: built now, in the background (the
+        # all-real tier imported them all before it started)
+        if real and not all_real:
             images = ReleaseImages.start(handle, [r for r in supported() if r != _sample_release()])
             if images.process is not None:
                 print(
@@ -238,6 +267,26 @@ def run_simulated(
     finally:
         print("stopping ...", flush=True)
         handle.stop()
+
+
+def _launch_all_real(workdir: pathlib.Path | None, operator_image: str) -> SimHandle:
+    releases = supported()
+    print(
+        "starting a cluster of real nodes with the real Nova (etcd, kube-apiserver, controller-manager, "
+        f"scheduler; {', '.join(ALL_REAL_NODES)} real kubelets on containerd with kube-proxy and CoreDNS, "
+        "no kubelet stand-in; MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance on the host's "
+        "loopback)"
+    )
+    print(f"  the nova images of {', '.join(releases)} imported into every node")
+    print(f"  and the operator installed by its Helm chart (the chart's placement), from {operator_image}")
+    return launch_all_real(
+        workdir,
+        control_nodes=CONTROL_NODES,
+        compute_nodes=REAL_POOL_NODES,
+        node_labels=dict.fromkeys(REAL_POOL_NODES, POOL_NODE_LABELS),
+        releases=releases,
+        namespaces=(NAMESPACE,),
+    )
 
 
 def _sample_release() -> str:
@@ -252,10 +301,12 @@ def _service_password() -> str:
 
 
 def _start_chart(
-    handle: SimHandle, image: OperatorImage, bridge_port: int, operator_args: Sequence[str]
+    handle: SimHandle, image: OperatorImage, bridge_port: int | None, operator_args: Sequence[str]
 ) -> PodLogs:
     """The CRDs and the samples, then the operator by its chart (``realtier.operator_chart``): the
-    image imported into the real nodes, the compute API bridged to them, ``helm install``."""
+    image imported into the real nodes, the compute API bridged to them at ``bridge_port`` (the
+    mixed tier; None in the all-real tier, where the operator's pods reach it by its name),
+    ``helm install``."""
     assert handle.real is not None
     assert handle.real.real_compute is not None
     handle.apply(REPO / "config" / "crd")  # the chart holds the RBAC and the rest, not the CRDs
@@ -264,14 +315,18 @@ def _start_chart(
     ref, archive = image
     import_image(handle.real.real_compute.nodes, ref, archive)
     imported = time.monotonic() - t
-    namespace, name, port = NOVA_SERVICE
-    bridge = ServiceBridge(handle.cluster.kube, namespace, name, port, handle.real.gateway, bridge_port)
-    bridge.start()
-    handle.teardown.insert(0, ("compute API bridge", bridge.stop))
-    values = chart_values(ref, bridge.url, operator_args)
+    nova_api_url = None
+    if bridge_port is not None:
+        namespace, name, port = NOVA_SERVICE
+        bridge = ServiceBridge(handle.cluster.kube, namespace, name, port, handle.real.gateway, bridge_port)
+        bridge.start()
+        handle.teardown.insert(0, ("compute API bridge", bridge.stop))
+        nova_api_url = bridge.url
+    values = chart_values(ref, nova_api_url, operator_args)
     installed = install(handle.cluster.kubeconfig, handle.workdir, values)
+    nodes = ", ".join(n.name for n in handle.real.real_compute.nodes.nodes)
     print(
-        f"operator image imported into {', '.join(REAL_POOL_NODES)} in {imported:.1f} s; helm install "
+        f"operator image imported into {nodes} in {imported:.1f} s; helm install "
         f"{installed:.1f} s (values: {handle.workdir / 'helm' / 'values.yaml'})"
     )
     return PodLogs(
@@ -371,9 +426,12 @@ def _print_openstack(handle: SimHandle) -> None:
     """Register the compute API in Keystone (at its Service's ClusterIP, which the host reaches) and
     write the clouds.yaml the openstack CLI reads."""
     assert handle.real is not None
-    svc = handle.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/nova")
-    compute = f"http://{svc['spec']['clusterIP']}:8774/v2.1"
-    handle.real.openstack.add_endpoint("compute", "nova", compute)
+    if handle.real.kubelet is None:  # the all-real tier: the host reaches no ClusterIP
+        compute = register_compute(handle, NAMESPACE)
+    else:
+        svc = handle.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/nova")
+        compute = f"http://{svc['spec']['clusterIP']}:8774/v2.1"
+        handle.real.openstack.add_endpoint("compute", "nova", compute)
     clouds = clouds_yaml(handle, handle.workdir / "clouds.yaml", _service_password())
     cli = handle.real.openstack.venvs / "keystone" / "bin" / "openstack"
     print(f"clouds.yaml: {clouds}")

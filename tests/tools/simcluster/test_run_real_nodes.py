@@ -1,4 +1,4 @@
-"""``make run REAL_NODES=1``: the flag reaches ``launch_real`` as real compute nodes with the sample
+"""``make run REAL_NODES=mixed``: the flag reaches ``launch_real`` as real compute nodes with the sample
 release's image; the operator is installed by its chart there (the control plane's pod access and
 the compute API's relayed port asked for, the image handed on or built, the caller's flags given to
 the chart), or with ``LOCAL_OPERATOR=1`` runs locally with ``--default-image-pull-policy
@@ -148,11 +148,14 @@ def test_real_nodes_are_refused_with_the_stand_ins() -> None:
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ([], {"real_nodes": False, "local_operator": False, "operator_image": None}),
-        (["--real-compute-nodes"], {"real_nodes": True, "local_operator": False, "operator_image": None}),
+        ([], {"real_nodes": False, "local_operator": False, "operator_image": None, "all_real": False}),
+        (
+            ["--real-compute-nodes"],
+            {"real_nodes": True, "local_operator": False, "operator_image": None, "all_real": False},
+        ),
         (
             ["--real-compute-nodes", "--local-operator"],
-            {"real_nodes": True, "local_operator": True, "operator_image": None},
+            {"real_nodes": True, "local_operator": True, "operator_image": None, "all_real": False},
         ),
         (
             ["--real-compute-nodes", "--operator-image", "r/op:t", "--operator-image-archive", "/a.tar"],
@@ -160,6 +163,20 @@ def test_real_nodes_are_refused_with_the_stand_ins() -> None:
                 "real_nodes": True,
                 "local_operator": False,
                 "operator_image": ("r/op:t", pathlib.Path("/a.tar")),
+                "all_real": False,
+            },
+        ),
+        (
+            ["--all-real"],
+            {"real_nodes": False, "local_operator": False, "operator_image": None, "all_real": True},
+        ),
+        (
+            ["--all-real", "--operator-image", "r/op:t", "--operator-image-archive", "/a.tar"],
+            {
+                "real_nodes": False,
+                "local_operator": False,
+                "operator_image": ("r/op:t", pathlib.Path("/a.tar")),
+                "all_real": True,
             },
         ),
     ],
@@ -295,3 +312,108 @@ def test_the_plan_with_the_chart_builds_helm_and_the_operator_image_beside_the_o
     assert run_plan(standins=False, kubeconfig=False, make_venv=False, chart=True) == run_plan(
         standins=False, kubeconfig=False, make_venv=False
     )
+
+
+# -- REAL_NODES=all: every node real ------------------------------------------------------------
+
+
+def test_make_run_real_nodes_1_asks_for_the_all_real_tier_and_mixed_for_the_mixed_one() -> None:
+    import subprocess
+
+    def dry(*assignments: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", "--no-print-directory", "run", *assignments],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=pathlib.Path(__file__).resolve().parents[3],
+        )
+        return done.stdout
+
+    for value in ("1", "all"):
+        assert "--all-real" in dry(f"REAL_NODES={value}")
+        assert "--real-compute-nodes" not in dry(f"REAL_NODES={value}")
+    assert "--real-compute-nodes" in dry("REAL_NODES=mixed")
+    assert "--all-real" not in dry("REAL_NODES=mixed")
+    # the local operator: the mixed tier (the all-real one refuses it)
+    assert "--real-compute-nodes --local-operator" in dry("REAL_NODES=1", "LOCAL_OPERATOR=1")
+    assert "--all-real" not in dry()
+    assert "--real-compute-nodes" not in dry()
+
+
+def _all_real_start(
+    monkeypatch: pytest.MonkeyPatch, image: run.OperatorImage | None
+) -> tuple[dict[str, Any], list[tuple[object, ...]], list[str]]:
+    launched: dict[str, Any] = {}
+    started: list[tuple[object, ...]] = []
+    built: list[str] = []
+
+    def launch_all_real(workdir: object, **kw: Any) -> Handle:
+        launched.update(kw)
+        return Handle()
+
+    def start_chart(handle: object, image: object, port: object, operator_args: list[str]) -> object:
+        started.append((image, port, list(operator_args)))
+        raise RuntimeError("stop here")
+
+    def build() -> run.OperatorImage:
+        built.append("built")
+        return ("realnode.local/nova-operator:abc", pathlib.Path("/cache/nova-operator-abc.tar"))
+
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    monkeypatch.setattr(run, "launch_all_real", launch_all_real)
+    monkeypatch.setattr(run, "launch_real", lambda *a, **k: pytest.fail("the stand-in's tier started"))
+    monkeypatch.setattr(run, "_start_chart", start_chart)
+    monkeypatch.setattr(run, "_start", lambda *a: pytest.fail("the local operator started"))
+    monkeypatch.setattr(run, "build_operator_image", build)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run.run_simulated(None, ["--workers=2"], real=True, all_real=True, operator_image=image)
+    return launched, started, built
+
+
+def test_all_real_starts_every_node_real_with_every_release_and_the_chart_without_a_bridge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simcluster.realtier.release_images import supported
+
+    launched, started, built = _all_real_start(monkeypatch, None)
+    assert tuple(launched["control_nodes"]) == ("control-0", "control-1")
+    assert tuple(launched["compute_nodes"]) == run.REAL_POOL_NODES
+    assert launched["node_labels"] == dict.fromkeys(run.REAL_POOL_NODES, run.POOL_NODE_LABELS)
+    assert list(launched["releases"]) == supported()  # an upgrade of the sample finds its image
+    assert len(supported()) > 1
+    ((image, port, args),) = started
+    assert built == ["built"]
+    assert image == ("realnode.local/nova-operator:abc", pathlib.Path("/cache/nova-operator-abc.tar"))
+    assert port is None  # no bridge: the operator's pods reach the compute API by its Service's name
+    assert args == ["--workers=2"]
+
+
+def test_all_real_refuses_the_local_operator_with_a_reason() -> None:
+    with pytest.raises(ValueError, match="cannot resolve or reach the cluster's Services"):
+        run.run_simulated(None, [], real=True, all_real=True, local_operator=True)
+    with pytest.raises(SystemExit, match="REAL_NODES=1 LOCAL_OPERATOR=1 starts the mixed tier"):
+        simcluster_main.main(["run", "--all-real", "--local-operator"])
+    with pytest.raises(SystemExit):
+        prepare_main.main(["run", "--all-real", "--local-operator"])
+    with pytest.raises(SystemExit):
+        prepare_main.main(["run", "--all-real", "--real-compute-nodes"])
+
+
+def test_prepare_run_all_real_plans_it_and_hands_the_flag_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, argv, _ = _prepare_run(monkeypatch, ["--all-real"])
+    assert plan["all_real"] is True
+    assert "--all-real" in argv
+    assert "--real-compute-nodes" not in argv
+
+
+def test_the_all_real_plan_builds_every_releases_images_the_nodes_helm_and_the_operator_image() -> None:
+    from prepare.plans import all_releases
+
+    chart = run_plan(standins=False, kubeconfig=False, make_venv=False, real_nodes=True, chart=True)
+    every = run_plan(standins=False, kubeconfig=False, make_venv=False, all_real=True)
+    assert _keys(every) == _keys(chart)
+    stages = {s.key: s for lane in every for s in lane}
+    for key in ("nova-venvs", "images", "nova-oci-image"):
+        assert sample_release() not in stages[key].argv, key  # no release named: every release
+        assert all(r in stages[key].title for r in all_releases()), stages[key].title

@@ -123,7 +123,7 @@ class RealTier:
     """What ``launch_real`` added to the simulated cluster; stopped by the handle."""
 
     workdir: pathlib.Path
-    kubelet: KubeletThread
+    kubelet: KubeletThread | None  # None in the all-real tier (``simcluster.realtier.all_real``)
     backends: RealBackends
     openstack: OpenStackServices
     ovsdb: dict[str, OvsdbServer] = field(default_factory=dict)
@@ -132,11 +132,14 @@ class RealTier:
     compute_nodes: list[str] = field(default_factory=list)
     startup: dict[str, float] = field(default_factory=dict)  # seconds, by part
     kube: Kube | None = None
-    real_compute: RealCompute | None = None  # the compute nodes as real nodes (``real_compute_nodes``)
+    # the compute nodes as real nodes (``real_compute_nodes``); in the all-real tier every node
+    real_compute: RealCompute | None = None
 
     @property
     def gateway(self) -> str:
-        return self.backends.address
+        """Where pods reach the real servers (the pod bridge's gateway; the all-real tier's address
+        in the nodes' namespace)."""
+        return self.backends.reach or self.backends.address
 
     def in_cluster_dns(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in a mount namespace of its own whose ``/etc/hosts`` names every Service."""
@@ -163,10 +166,13 @@ class RealTier:
 
     def alias(self, name: str, namespace: str, service: str) -> None:
         """Pods resolve ``name`` (outside the cluster domain) to Service ``namespace/service``."""
+        if self.kubelet is None:
+            raise RuntimeError("aliases are the kubelet stand-in's: the all-real tier has none")
         self.kubelet.alias(name, namespace, service)
 
     def stop_pods(self) -> None:
-        self.kubelet.stop()
+        if self.kubelet is not None:
+            self.kubelet.stop()
         if self.real_compute is not None:
             self.real_compute.nodes.stop()
 

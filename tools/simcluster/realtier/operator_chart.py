@@ -1,5 +1,8 @@
-"""The operator as its users run it (issue 37 item 3): installed by its Helm chart into the mixed tier,
-from the image ``tools/opimage`` builds, as pods on the real compute nodes (``make run REAL_NODES=1``).
+"""The operator as its users run it (issue 37 item 3): installed by its Helm chart, from the image
+``tools/opimage`` builds, into the mixed tier as pods on the real compute nodes (``make run
+REAL_NODES=mixed``) or into the all-real tier (``make run REAL_NODES=1``,
+``simcluster.realtier.all_real``) where the chart's defaults place it (on the control nodes) and
+it reaches the compute API by its Service's name.
 
 The chart runs with its defaults (two replicas and leader election, its ServiceAccount and RBAC,
 probes, security context and memory limit) and only these values (``chart_values``):
@@ -7,14 +10,15 @@ probes, security context and memory limit) and only these values (``chart_values
 * ``image.repository``/``image.tag``: the image built here, imported into each real node's
   containerd (``import_image``); ``image.pullPolicy: IfNotPresent`` (the chart's default too, set so
   that no change of it makes the kubelet ask a registry these nodes do not have);
-* ``nodeSelector`` (``realnode.c5c3.io/real``) and a toleration of the pool's taint: the operator's
-  pods on the real nodes. The mixed tier's only real nodes are the compute pool's, tainted so that
-  nothing else lands there, and its control nodes are the kubelet stand-in's, which cannot run an
-  image (it runs root trees that borrow the host's ``/usr``). Both values go once the control nodes
-  are real (issue 37 item 1): the chart's defaults then place the operator as in any cluster;
-* ``novaApiUrl``: where the operator's pods reach the compute API. Its pods run on the stand-in's
-  nodes, whose pod network the real nodes do not reach; ``ServiceBridge`` relays a port of the pod
-  bridge's gateway to the ``nova`` Service (``NOVA_SERVICE``) for them. One Nova (the sample's) only;
+* in the mixed tier only, ``nodeSelector`` (``realnode.c5c3.io/real``) and a toleration of the
+  pool's taint: the operator's pods on the real nodes. The mixed tier's only real nodes are the
+  compute pool's, tainted so that nothing else lands there, and its control nodes are the kubelet
+  stand-in's, which cannot run an image (it runs root trees that borrow the host's ``/usr``). In the
+  all-real tier the chart's defaults place the operator as in any cluster (the control nodes);
+* in the mixed tier only, ``novaApiUrl``: where the operator's pods reach the compute API. Its pods
+  run on the real nodes, which do not reach the stand-in's pod network; ``ServiceBridge`` relays a
+  port of the pod bridge's gateway to the ``nova`` Service (``NOVA_SERVICE``) for them. One Nova
+  (the sample's) only. In the all-real tier the operator's default (the Service's name) holds;
 * ``extraArgs``: ``--default-image-pull-policy IfNotPresent`` (the nova images are imported too: a
   tag-named image would otherwise be pulled) and then the caller's flags (``make run ARGS=...``; a
   later flag wins), each ``--flag=value`` as the chart's schema wants (``joined``); but
@@ -75,8 +79,11 @@ WITHOUT_LEASE = frozenset({"--leader-elect=false", "--no-leader-elect"})
 WITH_LEASE = frozenset({"--leader-elect", "--leader-elect=true"})
 
 
-def chart_values(image_ref: str, nova_api_url: str, operator_args: Sequence[str] = ()) -> dict[str, Any]:
-    """The values ``make run REAL_NODES=1`` installs the chart with (see the module's text).
+def chart_values(
+    image_ref: str, nova_api_url: str | None, operator_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The values ``make run`` installs the chart with (see the module's text): ``nova_api_url`` the
+    mixed tier's bridge, which also pins the pods to the real nodes; None in the all-real tier.
 
     Leader election is the chart's to set, not a flag's: ``ARGS=--leader-elect=false`` (or
     ``--no-leader-elect``) becomes ``leaderElection.enabled: false`` with one replica, as the chart
@@ -91,13 +98,12 @@ def chart_values(image_ref: str, nova_api_url: str, operator_args: Sequence[str]
             lease = False
         elif flag.lower() in WITH_LEASE:
             lease = True
-    values: dict[str, Any] = {
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
-        "nodeSelector": {REAL_NODE_LABEL: "true"},
-        "tolerations": [toleration(DEDICATED)],
-        "novaApiUrl": nova_api_url,
-        "extraArgs": [*DEFAULT_ARGS, *(f for f in flags if f.lower() not in WITHOUT_LEASE | WITH_LEASE)],
-    }
+    values: dict[str, Any] = {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}}
+    if nova_api_url is not None:
+        values["nodeSelector"] = {REAL_NODE_LABEL: "true"}
+        values["tolerations"] = [toleration(DEDICATED)]
+        values["novaApiUrl"] = nova_api_url
+    values["extraArgs"] = [*DEFAULT_ARGS, *(f for f in flags if f.lower() not in WITHOUT_LEASE | WITH_LEASE)]
     if lease is False:
         values["leaderElection"] = {"enabled": False}
         values["replicaCount"] = 1

@@ -1,6 +1,6 @@
-"""The chart values ``make run REAL_NODES=1`` installs the operator with: rendered by the chart itself
-(``helm template``), they put the built image on the real nodes with the chart's own settings
-untouched, and the operator understands every flag they add."""
+"""The chart values ``make run REAL_NODES=1`` and ``REAL_NODES=mixed`` install the operator with:
+rendered by the chart itself (``helm template``), they put the built image on the real nodes with
+the chart's own settings untouched, and the operator understands every flag they add."""
 
 from __future__ import annotations
 
@@ -108,3 +108,19 @@ def test_no_lease_asked_runs_one_replica_without_a_lease(tmp_path: Any, flags: l
     assert "leaderElection" not in again
     assert "replicaCount" not in again
     assert _render(again, tmp_path)["spec"]["replicas"] == 2
+
+
+def test_in_the_all_real_tier_the_charts_defaults_place_the_pods_and_name_the_compute_api(
+    tmp_path: Any,
+) -> None:
+    values = chart_values(REF, None, ["--workers=4"])
+    assert set(values) == {"image", "extraArgs"}
+    pod = _render(values, tmp_path)["spec"]["template"]["spec"]
+    defaults = _render({}, tmp_path)["spec"]["template"]["spec"]
+    # no pin to a kind of node and no toleration: the untainted control nodes take them, as anywhere
+    for field in ("nodeSelector", "tolerations", "affinity"):
+        assert pod.get(field) == defaults.get(field), field
+    (container,) = pod["containers"]
+    assert container["image"] == REF
+    assert not any(arg.startswith("--nova-api-url") for arg in container["args"])
+    assert container["args"][-2:] == ["--default-image-pull-policy=IfNotPresent", "--workers=4"]

@@ -2,8 +2,10 @@
 
 ``RealBackends`` is the stand-in operators' ``Backend`` (``simcluster.standins``): a Database,
 User or Grant becomes the statement the mariadb-operator runs, a RabbitmqCluster's default user a
-real broker user. ``address`` is where pods reach the servers (the host's side of the pod bridge
-in the real tier; loopback for the tests of this package).
+real broker user. ``address`` is where the servers listen (the host's side of the pod bridge in the
+real tier; loopback for the tests of this package and the all-real tier) and ``reach`` where pods
+reach them, when that differs (the all-real tier: an address of the real nodes' namespace that
+``RealNodes.relay`` leads to the host's loopback); the Services of the objects name ``reach``.
 
 With ``pki`` both servers speak TLS with its server certificate: MariaDB offers TLS on its port
 (clients choose; users with ``REQUIRE`` must), RabbitMQ listens for AMQP over TLS on
@@ -28,6 +30,7 @@ class RealBackends:
     workdir: pathlib.Path
     address: str = "127.0.0.1"
     pki: PKI | None = None
+    reach: str = ""  # where pods reach the servers; default ``address``
     mariadb: MariaDBServer = field(init=False)
     rabbitmq: RabbitMQServer = field(init=False)
     memcached: MemcachedServer = field(init=False)
@@ -103,4 +106,4 @@ class RealBackends:
             "rabbitmq": self.rabbitmq.port,
             "memcached": self.memcached.port,
         }
-        return self.address, ports[kind]
+        return self.reach or self.address, ports[kind]

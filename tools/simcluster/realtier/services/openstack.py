@@ -5,7 +5,13 @@ processes on the real MariaDB and memcached, and a network endpoint whose lists 
 the work directory, runs its ``*-manage db sync`` and serves it; Keystone is bootstrapped (admin,
 region ``RegionOne``, the identity endpoints) and then given the service project, the service users
 (``placement``, ``glance`` and the one the Nova under test names), the catalog entries of placement,
-image and network, and a compute entry per Nova (``add_compute_endpoint``).
+image and network, and a compute entry per Nova (``add_endpoint("compute", ...)``, by its caller).
+
+Every catalog entry lists its URL as ``public``, ``internal`` and ``admin`` alike, unless
+``internal_urls`` names another for its service type (``identity``, ``placement``, ``image``,
+``network``): then that one is the ``internal`` and ``admin`` URL, as the all-real tier registers the
+in-cluster Service names the pods use (nova asks for ``valid_interfaces = internal``) beside the
+host's loopback URLs the user's shell uses.
 
 The network endpoint (``NetworkStandIn``) stays a stand-in: nova reads security groups and the port
 quota even for a server with ``networks: none``, and nothing else of Neutron is needed for the fake
@@ -106,6 +112,7 @@ class OpenStackServices:
     admin_password: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     users: dict[str, ServiceUser] = field(default_factory=dict)
     network: NetworkStandIn | None = None
+    internal_urls: dict[str, str] = field(default_factory=dict)  # by service type (the module's text)
     _spawner: Processes = field(init=False)
     _children: dict[str, ManagedProcess] = field(default_factory=dict, init=False)
     _served: dict[str, tuple[list[str], dict[str, str], str]] = field(default_factory=dict, init=False)
@@ -257,9 +264,9 @@ class OpenStackServices:
                 # would take for an option ("expected one argument")
                 f"--bootstrap-password={self.admin_password}",
                 "--bootstrap-admin-url",
-                self.keystone_url,
+                self.internal_urls.get("identity", self.keystone_url),
                 "--bootstrap-internal-url",
-                self.keystone_url,
+                self.internal_urls.get("identity", self.keystone_url),
                 "--bootstrap-public-url",
                 self.keystone_url,
                 "--bootstrap-region-id",
@@ -331,7 +338,7 @@ class OpenStackServices:
             ("image", "glance", self.glance_url),
             ("network", "neutron", self.network.url),
         ):
-            self.add_endpoint(svc_type, name, url, token=token)
+            self.add_endpoint(svc_type, name, url, internal=self.internal_urls.get(svc_type), token=token)
 
     def ensure_user(
         self,
@@ -366,8 +373,11 @@ class OpenStackServices:
         roles = (self._find(token, "roles", "admin"), self._find(token, "roles", "service"))
         self.ensure_user(ServiceUser(name, password), token=token, roles=roles)
 
-    def add_endpoint(self, svc_type: str, name: str, url: str, *, token: str | None = None) -> None:
-        """A catalog entry (public and internal) for ``svc_type``, replacing an older one."""
+    def add_endpoint(
+        self, svc_type: str, name: str, url: str, *, internal: str | None = None, token: str | None = None
+    ) -> None:
+        """A catalog entry for ``svc_type``, replacing an older one: ``url`` public, and internal and
+        admin too unless ``internal`` is given for those two."""
         token = token or self.admin_token()
         services = self._api(token, "GET", f"/services?type={svc_type}")["services"]
         sid = services[0]["id"] if services else None
@@ -377,12 +387,12 @@ class OpenStackServices:
             ]["id"]
         for ep in self._api(token, "GET", f"/endpoints?service_id={sid}")["endpoints"]:
             self._api(token, "DELETE", f"/endpoints/{ep['id']}")
-        for interface in ("public", "internal", "admin"):
+        for interface, where in interface_urls(url, internal).items():
             self._api(
                 token,
                 "POST",
                 "/endpoints",
-                {"endpoint": {"service_id": sid, "interface": interface, "url": url, "region_id": REGION}},
+                {"endpoint": {"service_id": sid, "interface": interface, "url": where, "region_id": REGION}},
             )
 
     def add_region(self, region: str, urls: dict[str, str]) -> None:
@@ -511,6 +521,12 @@ class NetworkStandIn:
     async def _empty(request: web.Request) -> web.Response:
         collection = request.match_info["collection"].removesuffix(".json")
         return web.json_response({collection.replace("-", "_"): []})
+
+
+def interface_urls(public: str, internal: str | None = None) -> dict[str, str]:
+    """A catalog entry's URL by interface: ``public``, and ``internal`` (default the public one) as
+    the internal and admin URL."""
+    return {"public": public, "internal": internal or public, "admin": internal or public}
 
 
 def wait_port(address: str, port: int, timeout: float = 30.0) -> None:

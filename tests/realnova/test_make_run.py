@@ -21,10 +21,12 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import yaml
 from simcluster.platform.controlplane import REPO
+from simcluster.platform.installtools import tool
 from simcluster.realtier.services.openstack import VENVS
 
 pytestmark = pytest.mark.realnova
@@ -37,6 +39,25 @@ STAGES = (
     "nova image tree ",
     "kube-apiserver",
 )
+
+
+def kubectl_json(kubeconfig: str, *args: str, output: bool = True) -> Any:
+    """``kubectl`` against the run's printed kubeconfig, its answer parsed (``-o json`` unless
+    ``output`` is False, for a raw read that is JSON already)."""
+    done = subprocess.run(
+        [str(tool("kubectl")), f"--kubeconfig={kubeconfig}", *args, *(["-o", "json"] if output else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def has_ready(obj: dict[str, Any]) -> bool:
+    """Whether ``obj``'s ``Ready`` condition is True."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _wait_for_line(

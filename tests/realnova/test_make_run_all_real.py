@@ -26,7 +26,7 @@ from simcluster.platform.installtools import tool
 from simcluster.realtier.release_images import supported
 from simcluster.realtier.services.openstack import VENVS
 
-from tests.realnova.test_make_run import _wait_for_line, make_run
+from tests.realnova.test_make_run import _wait_for_line, has_ready, kubectl_json, make_run
 
 # long: a bring-up of four real nodes with three releases' images imported into each; make
 # test-realnova runs it, make test does not.
@@ -35,22 +35,6 @@ pytestmark = [pytest.mark.realnova, pytest.mark.long, pytest.mark.timeout(3600)]
 CONTROL = ("control-0", "control-1")
 COMPUTE = ("compute-0", "compute-1")
 DEDICATED = {"key": "example.org/dedicated", "value": "compute", "effect": "NoSchedule"}
-
-
-def _kubectl(kubeconfig: str, *args: str, output: bool = True) -> Any:
-    done = subprocess.run(
-        [str(tool("kubectl")), f"--kubeconfig={kubeconfig}", *args, *(["-o", "json"] if output else [])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
-def _ready(obj: dict[str, Any]) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _openstack(env: dict[str, str], clouds: pathlib.Path, *args: str) -> Any:
@@ -78,7 +62,7 @@ def _memory(kubeconfig: str, nodes: list[dict[str, Any]], pods: list[dict[str, A
     lines = []
     for node in nodes:
         name = node["metadata"]["name"]
-        summary = _kubectl(
+        summary = kubectl_json(
             kubeconfig, "get", "--raw", f"/api/v1/nodes/{name}/proxy/stats/summary", output=False
         )
         for pod in summary.get("pods", []):
@@ -149,11 +133,11 @@ def test_make_run_all_real_serves_the_samples_on_real_nodes_only_to_the_users_sh
         compute = _wait_for_line(log, r"compute API: (\S+)", proc, within=10).group(1)
 
         # every node real, the pool's tainted; no stand-in's node, bridge or state
-        nodes = _kubectl(kubeconfig, "get", "nodes")["items"]
+        nodes = kubectl_json(kubeconfig, "get", "nodes")["items"]
         by_name = {n["metadata"]["name"]: n for n in nodes}
         assert sorted(by_name) == sorted((*CONTROL, *COMPUTE))
         for name, node in by_name.items():
-            assert _ready(node), name
+            assert has_ready(node), name
             assert node["metadata"]["labels"].get(REAL_NODE_LABEL) == "true", name
             assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://"), name
             taints = [{k: t[k] for k in ("key", "value", "effect")} for t in node["spec"].get("taints", [])]
@@ -166,17 +150,17 @@ def test_make_run_all_real_serves_the_samples_on_real_nodes_only_to_the_users_sh
         assert not (workdir / "real" / "network.json").exists()  # no pod bridge claimed on the host
 
         # the operator by its chart's defaults: on the control nodes
-        pods = _kubectl(
+        pods = kubectl_json(
             kubeconfig, "-n", "nova-system", "get", "pods", "-l", "app.kubernetes.io/name=nova-operator"
         )
         assert len(pods["items"]) == 2, pods["items"]
         for pod in pods["items"]:
             assert pod["spec"]["nodeName"] in CONTROL, pod["spec"]["nodeName"]
-            assert _ready(pod), pod["status"]
+            assert has_ready(pod), pod["status"]
             assert not pod["spec"].get("nodeSelector"), pod["spec"]["nodeSelector"]
             assert not any("--nova-api-url" in a for a in pod["spec"]["containers"][0]["args"])
         for kind, name in (("nova", "nova"), ("novacompute", "rack7")):
-            assert _ready(_kubectl(kubeconfig, "-n", "openstack", "get", kind, name)), kind
+            assert has_ready(kubectl_json(kubeconfig, "-n", "openstack", "get", kind, name)), kind
 
         # the printed clouds.yaml from this shell: the compute API at the host's loopback
         assert compute.startswith("http://127.0.0.1:"), compute
@@ -200,7 +184,7 @@ def test_make_run_all_real_serves_the_samples_on_real_nodes_only_to_the_users_sh
             check=True,
         )
         print(wide.stdout)
-        every = _kubectl(kubeconfig, "get", "pods", "-A")["items"]
+        every = kubectl_json(kubeconfig, "get", "pods", "-A")["items"]
         print("\n".join(_memory(kubeconfig, nodes, every)))
         traces = Traces.load(workdir / "real" / "realnodes" / "traces.json")
         assert traces.net_inode is not None

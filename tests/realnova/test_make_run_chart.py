@@ -11,18 +11,14 @@ into ``operator.log``; Ctrl-C ends with status 0 and leaves no process, mount, b
 
 from __future__ import annotations
 
-import json
 import pathlib
 import re
-import subprocess
 import time
-from typing import Any
 
 import pytest
-from simcluster.platform.installtools import tool
 from simcluster.run import REAL_POOL_NODES
 
-from tests.realnova.test_make_run import _wait_for_line, make_run
+from tests.realnova.test_make_run import _wait_for_line, has_ready, kubectl_json, make_run
 
 # long: 3.4 min warm here (load 6 to 9), more on a busy machine, and a cold operator image alone is
 # 13 min (tools/opimage); make test-realnova runs it, make test does not. Its own timeout: the
@@ -30,22 +26,6 @@ from tests.realnova.test_make_run import _wait_for_line, make_run
 pytestmark = [pytest.mark.realnova, pytest.mark.long, pytest.mark.timeout(3600)]
 
 RELEASE_NS = "nova-system"
-
-
-def _kubectl(kubeconfig: str, *args: str) -> Any:
-    done = subprocess.run(
-        [str(tool("kubectl")), f"--kubeconfig={kubeconfig}", *args, "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
-def _ready(obj: dict[str, Any]) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sample_gets_ready(
@@ -64,8 +44,8 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
         print(f"\nmake run REAL_NODES=mixed: samples Ready {ready.group(1)} s after the cluster's start")
         kubeconfig = _wait_for_line(log, r"export KUBECONFIG=(\S+)", proc, 10).group(1)
         printed = log.read_text()
-        deployment = _kubectl(kubeconfig, "-n", RELEASE_NS, "get", "deployment", "nova-operator")
-        pods = _kubectl(
+        deployment = kubectl_json(kubeconfig, "-n", RELEASE_NS, "get", "deployment", "nova-operator")
+        pods = kubectl_json(
             kubeconfig, "-n", RELEASE_NS, "get", "pods", "-l", "app.kubernetes.io/name=nova-operator"
         )
         items = pods["items"]
@@ -73,7 +53,7 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
         for pod in items:
             name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
             assert node in REAL_POOL_NODES, node  # a real node: the stand-in's cannot run an image
-            assert _ready(pod), pod["status"]
+            assert has_ready(pod), pod["status"]
             (container,) = pod["spec"]["containers"]
             assert container["image"] == image
             assert container["imagePullPolicy"] == "IfNotPresent"
@@ -89,9 +69,9 @@ def test_make_run_with_real_nodes_installs_the_operator_by_its_chart_and_the_sam
             assert f"operator pod {name} Ready on {node}" in printed
             # its log, followed through the API server, in operator.log after its name
             assert re.search(rf"^{re.escape(name)} \S", (workdir / "operator.log").read_text(), re.MULTILINE)
-        nova = _kubectl(kubeconfig, "-n", "openstack", "get", "nova", "nova")
-        assert _ready(nova), nova["status"]
-        pool = _kubectl(kubeconfig, "-n", "openstack", "get", "novacompute", "rack7")
-        assert _ready(pool), pool["status"]
+        nova = kubectl_json(kubeconfig, "-n", "openstack", "get", "nova", "nova")
+        assert has_ready(nova), nova["status"]
+        pool = kubectl_json(kubeconfig, "-n", "openstack", "get", "novacompute", "rack7")
+        assert has_ready(pool), pool["status"]
     run.assert_stopped_clean()
     print(f"  wall time (prepare, bring-up, checks, Ctrl-C): {time.monotonic() - t0:.0f} s")

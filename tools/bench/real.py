@@ -189,6 +189,12 @@ def seen(snap: Snapshot) -> list[str]:
             found.append("db-sync Job complete")
     if _ready(snap.nova, "DatabaseReady"):
         found.append("db-sync done")
+    discovery = snap.jobs.get(f"{NOVA}-discover-hosts")  # the pool's, on the Nova's side (the first)
+    if discovery is not None:
+        found.append("discover-hosts Job created")
+        for state in ("Complete", "Failed"):
+            if _ready(discovery, state):
+                found.append(f"discover-hosts Job {state.lower()}")
     for pod in snap.pods:
         owner = _pod_owner(pod)
         statuses = (pod.get("status") or {}).get("containerStatuses") or []

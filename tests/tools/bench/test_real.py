@@ -218,3 +218,12 @@ def test_restarts_name_only_the_pods_whose_containers_restarted() -> None:
     assert real.restarts([pod("a", 0, 0), pod("b", 1, 2), {"metadata": {"name": "c"}, "status": {}}]) == {
         "b": 3
     }
+
+
+def test_the_discovery_jobs_creation_and_end_are_stages() -> None:
+    job = {"status": {"conditions": [{"type": "Complete", "status": "True", "reason": "R"}]}}
+    found = real.seen(real.Snapshot(nova=None, pool=None, jobs={f"{real.NOVA}-discover-hosts": job}))
+    assert "discover-hosts Job created" in found
+    assert "discover-hosts Job complete" in found
+    assert "discover-hosts Job failed" not in found
+    assert "discover-hosts Job created" not in real.seen(real.Snapshot(nova=None, pool=None))

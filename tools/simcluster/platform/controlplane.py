@@ -10,6 +10,7 @@ operator, whose user name is that of its production ServiceAccount, so the RBAC 
 
 from __future__ import annotations
 
+import collections
 import os
 import pathlib
 import secrets
@@ -19,7 +20,7 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from simcluster.platform.process import ManagedProcess, Processes, wait_until
@@ -77,11 +78,54 @@ def find_binaries(*, build: bool = True) -> pathlib.Path:
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
+# Where ``free_port`` looks first: below the kernel's ephemeral range, from this port up.
+LOWEST_PORT = 10000
+EPHEMERAL_RANGE = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (``ip_local_port_range``; Linux's default if
+    unreadable)."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def bindable(port: int) -> bool:
+    """Whether no socket holds ``port`` on any IPv4 address now (a bind on all of them succeeds)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+_ISSUED: collections.deque[int] = collections.deque(maxlen=256)  # the latest ports free_port gave
+_RANDOM = secrets.SystemRandom()  # not the module's shared generator, which a test may have seeded
+
+
+def free_port(pick: Callable[[int, int], int] = _RANDOM.randint) -> int:
+    """A port free now, for a server that binds it a moment later.
+
+    Chosen below the ephemeral range, so no outgoing connection made meanwhile is given it: a port
+    the kernel handed out (a bind to port 0) could be taken by any connection before the server
+    bound it, as a real-tier Keystone found (``bind(): Address already in use``) on a busy machine.
+    Falls back to the kernel's choice when that range is too small."""
+    low, _ = ephemeral_range()
+    if low - LOWEST_PORT >= 1000:
+        for _ in range(100):
+            port = pick(LOWEST_PORT, low - 1)
+            # not one this process handed out lately: its server may not have bound it yet
+            if port not in _ISSUED and bindable(port):
+                _ISSUED.append(port)
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def _insecure_context() -> ssl.SSLContext:

@@ -189,12 +189,14 @@ def seen(snap: Snapshot) -> list[str]:
             found.append("db-sync Job complete")
     if _ready(snap.nova, "DatabaseReady"):
         found.append("db-sync done")
-    discovery = snap.jobs.get(f"{NOVA}-discover-hosts")  # the pool's, on the Nova's side (the first)
+    discovery = snap.jobs.get(f"{NOVA}-discover-hosts")  # the pool's, on the Nova's side
     if discovery is not None:
-        found.append("discover-hosts Job created")
+        # each Job of that name by its creation (one replaces another 30 s after it ended, §15)
+        made = discovery["metadata"].get("creationTimestamp", "")
+        found.append(f"discover-hosts Job created {made}")
         for state in ("Complete", "Failed"):
             if _ready(discovery, state):
-                found.append(f"discover-hosts Job {state.lower()}")
+                found.append(f"discover-hosts Job created {made}: {state.lower()}")
     for pod in snap.pods:
         owner = _pod_owner(pod)
         statuses = (pod.get("status") or {}).get("containerStatuses") or []

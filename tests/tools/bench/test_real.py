@@ -220,10 +220,16 @@ def test_restarts_name_only_the_pods_whose_containers_restarted() -> None:
     }
 
 
-def test_the_discovery_jobs_creation_and_end_are_stages() -> None:
-    job = {"status": {"conditions": [{"type": "Complete", "status": "True", "reason": "R"}]}}
-    found = real.seen(real.Snapshot(nova=None, pool=None, jobs={f"{real.NOVA}-discover-hosts": job}))
-    assert "discover-hosts Job created" in found
-    assert "discover-hosts Job complete" in found
-    assert "discover-hosts Job failed" not in found
-    assert "discover-hosts Job created" not in real.seen(real.Snapshot(nova=None, pool=None))
+def test_each_discovery_jobs_creation_and_end_are_stages() -> None:
+    def job(made: str, *ended: str) -> dict[str, Any]:
+        conditions = [{"type": e, "status": "True", "reason": "R"} for e in ended]
+        return {"metadata": {"creationTimestamp": made}, "status": {"conditions": conditions}}
+
+    name = f"{real.NOVA}-discover-hosts"
+    first = real.seen(real.Snapshot(nova=None, pool=None, jobs={name: job("T1", "Complete")}))
+    assert "discover-hosts Job created T1" in first
+    assert "discover-hosts Job created T1: complete" in first
+    assert not any("failed" in s for s in first)
+    second = real.seen(real.Snapshot(nova=None, pool=None, jobs={name: job("T2")}))
+    assert "discover-hosts Job created T2" in second
+    assert not any(s.startswith("discover-hosts") for s in real.seen(real.Snapshot(nova=None, pool=None)))

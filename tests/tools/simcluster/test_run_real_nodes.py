@@ -55,8 +55,10 @@ def _launch_and_start(
 
 
 def _chart_start(
-    monkeypatch: pytest.MonkeyPatch, image: run.OperatorImage | None
+    monkeypatch: pytest.MonkeyPatch, image: run.OperatorImage | None, *, all_real: bool = False
 ) -> tuple[dict[str, Any], list[tuple[object, ...]], list[str]]:
+    """``run_simulated`` in the chart mode (the mixed tier, or ``all_real``) up to the chart's install,
+    with the launcher, the install and the image build faked: what each was given."""
     launched: dict[str, Any] = {}
     started: list[tuple[object, ...]] = []
     built: list[str] = []
@@ -65,7 +67,7 @@ def _chart_start(
         launched.update(kw)
         return Handle()
 
-    def start_chart(handle: object, image: object, port: int, operator_args: list[str]) -> object:
+    def start_chart(handle: object, image: object, port: object, operator_args: list[str]) -> object:
         started.append((image, port, list(operator_args)))
         raise RuntimeError("stop here")
 
@@ -74,12 +76,17 @@ def _chart_start(
         return ("realnode.local/nova-operator:abc", pathlib.Path("/cache/nova-operator-abc.tar"))
 
     monkeypatch.setattr(signal, "signal", lambda *a: None)
-    monkeypatch.setattr(run, "launch_real", launch_real)
+    if all_real:
+        monkeypatch.setattr(run, "launch_all_real", launch_real)
+        monkeypatch.setattr(run, "launch_real", lambda *a, **k: pytest.fail("the stand-in's tier started"))
+    else:
+        monkeypatch.setattr(run, "launch_real", launch_real)
     monkeypatch.setattr(run, "_start_chart", start_chart)
     monkeypatch.setattr(run, "_start", lambda *a: pytest.fail("the local operator started"))
     monkeypatch.setattr(run, "build_operator_image", build)
+    mode = {"all_real": True} if all_real else {"real_nodes": True}
     with pytest.raises(RuntimeError, match="stop here"):
-        run.run_simulated(None, ["--workers=2"], real=True, real_nodes=True, operator_image=image)
+        run.run_simulated(None, ["--workers=2"], real=True, operator_image=image, **mode)
     return launched, started, built
 
 
@@ -344,31 +351,7 @@ def test_make_run_real_nodes_1_asks_for_the_all_real_tier_and_mixed_for_the_mixe
 def _all_real_start(
     monkeypatch: pytest.MonkeyPatch, image: run.OperatorImage | None
 ) -> tuple[dict[str, Any], list[tuple[object, ...]], list[str]]:
-    launched: dict[str, Any] = {}
-    started: list[tuple[object, ...]] = []
-    built: list[str] = []
-
-    def launch_all_real(workdir: object, **kw: Any) -> Handle:
-        launched.update(kw)
-        return Handle()
-
-    def start_chart(handle: object, image: object, port: object, operator_args: list[str]) -> object:
-        started.append((image, port, list(operator_args)))
-        raise RuntimeError("stop here")
-
-    def build() -> run.OperatorImage:
-        built.append("built")
-        return ("realnode.local/nova-operator:abc", pathlib.Path("/cache/nova-operator-abc.tar"))
-
-    monkeypatch.setattr(signal, "signal", lambda *a: None)
-    monkeypatch.setattr(run, "launch_all_real", launch_all_real)
-    monkeypatch.setattr(run, "launch_real", lambda *a, **k: pytest.fail("the stand-in's tier started"))
-    monkeypatch.setattr(run, "_start_chart", start_chart)
-    monkeypatch.setattr(run, "_start", lambda *a: pytest.fail("the local operator started"))
-    monkeypatch.setattr(run, "build_operator_image", build)
-    with pytest.raises(RuntimeError, match="stop here"):
-        run.run_simulated(None, ["--workers=2"], real=True, all_real=True, operator_image=image)
-    return launched, started, built
+    return _chart_start(monkeypatch, image, all_real=True)
 
 
 def test_all_real_starts_every_node_real_with_every_release_and_the_chart_without_a_bridge(

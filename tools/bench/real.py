@@ -15,12 +15,14 @@ import pathlib
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import yaml
+from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
@@ -147,6 +149,7 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         }
         figures["pod RSS total (MiB)"] = round(sum(figures["pod RSS (MiB)"].values()), 1)
         figures["container restarts, by pod"] = restarts(pod_list)
+        figures["pod logs"] = str(keep_logs(kube, pod_list, out.with_name(out.stem + "-logs")))
     finally:
         handle.stop()
     out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -163,6 +166,26 @@ def restarts(pods: list[dict[str, Any]]) -> dict[str, int]:
         if count:
             found[pod["metadata"]["name"]] = count
     return found
+
+
+def keep_logs(kube: Kube, pods: list[dict[str, Any]], where: pathlib.Path) -> pathlib.Path:
+    """Every container's log of the namespace's pods, one file each in ``where`` (emptied first): what
+    a stage's error message names (a timed-out compute call, say) is then read in the processes' own
+    words after the cluster is gone."""
+    where.mkdir(parents=True, exist_ok=True)
+    for old in where.glob("*.log"):
+        old.unlink()
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            query = urllib.parse.urlencode({"container": container["name"], "timestamps": "true"})
+            path = f"/api/v1/namespaces/{NS}/pods/{name}/log?{query}"
+            try:
+                text = "\n".join(kube.lines(path))
+            except (KubeError, OSError) as exc:
+                text = f"(no log: {exc})"
+            (where / f"{name}_{container['name']}.log").write_text(text + "\n")
+    return where
 
 
 def error_messages(snap: Snapshot) -> dict[str, str]:
@@ -419,4 +442,6 @@ def report(figures: dict[str, Any]) -> str:
         lines.append(f"  {stage}: {message}")
     restarted = figures.get("container restarts, by pod") or {}
     lines.append(f"  container restarts: {restarted or 'none'}")
+    if "pod logs" in figures:
+        lines.append(f"  every container's log: {figures['pod logs']}")
     return "\n".join(lines)

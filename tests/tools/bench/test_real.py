@@ -233,3 +233,41 @@ def test_each_discovery_jobs_creation_and_end_are_stages() -> None:
     second = real.seen(real.Snapshot(nova=None, pool=None, jobs={name: job("T2")}))
     assert "discover-hosts Job created T2" in second
     assert not any(s.startswith("discover-hosts") for s in real.seen(real.Snapshot(nova=None, pool=None)))
+
+
+class _Logs:
+    """The API server's answer to a pod log read: lines, or a refusal (the pod never started)."""
+
+    def __init__(self, logs: dict[str, list[str]]) -> None:
+        self.logs = logs
+        self.paths: list[str] = []
+
+    def lines(self, path: str) -> list[str]:
+        self.paths.append(path)
+        key = path.split("/pods/")[1].split("/log?")[0] + "/" + path.split("container=")[1].split("&")[0]
+        if key not in self.logs:
+            raise real.KubeError(400, "container is waiting to start")
+        return self.logs[key]
+
+
+def test_every_containers_log_is_kept_in_a_file_of_its_own(tmp_path: Any) -> None:
+    where = tmp_path / "bench-real-logs"
+    where.mkdir()
+    (where / "from-an-earlier-run_x.log").write_text("old\n")
+    pods = [
+        {
+            "metadata": {"name": "nova-7f"},
+            "spec": {"containers": [{"name": "nova-api"}, {"name": "sidecar"}]},
+        },
+        {"metadata": {"name": "rack7-abc"}, "spec": {"containers": [{"name": "nova-compute"}]}},
+    ]
+    kube = _Logs({"nova-7f/nova-api": ["a 500 in 60012 msecs", "done"], "nova-7f/sidecar": []})
+    assert real.keep_logs(kube, pods, where) == where  # type: ignore[arg-type]
+    assert sorted(p.name for p in where.iterdir()) == [
+        "nova-7f_nova-api.log",
+        "nova-7f_sidecar.log",
+        "rack7-abc_nova-compute.log",
+    ]
+    assert (where / "nova-7f_nova-api.log").read_text() == "a 500 in 60012 msecs\ndone\n"
+    assert "container is waiting to start" in (where / "rack7-abc_nova-compute.log").read_text()
+    assert all("timestamps=true" in p and "/namespaces/openstack/" in p for p in kube.paths)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from bench import hogs, real
 from bench.__main__ import main
+from simcluster.client.kube import KubeError
 
 
 def _ready(ctype: str = "Ready", status: str = "True") -> dict[str, Any]:
@@ -246,7 +247,7 @@ class _Logs:
         self.paths.append(path)
         key = path.split("/pods/")[1].split("/log?")[0] + "/" + path.split("container=")[1].split("&")[0]
         if key not in self.logs:
-            raise real.KubeError(400, "container is waiting to start")
+            raise KubeError(400, "container is waiting to start")
         return self.logs[key]
 
 

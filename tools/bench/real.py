@@ -149,7 +149,8 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         }
         figures["pod RSS total (MiB)"] = round(sum(figures["pod RSS (MiB)"].values()), 1)
         figures["container restarts, by pod"] = restarts(pod_list)
-        figures["pod logs"] = str(keep_logs(kube, pod_list, out.with_name(out.stem + "-logs")))
+        stand_in = handle.workdir / "real" / "kubelet" / "pods" if handle.real.kubelet is not None else None
+        figures["pod logs"] = str(keep_logs(kube, pod_list, out.with_name(out.stem + "-logs"), stand_in))
     finally:
         handle.stop()
     out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -168,22 +169,28 @@ def restarts(pods: list[dict[str, Any]]) -> dict[str, int]:
     return found
 
 
-def keep_logs(kube: Kube, pods: list[dict[str, Any]], where: pathlib.Path) -> pathlib.Path:
+def keep_logs(
+    kube: Kube, pods: list[dict[str, Any]], where: pathlib.Path, files: pathlib.Path | None = None
+) -> pathlib.Path:
     """Every container's log of the namespace's pods, one file each in ``where`` (emptied first): what
     a stage's error message names (a timed-out compute call, say) is then read in the processes' own
-    words after the cluster is gone."""
+    words after the cluster is gone. Through the API server (a real kubelet serves it); a kubelet
+    stand-in serves none, so its files (``files``/<pod uid>/containers/<name>/*.log) are read instead."""
     where.mkdir(parents=True, exist_ok=True)
     for old in where.glob("*.log"):
         old.unlink()
     for pod in pods:
-        name = pod["metadata"]["name"]
+        name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
         for container in (pod.get("spec") or {}).get("containers") or []:
-            query = urllib.parse.urlencode({"container": container["name"], "timestamps": "true"})
-            path = f"/api/v1/namespaces/{NS}/pods/{name}/log?{query}"
-            try:
-                text = "\n".join(kube.lines(path))
-            except (KubeError, OSError) as exc:
-                text = f"(no log: {exc})"
+            own = sorted((files / uid / "containers" / container["name"]).glob("*.log")) if files else []
+            if own:
+                text = "".join(f.read_text(errors="replace") for f in own).rstrip("\n")
+            else:
+                query = urllib.parse.urlencode({"container": container["name"], "timestamps": "true"})
+                try:
+                    text = "\n".join(kube.lines(f"/api/v1/namespaces/{NS}/pods/{name}/log?{query}"))
+                except (KubeError, OSError) as exc:
+                    text = f"(no log: {exc})"
             (where / f"{name}_{container['name']}.log").write_text(text + "\n")
     return where
 

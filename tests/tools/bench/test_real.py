@@ -272,3 +272,23 @@ def test_every_containers_log_is_kept_in_a_file_of_its_own(tmp_path: Any) -> Non
     assert (where / "nova-7f_nova-api.log").read_text() == "a 500 in 60012 msecs\ndone\n"
     assert "container is waiting to start" in (where / "rack7-abc_nova-compute.log").read_text()
     assert all("timestamps=true" in p and "/namespaces/openstack/" in p for p in kube.paths)
+
+
+def test_a_stand_ins_log_files_are_kept_where_its_kubelet_serves_none(tmp_path: Any) -> None:
+    files = tmp_path / "pods"
+    own = files / "uid-1" / "containers" / "nova-compute"
+    own.mkdir(parents=True)
+    (own / "0.log").write_text("first run\n")
+    (own / "1.log").write_text("after a restart\n")
+    pods = [
+        {
+            "metadata": {"name": "rack7-abc", "uid": "uid-1"},
+            "spec": {"containers": [{"name": "nova-compute"}]},
+        },
+        {"metadata": {"name": "nova-7f", "uid": "uid-2"}, "spec": {"containers": [{"name": "nova-api"}]}},
+    ]
+    kube = _Logs({"nova-7f/nova-api": ["from the API server"]})
+    real.keep_logs(kube, pods, tmp_path / "logs", files)  # type: ignore[arg-type]
+    assert (tmp_path / "logs" / "rack7-abc_nova-compute.log").read_text() == "first run\nafter a restart\n"
+    assert (tmp_path / "logs" / "nova-7f_nova-api.log").read_text() == "from the API server\n"
+    assert len(kube.paths) == 1  # the stand-in's own files were not asked of the API server

@@ -1201,7 +1201,7 @@ def test_twenty_namespaces_lead_and_sigterm_hands_the_lease_over(faults: Faults)
                 s.metric(a, "nova_operator_controller_active_workers", controller="nova") > 0
                 or s.metric(a, REQUEUES, controller="nova") > busy_before
             ),
-            5,
+            30,
             "the leader reconciling the change",
             interval=0.02,
         )
@@ -1209,14 +1209,21 @@ def test_twenty_namespaces_lead_and_sigterm_hands_the_lease_over(faults: Faults)
         a.popen.send_signal(signal.SIGTERM)
         term = time.monotonic()
         stamp(t0, "SIGTERM to the leader during its pass")
-        wait_for(lambda: lease_holder(s) != holder_a, 5, "the Lease released within 5 s", 0.02)
+        # Released, not left to expire: the leader empties the holder on its way out and logs it
+        # (a takeover by expiry would come only after the Lease's 15 s). The seconds are printed,
+        # not asserted: on a busy machine a stop takes what it takes (make bench measures speed).
+        wait_for(lambda: lease_holder(s) != holder_a, 60, "the Lease released", 0.02)
         release_took = time.monotonic() - term
         stamp(t0, f"the Lease released {release_took:.2f} s after SIGTERM (holder now {lease_holder(s)!r})")
-        wait_for(lambda: lease_holder(s) not in ("", holder_a), 2, "the standby leading within 2 s", 0.02)
+        wait_for(lambda: lease_holder(s) not in ("", holder_a), 60, "the standby leading", 0.02)
         took_over = time.monotonic() - term - release_took
         stamp(t0, f"replica b holds the Lease {took_over:.2f} s after the release")
-        assert a.popen.wait(10) == 0  # a clean exit
-        assert wait_for(lambda: leader_of(s, [b]), 5, "b reporting itself leader") is b
+        assert a.popen.wait(60) == 0  # a clean exit
+        assert '"released the lease"' in a.log.read_text(errors="replace")
+        lease = s.kube.get(s.path(LEASES, LEASE_NAME))["spec"]
+        assert lease["holderIdentity"] != holder_a
+        assert lease["leaseTransitions"] >= 1
+        assert wait_for(lambda: leader_of(s, [b]), 30, "b reporting itself leader") is b
 
         def scaled() -> bool:
             d = s.deployments()["nova-scheduler"]

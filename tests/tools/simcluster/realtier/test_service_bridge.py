@@ -48,10 +48,11 @@ def test_a_client_reaches_the_service_found_at_its_connection() -> None:
     bridge = ServiceBridge(kube, "openstack", "nova", port, "127.0.0.1", free_port()).start()
     try:
         assert bridge.url == f"http://127.0.0.1:{bridge.address[1]}"
-        # no Service yet: a reset, as from a refused server
+        # no Service yet: a reset, as from a refused server; it can come before the client's
+        # connect has returned (the bridge accepts and resets at once), so the connect is inside
         with (
-            socket.create_connection(bridge.address, timeout=10) as client,
             pytest.raises(ConnectionResetError),
+            socket.create_connection(bridge.address, timeout=10) as client,
         ):
             client.recv(16)
         kube.service = {"spec": {"clusterIP": "127.0.0.1"}}  # made after the bridge started

@@ -19,6 +19,7 @@ from simcluster import FakeOpenStack
 
 from nova_operator import conditions, intervals
 from nova_operator.kube import Kube
+from nova_operator.kube.errors import Invalid
 from nova_operator.kube.resources import DEPLOYMENTS, NOVAS, PODS
 from nova_operator.kube.types import Object
 from tests.integration.nova import fake_openstack
@@ -85,10 +86,20 @@ class Pods:
     async def deployment_noticed(self, role: str) -> None:
         """What kcm writes when a pod goes: the Deployment's ready count drops (the Simulator then
         writes it back up, as when the replacement is ready)."""
-        dep = await self.admin.get(DEPLOYMENTS, f"nova-{role}", self.ns)
-        ready = int((dep.get("status") or {}).get("readyReplicas") or 1)
-        fewer = {"readyReplicas": ready - 1, "availableReplicas": ready - 1}
-        await self.admin.patch_status(DEPLOYMENTS, f"nova-{role}", {"status": fewer}, self.ns)
+        for _ in range(10):
+            dep = await self.admin.get(DEPLOYMENTS, f"nova-{role}", self.ns)
+            status = dep.get("status") or {}
+            ready = int(status.get("readyReplicas") or 1)
+            # the operator may have scaled the Deployment down already (status.replicas follows the
+            # spec first): a ready count above it is refused, so it drops below the lower of both
+            count = max(0, min(ready, int(status.get("replicas") or ready)) - 1)
+            fewer = {"readyReplicas": count, "availableReplicas": count}
+            try:
+                await self.admin.patch_status(DEPLOYMENTS, f"nova-{role}", {"status": fewer}, self.ns)
+                return
+            except Invalid:  # the replicas changed between the read and the write: read again
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"nova-{role}'s status kept changing under the test's write")
 
     def records(self, binary: str) -> list[str]:
         return sorted(s.host for s in self.fake.services_of(binary))

@@ -97,7 +97,7 @@ def _pool(workdir: pathlib.Path, gate_url: str) -> JSON:
 def stage(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     real = minimal.real
     assert real is not None
-    gate = PlacementGate(real.gateway, real.openstack.placement_url).start()
+    gate = PlacementGate(real.host_address, real.openstack.placement_url).start()
     s = Stage(minimal, OpenStackClient(minimal, compute_url(minimal, NOVA)), gate)
     try:
         real.expose(NAMESPACE, GATE_SERVICE, 8778, gate.port)

@@ -127,7 +127,7 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
     )
     broker = RabbitMQServer(
         workdir / "rabbitmq",
-        address=real.gateway,
+        address=real.host_address,
         port=free_port(),
         node="rabbit-mtls@localhost",
         dist_port=free_port(),
@@ -138,7 +138,7 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
     )
     cache = MemcachedServer(
         workdir / "memcached",
-        address=real.gateway,
+        address=real.host_address,
         port=free_port(),
         tls=bus_pki.server_files(),
         client=bus_pki.client,

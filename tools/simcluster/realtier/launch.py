@@ -162,7 +162,10 @@ class RealTier:
         """The address and port at which the host (a test's own calls) reaches ``port`` of Service
         ``namespace/service``: its ClusterIP on the stand-in (whose rules DNAT the host's
         connections too); in the all-real tier a port of the host's loopback published to it."""
-        ip = self.cluster_ip(namespace, service)
+        return self.reach_ip(self.cluster_ip(namespace, service), port)
+
+    def reach_ip(self, ip: str, port: int) -> tuple[str, int]:
+        """As ``reach``, for an address of the cluster's networks (a ClusterIP, a pod's IP)."""
         if self.nodes_access is None:
             return ip, port
         return self.nodes_access.reach(ip, port)

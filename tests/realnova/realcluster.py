@@ -22,6 +22,9 @@ from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER
+from simcluster.realtier.operator_chart import CONTAINER as OPERATOR_CONTAINER
+from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
+from simcluster.realtier.operator_chart import SELECTOR as OPERATOR_SELECTOR
 from simcluster.realtier.operator_chart import deploy, leader_metrics
 
 NODES = os.environ.get("REALNOVA_NODES") or "standin"
@@ -126,6 +129,42 @@ def start_operator(handle: SimHandle, name: str = "operator") -> Any:
         return None
     argv = operator_argv(handle, free_port())
     return handle.spawn(name, handle.real.in_cluster_dns(argv))
+
+
+class TierOperator:
+    """The operator the tier started, as the tests check it: still the same (``alive``: the local
+    process running; on real nodes the chart's pods, none replaced or restarted since this was
+    made) and its log (``log_text``: the process's file; the pods' logs through the API server)."""
+
+    def __init__(self, handle: SimHandle, name: str = "operator") -> None:
+        self.handle = handle
+        self.process = None if REAL_NODES else next(p for p in handle.processes if p.name == name)
+        self.pods = self._pods()
+
+    def _pods(self) -> dict[str, int]:
+        """The chart's pods: uid -> restarts of the operator's container."""
+        if self.process is not None:
+            return {}
+        out = {}
+        for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR):
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            out[pod["metadata"]["uid"]] = sum(int(s.get("restartCount", 0)) for s in statuses)
+        return out
+
+    @property
+    def alive(self) -> bool:
+        if self.process is not None:
+            return bool(self.process.alive)
+        return bool(self.pods) and self._pods() == self.pods
+
+    def log_text(self) -> str:
+        if self.process is not None:
+            return str(self.process.log.read_text(errors="replace"))
+        assert self.handle.real is not None
+        return "".join(
+            self.handle.real.container_log(pod, OPERATOR_CONTAINER)
+            for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR)
+        )
 
 
 def wait_for(

@@ -5,12 +5,14 @@ run's lines before the current's), whichever kind of node ran it.
   (each run's, kept as long as the pod).
 * On real nodes: the API server's ``pods/log`` (which the kubelet serves): the last ended run's
   (``previous``, when the container restarted) and the current one's. A real kubelet keeps no run
-  before the last ended one, nor the log of a pod that is gone.
+  before the last ended one, nor the log of a pod that is gone: ``follow`` keeps the current run's
+  in a file of the host as the kubelet streams it.
 """
 
 from __future__ import annotations
 
 import pathlib
+import threading
 import urllib.parse
 from typing import Any
 
@@ -46,3 +48,27 @@ def api_log(kube: Kube, pod: dict[str, Any], container: str) -> str:
             continue
         text.append("".join(f"{line}\n" for line in lines))
     return "".join(text)
+
+
+def follow(kube: Kube, pod: dict[str, Any], container: str, into: pathlib.Path) -> threading.Thread:
+    """A thread that appends the current run's log of ``container`` to ``into`` as the kubelet
+    streams it (``follow``), until the run ends (the kubelet ends the stream then): readable after
+    the pod is gone, as the stand-in's open file was."""
+    meta = pod["metadata"]
+    query = urllib.parse.urlencode({"container": container, "follow": "true"})
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log?{query}"
+    into.parent.mkdir(parents=True, exist_ok=True)
+    into.touch()
+
+    def run() -> None:
+        with into.open("a") as out:
+            try:
+                for line in kube.lines(path):
+                    out.write(line + "\n")
+                    out.flush()
+            except (KubeError, OSError) as exc:
+                out.write(f"(the log stream ended: {exc})\n")
+
+    thread = threading.Thread(target=run, name=f"log {meta['name']}/{container}", daemon=True)
+    thread.start()
+    return thread

@@ -37,13 +37,13 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from realnode.access import KubeletAccess
 
 from simcluster.client.kube import Kube
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
-from simcluster.realtier.container_logs import api_log, standin_log
+from simcluster.realtier.container_logs import api_log, follow, standin_log
 from simcluster.realtier.kubelet.runtime import Image
 from simcluster.realtier.kubelet.thread import KubeletThread
 from simcluster.realtier.node_access import NodeAccess
@@ -177,6 +177,21 @@ class RealTier:
             return standin_log(self.workdir / "kubelet", pod, container)
         assert self.kube is not None
         return api_log(self.kube, pod, container)
+
+    def open_log(self, pod: JSON, container: str) -> IO[str]:
+        """The current run's log of ``container`` in ``pod``, open for reading as it grows and to its
+        end after the pod is gone: the stand-in's file, or a file the real kubelet's stream is
+        followed into (``container_logs.follow``)."""
+        if self.kubelet is not None:
+            root = self.workdir / "kubelet" / "pods" / pod["metadata"]["uid"] / "containers" / container
+            runs = sorted(root.glob("*.log"), key=lambda p: int(p.stem))
+            if not runs:
+                raise FileNotFoundError(f"no log of {container} under {root}")
+            return open(runs[-1], errors="replace")
+        assert self.kube is not None
+        into = self.workdir / "followed-logs" / f"{pod['metadata']['uid']}-{container}.log"
+        follow(self.kube, pod, container, into)
+        return open(into, errors="replace")
 
     def in_cluster_dns(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in a mount namespace of its own whose ``/etc/hosts`` names every Service."""

@@ -86,7 +86,7 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     assert real is not None
     kube = handle.cluster.kube
     work = pathlib.Path(tmp_path_factory.mktemp("full"))
-    pki = make_pki(work / "pki", dns=EXTERNAL, ips=(real.gateway,))
+    pki = make_pki(work / "pki", dns=EXTERNAL, ips=real.server_ips)
     db = MariaDBServer(work / "mariadb", address=real.host_address, port=free_port(), tls=pki.server_files())
     broker = RabbitMQServer(
         work / "rabbitmq",

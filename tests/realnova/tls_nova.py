@@ -121,9 +121,9 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
     osv = real.openstack
     kube = handle.cluster.kube
     names = (f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local")
-    https_pki = make_pki(workdir / "https-pki", dns=names, ips=(real.gateway,))
+    https_pki = make_pki(workdir / "https-pki", dns=names, ips=real.server_ips)
     bus_pki = make_pki(
-        workdir / "bus-pki", dns=(f"{BUS_SERVICE}.{NAMESPACE}.svc", CACHE_HOST), ips=(real.gateway,)
+        workdir / "bus-pki", dns=(f"{BUS_SERVICE}.{NAMESPACE}.svc", CACHE_HOST), ips=real.server_ips
     )
     broker = RabbitMQServer(
         workdir / "rabbitmq",

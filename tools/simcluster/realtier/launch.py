@@ -153,6 +153,13 @@ class RealTier:
         all-real tier, whose relay leads ``gateway`` there."""
         return self.nodes_access.loopback if self.nodes_access is not None else self.gateway
 
+    @property
+    def server_ips(self) -> tuple[str, ...]:
+        """The addresses a test's own server is reached at, for its certificate: the pods' (the
+        gateway) and, in the all-real tier, the host's (``host_address``, where the test itself
+        checks it)."""
+        return tuple(dict.fromkeys((self.gateway, self.host_address)))
+
     def cluster_ip(self, namespace: str, service: str) -> str:
         assert self.kube is not None
         svc = self.kube.get(f"/api/v1/namespaces/{namespace}/services/{service}")

@@ -60,6 +60,7 @@ def test_a_tests_server_is_exposed_at_the_servers_address_and_its_port_relayed_o
     kube, nodes = _Kube(), _Nodes()
     real = _tier(kube, nodes)
     assert real.host_address == LOOPBACK  # where the test's server listens
+    assert real.server_ips == (SERVERS_IP, LOOPBACK)  # its certificate: the pods' address, the host's
     real.expose("openstack", "vnc", 6969, 40001)
     real.expose("openstack", "vnc-again", 6969, 40001)
     real.expose("openstack", "db", 3306, 3306)  # the servers' relay has it already
@@ -104,6 +105,7 @@ def test_on_the_stand_in_a_service_is_reached_at_its_cluster_ip_and_servers_list
     kube = _Kube()
     real = _tier(kube, None)
     assert real.host_address == real.gateway == "10.244.0.1"
+    assert real.server_ips == ("10.244.0.1",)
     assert real.reach("openstack", "nova", 8774) == ("10.96.7.8", 8774)
     with pytest.raises(RuntimeError):
         real.alias("db.example.org", "openstack", "nova")  # neither the stand-in nor real nodes

@@ -156,13 +156,16 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
         keystone_https = True
         real.expose(NAMESPACE, SERVICE, 5000, port)
         assert osv.network is not None
+        # where the pods reach them: on real nodes the in-cluster names (the catalog's internal URLs
+        # of RegionOne), not the host's loopback the public URLs name
+        inside = osv.internal_urls
         osv.add_region(
             REGION,
             {
                 "identity": HTTPS_URL,
-                "placement": osv.placement_url,
-                "image": osv.glance_url,
-                "network": osv.network.url,
+                "placement": inside.get("placement", osv.placement_url),
+                "image": inside.get("image", osv.glance_url),
+                "network": inside.get("network", osv.network.url),
             },
         )
         # the backing services' objects, and the samples' shared Secrets (service user, metadata

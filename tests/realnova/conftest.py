@@ -1,5 +1,7 @@
 """Fixtures of the real-Nova tier: the real backing servers, started once per session, and the
-real-Nova cluster (``cluster``; ``minimal``: with the samples Ready), once per session too.
+real-Nova cluster (``cluster``; ``minimal``: with the samples Ready), once per session too: on the
+kubelet stand-in with the operator as a local process, or with ``REALNOVA_NODES=real`` on real
+nodes (``simcluster.realtier.all_real``) with the operator installed by its chart.
 
 A missing Debian package fails these tests (``tools/realnova/install.sh`` installs them; CI runs it):
 the real tier is never skipped. The servers speak TLS too (``pki``: a CA, their certificate, a
@@ -15,6 +17,7 @@ import pytest
 from catalogs.generate import venv_dir
 from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO
+from simcluster.realtier.all_real import launch_all_real
 from simcluster.realtier.launch import launch_real
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.pki import PKI, make_pki
@@ -24,6 +27,7 @@ from tests.realnova.realcluster import (
     NOVA,
     POOL,
     POOL_LABELS,
+    REAL_NODES,
     SAMPLES,
     UPGRADE_POOL_LABELS,
     full_sample_image,
@@ -80,30 +84,50 @@ def backends(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> Iterator[Rea
         servers.stop()
 
 
+RELEASES = ("2025.2", "2026.1", "2026.2")  # the samples' releases, and the upgrade's last
+COMPUTE_NODES = ("compute-0", "compute-1", "compute-2")
+CONTROL = {"node-role.kubernetes.io/control-plane": ""}
+NODE_LABELS = {
+    "control-0": {**CONTROL, "topology.kubernetes.io/zone": "az1"},
+    "control-1": {**CONTROL, "topology.kubernetes.io/zone": "az2"},
+    "compute-0": POOL_LABELS,
+    "compute-1": POOL_LABELS,
+    "compute-2": UPGRADE_POOL_LABELS,  # the release upgrade's own pool (test_upgrade.py)
+}
+
+
 # The real-Nova cluster: one per session (package scope), shared by every module of the tier.
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     workdir = pathlib.Path(tmp_path_factory.mktemp("real"))
-    control = {"node-role.kubernetes.io/control-plane": ""}
-    handle = launch_real(
-        workdir,
-        releases=("2025.2", "2026.1", "2026.2"),  # the samples' releases, and the upgrade's last
-        image_aliases={full_sample_image(): "2026.1"},
-        compute_nodes=("compute-0", "compute-1", "compute-2"),
-        node_labels={
-            "control-0": {**control, "topology.kubernetes.io/zone": "az1"},
-            "control-1": {**control, "topology.kubernetes.io/zone": "az2"},
-            "compute-0": POOL_LABELS,
-            "compute-1": POOL_LABELS,
-            "compute-2": UPGRADE_POOL_LABELS,  # the release upgrade's own pool (test_upgrade.py)
-        },
-    )
+    if REAL_NODES:
+        handle = launch_all_real(
+            workdir,
+            control_nodes=("control-0", "control-1"),
+            compute_nodes=COMPUTE_NODES,
+            node_labels=NODE_LABELS,
+            releases=RELEASES,
+            image_aliases={full_sample_image(): "2026.1"},
+        )
+    else:
+        handle = launch_real(
+            workdir,
+            releases=RELEASES,
+            image_aliases={full_sample_image(): "2026.1"},
+            compute_nodes=COMPUTE_NODES,
+            node_labels=NODE_LABELS,
+        )
     try:
         assert handle.real is not None
-        handle.install()
+        if not REAL_NODES:  # on real nodes the chart installs what the operator needs beside it
+            handle.install()
         handle.create_gateway(NAMESPACE, "public-gateway")
         handle.real.openstack.add_service_user("nova", sample_secret("nova-service-user", "password"))
         start_operator(handle)
+        print(
+            f"\nreal-Nova tier on {'real nodes' if REAL_NODES else 'the kubelet stand-in'}: started in "
+            f"{handle.startup_seconds:.0f} s; {handle.real.startup}"
+        )
         yield handle
     finally:
         handle.stop()

@@ -1,5 +1,10 @@
 """Helpers of the real-Nova tier's cluster tests: the samples as this cluster runs them, the operator
-as its own process, waits on conditions, and the real OpenStack APIs through Keystone."""
+(as its own process on the kubelet stand-in; on real nodes installed by its chart), waits on
+conditions, and the real OpenStack APIs through Keystone.
+
+``REALNOVA_NODES=real`` runs the tier on real nodes (``simcluster.realtier.all_real``: kubelets on
+containerd, the operator's pods from its image); unset (or ``standin``) on the kubelet stand-in.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,15 @@ from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER
+from simcluster.realtier.operator_chart import CONTAINER as OPERATOR_CONTAINER
+from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
+from simcluster.realtier.operator_chart import SELECTOR as OPERATOR_SELECTOR
+from simcluster.realtier.operator_chart import deploy, leader_metrics
 
+NODES = os.environ.get("REALNOVA_NODES") or "standin"
+if NODES not in ("standin", "real"):
+    raise ValueError(f"REALNOVA_NODES={NODES!r}: 'real' (real nodes) or 'standin' (the default)")
+REAL_NODES = NODES == "real"
 T = TypeVar("T")
 JSON = dict[str, Any]
 SAMPLES = REPO / "config" / "samples"
@@ -101,10 +114,57 @@ def tier_nova(workdir: pathlib.Path) -> pathlib.Path:
 
 
 def start_operator(handle: SimHandle, name: str = "operator") -> Any:
-    """The operator as its own process, as its ServiceAccount, resolving in-cluster names."""
+    """The operator as its own process, as its ServiceAccount, resolving in-cluster names; on real
+    nodes installed by its chart from its image (``tools/opimage``), as users run it (the seconds
+    of its build and install in ``handle.real.startup``)."""
     assert handle.real is not None
+    if REAL_NODES:
+        from opimage import build  # buildah and mmdebstrap: the real nodes' mode only
+
+        t = time.monotonic()
+        image, _ = build()
+        handle.real.startup["operator image"] = round(time.monotonic() - t, 1)
+        seconds = deploy(handle, image.ref, image.archive)
+        handle.real.startup.update({k: round(v, 1) for k, v in seconds.items()})
+        return None
     argv = operator_argv(handle, free_port())
     return handle.spawn(name, handle.real.in_cluster_dns(argv))
+
+
+class TierOperator:
+    """The operator the tier started, as the tests check it: still the same (``alive``: the local
+    process running; on real nodes the chart's pods, none replaced or restarted since this was
+    made) and its log (``log_text``: the process's file; the pods' logs through the API server)."""
+
+    def __init__(self, handle: SimHandle, name: str = "operator") -> None:
+        self.handle = handle
+        self.process = None if REAL_NODES else next(p for p in handle.processes if p.name == name)
+        self.pods = self._pods()
+
+    def _pods(self) -> dict[str, int]:
+        """The chart's pods: uid -> restarts of the operator's container."""
+        if self.process is not None:
+            return {}
+        out = {}
+        for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR):
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            out[pod["metadata"]["uid"]] = sum(int(s.get("restartCount", 0)) for s in statuses)
+        return out
+
+    @property
+    def alive(self) -> bool:
+        if self.process is not None:
+            return bool(self.process.alive)
+        return bool(self.pods) and self._pods() == self.pods
+
+    def log_text(self) -> str:
+        if self.process is not None:
+            return str(self.process.log.read_text(errors="replace"))
+        assert self.handle.real is not None
+        return "".join(
+            self.handle.real.container_log(pod, OPERATOR_CONTAINER)
+            for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR)
+        )
 
 
 def wait_for(
@@ -203,10 +263,18 @@ class OpenStackClient:
             raise
 
 
+def service_address(handle: SimHandle, name: str, port: int, namespace: str = NAMESPACE) -> tuple[str, int]:
+    """Where the host (this test) reaches ``port`` of a Service: its ClusterIP on the stand-in, a
+    port of the host's loopback published to it on real nodes (``RealTier.reach``)."""
+    assert handle.real is not None
+    host, published = handle.real.reach(namespace, name, port)
+    return str(host), int(published)
+
+
 def compute_url(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
-    """The compute API at its Service's ClusterIP (the host reaches ClusterIPs as a pod does)."""
-    svc = handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")
-    return f"http://{svc['spec']['clusterIP']}:8774"
+    """The compute API at its Service (``service_address``)."""
+    host, port = service_address(handle, name, 8774, namespace)
+    return f"http://{host}:{port}"
 
 
 def http_status(url: str) -> int:
@@ -217,15 +285,11 @@ def http_status(url: str) -> int:
         return exc.code
 
 
-def service_ip(handle: SimHandle, name: str, namespace: str = NAMESPACE) -> str:
-    """A Service's ClusterIP (reachable from the host as from a pod)."""
-    return str(
-        handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")["spec"]["clusterIP"]
-    )
-
-
 def operator_metrics(handle: SimHandle, name: str = "operator") -> str:
-    """The text of the operator's /metrics, at the address ``start_operator`` chose for it."""
+    """The text of the operator's /metrics, at the address ``start_operator`` chose for it; on real
+    nodes the leading pod's, through the API server's pod proxy."""
+    if REAL_NODES:
+        return leader_metrics(handle.cluster.kube)
     (proc,) = [p for p in handle.processes if p.name == name]
     args = proc.popen.args
     assert isinstance(args, list), args  # spawn passes an argv list

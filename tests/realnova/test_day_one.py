@@ -55,7 +55,7 @@ from tests.realnova.realcluster import (
     not_ready_summary,
     operator_metrics,
     pods,
-    service_ip,
+    service_address,
     wait_for,
 )
 from tests.realnova.rollouts import DEPLOYMENTS, annotations_changed, changed, pod_names, templates
@@ -238,10 +238,11 @@ def server(day: Day) -> str:
 
 @pytest.fixture(scope="module")
 def vnc(day: Day) -> Iterator[VNCStandIn]:
-    """The fake driver's console address answered by ``VNCStandIn`` on the bridge's gateway."""
+    """The fake driver's console address answered by ``VNCStandIn`` on the host, where the pods
+    reach it through ``VNC_SERVICE`` (``RealTier.expose``)."""
     real = day.handle.real
     assert real is not None
-    standin = VNCStandIn(real.gateway).start()
+    standin = VNCStandIn(real.host_address).start()
     try:
         real.expose(NAMESPACE, VNC_SERVICE, FAKE_CONSOLE_PORT, standin.port)
         real.alias(FAKE_CONSOLE_HOST, NAMESPACE, VNC_SERVICE)
@@ -308,12 +309,12 @@ def test_the_console_url_opens_the_servers_console_through_the_novncproxy_servic
     assert (url.scheme, url.hostname, url.path) == ("https", "novnc.example.org", "/vnc_lite.html"), answer
     (path,) = urllib.parse.parse_qs(url.query)["path"]  # noVNC opens the WebSocket at "/" + path
     (token,) = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["token"]
-    address = service_ip(day.handle, f"{NOVA}-novncproxy")
-    assert http_status(f"http://{address}:6080{url.path}") == 200  # the page the URL names
+    address, port = service_address(day.handle, f"{NOVA}-novncproxy", 6080)
+    assert http_status(f"http://{address}:{port}{url.path}") == 200  # the page the URL names
 
     # as the browser that loaded the page opens it: Host and Origin are the URL's (nova checks both)
     origin = f"{url.scheme}://{url.netloc}"
-    upgrade, key = websocket_upgrade(address, 6080, "/" + path.lstrip("/"), url.netloc, origin=origin)
+    upgrade, key = websocket_upgrade(address, port, "/" + path.lstrip("/"), url.netloc, origin=origin)
     try:
         assert upgrade.status == 101, (upgrade.status, upgrade.headers)
         assert upgrade.accept_matches(key), upgrade.headers
@@ -332,7 +333,7 @@ def test_the_console_url_opens_the_servers_console_through_the_novncproxy_servic
         ("/" + path.lstrip("/"), "https://elsewhere.example.org"),  # the token, from another site's page
     )
     for ws_path, page in refused:
-        upgrade, _ = websocket_upgrade(address, 6080, ws_path, url.netloc, origin=page)
+        upgrade, _ = websocket_upgrade(address, port, ws_path, url.netloc, origin=page)
         try:
             # websockify completes the handshake before nova checks token and origin; nova then closes it
             assert upgrade.status == 101, (upgrade.status, upgrade.headers)
@@ -347,7 +348,8 @@ def test_the_console_url_opens_the_servers_console_through_the_novncproxy_servic
 
 
 def _metadata(day: Day, secret: str) -> tuple[int, Any]:
-    url = f"http://{service_ip(day.handle, f'{NOVA}-metadata')}:8775"
+    address, port = service_address(day.handle, f"{NOVA}-metadata", 8775)
+    url = f"http://{address}:{port}"
     return metadata_get(
         url,
         "/openstack/latest/meta_data.json",

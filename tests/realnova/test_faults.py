@@ -17,6 +17,7 @@ Each test prints its recovery times (``faults: ...``). The module leaves the Nov
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from simcluster import SimHandle
+from simcluster.realtier.container_pids import container_pids
 from simcluster.realtier.services.rabbitmq import amqp_answers
 
 from tests.realnova.realcluster import (
@@ -35,6 +37,7 @@ from tests.realnova.realcluster import (
     NOVA,
     POOL,
     OpenStackClient,
+    TierOperator,
     compute_url,
     conditions,
     is_ready,
@@ -77,12 +80,6 @@ def _pod_ready(pod: JSON) -> bool:
 def _role_pods(handle: SimHandle, role: str) -> list[JSON]:
     selector = f"app.kubernetes.io/instance={NOVA},app.kubernetes.io/component={role}"
     return [p for p in pods(handle, selector=selector) if not p["metadata"].get("deletionTimestamp")]
-
-
-def _operator_pid(handle: SimHandle) -> int:
-    (proc,) = [p for p in handle.processes if p.name == "operator"]
-    assert proc.popen.poll() is None, "the operator exited"
-    return int(proc.popen.pid)
 
 
 def _wait_all_ready(handle: SimHandle, within: float, what: str) -> None:
@@ -129,7 +126,8 @@ def test_rabbitmq_stopped_for_20_s_turns_the_bus_roles_not_ready_and_all_recover
     handle = minimal
     assert handle.real is not None
     rabbitmq = handle.real.backends.rabbitmq
-    operator = _operator_pid(handle)
+    operator = TierOperator(handle)
+    assert operator.alive, "the operator is not running"
     before = {role: {p["metadata"]["name"] for p in _role_pods(handle, role)} for role in BUS_ROLES}
     assert all(before.values()), before
     reasons: dict[str, set[str]] = {role: set() for role in BUS_ROLES}
@@ -194,7 +192,7 @@ def test_rabbitmq_stopped_for_20_s_turns_the_bus_roles_not_ready_and_all_recover
     # same operator process
     after = {role: {p["metadata"]["name"] for p in _role_pods(handle, role)} for role in BUS_ROLES}
     assert after == before
-    assert _operator_pid(handle) == operator
+    assert operator.alive, "the operator was restarted"
     client = OpenStackClient(handle, compute_url(handle, NOVA))
     bus = ("nova-scheduler", "nova-conductor")
     wait_for(
@@ -336,14 +334,27 @@ def test_keystone_unreachable_for_60_s_the_pool_reports_it_and_disables_nothing(
 # -- nova-compute ----------------------------------------------------------------------------------------
 
 
-def _compute_process(handle: SimHandle, node: str) -> tuple[str, int]:
-    """(pod name, host pid of its nova-compute container) of the pool's pod on ``node``."""
+def _compute_process(handle: SimHandle, node: str) -> tuple[str, Callable[[int], None]]:
+    """(pod name, how to signal every process of its nova-compute container) of the pool's pod on
+    ``node``: the stand-in worker's process group, or the real node's task (``container_pids``)."""
     assert handle.real is not None
+    (pod,) = [p for p in pods(handle, selector=POOL_COMPONENT) if p["spec"].get("nodeName") == node]
+    if handle.real.kubelet is None:
+        assert handle.real.real_compute is not None
+        pids = container_pids(handle.real.real_compute.nodes, pod, "nova-compute")
+        assert pids, pod["metadata"]["name"]
+
+        def signal_all(sig: int) -> None:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+
+        return pod["metadata"]["name"], signal_all
     kubelet = handle.real.kubelet.kubelet
     assert kubelet is not None
-    (pod,) = [p for p in pods(handle, selector=POOL_COMPONENT) if p["spec"].get("nodeName") == node]
     worker = kubelet.workers[pod["metadata"]["uid"]]
-    return pod["metadata"]["name"], worker.procs["nova-compute"].pid
+    pid = worker.procs["nova-compute"].pid
+    return pod["metadata"]["name"], lambda sig: os.killpg(pid, sig)
 
 
 def _restarts(handle: SimHandle, pod: str) -> int:
@@ -364,14 +375,14 @@ def test_a_hung_nova_compute_goes_down_is_killed_and_comes_back_with_the_pool_re
     services = _compute_services(client)
     rows = {s["host"]: s for s in client.services() if s["binary"] == "nova-compute"}
     assert rows[HUNG_HOST]["state"] == "up", rows
-    pod, pid = _compute_process(handle, HUNG_HOST)
+    pod, send = _compute_process(handle, HUNG_HOST)
     restarts = _restarts(handle, pod)
 
     def state() -> str:
         (row,) = [s for s in client.services() if s["binary"] == "nova-compute" and s["host"] == HUNG_HOST]
         return str(row["state"])
 
-    os.killpg(pid, signal.SIGSTOP)
+    send(signal.SIGSTOP)
     outage = Timeline()
     try:
         wait_for(lambda: state() == "down" or None, within=120, what=f"nova-compute on {HUNG_HOST} down")
@@ -384,7 +395,7 @@ def test_a_hung_nova_compute_goes_down_is_killed_and_comes_back_with_the_pool_re
         down = wait_for(reported, within=90, what="the pool reporting ServicesDown", handle=handle)
         outage.mark("pool reports ServicesDown")
     finally:
-        os.killpg(pid, signal.SIGKILL)  # a stopped process dies of SIGKILL too
+        send(signal.SIGKILL)  # a stopped process dies of SIGKILL too
     outage.mark("killed")
     assert down["status"] == "False", down
     assert HUNG_HOST in down["message"], down

@@ -86,11 +86,11 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     assert real is not None
     kube = handle.cluster.kube
     work = pathlib.Path(tmp_path_factory.mktemp("full"))
-    pki = make_pki(work / "pki", dns=EXTERNAL, ips=(real.gateway,))
-    db = MariaDBServer(work / "mariadb", address=real.gateway, port=free_port(), tls=pki.server_files())
+    pki = make_pki(work / "pki", dns=EXTERNAL, ips=real.server_ips)
+    db = MariaDBServer(work / "mariadb", address=real.host_address, port=free_port(), tls=pki.server_files())
     broker = RabbitMQServer(
         work / "rabbitmq",
-        address=real.gateway,
+        address=real.host_address,
         port=free_port(),
         dist_port=free_port(),
         epmd_port=free_port(),
@@ -253,7 +253,7 @@ def test_the_api_answers_from_every_pod_and_keeps_answering_through_a_scale_3_5_
     addresses = {str(p["metadata"]["name"]): str(p["status"]["podIP"]) for p in api_pods}
     assert len(set(addresses.values())) == 3, addresses
     for pod, ip in addresses.items():
-        assert _flavors(f"http://{ip}:8774", auth) == 200, pod
+        assert _flavors(_at(handle, ip), auth) == 200, pod
     assert _flavors(service, auth) == 200
     assert _budget(full) == {"minAvailable": 1}  # autoscaling.minReplicas: 3
 
@@ -276,7 +276,7 @@ def test_the_api_answers_from_every_pod_and_keeps_answering_through_a_scale_3_5_
             assert _other_roles(full) == OTHER_ROLES  # the API's count is the API's alone
             if replicas == 5:
                 for pod in _pods(full, "api"):
-                    assert _flavors(f"http://{pod['status']['podIP']}:8774", auth) == 200, pod
+                    assert _flavors(_at(handle, pod["status"]["podIP"]), auth) == 200, pod
                 logs = _api_logs(full)  # before four of the pods go with their logs
         time.sleep(2)  # the client's requests after the last pod went
     finally:
@@ -297,16 +297,21 @@ def test_the_api_answers_from_every_pod_and_keeps_answering_through_a_scale_3_5_
     assert is_ready(handle, "novas", FULL)
 
 
+def _at(handle: SimHandle, pod_ip: str) -> str:
+    """The compute API of the pod at ``pod_ip``, as the host reaches it (``RealTier.reach_ip``)."""
+    assert handle.real is not None
+    host, port = handle.real.reach_ip(pod_ip, 8774)
+    return f"http://{host}:{port}"
+
+
 def _api_logs(full: Site) -> dict[str, list[str]]:
-    """Each API pod's log lines (the kubelet stand-in's files, which go with the pod)."""
-    root = full.handle.workdir / "real" / "kubelet" / "pods"
+    """Each API pod's log lines (``RealTier.container_log``)."""
+    real = full.handle.real
+    assert real is not None
     selector = f"app.kubernetes.io/instance={FULL},app.kubernetes.io/component=api"
     out: dict[str, list[str]] = {}
     for pod in pods(full.handle, selector=selector):
-        files = sorted((root / pod["metadata"]["uid"] / "containers" / "api").glob("*.log"))
-        out[pod["metadata"]["name"]] = [
-            line for f in files for line in f.read_text(errors="replace").splitlines()
-        ]
+        out[pod["metadata"]["name"]] = real.container_log(pod, "api").splitlines()
     return out
 
 

@@ -97,7 +97,7 @@ def _pool(workdir: pathlib.Path, gate_url: str) -> JSON:
 def stage(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     real = minimal.real
     assert real is not None
-    gate = PlacementGate(real.gateway, real.openstack.placement_url).start()
+    gate = PlacementGate(real.host_address, real.openstack.placement_url).start()
     s = Stage(minimal, OpenStackClient(minimal, compute_url(minimal, NOVA)), gate)
     try:
         real.expose(NAMESPACE, GATE_SERVICE, 8778, gate.port)
@@ -225,12 +225,11 @@ class PodEnd(threading.Thread):
 
 
 def _open_log(s: Stage, pod: JSON, container: str) -> IO[str]:
-    """The container's current log file, opened: readable to its end after the kubelet stand-in
-    removed the pod's directory (the open file outlives its name)."""
-    root = s.handle.workdir / "real" / "kubelet" / "pods" / pod["metadata"]["uid"] / "containers" / container
-    runs = sorted(root.glob("*.log"), key=lambda p: int(p.stem))
-    assert runs, f"no log of {container} under {root}"
-    return runs[-1].open(errors="replace")
+    """The container's current log, opened: readable to its end after the pod is gone
+    (``RealTier.open_log``)."""
+    assert s.handle.real is not None
+    log: IO[str] = s.handle.real.open_log(pod, container)
+    return log
 
 
 def _running_pod(s: Stage) -> JSON:

@@ -34,6 +34,7 @@ from tests.realnova.own_nova import NOVAS, OwnNova, wait_ready
 from tests.realnova.realcluster import (
     NAMESPACE,
     SAMPLES,
+    TierOperator,
     is_ready,
     not_ready_summary,
     operator_metrics,
@@ -158,7 +159,7 @@ def test_a_bring_up_and_an_upgrade_beside_a_busy_process_per_core_keep_the_lease
     loaded: tuple[SimHandle, Run], tmp_path: pathlib.Path
 ) -> None:
     handle, run = loaded
-    (operator,) = [p for p in handle.processes if p.name == "operator"]
+    operator = TierOperator(handle)
     assert operator.alive, "the tier's operator is not running"
     wait_for(lambda: handle.cluster.kube.get(LEASE), within=60, what="the operator's Lease", handle=handle)
     first = operator_metrics(handle)
@@ -220,12 +221,12 @@ def test_a_bring_up_and_an_upgrade_beside_a_busy_process_per_core_keep_the_lease
     assert list(run.phases) == ["Expanding", "Migrating", "RollingUpdate", "Contracting"], run.phases
     assert set(OWN.images(handle).values()) == {"ghcr.io/c5c3/nova:2026.1"}
     # the operator held its Lease throughout: the same process, one holder, no transition, no loss
-    assert operator.alive, operator.log.read_text(errors="replace")[-3000:]
+    assert operator.alive, operator.log_text()[-3000:]
     assert len(watch.holders) == 1, watch.holders
     assert len(watch.transitions) == 1, watch.transitions
     assert watch.worst_gap() < RENEW_DEADLINE, watch.worst_gap()
     assert max(lost.values(), default=0.0) == 0.0, lost
-    assert "lost the lease" not in operator.log.read_text(errors="replace")
+    assert "lost the lease" not in operator.log_text()
     # both histograms observed the scenario
     assert renewed is not None
     assert lag is not None

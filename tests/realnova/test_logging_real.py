@@ -53,18 +53,15 @@ def _roll(handle: SimHandle, logging: dict[str, Any], *, pool: bool) -> dict[str
 
 
 def _lines(handle: SimHandle, role: str) -> dict[str, list[str]]:
-    """Each live pod of ``role``: its container's log lines (the kubelet stand-in's files)."""
-    root = handle.workdir / "real" / "kubelet" / "pods"
+    """Each live pod of ``role``: its container's log lines (``RealTier.container_log``)."""
+    assert handle.real is not None
     selector = f"app.kubernetes.io/instance={NOVA},app.kubernetes.io/component={role}"
     out: dict[str, list[str]] = {}
     for pod in pods(handle, selector=selector):
         if pod["metadata"].get("deletionTimestamp"):
             continue
         (container,) = pod["spec"]["containers"]
-        files = sorted((root / pod["metadata"]["uid"] / "containers" / container["name"]).glob("*.log"))
-        out[pod["metadata"]["name"]] = [
-            ln for f in files for ln in f.read_text(errors="replace").splitlines()
-        ]
+        out[pod["metadata"]["name"]] = handle.real.container_log(pod, container["name"]).splitlines()
     return out
 
 

@@ -21,6 +21,7 @@ from tests.realnova.realcluster import (
     compute_url,
     http_status,
     pods,
+    service_address,
     wait_for,
 )
 
@@ -125,5 +126,5 @@ def test_the_compute_service_list_has_one_row_per_replica_under_its_pod_name(min
 
 
 def test_the_console_page_is_served_by_the_real_novncproxy(minimal: SimHandle) -> None:
-    svc = minimal.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/{NOVA}-novncproxy")
-    assert http_status(f"http://{svc['spec']['clusterIP']}:6080/vnc_lite.html") == 200
+    address, port = service_address(minimal, f"{NOVA}-novncproxy", 6080)
+    assert http_status(f"http://{address}:{port}/vnc_lite.html") == 200

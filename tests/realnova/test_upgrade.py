@@ -223,13 +223,13 @@ def _termination_messages(handle: SimHandle, job: str) -> list[str]:
 
 
 def _logs(handle: SimHandle, job: str) -> str:
-    """Every container log of the Job's pods, as the kubelet stand-in keeps them."""
+    """Every container log of the Job's pods (``RealTier.container_log``)."""
     assert handle.real is not None
-    root = handle.real.workdir / "kubelet" / "pods"
     text = []
     for pod in _job_pods(handle, job):
-        for log in sorted((root / pod["metadata"]["uid"] / "containers").glob("*/*.log")):
-            text.append(log.read_text(errors="replace"))
+        spec = pod["spec"]
+        for container in [*(spec.get("initContainers") or []), *spec["containers"]]:
+            text.append(handle.real.container_log(pod, container["name"]))
     return "\n".join(text)
 
 

@@ -121,13 +121,13 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
     osv = real.openstack
     kube = handle.cluster.kube
     names = (f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.cluster.local")
-    https_pki = make_pki(workdir / "https-pki", dns=names, ips=(real.gateway,))
+    https_pki = make_pki(workdir / "https-pki", dns=names, ips=real.server_ips)
     bus_pki = make_pki(
-        workdir / "bus-pki", dns=(f"{BUS_SERVICE}.{NAMESPACE}.svc", CACHE_HOST), ips=(real.gateway,)
+        workdir / "bus-pki", dns=(f"{BUS_SERVICE}.{NAMESPACE}.svc", CACHE_HOST), ips=real.server_ips
     )
     broker = RabbitMQServer(
         workdir / "rabbitmq",
-        address=real.gateway,
+        address=real.host_address,
         port=free_port(),
         node="rabbit-mtls@localhost",
         dist_port=free_port(),
@@ -138,7 +138,7 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
     )
     cache = MemcachedServer(
         workdir / "memcached",
-        address=real.gateway,
+        address=real.host_address,
         port=free_port(),
         tls=bus_pki.server_files(),
         client=bus_pki.client,
@@ -156,13 +156,16 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
         keystone_https = True
         real.expose(NAMESPACE, SERVICE, 5000, port)
         assert osv.network is not None
+        # where the pods reach them: on real nodes the in-cluster names (the catalog's internal URLs
+        # of RegionOne), not the host's loopback the public URLs name
+        inside = osv.internal_urls
         osv.add_region(
             REGION,
             {
                 "identity": HTTPS_URL,
-                "placement": osv.placement_url,
-                "image": osv.glance_url,
-                "network": osv.network.url,
+                "placement": inside.get("placement", osv.placement_url),
+                "image": inside.get("image", osv.glance_url),
+                "network": inside.get("network", osv.network.url),
             },
         )
         # the backing services' objects, and the samples' shared Secrets (service user, metadata

@@ -247,11 +247,19 @@ class RealNodes:
         """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's,
         e.g. a pod bridge's gateway) reached at ``address`` and the same ports from the nodes and
         their pods: the address on the namespace's ``lo``, and ``realnode.forward relay`` between
-        the two. With ``upstream`` (e.g. ``127.0.0.1``), ``address`` need not exist on the host."""
+        the two. With ``upstream`` (e.g. ``127.0.0.1``), ``address`` need not exist on the host.
+        Called again for the same address (more ports later), it adds a relay of those ports."""
         assert self.netns_holder is not None
-        self._run_in_netns("ip", "addr", "add", f"{address}/32", "dev", "lo")
+        shown = subprocess.run(
+            self.in_netns(["ip", "-o", "-4", "addr", "show", "dev", "lo"]),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        if f" {address}/32 " not in shown:
+            self._run_in_netns("ip", "addr", "add", f"{address}/32", "dev", "lo")
         netns = f"/proc/{self.netns_holder.pid}/ns/net"
-        name = f"relay-{address}"
+        name = f"relay-{address}-{len(self.relays)}"
         to = ["--to", upstream] if upstream is not None and upstream != address else []
         self.relays.append(self._helper(name, ["relay", netns, address, *(str(p) for p in ports), *to]))
 

@@ -29,8 +29,10 @@ Nova's ``nova`` Service exists: ``internal`` by its name, ``public`` at a port o
 that ``RealNodes.publish`` leads to its ClusterIP inside the nodes' namespace.
 
 The handle's ``real`` is a ``RealTier`` without a kubelet stand-in (``kubelet`` None) whose
-``real_compute`` holds every node. Processes that must resolve in-cluster names from the host (a
-local operator) have no way here: the host reaches no ClusterIP.
+``real_compute`` holds every node, and whose ``nodes_access`` (``realtier.node_access``) gives the
+tests what the stand-in gave them: a Service leading to a server of theirs on the host's loopback
+(``expose``), a DNS alias of a Service (``alias``), a Service reached from the host (``reach``).
+Processes that must resolve in-cluster names from the host (a local operator) have no way here.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from realnode.nodes import RealNodes
 from simcluster.platform.controlplane import free_port
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
 from simcluster.realtier.launch import COMPUTE_IMAGE, DEFAULT_RELEASES, NOVA_IMAGE, RealTier
+from simcluster.realtier.node_access import NodeAccess
 from simcluster.realtier.real_compute import DEDICATED, OVERLAYS, RealCompute, import_images
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.openstack import OpenStackServices
@@ -85,9 +88,13 @@ def compute_urls(namespace: str, published_port: int) -> tuple[str, str]:
     return f"http://{LOOPBACK}:{published_port}{path}", f"http://{name}.{namespace}.svc:{port}{path}"
 
 
-def image_names(releases: Sequence[str]) -> dict[str, list[str]]:
-    """Release -> the names the samples give its nova image (the Nova's and the pool's)."""
-    return {r: [f"{COMPUTE_IMAGE}:{r}", f"{NOVA_IMAGE}:{r}"] for r in releases}
+def image_names(releases: Sequence[str], aliases: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """Release -> the names the samples give its nova image (the Nova's and the pool's), then the
+    ``aliases`` naming that release (image name -> release: a sample's registry and digest)."""
+    names = {r: [f"{COMPUTE_IMAGE}:{r}", f"{NOVA_IMAGE}:{r}"] for r in releases}
+    for name, release in (aliases or {}).items():
+        names[release].append(name)
+    return names
 
 
 def launch_all_real(
@@ -98,13 +105,15 @@ def launch_all_real(
     compute_nodes: Sequence[str] = ("compute-0", "compute-1"),
     node_labels: Mapping[str, Mapping[str, str]] | None = None,
     releases: Sequence[str] = DEFAULT_RELEASES,
+    image_aliases: Mapping[str, str] | None = None,
     namespaces: Sequence[str] = ("openstack",),
     audit: bool = False,
 ) -> SimHandle:
     """Start the all-real tier (see the module's text); ``handle.real`` is its ``RealTier``.
 
     ``node_labels``: labels by node name (the pool's selector on the compute nodes); ``releases``:
-    the nova images imported into every node; ``namespaces``: where the samples' Services are made
+    the nova images imported into every node (``image_aliases``: more names, each of a release's
+    image); ``namespaces``: where the samples' Services are made
     (the first one's names are the catalog's internal URLs)."""
     t0 = time.monotonic()
     if workdir is None:
@@ -128,7 +137,7 @@ def launch_all_real(
             list(control_nodes),
             list(compute_nodes),
             dict(node_labels or {}),
-            list(releases),
+            image_names(releases, image_aliases),
             list(namespaces),
         )
     except BaseException:
@@ -144,7 +153,7 @@ def _add_nodes_and_servers(
     controls: list[str],
     computes: list[str],
     node_labels: dict[str, Mapping[str, str]],
-    releases: list[str],
+    images: dict[str, list[str]],
     namespaces: list[str],
 ) -> None:
     kube = handle.cluster.kube
@@ -170,7 +179,7 @@ def _add_nodes_and_servers(
 
     def import_all() -> float:
         t0 = time.monotonic()
-        import_images(nodes, image_names(releases))
+        import_images(nodes, images)
         return time.monotonic() - t0
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="image-import") as pool:
@@ -220,6 +229,7 @@ def _add_nodes_and_servers(
         compute_nodes=computes,
         kube=kube,
         real_compute=every,
+        nodes_access=NodeAccess(nodes, kube, SERVERS_IP, LOOPBACK, set(ports.values())),
     )
     handle.real = real
     t = time.monotonic()

@@ -37,14 +37,16 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from realnode.access import KubeletAccess
 
 from simcluster.client.kube import Kube
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
+from simcluster.realtier.container_logs import api_log, follow, standin_log
 from simcluster.realtier.kubelet.runtime import Image
 from simcluster.realtier.kubelet.thread import KubeletThread
+from simcluster.realtier.node_access import NodeAccess
 from simcluster.realtier.real_compute import RealCompute, start_real_compute
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.openstack import OpenStackServices
@@ -134,12 +136,69 @@ class RealTier:
     kube: Kube | None = None
     # the compute nodes as real nodes (``real_compute_nodes``); in the all-real tier every node
     real_compute: RealCompute | None = None
+    # the all-real tier's ways between the host and the nodes (relayed ports, published Services,
+    # DNS aliases); None on the kubelet stand-in, whose pods and the host share a bridge
+    nodes_access: NodeAccess | None = None
 
     @property
     def gateway(self) -> str:
         """Where pods reach the real servers (the pod bridge's gateway; the all-real tier's address
         in the nodes' namespace)."""
         return self.backends.reach or self.backends.address
+
+    @property
+    def host_address(self) -> str:
+        """Where a server of the host (a test's own) listens for the pods to reach it at ``gateway``
+        (``expose``): the gateway itself on the stand-in's bridge; the host's loopback in the
+        all-real tier, whose relay leads ``gateway`` there."""
+        return self.nodes_access.loopback if self.nodes_access is not None else self.gateway
+
+    @property
+    def server_ips(self) -> tuple[str, ...]:
+        """The addresses a test's own server is reached at, for its certificate: the pods' (the
+        gateway) and, in the all-real tier, the host's (``host_address``, where the test itself
+        checks it)."""
+        return tuple(dict.fromkeys((self.gateway, self.host_address)))
+
+    def cluster_ip(self, namespace: str, service: str) -> str:
+        assert self.kube is not None
+        svc = self.kube.get(f"/api/v1/namespaces/{namespace}/services/{service}")
+        return str(svc["spec"]["clusterIP"])
+
+    def reach(self, namespace: str, service: str, port: int) -> tuple[str, int]:
+        """The address and port at which the host (a test's own calls) reaches ``port`` of Service
+        ``namespace/service``: its ClusterIP on the stand-in (whose rules DNAT the host's
+        connections too); in the all-real tier a port of the host's loopback published to it."""
+        return self.reach_ip(self.cluster_ip(namespace, service), port)
+
+    def reach_ip(self, ip: str, port: int) -> tuple[str, int]:
+        """As ``reach``, for an address of the cluster's networks (a ClusterIP, a pod's IP)."""
+        if self.nodes_access is None:
+            return ip, port
+        return self.nodes_access.reach(ip, port)
+
+    def container_log(self, pod: JSON, container: str) -> str:
+        """Every run's log of ``container`` in ``pod`` (``realtier.container_logs``): the stand-in's
+        files, or the real kubelet's through the API server."""
+        if self.kubelet is not None:
+            return standin_log(self.workdir / "kubelet", pod, container)
+        assert self.kube is not None
+        return api_log(self.kube, pod, container)
+
+    def open_log(self, pod: JSON, container: str) -> IO[str]:
+        """The current run's log of ``container`` in ``pod``, open for reading as it grows and to its
+        end after the pod is gone: the stand-in's file, or a file the real kubelet's stream is
+        followed into (``container_logs.follow``)."""
+        if self.kubelet is not None:
+            root = self.workdir / "kubelet" / "pods" / pod["metadata"]["uid"] / "containers" / container
+            runs = sorted(root.glob("*.log"), key=lambda p: int(p.stem))
+            if not runs:
+                raise FileNotFoundError(f"no log of {container} under {root}")
+            return open(runs[-1], errors="replace")
+        assert self.kube is not None
+        into = self.workdir / "followed-logs" / f"{pod['metadata']['uid']}-{container}.log"
+        follow(self.kube, pod, container, into)
+        return open(into, errors="replace")
 
     def in_cluster_dns(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in a mount namespace of its own whose ``/etc/hosts`` names every Service."""
@@ -159,16 +218,23 @@ class RealTier:
 
     def expose(self, namespace: str, name: str, port: int, target: int, address: str | None = None) -> None:
         """A Service ``namespace/name`` whose ``port`` leads to ``address:target`` on the host (default
-        the bridge's gateway, where the real servers listen)."""
+        the bridge's gateway, where the real servers listen; in the all-real tier the nodes' address
+        of the host's loopback, ``target`` relayed there: the server listens at ``host_address``)."""
         assert self.kube is not None
+        if self.nodes_access is not None and address is None:
+            self.nodes_access.relay(target)
         for doc in service_with_endpoints(namespace, name, port, address or self.gateway, target):
             self.kube.apply(doc, namespace)
 
     def alias(self, name: str, namespace: str, service: str) -> None:
-        """Pods resolve ``name`` (outside the cluster domain) to Service ``namespace/service``."""
-        if self.kubelet is None:
-            raise RuntimeError("aliases are the kubelet stand-in's: the all-real tier has none")
-        self.kubelet.alias(name, namespace, service)
+        """Pods resolve ``name`` (outside the cluster domain) to Service ``namespace/service``: by
+        the stand-in's hosts files, or the all-real tier's CoreDNS (to the Service's ClusterIP)."""
+        if self.kubelet is not None:
+            self.kubelet.alias(name, namespace, service)
+        elif self.nodes_access is not None:
+            self.nodes_access.alias(name, self.cluster_ip(namespace, service))
+        else:
+            raise RuntimeError("no way to alias a name: neither the stand-in nor the all-real tier's nodes")
 
     def stop_pods(self) -> None:
         if self.kubelet is not None:

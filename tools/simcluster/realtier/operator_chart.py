@@ -25,7 +25,10 @@ probes, security context and memory limit) and only these values (``chart_values
   ``--leader-elect=false`` becomes the chart's ``leaderElection.enabled: false`` and one replica.
 
 ``install`` runs ``helm install`` (helm from ``DEPLOYTOOLS_BIN``) with its cache, configuration and
-data in the run's work directory (nothing in the user's home).
+data in the run's work directory (nothing in the user's home); ``deploy`` is the whole install into
+the all-real tier (the CRDs, the image into every node, ``helm install``), as the real-Nova tier's
+tests use it. ``leader_metrics`` reads the /metrics of the pod that holds the Lease through the API
+server's pod proxy (the host reaches no pod IP there).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,14 +45,18 @@ from realnode.dns import REAL_NODE_LABEL
 from realnode.node import Node
 from realnode.nodes import RealNodes
 
+from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import CHART, run
+from simcluster.platform.operator import leading
 from simcluster.realtier.real_compute import DEDICATED, on_every_node
 
+CRDS = REPO / "config" / "crd"
 RELEASE = "nova-operator"
 NAMESPACE = "nova-system"
 SELECTOR = f"app.kubernetes.io/name={RELEASE},app.kubernetes.io/instance={RELEASE}"
 CONTAINER = "manager"
 METRICS_SERVICE = f"{RELEASE}-metrics"
+METRICS_PORT = 8080  # the chart's container port ``metrics``
 NOVA_SERVICE = ("openstack", "nova", 8774)  # namespace, name, port: the sample Nova's compute API
 DEFAULT_ARGS = ("--default-image-pull-policy=IfNotPresent",)
 
@@ -155,3 +163,43 @@ def install(kubeconfig: pathlib.Path, workdir: pathlib.Path, values: dict[str, A
         timeout=300,
     )
     return time.monotonic() - t0
+
+
+def deploy(
+    handle: Any, image_ref: str, archive: pathlib.Path, operator_args: Sequence[str] = ()
+) -> dict[str, float]:
+    """The operator into the all-real tier of ``handle`` by its chart, with the chart's defaults
+    (``chart_values`` without a compute API URL): the CRDs, the image into every node, ``helm
+    install``. Its seconds, by step."""
+    assert handle.real is not None
+    assert handle.real.real_compute is not None
+    seconds = {}
+    t = time.monotonic()
+    handle.apply(CRDS)  # the chart holds the RBAC and the rest, not the CRDs
+    seconds["CRDs"] = time.monotonic() - t
+    t = time.monotonic()
+    import_image(handle.real.real_compute.nodes, image_ref, archive)
+    seconds["operator image import"] = time.monotonic() - t
+    seconds["helm install"] = install(
+        handle.cluster.kubeconfig, handle.workdir, chart_values(image_ref, None, operator_args)
+    )
+    return seconds
+
+
+def pod_text(kube: Any, path: str) -> str:
+    """A text answer of the API server (a pod's log, a proxied /metrics), whole."""
+    return "\n".join(kube.lines(path))
+
+
+def leader_metrics(kube: Any) -> str:
+    """The /metrics text of the operator's pod that holds the Lease; ``LookupError`` when none does."""
+    query = urllib.parse.urlencode({"labelSelector": SELECTOR})
+    pods = kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods?{query}")["items"]
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        name = pod["metadata"]["name"]
+        text = pod_text(kube, f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:{METRICS_PORT}/proxy/metrics")
+        if leading(text):
+            return text
+    raise LookupError(f"no operator pod holds the Lease (of {[p['metadata']['name'] for p in pods]})")

@@ -63,6 +63,10 @@ def test_every_release_is_imported_under_the_nova_and_the_compute_image_names() 
         "2025.2": ["ghcr.io/c5c3/nova-compute:2025.2", "ghcr.io/c5c3/nova:2025.2"],
         "2026.1": ["ghcr.io/c5c3/nova-compute:2026.1", "ghcr.io/c5c3/nova:2026.1"],
     }
+    digest = "registry.example.org/nova@sha256:" + "a" * 64
+    with_alias = all_real.image_names(["2025.2", "2026.1"], {digest: "2026.1"})
+    assert with_alias["2026.1"] == [*names["2026.1"], digest]
+    assert with_alias["2025.2"] == names["2025.2"]
 
 
 @dataclass
@@ -224,7 +228,7 @@ def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch:
         ["control-0", "control-1"],
         ["compute-0", "compute-1"],
         {"compute-0": labels, "compute-1": labels},
-        ["2025.2", "2026.1"],
+        all_real.image_names(["2025.2", "2026.1"]),
         ["openstack"],
     )
     (nodes,) = _FakeNodes.made

@@ -11,7 +11,8 @@ import pytest
 import yaml
 from realnode.dns import REAL_NODE_LABEL
 from simcluster.platform.installtools import by_kind, helm_template
-from simcluster.realtier.operator_chart import chart_values, joined, toleration
+from simcluster.platform.operator import LEADER_GAUGE
+from simcluster.realtier.operator_chart import chart_values, joined, leader_metrics, toleration
 from simcluster.realtier.real_compute import DEDICATED
 
 from nova_operator.cli import parse_settings
@@ -124,3 +125,37 @@ def test_in_the_all_real_tier_the_charts_defaults_place_the_pods_and_name_the_co
     assert container["image"] == REF
     assert not any(arg.startswith("--nova-api-url") for arg in container["args"])
     assert container["args"][-2:] == ["--default-image-pull-policy=IfNotPresent", "--workers=4"]
+
+
+class _MetricsKube:
+    """Two operator pods behind the pod proxy, one of them leading; one more not running."""
+
+    def __init__(self, leader: str | None) -> None:
+        self.leader = leader
+        self.asked: list[str] = []
+
+    def get(self, path: str) -> dict[str, Any]:
+        assert path.startswith("/api/v1/namespaces/nova-system/pods?labelSelector=")
+        return {
+            "items": [
+                {"metadata": {"name": "op-a"}, "status": {"phase": "Running"}},
+                {"metadata": {"name": "op-b"}, "status": {"phase": "Running"}},
+                {"metadata": {"name": "op-c"}, "status": {"phase": "Pending"}},
+            ]
+        }
+
+    def lines(self, path: str) -> list[str]:
+        self.asked.append(path)
+        pod = path.split("/pods/")[1].split(":")[0]
+        status = 1 if pod == self.leader else 0
+        return [f"{LEADER_GAUGE} {status}.0", f'nova_operator_pod{{name="{pod}"}} 1.0']
+
+
+def test_the_operators_metrics_are_the_leading_pods_through_the_pod_proxy() -> None:
+    kube = _MetricsKube("op-b")
+    text = leader_metrics(kube)
+    assert 'name="op-b"' in text
+    assert kube.asked[-1] == "/api/v1/namespaces/nova-system/pods/op-b:8080/proxy/metrics"
+    assert all("op-c" not in path for path in kube.asked)  # not running: not asked
+    with pytest.raises(LookupError):
+        leader_metrics(_MetricsKube(None))

@@ -181,11 +181,16 @@ class OpenStackServices:
         return f"mysql+pymysql://{name}:{password}@{self.mariadb.address}:{self.mariadb.port}/{name}"
 
     def _authtoken(self, user: str) -> str:
+        """keystonemiddleware's section: it validates tokens at the catalog's identity endpoint of
+        ``interface``, the public one: these services run on the host, which does not resolve the
+        in-cluster names the catalog gives as ``internal`` (``internal_urls``; keystonemiddleware's
+        default interface), and so refused every token with a 401."""
         u = self.users[user]
         return (
             "[keystone_authtoken]\n"
             f"www_authenticate_uri = {self.keystone_url}\n"
             f"auth_url = {self.keystone_url}\n"
+            "interface = public\n"
             f"memcached_servers = {self.memcached}\n"
             "auth_type = password\n"
             "project_domain_name = Default\nuser_domain_name = Default\n"

@@ -15,14 +15,14 @@ import pathlib
 import re
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import yaml
-from simcluster.client.kube import Kube, KubeError
+from simcluster.client.kube import KubeError
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
 from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
@@ -149,8 +149,8 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         }
         figures["pod RSS total (MiB)"] = round(sum(figures["pod RSS (MiB)"].values()), 1)
         figures["container restarts, by pod"] = restarts(pod_list)
-        stand_in = handle.workdir / "real" / "kubelet" / "pods" if handle.real.kubelet is not None else None
-        figures["pod logs"] = str(keep_logs(kube, pod_list, out.with_name(out.stem + "-logs"), stand_in))
+        where = out.with_name(out.stem + "-logs")
+        figures["pod logs"] = str(keep_logs(handle.real.container_log, pod_list, where))
     finally:
         handle.stop()
     out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -170,28 +170,22 @@ def restarts(pods: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def keep_logs(
-    kube: Kube, pods: list[dict[str, Any]], where: pathlib.Path, files: pathlib.Path | None = None
+    read: Callable[[dict[str, Any], str], str], pods: list[dict[str, Any]], where: pathlib.Path
 ) -> pathlib.Path:
     """Every container's log of the namespace's pods, one file each in ``where`` (emptied first): what
     a stage's error message names (a timed-out compute call, say) is then read in the processes' own
-    words after the cluster is gone. Through the API server (a real kubelet serves it); a kubelet
-    stand-in serves none, so its files (``files``/<pod uid>/containers/<name>/*.log) are read instead."""
+    words after the cluster is gone. ``read`` is ``RealTier.container_log`` (the stand-in's files, or
+    a real kubelet's through the API server)."""
     where.mkdir(parents=True, exist_ok=True)
     for old in where.glob("*.log"):
         old.unlink()
     for pod in pods:
-        name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
         for container in (pod.get("spec") or {}).get("containers") or []:
-            own = sorted((files / uid / "containers" / container["name"]).glob("*.log")) if files else []
-            if own:
-                text = "".join(f.read_text(errors="replace") for f in own).rstrip("\n")
-            else:
-                query = urllib.parse.urlencode({"container": container["name"], "timestamps": "true"})
-                try:
-                    text = "\n".join(kube.lines(f"/api/v1/namespaces/{NS}/pods/{name}/log?{query}"))
-                except (KubeError, OSError) as exc:
-                    text = f"(no log: {exc})"
-            (where / f"{name}_{container['name']}.log").write_text(text + "\n")
+            try:
+                text = read(pod, container["name"])
+            except (KubeError, OSError) as exc:
+                text = f"(no log: {exc})\n"
+            (where / f"{pod['metadata']['name']}_{container['name']}.log").write_text(text)
     return where
 
 

@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image
+from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image, images, store
 from realnode.access import accessible_control_plane
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from realnode.dns import DNS_IP, query
 from realnode.dns import NAMESPACE as DNS_NAMESPACE
+from realnode.store import StoredImage
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
@@ -44,13 +45,21 @@ NS = "realnode-test"
 APP_UID = 42424
 FS_GROUP = 4242
 POD_TIMEOUT = 150.0  # generous: a busy 2-core machine
+STORED_IMAGE = "realnode.local/from-the-store:1"
 
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodes]:
     cluster, access = accessible_control_plane(pathlib.Path(tmp_path_factory.mktemp("site")))
+    # busybox under a name of its own, only in the store the node starts from
+    stored = StoredImage(images.build(busybox_image()), BUSYBOX_IMAGE.rpartition(":")[0], (STORED_IMAGE,))
+    root = store.ensure([stored], pathlib.Path(tmp_path_factory.mktemp("stores")))
     real = RealNodes(
-        cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), image_specs=[busybox_image()], access=access
+        cluster,
+        pathlib.Path(tmp_path_factory.mktemp("rn")),
+        image_specs=[busybox_image()],
+        access=access,
+        store=root,
     )
     try:
         real.start()
@@ -254,6 +263,35 @@ def test_a_pod_from_a_local_image_runs_restricted_with_its_volumes_and_probes(no
     never = _pod(kube, "never-ready")
     assert not _ready(never)
     assert _container(never, "web")["ready"] is False
+
+
+def test_a_pod_runs_from_an_image_only_the_nodes_store_held(nodes: RealNodes) -> None:
+    """The node's containerd started from a copy of a store (``realnode.store``): its CRI knows the
+    store's image by the name it was tagged with there, with nothing imported into the node."""
+    (node,) = nodes.nodes
+    listed = subprocess.run(node.ctr("images", "ls", "-q"), capture_output=True, text=True, check=True)
+    assert STORED_IMAGE in listed.stdout.split()
+    kube = nodes.cluster.kube
+    spec = _container_spec("stored", ["sh", "-c", "echo from-the-store >/dev/termination-log"])
+    kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": "stored"},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsUser": APP_UID, "runAsNonRoot": True},
+                "containers": [{**spec, "image": STORED_IMAGE}],
+            },
+        },
+    )
+    pod = _wait_pod(nodes, "stored", lambda p: p.get("status", {}).get("phase") == "Succeeded", "done")
+    terminated = _container(pod, "stored")["state"]["terminated"]
+    assert terminated["message"] == "from-the-store\n"
+    # the store itself is unchanged by the node: its images, nothing of the node's containers
+    assert nodes.store is not None
+    assert (nodes.store / "io.containerd.metadata.v1.bolt" / "meta.db").stat().st_ino != (
+        node.state / "containerd" / "root" / "io.containerd.metadata.v1.bolt" / "meta.db"
+    ).stat().st_ino
 
 
 def test_the_api_server_reads_a_containers_log_from_the_kubelet(nodes: RealNodes) -> None:

@@ -5,6 +5,8 @@ namespaces of their own, joined to the project's control plane (``simcluster``).
 * ``RealNodes``: start N nodes for a started ``SimCluster``, wait until they are Ready, stop them
   leaving nothing behind (``leftovers()`` checks).
 * ``images``: OCI images written here (uncompressed, cached by content) for ``ctr images import``.
+* ``store``: a containerd root holding a set of images, unpacked once and cached; nodes start from
+  hard-linked copies (``RealNodes.store``) instead of importing them each.
 """
 
 from realnode.host import find_binaries

@@ -18,13 +18,18 @@ def registry_hosts_dir(node: Node) -> pathlib.Path:
     return node.state / "etc" / "containerd" / "certs.d"
 
 
+def containerd_root(node: Node) -> pathlib.Path:
+    """containerd's ``root`` (its content store, snapshots and metadata): in the node's workdir."""
+    return node.state / "containerd" / "root"
+
+
 def containerd_config(node: Node) -> str:
     """containerd 1.6 (Debian bookworm); every path it would put under /var/lib, /run, /opt or /etc
     is the node's: the content store in the workdir, the state, sockets and runc's state in the
     node's own /run (an overlay, node-init.sh)."""
     s = node.state / "containerd"
     return f"""version = 2
-root = "{s / "root"}"
+root = "{containerd_root(node)}"
 state = "/run/containerd"
 oom_score = 0
 [grpc]

@@ -50,10 +50,11 @@ from simcluster.platform.process import ManagedProcess, spawn
 
 from realnode import cleanup, dns, host, images
 from realnode.access import KubeletAccess
-from realnode.configs import cni_config, containerd_config, kube_proxy_config, kubelet_config
+from realnode.configs import cni_config, containerd_config, containerd_root, kube_proxy_config, kubelet_config
 from realnode.host import HOST_PATHS, find_binaries, missing_packages
 from realnode.images import ImageSpec
 from realnode.node import Node
+from realnode.store import clone
 
 HERE = pathlib.Path(__file__).resolve().parent
 NODE_INIT = HERE / "node-init.sh"
@@ -123,6 +124,9 @@ class RealNodes:
     # hostPath volumes of its pods would otherwise create files on the host (e.g. /etc, /usr/lib)
     overlays: Sequence[str] = ()
     access: KubeletAccess | None = None  # prepared for the control plane: logs, exec, port-forward
+    # a store's root (``realnode.store.ensure``): each node's containerd starts from a copy of it, its
+    # images already unpacked
+    store: pathlib.Path | None = None
     dns: bool = True  # cluster DNS (``realnode.dns``): CoreDNS behind kube-dns, Ready before start() returns
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     nodes: list[Node] = field(default_factory=list)
@@ -504,6 +508,8 @@ class RealNodes:
             *NICE,
         ]
         (etc / "containerd.toml").write_text(containerd_config(node))
+        if self.store is not None and not containerd_root(node).exists():
+            clone(self.store, containerd_root(node))
         (etc / "cni" / "10-realnode.conflist").write_text(cni_config(node))
         (etc / "kubelet.yaml").write_text(
             kubelet_config(

@@ -15,9 +15,9 @@
    sysctls. ``RealNodes.relay`` gives the nodes' namespace ``SERVERS_IP`` on its ``lo`` and leads
    its connections there to the host's loopback, so the nodes and their pods reach the servers at
    ``SERVERS_IP``;
-4. every given release's nova image imported into every node (``real_compute.import_images``,
-   beside the servers' start; its seconds are ``startup["image import"]``): an upgrade of the
-   sample to another release finds its image;
+4. every given release's nova image in every node from its start (``real_compute.nova_store``: one
+   containerd store made once per set of images and cached, hard-linked into each node; its seconds
+   are ``startup["image store"]``): an upgrade of the sample to another release finds its image;
 5. the stand-in operators on the real servers (their MariaDB and RabbitMQ Services name
    ``SERVERS_IP``: ``RealBackends.reach``) and, for each namespace, the Services the samples name
    (``SERVICES``) leading to ``SERVERS_IP``.
@@ -50,7 +50,7 @@ from simcluster.platform.controlplane import free_port
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
 from simcluster.realtier.launch import COMPUTE_IMAGE, DEFAULT_RELEASES, NOVA_IMAGE, RealTier
 from simcluster.realtier.node_access import NodeAccess
-from simcluster.realtier.real_compute import DEDICATED, OVERLAYS, RealCompute, import_images
+from simcluster.realtier.real_compute import DEDICATED, OVERLAYS, RealCompute, nova_store
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.openstack import OpenStackServices
 from simcluster.realtier.services.ovsdb import OvsdbServer
@@ -163,6 +163,8 @@ def _add_nodes_and_servers(
     startup: dict[str, float] = {}
 
     t = time.monotonic()
+    held = nova_store(images)
+    startup["image store"] = time.monotonic() - t
     nodes = RealNodes(
         handle.cluster,
         root / "realnodes",
@@ -170,20 +172,18 @@ def _add_nodes_and_servers(
         node_taints=dict.fromkeys(computes, (DEDICATED,)),
         overlays=OVERLAYS,
         access=access,
+        store=held,
     )
     handle.teardown.append(("real nodes", nodes.stop))
-    nodes.start()
-    startup["nodes"] = time.monotonic() - t
-    for node, labels in node_labels.items():
-        kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
 
-    def import_all() -> float:
+    def nodes_up() -> float:
         t0 = time.monotonic()
-        import_images(nodes, images)
+        nodes.start()
         return time.monotonic() - t0
 
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="image-import") as pool:
-        imported = pool.submit(import_all)
+    # The nodes (mostly waiting for kubelets, kube-proxy and CoreDNS) beside the servers' start.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="real-nodes") as pool:
+        started = pool.submit(nodes_up)
         try:
             t = time.monotonic()
             backends = RealBackends(root / "backends", address=LOOPBACK, reach=SERVERS_IP)
@@ -202,8 +202,10 @@ def _add_nodes_and_servers(
             openstack.start(service_users=())
             startup["keystone, placement, glance"] = time.monotonic() - t
         finally:
-            # its error, if any; and no import left running into a teardown
-            startup["image import"] = imported.result()
+            # its error, if any; and no start left running into a teardown
+            startup["nodes"] = started.result()
+    for node, labels in node_labels.items():
+        kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
 
     assert openstack.network is not None
     t = time.monotonic()

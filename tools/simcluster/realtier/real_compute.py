@@ -10,23 +10,23 @@ control plane.
   EndpointSlices (and Keystone's catalog) naming that address work on both kinds of node.
 * Each node's ``ovsdb-server`` (the pool's wait-for-chassis) is bound at ``/run/openvswitch/db.sock``
   of that node's own mount namespace, where the pool's hostPath finds it.
-* The nova image of each release (``realnode.nova_image``, from the image contract) is imported into
-  every node under the names the samples use.
+* The nova image of each release (``realnode.nova_image``, from the image contract) is in every
+  node from its start, under the names the samples use (``nova_store``: one store, copied per node).
 """
 
 from __future__ import annotations
 
 import pathlib
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from realnode import nova_image
+from realnode import nova_image, store
 from realnode.access import KubeletAccess
 from realnode.node import Node
 from realnode.nodes import Cluster, RealNodes
+from realnode.store import StoredImage
 
 # The taint the pool sample tolerates (config/samples/novacompute.yaml): only the pools run there.
 DEDICATED = "example.org/dedicated=compute:NoSchedule"
@@ -62,9 +62,13 @@ def start_real_compute(
     and ``images`` (release -> image names) imported into each; ``access``: the control plane's way
     to their kubelets (``realnode.access``), when it was started with its flags."""
     t0 = time.monotonic()
-    nodes = RealNodes(cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS, access=access)
+    held = nova_store(images)
+    stored = round(time.monotonic() - t0, 1)
+    nodes = RealNodes(
+        cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS, access=access, store=held
+    )
     nodes.start()
-    out = RealCompute(nodes, {"nodes": round(nodes.startup_seconds, 1)})
+    out = RealCompute(nodes, {"image store": stored, "nodes": round(nodes.startup_seconds, 1)})
     try:
         for name, own in labels.items():
             if name in names:
@@ -72,9 +76,6 @@ def start_real_compute(
         t = time.monotonic()
         nodes.relay(gateway, ports)
         out.seconds["relay"] = round(time.monotonic() - t, 1)
-        t = time.monotonic()
-        import_images(nodes, images)
-        out.seconds["image import"] = round(time.monotonic() - t, 1)
     except BaseException:
         nodes.stop()
         raise
@@ -102,23 +103,11 @@ def on_every_node(nodes: RealNodes, one: Callable[[Node], list[str]]) -> None:
         raise RuntimeError("; ".join(errors))
 
 
-def import_images(nodes: RealNodes, images: Mapping[str, Sequence[str]]) -> None:
-    """Each release's nova image into every node (in parallel), tagged with each of its names."""
-    built = {release: nova_image.build(release) for release in images}
-
-    def one(node: Node) -> list[str]:
-        for release, names in images.items():
-            image = built[release]
-            done = subprocess.run(node.ctr(*nova_image.import_command(image)), capture_output=True, text=True)
-            if done.returncode != 0:
-                return [f"{node.name}: import of {image.ref}: {done.stderr.strip()}"]
-            for name in names:
-                subprocess.run(node.ctr("images", "rm", name), capture_output=True)
-                tag = subprocess.run(
-                    node.ctr("images", "tag", image.ref, name), capture_output=True, text=True
-                )
-                if tag.returncode != 0:
-                    return [f"{node.name}: tag {name}: {tag.stderr.strip()}"]
-        return []
-
-    on_every_node(nodes, one)
+def nova_store(images: Mapping[str, Sequence[str]]) -> pathlib.Path:
+    """A store (``realnode.store``) holding each release's nova image, tagged with each of its names:
+    the nodes start with them unpacked (``RealNodes.store``)."""
+    held = [
+        StoredImage(image.tar, nova_image.NOVA_REPO, tuple(names))
+        for image, names in ((nova_image.build(release), names) for release, names in images.items())
+    ]
+    return store.ensure(held)

@@ -217,7 +217,13 @@ def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch:
     monkeypatch.setattr(all_real, "RealBackends", _FakeBackends)
     monkeypatch.setattr(all_real, "OpenStackServices", _FakeOpenStack)
     monkeypatch.setattr(all_real, "OvsdbServer", _FakeOvsdb)
-    monkeypatch.setattr(all_real, "import_images", lambda nodes, names: imported.append(names))
+    store = pathlib.Path(tmp_path) / "store" / "root"
+
+    def nova_store(names: dict[str, list[str]]) -> pathlib.Path:
+        imported.append(names)
+        return store
+
+    monkeypatch.setattr(all_real, "nova_store", nova_store)
     monkeypatch.setattr(all_real, "start_standins", lambda handle, backend: standins.append(backend))
     monkeypatch.setattr(RealCompute, "socket", lambda self, name: pathlib.Path(f"/proc/1/root/{name}"))
     handle = Handle()
@@ -236,7 +242,9 @@ def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch:
     assert nodes.kw["names"] == ["control-0", "control-1", "compute-0", "compute-1"]
     assert set(nodes.kw["node_taints"]) == {"compute-0", "compute-1"}  # the control nodes untainted
     assert kube.patched == [(f"/api/v1/nodes/compute-{i}", {"metadata": {"labels": labels}}) for i in (0, 1)]
+    # every release's image, under its names, in the store every node starts from
     assert imported == [all_real.image_names(["2025.2", "2026.1"])]
+    assert nodes.kw["store"] == store
     # every server's port relayed from the namespace's address to the host's loopback
     ((address, ports, upstream),) = nodes.relays
     assert (address, upstream) == (all_real.SERVERS_IP, all_real.LOOPBACK)
@@ -267,4 +275,4 @@ def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch:
         "backing servers",
         "ovsdb-server",
     ]
-    assert "image import" in handle.real.startup
+    assert {"image store", "nodes"} <= set(handle.real.startup)

@@ -37,7 +37,6 @@ Processes that must resolve in-cluster names from the host (a local operator) ha
 
 from __future__ import annotations
 
-import concurrent.futures
 import pathlib
 import tempfile
 import time
@@ -175,37 +174,30 @@ def _add_nodes_and_servers(
         store=held,
     )
     handle.teardown.append(("real nodes", nodes.stop))
-
-    def nodes_up() -> float:
-        t0 = time.monotonic()
-        nodes.start()
-        return time.monotonic() - t0
-
-    # The nodes (mostly waiting for kubelets, kube-proxy and CoreDNS) beside the servers' start.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="real-nodes") as pool:
-        started = pool.submit(nodes_up)
-        try:
-            t = time.monotonic()
-            backends = RealBackends(root / "backends", address=LOOPBACK, reach=SERVERS_IP)
-            handle.teardown.append(("backing servers", backends.stop))
-            backends.start()
-            startup["backing servers"] = time.monotonic() - t
-            t = time.monotonic()
-            openstack = OpenStackServices(
-                root / "openstack",
-                backends.mariadb,
-                f"{LOOPBACK}:{backends.memcached.port}",
-                address=LOOPBACK,
-                internal_urls=internal_urls(namespaces[0]),
-            )
-            handle.teardown.insert(-1, ("keystone, placement, glance", openstack.stop))
-            openstack.start(service_users=())
-            startup["keystone, placement, glance"] = time.monotonic() - t
-        finally:
-            # its error, if any; and no start left running into a teardown
-            startup["nodes"] = started.result()
+    # Not beside the servers' start: a process's parent-death signal follows the thread that spawned
+    # it, so nodes started in a worker thread would be killed when that thread ends.
+    t = time.monotonic()
+    nodes.start()
+    startup["nodes"] = time.monotonic() - t
     for node, labels in node_labels.items():
         kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": dict(labels)}})
+
+    t = time.monotonic()
+    backends = RealBackends(root / "backends", address=LOOPBACK, reach=SERVERS_IP)
+    handle.teardown.append(("backing servers", backends.stop))
+    backends.start()
+    startup["backing servers"] = time.monotonic() - t
+    t = time.monotonic()
+    openstack = OpenStackServices(
+        root / "openstack",
+        backends.mariadb,
+        f"{LOOPBACK}:{backends.memcached.port}",
+        address=LOOPBACK,
+        internal_urls=internal_urls(namespaces[0]),
+    )
+    handle.teardown.insert(-1, ("keystone, placement, glance", openstack.stop))
+    openstack.start(service_users=())
+    startup["keystone, placement, glance"] = time.monotonic() - t
 
     assert openstack.network is not None
     t = time.monotonic()

@@ -130,6 +130,21 @@ def _container_spec(name: str, command: list[str], **extra: Any) -> dict[str, An
     }
 
 
+def _run_once(kube: Kube, name: str, containers: list[dict[str, Any]]) -> None:
+    """A pod of ``containers`` that runs once, as the app's uid."""
+    kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
+                "containers": containers,
+            },
+        },
+    )
+
+
 def test_the_node_is_ready_with_the_real_kubelet_and_containerd(nodes: RealNodes) -> None:
     node = nodes.cluster.kube.get("/api/v1/nodes/realnode-1")
     info = node["status"]["nodeInfo"]
@@ -273,17 +288,7 @@ def test_a_pod_runs_from_an_image_only_the_nodes_store_held(nodes: RealNodes) ->
     assert STORED_IMAGE in listed.stdout.split()
     kube = nodes.cluster.kube
     spec = _container_spec("stored", ["sh", "-c", "echo from-the-store >/dev/termination-log"])
-    kube.post(
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "metadata": {"name": "stored"},
-            "spec": {
-                "restartPolicy": "Never",
-                "securityContext": {"runAsUser": APP_UID, "runAsNonRoot": True},
-                "containers": [{**spec, "image": STORED_IMAGE}],
-            },
-        },
-    )
+    _run_once(kube, "stored", [{**spec, "image": STORED_IMAGE}])
     pod = _wait_pod(nodes, "stored", lambda p: p.get("status", {}).get("phase") == "Succeeded", "done")
     terminated = _container(pod, "stored")["state"]["terminated"]
     assert terminated["message"] == "from-the-store\n"
@@ -441,18 +446,10 @@ def test_a_pod_reaches_a_service_by_name_through_cluster_dns(nodes: RealNodes) -
         },
     )
     ip = service["spec"]["clusterIP"]
-    kube.post(
-        f"/api/v1/namespaces/{NS}/pods",
-        {
-            "metadata": {"name": "resolver"},
-            "spec": {
-                "restartPolicy": "Never",
-                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
-                "containers": [
-                    _container_spec("resolver", ["sh", "-c", RESOLVE], env=[{"name": "NS", "value": NS}])
-                ],
-            },
-        },
+    _run_once(
+        kube,
+        "resolver",
+        [_container_spec("resolver", ["sh", "-c", RESOLVE], env=[{"name": "NS", "value": NS}])],
     )
     pod = _wait_pod(
         nodes, "resolver", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), "finished"

@@ -32,6 +32,7 @@ from tests.realnova.realcluster import (
     UPGRADE_POOL_LABELS,
     full_sample_image,
     is_ready,
+    not_ready_detail,
     not_ready_summary,
     sample_secret,
     start_operator,
@@ -156,6 +157,12 @@ def minimal(cluster: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Sim
         within=240,
         what="the sample pool Ready",
         handle=cluster,
-        detail=lambda: not_ready_summary(cluster, "novacomputes", POOL),
+        detail=lambda: not_ready_detail(
+            cluster,
+            "novacomputes",
+            POOL,
+            f"app.kubernetes.io/instance={POOL}",
+            f"app.kubernetes.io/instance={NOVA},app.kubernetes.io/component=api",
+        ),
     )
     return cluster

@@ -214,6 +214,28 @@ def not_ready_summary(handle: SimHandle, plural: str, name: str, namespace: str 
     )
 
 
+def not_ready_detail(
+    handle: SimHandle, plural: str, name: str, *selectors: str, namespace: str = NAMESPACE, tail: int = 3000
+) -> str:
+    """What a wait on ``name`` that timed out shows: its conditions not True with their messages (the
+    operator's fixed words, never a secret), then the tails of the operator's log and of every
+    container's log in the pods of ``selectors`` (label selectors in ``namespace``)."""
+    conds = conditions(handle, plural, name, namespace)
+    out = [
+        f"{t}={c['status']}/{c.get('reason')}: {c.get('message', '')}"
+        for t, c in conds.items()
+        if c["status"] != "True"
+    ]
+    assert handle.real is not None
+    out.append(f"===== the operator's log (tail) =====\n{TierOperator(handle).log_text()[-tail:]}")
+    for selector in selectors:
+        for pod in pods(handle, namespace, selector):
+            for container in pod["spec"]["containers"]:
+                log = handle.real.container_log(pod, container["name"])
+                out.append(f"===== {pod['metadata']['name']}/{container['name']} (tail) =====\n{log[-tail:]}")
+    return "\n".join(out)
+
+
 def pods(handle: SimHandle, namespace: str = NAMESPACE, selector: str = "") -> list[JSON]:
     query = f"?labelSelector={selector}" if selector else ""
     return list(handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/pods{query}")["items"])

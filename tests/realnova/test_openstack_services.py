@@ -82,6 +82,38 @@ def test_service_user_token_carries_the_catalog(openstack: OpenStackServices) ->
     assert {r["name"] for r in token["roles"]} >= {"admin", "service"}
 
 
+def _endpoints(token: dict[str, Any]) -> set[tuple[str, str, str, str]]:
+    """The token's catalog: (service type, region, interface, URL) of each endpoint."""
+    return {
+        (entry["type"], e["region_id"], e["interface"], e["url"])
+        for entry in token["catalog"]
+        for e in entry["endpoints"]
+    }
+
+
+def _regions(token: dict[str, Any]) -> set[str]:
+    return {region for _, region, _, _ in _endpoints(token)}
+
+
+def test_a_removed_region_leaves_the_catalog_and_the_tiers_region_stays(openstack: OpenStackServices) -> None:
+    # A test's own region (test_tls_nova.py's) must not outlive it: a later Nova without spec.region
+    # may be handed its endpoints.
+    nova = openstack.users["nova"]
+    _, before = token_for(openstack, nova.name, nova.password)
+    openstack.add_region(
+        "RegionGone", {"identity": "https://gone.invalid:5000/v3", "placement": "http://gone.invalid"}
+    )
+    try:
+        _, token = token_for(openstack, nova.name, nova.password)
+        assert _regions(token) == {"RegionOne", "RegionGone"}
+    finally:
+        openstack.remove_region("RegionGone")
+    _, after = token_for(openstack, nova.name, nova.password)
+    assert _regions(after) == {"RegionOne"}
+    assert _endpoints(after) == _endpoints(before)
+    openstack.remove_region("RegionGone")  # already gone: nothing to do
+
+
 def test_a_rotated_password_is_the_only_one_keystone_accepts(openstack: OpenStackServices) -> None:
     old = openstack.users["nova"]
     openstack.ensure_user(ServiceUser("nova", "rotated-password"))

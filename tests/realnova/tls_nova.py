@@ -144,7 +144,7 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
         client=bus_pki.client,
     )
     s = Site(handle, https_pki, bus_pki, broker, cache, OWN.prefix, workdir)
-    keystone_https = False
+    keystone_https = region = False
     try:
         broker.start()
         cache.start()
@@ -159,6 +159,7 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
         # where the pods reach them: on real nodes the in-cluster names (the catalog's internal URLs
         # of RegionOne), not the host's loopback the public URLs name
         inside = osv.internal_urls
+        region = True
         osv.add_region(
             REGION,
             {
@@ -203,6 +204,8 @@ def tls_site(handle: SimHandle, workdir: pathlib.Path) -> Iterator[Site]:
             broker.stop()
             if keystone_https:
                 osv.stop_service("keystone-https")
+            if region:  # a Nova without ``region`` may be given any region's endpoints: none of it stays
+                osv.remove_region(REGION)
 
 
 def _sample_secrets_once(handle: SimHandle) -> None:

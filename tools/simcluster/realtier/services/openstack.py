@@ -425,6 +425,16 @@ class OpenStackServices:
                     },
                 )
 
+    def remove_region(self, region: str) -> None:
+        """Region ``region`` and every catalog entry in it gone (``add_region`` undone); other regions'
+        entries stay. A region that does not exist: nothing to do."""
+        token = self.admin_token()
+        if region not in {r["id"] for r in self._api(token, "GET", "/regions")["regions"]}:
+            return
+        for ep in self._api(token, "GET", f"/endpoints?region_id={region}")["endpoints"]:
+            self._api(token, "DELETE", f"/endpoints/{ep['id']}")
+        self._api(token, "DELETE", f"/regions/{region}")
+
     # -- placement and glance ----------------------------------------------------------------------
 
     def _prepare_placement(self) -> Prepared:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image, images, store
+from realnode import BUSYBOX_IMAGE, RealNodes, busybox_image, cpu_weight, images, store
 from realnode.access import accessible_control_plane
 from realnode.cleanup import Traces, belongs, cgroup_dirs, pids, zombie
 from realnode.dns import DNS_IP, query
@@ -168,6 +168,8 @@ def test_the_node_is_ready_with_the_real_kubelet_and_containerd(nodes: RealNodes
     hostname = subprocess.run(["nsenter", uts, "hostname"], capture_output=True, text=True, check=True)
     assert hostname.stdout.strip() == "realnode-1"
     assert socket.gethostname() != "realnode-1"
+    # its pods, under its cgroup root, weigh against the host's sessions what the stand-in's pods did
+    assert cpu_weight.shares(first.cgroup_root) == cpu_weight.NODE_CPU_SHARES
 
 
 INSPECT = """

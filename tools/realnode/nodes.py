@@ -48,7 +48,7 @@ from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO, ControlPlane
 from simcluster.platform.process import ManagedProcess, spawn
 
-from realnode import cleanup, dns, host, images
+from realnode import cleanup, cpu_weight, dns, host, images
 from realnode.access import KubeletAccess
 from realnode.configs import cni_config, containerd_config, containerd_root, kube_proxy_config, kubelet_config
 from realnode.host import HOST_PATHS, find_binaries, missing_packages
@@ -489,6 +489,7 @@ class RealNodes:
         if not _alive(node.init):
             raise RealNodeError(f"node-init.sh failed for {node.name}:\n{log.read_text()}")
         assert node.init is not None
+        cpu_weight.weigh(node.cgroup_root)  # the node's pods weigh what they did as sessions (cpu_weight)
         node.mnt_inode = cleanup.ns_inode(node.init.pid, "mnt")
         self.traces.save(self.traces_file)
         # The node's own hostname, which its hostNetwork pods share (as on any node): with the host's,

@@ -59,8 +59,8 @@ def start_real_compute(
     access: KubeletAccess | None = None,
 ) -> RealCompute:
     """``names`` as real nodes (``labels`` by node), the host's ``gateway:ports`` reachable from them,
-    and ``images`` (release -> image names) imported into each; ``access``: the control plane's way
-    to their kubelets (``realnode.access``), when it was started with its flags."""
+    and ``images`` (release -> image names) in each from its start (``nova_store``); ``access``: the
+    control plane's way to their kubelets (``realnode.access``), when it was started with its flags."""
     t0 = time.monotonic()
     held = nova_store(images)
     stored = round(time.monotonic() - t0, 1)

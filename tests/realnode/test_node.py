@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -547,6 +548,34 @@ def test_a_relay_reaches_a_server_of_the_host_at_its_own_address_from_the_nodes(
         done = subprocess.run(nodes.in_netns(probe), capture_output=True, text=True, timeout=30)
         thread.join(10)
     assert done.stdout.strip() == "from the host", done.stderr
+
+
+def test_a_host_process_run_in_the_cluster_resolves_and_reaches_as_a_pod_does(nodes: RealNodes) -> None:
+    """``in_cluster`` (the operator run locally): a process of the host in the nodes' network with the
+    cluster's DNS resolves a Service by its short name in its namespace (the search path) and reaches
+    it, and reaches the API server at the control plane's own address (its kubeconfig's); the host's
+    own ``/etc/resolv.conf`` stays as it was."""
+    kube = nodes.cluster.kube
+    before = pathlib.Path("/etc/resolv.conf").read_text()
+    api = urllib.parse.urlsplit(nodes.cluster.control_plane.server)
+    script = (
+        "import socket; ip = socket.gethostbyname('kubernetes'); "
+        "socket.create_connection((ip, 443), 5).close(); "
+        f"socket.create_connection(({api.hostname!r}, {api.port}), 5).close(); "
+        "print(ip, open('/etc/resolv.conf').read().split()[1])"
+    )
+    done = subprocess.run(
+        nodes.in_cluster([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    ip, nameserver = done.stdout.split()
+    assert ip == kube.get("/api/v1/namespaces/default/services/kubernetes")["spec"]["clusterIP"]
+    assert nameserver == DNS_IP
+    assert pathlib.Path("/etc/resolv.conf").read_text() == before
+    # another namespace's search path: kube-dns is kube-system's
+    short = [sys.executable, "-c", "import socket; print(socket.gethostbyname('kube-dns'))"]
+    done = subprocess.run(nodes.in_cluster(short, DNS_NAMESPACE), capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == DNS_IP, done.stderr
 
 
 def test_stopping_the_node_leaves_nothing_behind(nodes: RealNodes) -> None:

@@ -203,6 +203,13 @@ def manifests() -> list[dict[str, Any]]:
     ]
 
 
+def resolv_conf(namespace: str = "default") -> str:
+    """A pod's ``/etc/resolv.conf`` in ``namespace`` (the kubelet's ``ClusterFirst``): the cluster's
+    DNS, its search list, ``ndots:5``."""
+    search = f"{namespace}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}"
+    return f"nameserver {DNS_IP}\nsearch {search}\noptions ndots:5\n"
+
+
 def udp_socket_in(netns: str) -> socket.socket:
     """A UDP socket of the network namespace at ``netns``, made in a thread of its own (``setns``
     moves the calling thread only), usable from any thread afterwards."""

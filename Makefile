@@ -96,8 +96,8 @@ test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit,
 
 # The builds run side by side (tools/prepare: the Python installs beside the Go builds), one line per
 # stage; each stage's output is in .logs/make-run/<stage>.log, printed when it fails.
-run:  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins; REAL_NODES=1 (or all): every node a real kubelet on containerd, no stand-in, every release's nova image, the operator installed by its chart; REAL_NODES=mixed: only the pool's nodes real; LOCAL_OPERATOR=1 with either: the mixed tier with the operator a local process)
-	@python3 -m prepare run $(if $(STANDINS),--standins) $(if $(REAL_NODES),$(if $(or $(filter mixed,$(REAL_NODES)),$(LOCAL_OPERATOR)),--real-compute-nodes,--all-real)) $(if $(LOCAL_OPERATOR),--local-operator) -- $(ARGS)
+run:  ## run the operator against KUBECONFIG, or start a local cluster of real nodes (kubelets on containerd) where the real Nova serves the samples, every release's nova image in each, the operator installed by its Helm chart (LOCAL_OPERATOR=1: the operator as a local process; STANDINS=1: kwok and stand-ins, no Nova)
+	@python3 -m prepare run $(if $(STANDINS),--standins) $(if $(LOCAL_OPERATOR),--local-operator) -- $(ARGS)
 
 bench: venv  ## the floor, then N Novas (N=10 default; N=1, 10, 100): headline ratio, table, bench-N.json (FLOOR=file: that floor)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(FLOOR),--floor $(FLOOR)) $(if $(ARGS),-- $(ARGS))

@@ -80,10 +80,11 @@ test-integration: venv  ## integration tests against a real kube-apiserver + etc
 test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
 	$(TOOLS_ENV) $(PY) -m pytest tests/e2e
 
-realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and nova image trees
+realnova: venv nova-venvs realnode  ## the real-Nova tier's Debian packages, service venvs, nova image trees and each release's nova OCI image (real nodes)
 	bash tools/realnova/install.sh
 	bash tools/realnova/venvs.sh >/dev/null
 	/usr/bin/python3.11 tools/realnova/images.py
+	PYTHONPATH=tools $(PY) -m realnode.nova_image >/dev/null
 
 test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: the release upgrades; the operator's image installed by its chart on a real node)
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova tests/realnode/test_operator_chart.py
@@ -112,7 +113,7 @@ bench-pools: venv  ## one Nova, P pools of N kwok nodes (P=20 N=50 here): Ready 
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench pools --pools $(P) --nodes $(if $(filter command line,$(origin N)),$(N),50) --out bench-pools.json $(if $(ARGS),-- $(ARGS))
 
 bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test; HOGS=N: N CPU hogs beside it)
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json $(if $(HOGS),--hogs $(HOGS))
+	ENVTEST_BIN="$$(ENVTEST_NO_KWOK=1 bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json $(if $(HOGS),--hogs $(HOGS))
 
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd

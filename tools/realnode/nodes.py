@@ -260,8 +260,8 @@ class RealNodes:
         return self.in_netns([*private, "sh", "-c", script, str(resolv), *argv])
 
     def relay(self, address: str, ports: Sequence[int], upstream: str | None = None) -> None:
-        """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's,
-        e.g. a pod bridge's gateway) reached at ``address`` and the same ports from the nodes and
+        """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's
+        own) reached at ``address`` and the same ports from the nodes and
         their pods: the address on the namespace's ``lo``, and ``realnode.forward relay`` between
         the two. With ``upstream`` (e.g. ``127.0.0.1``), ``address`` need not exist on the host.
         Called again for the same address (more ports later), it adds a relay of those ports."""

@@ -106,7 +106,7 @@ def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
 
 POOL_NODE_LABELS = {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"}
 REAL_POOL_NODES = ("compute-0", "compute-1")
-ALL_REAL_NODES = (*CONTROL_NODES, *REAL_POOL_NODES)
+NODE_NAMES = (*CONTROL_NODES, *REAL_POOL_NODES)
 
 
 def _samples(workdir: pathlib.Path, keystone_url: str) -> list[pathlib.Path]:
@@ -168,11 +168,9 @@ def run_simulated(
     if chart:
         t = time.monotonic()
         operator_image = operator_image or build_operator_image()
-        found = time.monotonic() - t
+        print(f"the operator's image {operator_image[0]}: {time.monotonic() - t:.1f} s to find or build it")
     if real:
         handle = _launch_all_real(workdir, operator_image[0] if chart and operator_image else None)
-        if chart:
-            print(f"  ({found:.1f} s to find or build the operator's image)")
     else:
         print(
             "starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) ..."
@@ -213,7 +211,7 @@ def _launch_all_real(workdir: pathlib.Path | None, operator_image: str | None) -
     releases = nova_image.releases()  # every supported release
     print(
         "starting a cluster of real nodes with the real Nova (etcd, kube-apiserver, controller-manager, "
-        f"scheduler; {', '.join(ALL_REAL_NODES)} real kubelets on containerd with kube-proxy and CoreDNS; "
+        f"scheduler; {', '.join(NODE_NAMES)} real kubelets on containerd with kube-proxy and CoreDNS; "
         "MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance on the host's loopback)"
     )
     print(f"  the nova images of {', '.join(releases)} in every node")

@@ -109,7 +109,7 @@ def launch_all_real(
     namespaces: Sequence[str] = ("openstack",),
     audit: bool = False,
 ) -> SimHandle:
-    """Start the all-real tier (see the module's text); ``handle.real`` is its ``RealTier``.
+    """Start the real-Nova tier's cluster (see the module's text); ``handle.real`` is its ``RealTier``.
 
     ``node_labels``: labels by node name (the pool's selector on the compute nodes); ``releases``:
     the nova images imported into every node (``image_aliases``: more names, each of a release's

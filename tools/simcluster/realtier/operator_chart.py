@@ -16,7 +16,7 @@ probes, security context and memory limit) and only these values (``chart_values
 
 ``install`` runs ``helm install`` (helm from ``DEPLOYTOOLS_BIN``) with its cache, configuration and
 data in the run's work directory (nothing in the user's home); ``deploy`` is the whole install into
-the all-real tier (the CRDs, the image into every node, ``helm install``), as the real-Nova tier's
+the real-Nova tier's cluster (the CRDs, the image into every node, ``helm install``), as the tier's
 tests use it. ``leader_metrics`` reads the /metrics of the pod that holds the Lease through the API
 server's pod proxy (the host reaches no pod IP there).
 """

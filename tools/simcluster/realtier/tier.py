@@ -75,7 +75,7 @@ class RealTier:
     backends: RealBackends
     openstack: OpenStackServices
     kube: Kube
-    real_compute: RealCompute  # every node (its name is older than the all-real tier)
+    real_compute: RealCompute  # every node (its name is from when only the compute nodes were real)
     # the ways between the host and the nodes: relayed ports, published Services, DNS aliases
     nodes_access: NodeAccess
     ovsdb: dict[str, OvsdbServer] = field(default_factory=dict)

@@ -1,5 +1,5 @@
-"""The all-real tier's plan without a cluster: the address the nodes reach the host's servers at, the
-catalog's URLs by interface, the compute API's registration, the names of the imported images, and
+"""The real-Nova tier's cluster without a cluster: the address the nodes reach the host's servers at,
+the catalog's URLs by interface, the compute API's registration, the names of the nodes' images, and
 the bring-up's wiring with every part (nodes, servers, stand-ins) faked."""
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ CNI plugins and busybox-static; ``tools/realnode/build.sh`` builds the kubelet (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -38,6 +39,7 @@ from realnode.store import StoredImage
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
+from simcluster.realtier.container_pids import container_pids
 
 pytestmark = pytest.mark.realnova
 
@@ -548,6 +550,51 @@ def test_a_relay_reaches_a_server_of_the_host_at_its_own_address_from_the_nodes(
         done = subprocess.run(nodes.in_netns(probe), capture_output=True, text=True, timeout=30)
         thread.join(10)
     assert done.stdout.strip() == "from the host", done.stderr
+
+
+def test_a_stopping_pod_whose_processes_are_killed_is_gone_before_its_grace_ends(nodes: RealNodes) -> None:
+    """A pod stopping with a long grace (600 s, a preStop hook done, its process ignoring SIGTERM, as
+    nova's bus roles sleep through it) ends once its container's processes are killed
+    (``container_pids``): how the real tier cuts such a wait short. A second delete with a shorter
+    grace does not: the kubelet does not cut short a stop in progress (kubernetes#113606)."""
+    kube = nodes.cluster.kube
+    name = "slow-stop"
+    ignores = _container_spec(
+        "main",
+        ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+        lifecycle={"preStop": {"exec": {"command": ["sleep", "2"]}}},
+    )
+    kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 600,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
+                "containers": [ignores],
+            },
+        },
+    )
+    _wait_pod(nodes, name, _ready, "Ready")
+    path = f"/api/v1/namespaces/{NS}/pods/{name}"
+    kube.request("DELETE", path)
+    time.sleep(6)  # the hook has run, SIGTERM was sent and ignored: the kubelet waits out the 600 s
+    stopping = _pod(kube, name)
+    assert stopping["metadata"]["deletionGracePeriodSeconds"] == 600
+    pids = container_pids(nodes, stopping, "main")  # the shell and its sleep of the moment
+    assert pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # a sleep that ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            _pod(kube, name)
+        except KubeError as exc:
+            return exc.status == 404
+        return False
+
+    Kube.wait(gone, 300, f"pod {name} gone once its processes were killed", interval=0.5)
 
 
 def test_a_host_process_run_in_the_cluster_resolves_and_reaches_as_a_pod_does(nodes: RealNodes) -> None:

@@ -80,10 +80,11 @@ test-integration: venv  ## integration tests against a real kube-apiserver + etc
 test-e2e: venv  ## e2e scenarios on the simulated cluster (or E2E_KUBECONFIG)
 	$(TOOLS_ENV) $(PY) -m pytest tests/e2e
 
-realnova: nova-venvs  ## the real-Nova tier's Debian packages, service venvs and nova image trees
+realnova: venv nova-venvs realnode  ## the real-Nova tier's Debian packages, service venvs, nova image trees and each release's nova OCI image (real nodes)
 	bash tools/realnova/install.sh
 	bash tools/realnova/venvs.sh >/dev/null
 	/usr/bin/python3.11 tools/realnova/images.py
+	PYTHONPATH=tools $(PY) -m realnode.nova_image >/dev/null
 
 test-realnova: venv realnova  ## the whole real-Nova tier, with the scenarios too long for CI (marker long: the release upgrades; the operator's image installed by its chart on a real node)
 	$(TOOLS_ENV) $(PY) -m pytest tests/realnova tests/realnode/test_operator_chart.py
@@ -96,8 +97,8 @@ test: lint verify-manifests  ## everything CI runs: lint, manifests check, unit,
 
 # The builds run side by side (tools/prepare: the Python installs beside the Go builds), one line per
 # stage; each stage's output is in .logs/make-run/<stage>.log, printed when it fails.
-run:  ## run the operator against KUBECONFIG, or start a local cluster with the real Nova and run it there (STANDINS=1: kwok and stand-ins; REAL_NODES=1 (or all): every node a real kubelet on containerd, no stand-in, every release's nova image, the operator installed by its chart; REAL_NODES=mixed: only the pool's nodes real; LOCAL_OPERATOR=1 with either: the mixed tier with the operator a local process)
-	@python3 -m prepare run $(if $(STANDINS),--standins) $(if $(REAL_NODES),$(if $(or $(filter mixed,$(REAL_NODES)),$(LOCAL_OPERATOR)),--real-compute-nodes,--all-real)) $(if $(LOCAL_OPERATOR),--local-operator) -- $(ARGS)
+run:  ## run the operator against KUBECONFIG, or start a local cluster of real nodes (kubelets on containerd) where the real Nova serves the samples, every release's nova image in each, the operator installed by its Helm chart (LOCAL_OPERATOR=1: the operator as a local process; STANDINS=1: kwok and stand-ins, no Nova)
+	@python3 -m prepare run $(if $(STANDINS),--standins) $(if $(LOCAL_OPERATOR),--local-operator) -- $(ARGS)
 
 bench: venv  ## the floor, then N Novas (N=10 default; N=1, 10, 100): headline ratio, table, bench-N.json (FLOOR=file: that floor)
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench run --novas $(N) --out bench-$(N).json $(if $(FLOOR),--floor $(FLOOR)) $(if $(ARGS),-- $(ARGS))
@@ -112,7 +113,7 @@ bench-pools: venv  ## one Nova, P pools of N kwok nodes (P=20 N=50 here): Ready 
 	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench pools --pools $(P) --nodes $(if $(filter command line,$(origin N)),$(N),50) --out bench-pools.json $(if $(ARGS),-- $(ARGS))
 
 bench-real: venv realnova  ## the minimal sample's bring-up on the real-Nova tier: seconds per stage, RSS per pod (not a test; HOGS=N: N CPU hogs beside it)
-	ENVTEST_BIN="$$(bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json $(if $(HOGS),--hogs $(HOGS))
+	ENVTEST_BIN="$$(ENVTEST_NO_KWOK=1 bash tools/envtest/build.sh)" $(PY) -m bench real --out bench-real.json $(if $(HOGS),--hogs $(HOGS))
 
 install:  ## install the CRDs into the KUBECONFIG cluster (kubectl apply -k config/crd)
 	"$(DEPLOYTOOLS)/kubectl" apply -k config/crd

@@ -2,8 +2,9 @@
 
 One table for three readers: the renderers take their paths and the user from it, the page
 ``docs/image-contract.md`` is generated from it (``nova_operator.install.image_contract_page``),
-and whoever builds an image (an image pipeline, the simulated cluster's kubelet stand-in, the
-catalog venvs of ``tools/catalogs/ensure_venvs.sh``) reads it as JSON:
+and whoever builds an image (an image pipeline, the real tier's nova images of
+``tools/realnode/nova_image.py``, the catalog venvs of ``tools/catalogs/ensure_venvs.sh``) reads it
+as JSON:
 
     python nova_operator/image_contract.py json            # the whole contract
     python nova_operator/image_contract.py pip-requirements  # the Python packages besides nova

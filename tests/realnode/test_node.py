@@ -14,6 +14,7 @@ CNI plugins and busybox-static; ``tools/realnode/build.sh`` builds the kubelet (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,6 +39,7 @@ from realnode.store import StoredImage
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
+from simcluster.realtier.container_pids import container_pids
 
 pytestmark = pytest.mark.realnova
 
@@ -547,6 +550,79 @@ def test_a_relay_reaches_a_server_of_the_host_at_its_own_address_from_the_nodes(
         done = subprocess.run(nodes.in_netns(probe), capture_output=True, text=True, timeout=30)
         thread.join(10)
     assert done.stdout.strip() == "from the host", done.stderr
+
+
+def test_a_stopping_pod_whose_processes_are_killed_is_gone_before_its_grace_ends(nodes: RealNodes) -> None:
+    """A pod stopping with a long grace (600 s, a preStop hook done, its process ignoring SIGTERM, as
+    nova's bus roles sleep through it) ends once its container's processes are killed
+    (``container_pids``): how the real tier cuts such a wait short. A second delete with a shorter
+    grace does not: the kubelet does not cut short a stop in progress (kubernetes#113606)."""
+    kube = nodes.cluster.kube
+    name = "slow-stop"
+    ignores = _container_spec(
+        "main",
+        ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+        lifecycle={"preStop": {"exec": {"command": ["sleep", "2"]}}},
+    )
+    kube.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 600,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID},
+                "containers": [ignores],
+            },
+        },
+    )
+    _wait_pod(nodes, name, _ready, "Ready")
+    path = f"/api/v1/namespaces/{NS}/pods/{name}"
+    kube.request("DELETE", path)
+    time.sleep(6)  # the hook has run, SIGTERM was sent and ignored: the kubelet waits out the 600 s
+    stopping = _pod(kube, name)
+    assert stopping["metadata"]["deletionGracePeriodSeconds"] == 600
+    pids = container_pids(nodes, stopping, "main")  # the shell and its sleep of the moment
+    assert pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # a sleep that ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            _pod(kube, name)
+        except KubeError as exc:
+            return exc.status == 404
+        return False
+
+    Kube.wait(gone, 300, f"pod {name} gone once its processes were killed", interval=0.5)
+
+
+def test_a_host_process_run_in_the_cluster_resolves_and_reaches_as_a_pod_does(nodes: RealNodes) -> None:
+    """``in_cluster`` (the operator run locally): a process of the host in the nodes' network with the
+    cluster's DNS resolves a Service by its short name in its namespace (the search path) and reaches
+    it, and reaches the API server at the control plane's own address (its kubeconfig's); the host's
+    own ``/etc/resolv.conf`` stays as it was."""
+    kube = nodes.cluster.kube
+    before = pathlib.Path("/etc/resolv.conf").read_text()
+    api = urllib.parse.urlsplit(nodes.cluster.control_plane.server)
+    script = (
+        "import socket; ip = socket.gethostbyname('kubernetes'); "
+        "socket.create_connection((ip, 443), 5).close(); "
+        f"socket.create_connection(({api.hostname!r}, {api.port}), 5).close(); "
+        "print(ip, open('/etc/resolv.conf').read().split()[1])"
+    )
+    done = subprocess.run(
+        nodes.in_cluster([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    ip, nameserver = done.stdout.split()
+    assert ip == kube.get("/api/v1/namespaces/default/services/kubernetes")["spec"]["clusterIP"]
+    assert nameserver == DNS_IP
+    assert pathlib.Path("/etc/resolv.conf").read_text() == before
+    # another namespace's search path: kube-dns is kube-system's
+    short = [sys.executable, "-c", "import socket; print(socket.gethostbyname('kube-dns'))"]
+    done = subprocess.run(nodes.in_cluster(short, DNS_NAMESPACE), capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == DNS_IP, done.stderr
 
 
 def test_stopping_the_node_leaves_nothing_behind(nodes: RealNodes) -> None:

@@ -1,7 +1,7 @@
 """Fixtures of the real-Nova tier: the real backing servers, started once per session, and the
-real-Nova cluster (``cluster``; ``minimal``: with the samples Ready), once per session too: on the
-kubelet stand-in with the operator as a local process, or with ``REALNOVA_NODES=real`` on real
-nodes (``simcluster.realtier.all_real``) with the operator installed by its chart.
+real-Nova cluster (``cluster``; ``minimal``: with the samples Ready), once per session too: real
+nodes (``simcluster.realtier.all_real``: kubelets on containerd) with the operator installed by its
+chart.
 
 A missing Debian package fails these tests (``tools/realnova/install.sh`` installs them; CI runs it):
 the real tier is never skipped. The servers speak TLS too (``pki``: a CA, their certificate, a
@@ -18,7 +18,6 @@ from catalogs.generate import venv_dir
 from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO
 from simcluster.realtier.all_real import launch_all_real
-from simcluster.realtier.launch import launch_real
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.pki import PKI, make_pki
 
@@ -27,7 +26,6 @@ from tests.realnova.realcluster import (
     NOVA,
     POOL,
     POOL_LABELS,
-    REAL_NODES,
     SAMPLES,
     UPGRADE_POOL_LABELS,
     full_sample_image,
@@ -41,11 +39,7 @@ from tests.realnova.realcluster import (
     wait_for,
 )
 
-MAKE_RUN = (
-    "tests/realnova/test_make_run.py::",
-    "tests/realnova/test_make_run_chart.py::",
-    "tests/realnova/test_make_run_all_real.py::",
-)
+MAKE_RUN = ("tests/realnova/test_make_run.py::",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -101,32 +95,21 @@ NODE_LABELS = {
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     workdir = pathlib.Path(tmp_path_factory.mktemp("real"))
-    if REAL_NODES:
-        handle = launch_all_real(
-            workdir,
-            control_nodes=("control-0", "control-1"),
-            compute_nodes=COMPUTE_NODES,
-            node_labels=NODE_LABELS,
-            releases=RELEASES,
-            image_aliases={full_sample_image(): "2026.1"},
-        )
-    else:
-        handle = launch_real(
-            workdir,
-            releases=RELEASES,
-            image_aliases={full_sample_image(): "2026.1"},
-            compute_nodes=COMPUTE_NODES,
-            node_labels=NODE_LABELS,
-        )
+    handle = launch_all_real(
+        workdir,
+        control_nodes=("control-0", "control-1"),
+        compute_nodes=COMPUTE_NODES,
+        node_labels=NODE_LABELS,
+        releases=RELEASES,
+        image_aliases={full_sample_image(): "2026.1"},
+    )
     try:
         assert handle.real is not None
-        if not REAL_NODES:  # on real nodes the chart installs what the operator needs beside it
-            handle.install()
         handle.create_gateway(NAMESPACE, "public-gateway")
         handle.real.openstack.add_service_user("nova", sample_secret("nova-service-user", "password"))
         start_operator(handle)
         print(
-            f"\nreal-Nova tier on {'real nodes' if REAL_NODES else 'the kubelet stand-in'}: started in "
+            f"\nreal-Nova tier on real nodes: started in "
             f"{handle.startup_seconds:.0f} s; {handle.real.startup}"
         )
         yield handle

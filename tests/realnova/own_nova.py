@@ -156,9 +156,9 @@ class OwnNova:
         handle.real.backends.rabbitmq.ctl("delete_vhost", self.vhost)
 
 
-# The grace a pod of a scenario's own gets at its end: the kubelet stand-in sends SIGTERM, then
-# SIGKILL a second later, and releases the pod once its containers ended (0 would remove the object
-# before its processes are gone).
+# The grace a pod of a scenario's own gets at its end: the kubelet sends SIGTERM, then SIGKILL a
+# second later, and releases the pod once its containers ended (0 would remove the object before
+# its processes are gone).
 END_GRACE = 1
 
 

@@ -1,9 +1,6 @@
 """Helpers of the real-Nova tier's cluster tests: the samples as this cluster runs them, the operator
-(as its own process on the kubelet stand-in; on real nodes installed by its chart), waits on
-conditions, and the real OpenStack APIs through Keystone.
-
-``REALNOVA_NODES=real`` runs the tier on real nodes (``simcluster.realtier.all_real``: kubelets on
-containerd, the operator's pods from its image); unset (or ``standin``) on the kubelet stand-in.
+(installed by its chart from its image, as pods on the real nodes), waits on conditions, and the
+real OpenStack APIs through Keystone.
 """
 
 from __future__ import annotations
@@ -19,18 +16,13 @@ from typing import Any, TypeVar
 
 import yaml
 from simcluster import SimHandle
-from simcluster.platform.controlplane import REPO, free_port
-from simcluster.platform.operator import operator_argv
-from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER
+from simcluster.platform.controlplane import REPO
 from simcluster.realtier.operator_chart import CONTAINER as OPERATOR_CONTAINER
 from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
 from simcluster.realtier.operator_chart import SELECTOR as OPERATOR_SELECTOR
 from simcluster.realtier.operator_chart import deploy, leader_metrics
+from simcluster.realtier.tier import FAKE_COMPUTE_DRIVER
 
-NODES = os.environ.get("REALNOVA_NODES") or "standin"
-if NODES not in ("standin", "real"):
-    raise ValueError(f"REALNOVA_NODES={NODES!r}: 'real' (real nodes) or 'standin' (the default)")
-REAL_NODES = NODES == "real"
 T = TypeVar("T")
 JSON = dict[str, Any]
 SAMPLES = REPO / "config" / "samples"
@@ -113,38 +105,30 @@ def tier_nova(workdir: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def start_operator(handle: SimHandle, name: str = "operator") -> Any:
-    """The operator as its own process, as its ServiceAccount, resolving in-cluster names; on real
-    nodes installed by its chart from its image (``tools/opimage``), as users run it (the seconds
-    of its build and install in ``handle.real.startup``)."""
-    assert handle.real is not None
-    if REAL_NODES:
-        from opimage import build  # buildah and mmdebstrap: the real nodes' mode only
+def start_operator(handle: SimHandle) -> None:
+    """The operator installed by its chart from its image (``tools/opimage``), as users run it (the
+    seconds of its build and install in ``handle.real.startup``)."""
+    from opimage import build  # buildah and mmdebstrap
 
-        t = time.monotonic()
-        image, _ = build()
-        handle.real.startup["operator image"] = round(time.monotonic() - t, 1)
-        seconds = deploy(handle, image.ref, image.archive)
-        handle.real.startup.update({k: round(v, 1) for k, v in seconds.items()})
-        return None
-    argv = operator_argv(handle, free_port())
-    return handle.spawn(name, handle.real.in_cluster_dns(argv))
+    assert handle.real is not None
+    t = time.monotonic()
+    image, _ = build()
+    handle.real.startup["operator image"] = round(time.monotonic() - t, 1)
+    seconds = deploy(handle, image.ref, image.archive)
+    handle.real.startup.update({k: round(v, 1) for k, v in seconds.items()})
 
 
 class TierOperator:
-    """The operator the tier started, as the tests check it: still the same (``alive``: the local
-    process running; on real nodes the chart's pods, none replaced or restarted since this was
-    made) and its log (``log_text``: the process's file; the pods' logs through the API server)."""
+    """The operator the tier started, as the tests check it: still the same (``alive``: the chart's
+    pods, none replaced or restarted since this was made) and its log (``log_text``: the pods' logs
+    through the API server)."""
 
-    def __init__(self, handle: SimHandle, name: str = "operator") -> None:
+    def __init__(self, handle: SimHandle) -> None:
         self.handle = handle
-        self.process = None if REAL_NODES else next(p for p in handle.processes if p.name == name)
         self.pods = self._pods()
 
     def _pods(self) -> dict[str, int]:
         """The chart's pods: uid -> restarts of the operator's container."""
-        if self.process is not None:
-            return {}
         out = {}
         for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR):
             statuses = (pod.get("status") or {}).get("containerStatuses") or []
@@ -153,13 +137,9 @@ class TierOperator:
 
     @property
     def alive(self) -> bool:
-        if self.process is not None:
-            return bool(self.process.alive)
         return bool(self.pods) and self._pods() == self.pods
 
     def log_text(self) -> str:
-        if self.process is not None:
-            return str(self.process.log.read_text(errors="replace"))
         assert self.handle.real is not None
         return "".join(
             self.handle.real.container_log(pod, OPERATOR_CONTAINER)
@@ -286,8 +266,8 @@ class OpenStackClient:
 
 
 def service_address(handle: SimHandle, name: str, port: int, namespace: str = NAMESPACE) -> tuple[str, int]:
-    """Where the host (this test) reaches ``port`` of a Service: its ClusterIP on the stand-in, a
-    port of the host's loopback published to it on real nodes (``RealTier.reach``)."""
+    """Where the host (this test) reaches ``port`` of a Service: a port of the host's loopback
+    published to it (``RealTier.reach``)."""
     assert handle.real is not None
     host, published = handle.real.reach(namespace, name, port)
     return str(host), int(published)
@@ -307,15 +287,6 @@ def http_status(url: str) -> int:
         return exc.code
 
 
-def operator_metrics(handle: SimHandle, name: str = "operator") -> str:
-    """The text of the operator's /metrics, at the address ``start_operator`` chose for it; on real
-    nodes the leading pod's, through the API server's pod proxy."""
-    if REAL_NODES:
-        return leader_metrics(handle.cluster.kube)
-    (proc,) = [p for p in handle.processes if p.name == name]
-    args = proc.popen.args
-    assert isinstance(args, list), args  # spawn passes an argv list
-    argv = [str(a) for a in args]
-    address = argv[argv.index("--metrics-bind-address") + 1]
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
-        return str(resp.read().decode())
+def operator_metrics(handle: SimHandle) -> str:
+    """The text of the operator's /metrics: the leading pod's, through the API server's pod proxy."""
+    return leader_metrics(handle.cluster.kube)

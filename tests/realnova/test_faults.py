@@ -336,25 +336,18 @@ def test_keystone_unreachable_for_60_s_the_pool_reports_it_and_disables_nothing(
 
 def _compute_process(handle: SimHandle, node: str) -> tuple[str, Callable[[int], None]]:
     """(pod name, how to signal every process of its nova-compute container) of the pool's pod on
-    ``node``: the stand-in worker's process group, or the real node's task (``container_pids``)."""
+    ``node``: the processes of the node's task (``container_pids``)."""
     assert handle.real is not None
     (pod,) = [p for p in pods(handle, selector=POOL_COMPONENT) if p["spec"].get("nodeName") == node]
-    if handle.real.kubelet is None:
-        assert handle.real.real_compute is not None
-        pids = container_pids(handle.real.real_compute.nodes, pod, "nova-compute")
-        assert pids, pod["metadata"]["name"]
+    pids = container_pids(handle.real.real_compute.nodes, pod, "nova-compute")
+    assert pids, pod["metadata"]["name"]
 
-        def signal_all(sig: int) -> None:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
+    def signal_all(sig: int) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
-        return pod["metadata"]["name"], signal_all
-    kubelet = handle.real.kubelet.kubelet
-    assert kubelet is not None
-    worker = kubelet.workers[pod["metadata"]["uid"]]
-    pid = worker.procs["nova-compute"].pid
-    return pod["metadata"]["name"], lambda sig: os.killpg(pid, sig)
+    return pod["metadata"]["name"], signal_all
 
 
 def _restarts(handle: SimHandle, pod: str) -> int:

@@ -11,8 +11,8 @@ allocations until the test lets it go: the build is in flight when the pod is de
 until nova-compute has logged the start of its stop.
 
 Before item 4 the pool's pods had a fixed 30 s: the kubelet killed nova-compute mid-wait (exit
-code 137, no end of the stop in its log). The kubelet stand-in sends SIGTERM, then SIGKILL once the
-pod's deletion grace has run out, as the kubelet does.
+code 137, no end of the stop in its log): the kubelet sends SIGTERM, then SIGKILL once the pod's
+deletion grace has run out.
 """
 
 from __future__ import annotations

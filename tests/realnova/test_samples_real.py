@@ -2,7 +2,7 @@
 
 db-sync runs the real ``nova-manage`` against MariaDB, the five Deployments turn Available by their
 real probes (``nova-amqp-ready`` against the real broker, httpGet on the API and the console page),
-the NovaCompute sample pool runs nova-compute with the fake driver on two stand-in nodes, and the
+the NovaCompute sample pool runs nova-compute with the fake driver on two real nodes, and the
 compute API, reached through Keystone's token, lists a service row per replica under its pod's name.
 """
 

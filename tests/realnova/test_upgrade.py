@@ -282,8 +282,8 @@ def test_a_failed_pre_flight_check_fails_the_expand_and_the_documented_abort_res
     assert all(m.startswith("nova-status upgrade check exit ") for m in messages), messages
     assert min(codes) >= 2, messages  # the failure path: 2 (a check failed) or 255 (the check errored)
     # the check errored reaching Placement at the URL the pods have from the catalog (exit 255:
-    # nova-status prints the traceback): refused on the kubelet stand-in, closed unanswered by the
-    # relay on real nodes (the Service's endpoint is the relay, which finds nothing behind it)
+    # nova-status prints the traceback): closed unanswered by the relay (the Service's endpoint is
+    # the relay, which finds nothing behind it)
     log = _logs(handle, "db-expand")
     placement = osv.internal_urls.get("placement", osv.placement_url)
     assert f"ConnectFailure: Unable to establish connection to {placement}/" in log, log[-2000:]

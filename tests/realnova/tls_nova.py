@@ -9,8 +9,8 @@ One Nova of its own (``nova-tls``, 2026.1), one bring-up, for both items:
   Nova names it as ``keystoneEndpoint`` and ``region``, first without ``spec.tls``;
 - a RabbitMQ of its own whose TLS listener requires a client certificate of another test CA
   (``bus_pki``; ``fail_if_no_peer_cert``), and a Debian memcached that listens with TLS only and
-  requires a client certificate too (``-Z``, ``ssl_verify_mode=2``), both on the pod bridge's
-  gateway behind Services of their own. The Nova names them with
+  requires a client certificate too (``-Z``, ``ssl_verify_mode=2``), both on the host's loopback
+  behind Services of their own (``RealTier.expose``). The Nova names them with
   ``spec.messaging.tls.clientCertSecretRef`` and ``spec.cache.tls`` (CA and client certificate);
   its pool (on ``compute-2``) reads the client certificate from the compute contract.
 """

@@ -4,15 +4,16 @@ The minimal Nova and the sample pool are applied together, as a user applies the
 from that create to each stage (the Nova's MariaDB objects Ready, db-sync done, each Deployment
 available, the Nova Ready; each change of the pool's conditions, the pool Ready), the issue's two
 figures (the Nova Ready after its create, the pool Ready after the Nova's), and the RSS of every pod
-(the sum over the processes of its containers). Prints a table and writes JSON.
+(the kubelets' summary: the sum over its containers) against its memory limit. The cluster is the
+real-Nova tier's (real nodes, ``simcluster.realtier.all_real``) with the sample's release; the
+operator runs as a local process in the nodes' network (``RealTier.in_cluster``), with its log a
+line per pass. Prints a table and writes JSON.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import re
 import time
 import urllib.error
 import urllib.request
@@ -25,10 +26,10 @@ import yaml
 from simcluster.client.kube import KubeError
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.operator import operator_argv
-from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, launch_real
+from simcluster.realtier.all_real import launch_all_real
+from simcluster.realtier.tier import FAKE_COMPUTE_DRIVER
 
 from bench import hogs
-from bench.proc import rss
 
 SAMPLES = REPO / "config" / "samples"
 NS, NOVA, POOL = "openstack", "nova", "rack7"
@@ -43,7 +44,6 @@ NOVA_CONDITIONS = (
     "ConsoleHTTPRouteReady",
 )
 """The Nova's conditions whose every reason on the way up is a stage (the last waits before Ready)."""
-SHIM = re.compile(r"shim\.py\x00run\x00[^\x00]*/pods/([0-9a-f-]{36})/containers/([^/\x00]+)/")
 
 
 def _ready(obj: dict[str, Any] | None, ctype: str = "Ready") -> bool:
@@ -51,39 +51,31 @@ def _ready(obj: dict[str, Any] | None, ctype: str = "Ready") -> bool:
     return any(c["type"] == ctype and c["status"] == "True" for c in conds)
 
 
-def pod_rss() -> dict[str, float]:
-    """Pod uid -> MiB: every process below a container's shim, by the shim's spec path."""
-    children: dict[int, list[int]] = {}
-    shims: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-            cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(pid)
-        match = SHIM.search(cmdline)
-        if match:
-            shims[pid] = match.group(1)
+def pod_rss(kube: Any) -> dict[str, float]:
+    """Pod uid -> MiB: the RSS of its containers, by the kubelets' summary (``stats/summary`` of each
+    node, through the API server)."""
     totals: dict[str, float] = {}
-    for shim, uid in shims.items():
-        stack, total = list(children.get(shim, [])), 0.0
-        while stack:
-            pid = stack.pop()
-            total += rss(pid)
-            stack.extend(children.get(pid, []))
-        totals[uid] = totals.get(uid, 0.0) + total
+    for node in kube.get("/api/v1/nodes")["items"]:
+        summary = kube.get(f"/api/v1/nodes/{node['metadata']['name']}/proxy/stats/summary")
+        for pod in summary.get("pods") or []:
+            rss = sum(((c.get("memory") or {}).get("rssBytes") or 0) for c in pod.get("containers") or [])
+            totals[pod["podRef"]["uid"]] = rss / 2**20
     return totals
+
+
+def memory_limit(pod: dict[str, Any]) -> str:
+    """The pod's containers' memory limits (``+``-joined), or ``none``."""
+    limits = [
+        str(((c.get("resources") or {}).get("limits") or {}).get("memory") or "none")
+        for c in pod["spec"]["containers"]
+    ]
+    return "+".join(limits)
 
 
 def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[str, Any]:
     t_launch = time.monotonic()
     release = str(yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())["spec"]["openStackRelease"])
-    handle = launch_real(
+    handle = launch_all_real(
         None, releases=(release,), node_labels=dict.fromkeys(("compute-0", "compute-1"), POOL_LABELS)
     )
     figures: dict[str, Any] = {"cluster start (s)": round(time.monotonic() - t_launch, 1)}
@@ -115,7 +107,7 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         argv = operator_argv(handle, free_port(), "--log-level", "debug")
         figures["operator log"] = str(handle.workdir / "operator.log")
         t_operator = time.monotonic()
-        handle.spawn("operator", handle.real.in_cluster_dns(argv))
+        handle.spawn("operator", handle.real.in_cluster(argv))
         # The create is measured against a running operator, as a user applies the samples to a
         # cluster where it is installed: its own start (imports, the Lease, the caches) is apart.
         _wait_for_controllers(handle.workdir / "operator.log", t_operator + timeout)
@@ -131,7 +123,7 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
             # Both at once, as a user applies the samples (and as make run does): the pool waits for
             # its Nova, and what it does meanwhile overlaps the Nova's bring-up.
             handle.apply(SAMPLES / "nova_minimal.yaml", pool_file, namespace=NS)
-            stages, loads, messages = _watch(kube, t0, t0 + timeout)
+            stages, loads, messages = _watch(kube, handle.real.reach_ip, t0, t0 + timeout)
             figures["load average, mean over the bring-up"] = round(sum(loads) / len(loads), 1)
         figures["Nova Ready after its create (s)"] = stages["Nova Ready"]
         figures["pool Ready after the Nova's Ready (s)"] = round(
@@ -140,13 +132,13 @@ def run(out: pathlib.Path, timeout: float = 600.0, hog_count: int = 0) -> dict[s
         figures["stages, s after the create"] = stages
         figures["error messages, by stage"] = messages
         time.sleep(10)  # settle: RSS of the idle pods
-        by_uid = pod_rss()
+        by_uid = pod_rss(kube)
         pod_list = kube.get(f"/api/v1/namespaces/{NS}/pods")["items"]
+        running = [p for p in pod_list if p["status"].get("phase") == "Running"]
         figures["pod RSS (MiB)"] = {
-            p["metadata"]["name"]: round(by_uid.get(p["metadata"]["uid"], 0.0), 1)
-            for p in pod_list
-            if p["status"].get("phase") == "Running"
+            p["metadata"]["name"]: round(by_uid.get(p["metadata"]["uid"], 0.0), 1) for p in running
         }
+        figures["pod memory limit"] = {p["metadata"]["name"]: memory_limit(p) for p in running}
         figures["pod RSS total (MiB)"] = round(sum(figures["pod RSS (MiB)"].values()), 1)
         figures["container restarts, by pod"] = restarts(pod_list)
         where = out.with_name(out.stem + "-logs")
@@ -174,8 +166,8 @@ def keep_logs(
 ) -> pathlib.Path:
     """Every container's log of the namespace's pods, one file each in ``where`` (emptied first): what
     a stage's error message names (a timed-out compute call, say) is then read in the processes' own
-    words after the cluster is gone. ``read`` is ``RealTier.container_log`` (the stand-in's files, or
-    a real kubelet's through the API server)."""
+    words after the cluster is gone. ``read`` is ``RealTier.container_log`` (the kubelet's, through
+    the API server)."""
     where.mkdir(parents=True, exist_ok=True)
     for old in where.glob("*.log"):
         old.unlink()
@@ -275,7 +267,11 @@ def _pod_owner(pod: dict[str, Any]) -> str:
     return str(pod["metadata"]["name"].rsplit("-", 2)[0])
 
 
-def _answers(pod: dict[str, Any]) -> bool:
+Reach = Callable[[str, int], tuple[str, int]]
+"""Where the host reaches an address and port of the cluster's pod network (``RealTier.reach_ip``)."""
+
+
+def _answers(pod: dict[str, Any], reach: Reach) -> bool:
     """Whether the pod's first HTTP probe target answers at all (any status): the process serves."""
     ip = (pod.get("status") or {}).get("podIP")
     container = pod["spec"]["containers"][0]
@@ -286,8 +282,9 @@ def _answers(pod: dict[str, Any]) -> bool:
     port = get["port"]
     if isinstance(port, str):
         port = next(p["containerPort"] for p in container.get("ports") or [] if p.get("name") == port)
+    host, at = reach(ip, int(port))
     try:
-        with urllib.request.urlopen(f"http://{ip}:{port}{get.get('path', '/')}", timeout=2.0):
+        with urllib.request.urlopen(f"http://{host}:{at}{get.get('path', '/')}", timeout=2.0):
             return True
     except urllib.error.HTTPError:
         return True
@@ -305,7 +302,7 @@ PATHS: Final = {
 }
 
 
-def _snapshot(kube: Any, answered: set[str], pool: ThreadPoolExecutor) -> Snapshot:
+def _snapshot(kube: Any, reach: Reach, answered: set[str], pool: ThreadPoolExecutor) -> Snapshot:
     """One look, its reads side by side (on a loaded machine one after another took seconds, and a
     stage was seen that much late)."""
     got = dict(zip(PATHS, pool.map(lambda path: _get(kube, path), PATHS.values()), strict=True))
@@ -323,7 +320,7 @@ def _snapshot(kube: Any, answered: set[str], pool: ThreadPoolExecutor) -> Snapsh
         pods=items("pods"),
     )
     asked = [p for p in snap.pods if _pod_owner(p) not in answered]
-    for pod, answers in zip(asked, pool.map(_answers, asked), strict=True):
+    for pod, answers in zip(asked, pool.map(lambda p: _answers(p, reach), asked), strict=True):
         if answers:
             answered.add(_pod_owner(pod))
     snap.answered = sorted(answered)
@@ -354,7 +351,9 @@ def _wait_for_controllers(log: pathlib.Path, deadline: float) -> None:
     raise SystemExit(f"the operator did not start its controllers; see {log}")
 
 
-def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], list[float], dict[str, str]]:
+def _watch(
+    kube: Any, reach: Reach, t0: float, deadline: float
+) -> tuple[dict[str, float], list[float], dict[str, str]]:
     """Seconds from ``t0`` to each stage, until the Nova and the pool are Ready; the load averages;
     the first message of each error stage (``error_messages``)."""
     stages: dict[str, float] = {}
@@ -365,7 +364,7 @@ def _watch(kube: Any, t0: float, deadline: float) -> tuple[dict[str, float], lis
         while time.monotonic() < deadline:
             loads.append(hogs.load_average())
             looked = time.monotonic()  # a stage is dated when the look began (its reads went out then)
-            snap = _snapshot(kube, answered, pool)
+            snap = _snapshot(kube, reach, answered, pool)
             errors = error_messages(snap)
             for name in seen(snap):
                 if name not in stages:
@@ -435,9 +434,10 @@ def report(figures: dict[str, Any]) -> str:
     lines.append(f"  (the operator's log, a line per pass: {figures['operator log']})")
     pool_after = figures["pool Ready after the Nova's Ready (s)"]
     lines.append(f"  pool Ready after the Nova's Ready: {pool_after} s")
-    lines.append("  pod RSS (MiB):")
+    lines.append("  pod RSS (MiB), against its memory limit:")
+    limits = figures.get("pod memory limit") or {}
     for pod, mib in sorted(figures["pod RSS (MiB)"].items()):
-        lines.append(f"    {pod:<40} {mib:8.1f}")
+        lines.append(f"    {pod:<40} {mib:8.1f}   limit {limits.get(pod, '?')}")
     lines.append(f"    {'total':<40} {figures['pod RSS total (MiB)']:8.1f}")
     for stage, message in (figures.get("error messages, by stage") or {}).items():
         lines.append(f"  {stage}: {message}")

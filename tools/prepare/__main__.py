@@ -1,14 +1,14 @@
 """Build (or find cached) what a command needs, one line per stage, then run it.
 
-    python3 -m prepare run [--standins | --real-compute-nodes [--local-operator] | --all-real]
-                           [--workdir DIR] [--python PY] [-- OPERATOR_FLAGS]          # make run
+    python3 -m prepare run [--standins | --local-operator] [--workdir DIR] [--python PY]
+                           [-- OPERATOR_FLAGS]                                        # make run
     python3 -m prepare ci                                                             # .ci/run
 
 ``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
 (``PY``: ``.venv/bin/python``, which the plan makes; ``--python`` names another interpreter and
-leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found; with real nodes and
-the operator by its chart, ``DEPLOYTOOLS_BIN`` set to helm's directory and the operator image it
-built handed on (``--operator-image``, ``--operator-image-archive``). ``ci`` prepares
+leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found; with the operator by
+its chart (the real Nova's default), ``DEPLOYTOOLS_BIN`` set to helm's directory and the operator
+image it built handed on (``--operator-image``, ``--operator-image-archive``). ``ci`` prepares
 everything ``make test`` uses. Each stage's full output is in ``--logs`` (``.logs/make-run``,
 ``.ci/logs``); a failed stage's log is printed with its path. Exit status: 1 when a stage failed,
 130 when interrupted (Ctrl-C, SIGTERM).
@@ -70,9 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         standins=args.standins,
         kubeconfig=kubeconfig,
         make_venv=args.python is None,
-        real_nodes=args.real_compute_nodes,
         chart=not args.local_operator,
-        all_real=args.all_real,
     )
     outcome = prepare("make run", lanes, Path(args.logs))
     if not outcome.ok:
@@ -87,10 +85,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     argv = [python, "-m", "simcluster", "run"]
     if args.standins:
         argv.append("--standins")
-    if args.real_compute_nodes:
-        argv.append("--real-compute-nodes")
-    if args.all_real:
-        argv.append("--all-real")
     if args.local_operator:
         argv.append("--local-operator")
     if "operator-image" in outcome.outputs:
@@ -116,17 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--standins", action="store_true", help="kwok and the stand-ins, no Nova")
     mode.add_argument(
-        "--real-compute-nodes", action="store_true", help="the pool's nodes real kubelets on containerd"
-    )
-    mode.add_argument(
-        "--all-real",
-        action="store_true",
-        help="every node a real kubelet on containerd (no kubelet stand-in), every release's nova image",
-    )
-    run.add_argument(
         "--local-operator",
         action="store_true",
-        help="with --real-compute-nodes: the operator as a local process instead of by its Helm chart",
+        help="the operator as a local process (in the nodes' network) instead of by its Helm chart",
     )
     run.add_argument("--workdir", help="simcluster run's directory for logs, kubeconfig and data")
     run.add_argument("--python", help="run with this interpreter instead of making .venv")
@@ -137,14 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
     ci.set_defaults(func=cmd_ci)
     args = parser.parse_args(argv)
-    if args.command == "run" and args.local_operator and args.all_real:
-        parser.error(
-            "--local-operator does not go with --all-real: a process on the host cannot "
-            "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
-            "starts the mixed tier for it"
-        )
-    if args.command == "run" and args.local_operator and not args.real_compute_nodes:
-        parser.error("--local-operator goes with --real-compute-nodes (the operator is local without it)")
     if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = f"{GO_HOME}{os.pathsep}{os.environ.get('PATH', '')}"
     rc: int = args.func(args)

@@ -125,52 +125,38 @@ def deploytools() -> Stage:
     )
 
 
-def run_plan(
-    *,
-    standins: bool,
-    kubeconfig: bool,
-    make_venv: bool,
-    real_nodes: bool = False,
-    chart: bool = False,
-    all_real: bool = False,
-) -> Lanes:
+def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool, chart: bool = True) -> Lanes:
     """``make run``: against ``$KUBECONFIG`` only the project's venv; with the stand-ins the control
-    plane and kwok; else the real Nova's packages, venvs and image (the sample's release only) beside
-    the control plane without kwok (the real tier has no fake nodes). ``real_nodes`` (``make run
-    REAL_NODES=mixed``): also the real nodes' binaries and the sample release's nova OCI image; ``chart``
-    (with it, unless ``LOCAL_OPERATOR=1``): helm (Go lane) and the operator's image, in a lane of its
-    own once the Debian packages are in (its cold build is downloads and pip more than CPU).
-    ``all_real`` (``make run REAL_NODES=1``): as ``real_nodes`` with the chart, for every supported
-    release (each one's image is imported into every node)."""
+    plane and kwok; else the real Nova on real nodes: the Debian packages, every supported release's
+    venvs, image trees and nova OCI image (each one is in every node: an upgrade of the sample finds
+    its image), the service venvs, the control plane without kwok and the real nodes' binaries;
+    ``chart`` (unless ``LOCAL_OPERATOR=1``): helm (Go lane) and the operator's image, in a lane of its
+    own once the Debian packages are in (its cold build is downloads and pip more than CPU)."""
     venv = [project_venv()] if make_venv else []
     if kubeconfig:
         return [venv]
     if standins:
         return [venv, [control_plane(kwok=True)]]
-    release = None if all_real else [sample_release()]
-    real_nodes, chart = real_nodes or all_real, chart or all_real
     # apt first: a Debian python3 needs python3.11-venv for .venv too.
-    python = [apt(), *venv, nova_venvs(release), service_venvs(), nova_images(release)]
-    go = [control_plane(kwok=False)]
-    if real_nodes:
-        python.append(nova_oci_image(release[0] if release else None))  # from the image trees before it
-        go.append(realnode_binaries())
-    if real_nodes and chart:
-        go.append(deploytools())
-        return [python, go, [operator_image()]]
+    python = [apt(), *venv, nova_venvs(None), service_venvs(), nova_images(None), nova_oci_image(None)]
+    go = [control_plane(kwok=False), realnode_binaries()]
+    if chart:
+        return [python, [*go, deploytools()], [operator_image()]]
     return [python, go]
 
 
 def ci_plan() -> Lanes:
-    """``.ci/run``: everything ``make test`` uses, every release."""
+    """``.ci/run``: everything ``make test`` uses, every release. The real tier runs on real nodes:
+    every release's nova image (an upgrade finds its image on the nodes) and the operator's image
+    (the chart installs it), the latter in a lane of its own once the Debian packages are in (its
+    cold build is downloads and pip more than CPU)."""
     python = [
         apt(),
         project_venv(),
         nova_venvs(None),
         service_venvs(),
         nova_images(None),
-        # tests/realnode/test_nova_image.py runs the sample's release
-        nova_oci_image(sample_release()),
+        nova_oci_image(None),
     ]
     go = [
         control_plane(kwok=True),
@@ -178,4 +164,4 @@ def ci_plan() -> Lanes:
         Stage("prometheus", "prometheus, promtool", ("bash", "tools/prometheus/build.sh")),
         realnode_binaries(),
     ]
-    return [python, go]
+    return [python, go, [operator_image()]]

@@ -40,7 +40,7 @@ READY_PORT = 8181
 HEALTH_PORT = 8080
 UID = 65532
 # Every real node carries this label (``realnode.nodes``): CoreDNS runs on one of them, never on a
-# node of another kind on the same control plane (the kubelet stand-in's, which has not its image).
+# node of another kind that may share the control plane (a kwok node, which runs no image).
 REAL_NODE_LABEL = "realnode.c5c3.io/real"
 
 COREFILE = f"""{CLUSTER_DOMAIN}:{PORT} in-addr.arpa:{PORT} ip6.arpa:{PORT} {{
@@ -201,6 +201,13 @@ def manifests() -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+def resolv_conf(namespace: str = "default") -> str:
+    """A pod's ``/etc/resolv.conf`` in ``namespace`` (the kubelet's ``ClusterFirst``): the cluster's
+    DNS, its search list, ``ndots:5``."""
+    search = f"{namespace}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}"
+    return f"nameserver {DNS_IP}\nsearch {search}\noptions ndots:5\n"
 
 
 def udp_socket_in(netns: str) -> socket.socket:

@@ -9,8 +9,8 @@ and pods through the ``kubernetes`` Service, without any link, route or rule bet
 ``python -m realnode.forward relay NETNS_PATH ADDRESS PORT... [--to UPSTREAM]`` listens on
 ``ADDRESS:PORT`` for each port inside the namespace and connects each client to ``UPSTREAM:PORT``
 (default the same ``ADDRESS``) in the namespace it was started in: servers on the host (at an address
-of the host's, such as a pod bridge's gateway) are reached at that same address from the nodes, so one
-EndpointSlice serves both sides; or, with ``--to 127.0.0.1``, servers on the host's loopback are
+of the host's own) are reached at that same address from the nodes, so one EndpointSlice serves both
+sides; or, with ``--to 127.0.0.1``, servers on the host's loopback are
 reached at ``ADDRESS`` (an address of the nodes' namespace only) from the nodes and their pods.
 
 ``python -m realnode.forward publish NETNS_PATH ADDRESS PORT TARGET TARGET_PORT`` is the other way

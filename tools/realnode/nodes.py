@@ -247,9 +247,21 @@ class RealNodes:
         assert self.netns_holder is not None
         return ["nsenter", f"--net=/proc/{self.netns_holder.pid}/ns/net", "--", *argv]
 
+    def in_cluster(self, argv: Sequence[str], namespace: str = "default") -> list[str]:
+        """``argv`` run as a pod in ``namespace`` resolves and reaches the cluster: in the nodes'
+        network namespace (Services through kube-proxy's rules, the API server at the control plane's
+        own address through the forwarder) and a mount namespace of its own whose
+        ``/etc/resolv.conf`` names the cluster's DNS (``dns.resolv_conf``). For a process of the
+        host, such as the operator run locally; it keeps the host's files otherwise."""
+        resolv = self.workdir / f"resolv-{namespace}.conf"
+        _write_if_changed(resolv, dns.resolv_conf(namespace))
+        script = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+        private = ["unshare", "--mount", "--propagation", "private"]
+        return self.in_netns([*private, "sh", "-c", script, str(resolv), *argv])
+
     def relay(self, address: str, ports: Sequence[int], upstream: str | None = None) -> None:
-        """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's,
-        e.g. a pod bridge's gateway) reached at ``address`` and the same ports from the nodes and
+        """Servers of the host at ``upstream:port`` (default ``address``: an address of the host's
+        own) reached at ``address`` and the same ports from the nodes and
         their pods: the address on the namespace's ``lo``, and ``realnode.forward relay`` between
         the two. With ``upstream`` (e.g. ``127.0.0.1``), ``address`` need not exist on the host.
         Called again for the same address (more ports later), it adds a relay of those ports."""

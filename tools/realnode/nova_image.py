@@ -14,8 +14,8 @@ Two uncompressed layers, written as an OCI layout tar that ``ctr images import``
    ``/etc/group``.
 2. **The release**: the relocated venv under the contract's ``OPENSTACK_PREFIX`` with
    ``nova-amqp-ready``, and ``/var/lib/nova``, ``/var/log/nova`` owned by the contract's uid, taken
-   from the tree ``tools/realnova/images.py`` builds (the same tree the kubelet stand-in runs, so the
-   two tiers run the same files). Its ``python3.11`` links to ``/usr/bin/python3.11``: the base's.
+   from the tree ``tools/realnova/images.py`` builds. Its ``python3.11`` links to
+   ``/usr/bin/python3.11``: the base's.
 
 The config runs as ``UID:GID`` with the tree's ``PATH`` (the venv's ``bin`` first). Before a layout
 is written, every path and program the contract names is looked up in the two layers (``check``):

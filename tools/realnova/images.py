@@ -3,12 +3,15 @@
     python3 tools/realnova/images.py            # every release of tools/catalogs/releases.txt
     python3 tools/realnova/images.py 2026.1     # one release; prints each image's root directory
 
-An image is a root tree the kubelet stand-in (``tools/simcluster/realtier/kubelet``) mounts as the read-only
-lower layer of a container's overlay, with the host's ``/usr`` bound into it (Debian's Python 3.11,
-the shell, GNU coreutils and awk, noVNC's web files). It is built from what the image contract says
-(``nova_operator/image_contract.py``, the source of ``docs/image-contract.md``), so the two cannot
-drift, and from that release's catalog venv (``tools/catalogs/ensure_venvs.sh``: nova, uWSGI,
-PyMySQL, pymemcache, python-memcached, python-binary-memcached, built with Debian's interpreter):
+A tree is the source of a release's layer of its nova image: ``tools/realnode/nova_image.py`` takes
+its venv, probe and nova directories and puts them over a Debian base of its own (Debian's Python
+3.11, the shell, GNU coreutils and awk, noVNC's web files) into the OCI image the real nodes run.
+Here the host's ``/usr`` takes that base's place, as a tree only (nothing runs in it): a Debian
+host's ``/usr`` holds the same programs, so the contract can be checked before any base exists.
+The tree is built from what the image contract says (``nova_operator/image_contract.py``, the source
+of ``docs/image-contract.md``), so the two cannot drift, and from that release's catalog venv
+(``tools/catalogs/ensure_venvs.sh``: nova, uWSGI, PyMySQL, pymemcache, python-memcached,
+python-binary-memcached, built with Debian's interpreter):
 
 - the venv, relocated to the contract's ``/var/lib/openstack`` (its scripts' shebangs rewritten);
   nova's ``etc/nova/api-paste.ini`` comes with it, where ``OS_NOVA_CONFIG_FILES`` names it;
@@ -17,10 +20,10 @@ PyMySQL, pymemcache, python-memcached, python-binary-memcached, built with Debia
   ``/etc/alternatives`` links (Debian's ``awk`` is one); ``/tmp`` (1777);
   ``/var/lib/nova`` and ``/var/log/nova`` owned by the nova user; the merged-/usr links.
 
-Every path and binary the contract names is then checked in the tree (through the ``/usr`` bind);
-a missing one fails the build. A tree is reused while its marker (the venv's marker, the contract,
-the probe script, this file) is unchanged. Cold: a few seconds per release (a copy of the venv).
-Standard library only: runs with any Python 3.11.
+Every path and binary the contract names is then checked in the tree (``/usr`` looked up on the
+host); a missing one fails the build. A tree is reused while its marker (the venv's marker, the
+contract, the probe script, this file) is unchanged. Cold: a few seconds per release (a copy of the
+venv). Standard library only: runs with any Python 3.11.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ AMQP_READY = REPO / "nova_operator" / "data" / "nova-amqp-ready"
 RELEASES = REPO / "tools" / "catalogs" / "releases.txt"
 VENVS = pathlib.Path(os.environ.get("NOVA_VENV_CACHE", "/var/cache/nova-operator/nova-venvs"))
 IMAGES = pathlib.Path(os.environ.get("NOVA_IMAGE_CACHE", "/var/cache/nova-operator/realnova/images"))
-HOST_USR = pathlib.Path("/usr")  # bound read-only into every container at /usr
+HOST_USR = pathlib.Path("/usr")  # where the check looks up the image's /usr (its base's in the image)
 MERGED_USR_LINKS = ("bin", "lib", "lib64", "sbin")
 
 

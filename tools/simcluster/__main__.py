@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, launch
-from simcluster.run import LOCAL_WITH_ALL_REAL, run_against_kubeconfig, run_simulated
+from simcluster.run import run_against_kubeconfig, run_simulated
 
 
 def _pools(values: Sequence[str]) -> dict[str, int]:
@@ -73,10 +73,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if os.environ.get("KUBECONFIG"):
         return run_against_kubeconfig(args.operator_args)
-    if args.local_operator and args.all_real:
-        raise SystemExit(LOCAL_WITH_ALL_REAL)
-    if (args.local_operator or args.operator_image) and not (args.real_compute_nodes or args.all_real):
-        raise SystemExit("--local-operator and --operator-image go with --real-compute-nodes")
+    if args.standins and args.operator_image:
+        raise SystemExit("--operator-image is the chart's: not with --standins (the operator runs locally)")
+    if args.local_operator and args.operator_image:
+        raise SystemExit("--operator-image is the chart's: not with --local-operator")
     if bool(args.operator_image) != bool(args.operator_image_archive):
         raise SystemExit("--operator-image and --operator-image-archive go together")
     image = None
@@ -86,10 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pathlib.Path(args.workdir) if args.workdir else None,
         args.operator_args,
         real=not args.standins,
-        real_nodes=args.real_compute_nodes,
         local_operator=args.local_operator,
         operator_image=image,
-        all_real=args.all_real,
     )
 
 
@@ -105,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.set_defaults(func=cmd_up)
     run = sub.add_parser(
         "run",
-        help="run the operator: against $KUBECONFIG, or on a simulated cluster with the samples applied",
+        help="run the operator: against $KUBECONFIG, or on a local cluster of real nodes serving the real "
+        "Nova, with the samples applied",
     )
     run.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
     mode = run.add_mutually_exclusive_group()
@@ -115,21 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="kwok nodes and the stand-ins instead of the real Nova (faster: nothing of Nova runs)",
     )
     mode.add_argument(
-        "--real-compute-nodes",
-        action="store_true",
-        help="the pool's compute nodes real kubelets on containerd (the control nodes stay stand-ins), "
-        "the operator installed there by its Helm chart",
-    )
-    mode.add_argument(
-        "--all-real",
-        action="store_true",
-        help="every node a real kubelet on containerd (two control nodes, the pool's two compute nodes; "
-        "no kubelet stand-in), every release's nova image in each, the operator installed by its Helm chart",
-    )
-    run.add_argument(
         "--local-operator",
         action="store_true",
-        help="with --real-compute-nodes: the operator as a local process, not by its chart",
+        help="the operator as a local process (in the nodes' network, with the cluster's DNS), "
+        "not installed by its Helm chart",
     )
     run.add_argument("--operator-image", help="the chart's image (REPOSITORY:TAG; default: built by opimage)")
     run.add_argument("--operator-image-archive", help="that image's OCI archive, imported into the nodes")

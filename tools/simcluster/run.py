@@ -1,41 +1,33 @@
 """``python -m simcluster run`` (what ``make run`` calls): the operator, set up and running.
 
-With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags follow
-``--``). Without it, the simulated cluster is started, the CRDs, the RBAC and the samples
-(with their Secrets and stand-in dependencies) are applied, the operator runs as its own
-ServiceAccount, and every condition change of the sample Nova and NovaCompute is printed
-until both are Ready; then how to look. Ctrl-C stops everything that was started.
+With ``$KUBECONFIG`` set, the operator runs against that cluster (its own flags follow ``--``).
+Without it, a local cluster is started (``simcluster.realtier.all_real``): the simulated control
+plane, every node a real kubelet on containerd (``control-0`` and ``control-1``, and the pool's
+``compute-0`` and ``compute-1`` labelled as the pool sample selects and tainted as it tolerates)
+with kube-proxy and CoreDNS, and MariaDB, RabbitMQ, memcached, Keystone, Placement and Glance on the
+host's loopback. Every supported release's nova image is in every node from its start (an upgrade of
+the sample finds its image). The CRDs and the samples (with their Secrets and stand-in dependencies)
+are applied, the operator is installed by its Helm chart (``simcluster.realtier.operator_chart``:
+the image ``tools/opimage`` builds from the Dockerfile, imported into each node, with
+``--default-image-pull-policy IfNotPresent``: a tag-named image would be pulled, and the nodes have
+no registry) with the chart's placement, and every condition change of the sample Nova and
+NovaCompute is printed, with what becomes of the operator's pods, until both are Ready; then how to
+look, with a ``clouds.yaml`` for the ``openstack`` CLI (the compute API at a port of the host's
+loopback published to the ``nova`` Service). The pods' logs are followed through the API server into
+``<workdir>/operator.log`` (``realtier.pod_logs``). Ctrl-C stops everything that was started.
 
-``--real-compute-nodes`` (``make run REAL_NODES=mixed``): the pool's two compute nodes are real kubelets
-on containerd (``simcluster.realtier.real_compute``), the control nodes stay the stand-in's. The
-sample release's nova image is imported into them (the other releases stay the stand-in's, built in
-the background as without the flag: an import costs about 45 s per release and node under load, and
-only an upgrade of the sample needs them), and the operator is installed by its Helm chart as pods
-on those nodes (``simcluster.realtier.operator_chart``: the image ``tools/opimage`` builds, imported
-into each node, and the values that mode must set, among them ``--default-image-pull-policy
-IfNotPresent``: a tag-named image would be pulled, and the nodes have no registry). Its pods' logs
-are followed through the API server into ``<workdir>/operator.log`` (``realtier.pod_logs``), and
-what becomes of the pods (scheduled, Ready, restarted) is printed with the conditions. With
-``--local-operator`` (``make run REAL_NODES=mixed LOCAL_OPERATOR=1``) the operator runs as a local
-process instead, as without real nodes, with that pull policy. Ctrl-C stops the nodes with the
-cluster, and the operator's pods with them.
+``--local-operator`` (``make run LOCAL_OPERATOR=1``, for fast iteration): the operator runs as a
+local process of this tree instead, in the nodes' network namespace with the cluster's DNS
+(``RealTier.in_cluster``: it resolves and reaches the Services as its pod would), its metrics
+published on the host's loopback. ``--standins`` (``make run STANDINS=1``): kwok nodes and the
+stand-ins instead, nothing of Nova runs (faster).
 
-``--all-real`` (``make run REAL_NODES=1``): every node a real kubelet on containerd, no kubelet
-stand-in at all (``simcluster.realtier.all_real``): ``control-0`` and ``control-1``, and the pool's
-two compute nodes labelled and tainted as above. Every supported release's nova image is imported
-into every node before the samples are applied (an upgrade of the sample finds its image), and the
-operator is installed by its chart with the chart's defaults placing it (on the control nodes; it
-reaches the compute API by its Service's name). The real servers listen on the host's loopback; the
-printed ``clouds.yaml`` names them there, and the compute API at a port of the host's loopback
-published to the ``nova`` Service. ``--local-operator`` is refused with it: a process on the host
-cannot resolve or reach the cluster's Services there.
-
-The local operator runs without leader election (``--leader-elect=false`` before the flags
-given after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to
-hand over to, so a slow API server or a busy machine cannot make it give up a Lease and exit (and
-take the simulated cluster down with it). ``make run ARGS=--leader-elect`` turns it back on. The
-chart's pods keep its defaults (two replicas, leader election): a replica that exits is restarted
-and the other takes the Lease over.
+A local operator runs without leader election (``--leader-elect=false`` before the flags given
+after ``--``), as the kubebuilder scaffold's ``make run`` does: one process, no replica to hand over
+to, so a slow API server or a busy machine cannot make it give up a Lease and exit (and take the
+cluster down with it). ``make run ARGS=--leader-elect`` turns it back on. The chart's pods keep its
+defaults (two replicas, leader election): a replica that exits is restarted and the other takes the
+Lease over.
 """
 
 from __future__ import annotations
@@ -51,17 +43,16 @@ from types import FrameType
 from typing import Any, Protocol
 
 import yaml
+from realnode import nova_image
 
 from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.launch import SimHandle, launch
 from simcluster.platform.operator import PROGRAM, operator_argv
 from simcluster.platform.process import ManagedProcess
 from simcluster.realtier.all_real import CONTROL_NODES, launch_all_real, register_compute
-from simcluster.realtier.launch import FAKE_COMPUTE_DRIVER, clouds_yaml, launch_real
 from simcluster.realtier.operator_chart import (
     CONTAINER,
     METRICS_SERVICE,
-    NOVA_SERVICE,
     SELECTOR,
     chart_values,
     import_image,
@@ -69,8 +60,7 @@ from simcluster.realtier.operator_chart import (
 )
 from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
 from simcluster.realtier.pod_logs import PodLogs
-from simcluster.realtier.release_images import ReleaseImages, supported
-from simcluster.realtier.service_bridge import ServiceBridge
+from simcluster.realtier.tier import FAKE_COMPUTE_DRIVER, clouds_yaml
 
 SAMPLES = REPO / "config" / "samples"
 POOL = "rack7"
@@ -79,16 +69,10 @@ NAMESPACE = "openstack"
 WATCHED = (("novas", "nova"), ("novacomputes", POOL))
 
 
-LOCAL_WITH_ALL_REAL = (
-    "--local-operator does not go with --all-real: a process on the host cannot "
-    "resolve or reach the cluster's Services there; make run REAL_NODES=1 LOCAL_OPERATOR=1 "
-    "starts the mixed tier for it"
-)
-
 RUN_DEFAULTS = ("--leader-elect=false",)
 """The operator flags ``make run`` gives before the caller's (a later flag wins)."""
 REAL_NODES_DEFAULTS = ("--default-image-pull-policy", "IfNotPresent")
-"""And with real compute nodes: the imported image is used, no registry is asked."""
+"""And on real nodes: the images in the nodes are used, no registry is asked."""
 
 
 OperatorImage = tuple[str, pathlib.Path]
@@ -122,7 +106,7 @@ def run_against_kubeconfig(operator_args: Sequence[str]) -> int:
 
 POOL_NODE_LABELS = {POOL_LABEL: POOL, "topology.kubernetes.io/zone": "az1"}
 REAL_POOL_NODES = ("compute-0", "compute-1")
-ALL_REAL_NODES = (*CONTROL_NODES, *REAL_POOL_NODES)
+NODE_NAMES = (*CONTROL_NODES, *REAL_POOL_NODES)
 
 
 def _samples(workdir: pathlib.Path, keystone_url: str) -> list[pathlib.Path]:
@@ -166,22 +150,12 @@ def run_simulated(
     operator_args: Sequence[str],
     *,
     real: bool = True,
-    real_nodes: bool = False,
     local_operator: bool = False,
     operator_image: OperatorImage | None = None,
-    all_real: bool = False,
 ) -> int:
-    """The samples on a local cluster: served by real nova processes (``real``), or by kwok and the
-    stand-ins (faster, nothing of Nova runs); ``real_nodes``: the pool's nodes real kubelets, and the
-    operator installed by its chart on them unless ``local_operator`` (``operator_image``: the image
-    to install, else built here); ``all_real``: every node real, the operator by its chart."""
-    if (real_nodes or all_real) and not real:
-        raise ValueError("real compute nodes run the real Nova: not with the stand-ins")
-    if all_real and local_operator:
-        raise ValueError(LOCAL_WITH_ALL_REAL)
-    if all_real and real_nodes:
-        raise ValueError("--all-real and --real-compute-nodes are two modes: one of them")
-    chart = (real_nodes or all_real) and not local_operator
+    """The samples on a local cluster: served by the real Nova on real nodes (``real``), the operator
+    installed by its chart (``operator_image``: the image to install, else built here) unless
+    ``local_operator``; or by kwok and the stand-ins (faster, nothing of Nova runs)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -190,38 +164,13 @@ def run_simulated(
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     t0 = time.monotonic()
-    bridge_port: int | None = None
-    if all_real:
+    chart = real and not local_operator
+    if chart:
+        t = time.monotonic()
         operator_image = operator_image or build_operator_image()
-        handle = _launch_all_real(workdir, operator_image[0])
-    elif real:
-        print(
-            "starting the simulated cluster with the real Nova (etcd, kube-apiserver, controller-manager, "
-            "scheduler, kubelet stand-in nodes, MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance)"
-        )
-        if real_nodes:
-            print(
-                f"  with {' and '.join(REAL_POOL_NODES)} real kubelets on containerd (kube-proxy, CoreDNS; "
-                f"the nova image {_sample_release()} imported into each)"
-            )
-        bridge_port = free_port() if chart else None
-        if chart:
-            t = time.monotonic()
-            operator_image = operator_image or build_operator_image()
-            print(
-                f"  and the operator installed by its Helm chart as pods on them, from {operator_image[0]}"
-                f" ({time.monotonic() - t:.1f} s to find or build it)"
-            )
-        handle = launch_real(
-            workdir,
-            releases=(_sample_release(),),
-            compute_nodes=REAL_POOL_NODES,
-            node_labels=dict.fromkeys(REAL_POOL_NODES, POOL_NODE_LABELS),
-            real_compute_nodes=real_nodes,
-            real_node_releases=(_sample_release(),),
-            pod_access=chart,
-            relay_ports=(bridge_port,) if bridge_port is not None else (),
-        )
+        print(f"the operator's image {operator_image[0]}: {time.monotonic() - t:.1f} s to find or build it")
+    if real:
+        handle = _launch_all_real(workdir, operator_image[0] if chart and operator_image else None)
     else:
         print(
             "starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) ..."
@@ -231,7 +180,7 @@ def run_simulated(
         operator: Operator
         if chart:
             assert operator_image is not None
-            operator = _start_chart(handle, operator_image, bridge_port, operator_args)
+            operator = _start_chart(handle, operator_image, operator_args)
             metrics = (
                 f".venv/bin/kubectl get --raw /api/v1/namespaces/{OPERATOR_NAMESPACE}/services/"
                 f"{METRICS_SERVICE}:8080/proxy/metrics | grep ^nova_operator_"
@@ -242,43 +191,34 @@ def run_simulated(
             )
         else:
             port = free_port()
-            operator = _start(handle, real, port, run_args(operator_args, real_nodes=real_nodes))
+            operator = _start(handle, real, port, run_args(operator_args, real_nodes=real))
             metrics = f"curl -s http://127.0.0.1:{port}/metrics | grep ^nova_operator_"
             where = (
                 f"operator running as system:serviceaccount:nova-system:nova-operator (log: {operator.log})"
             )
-        if handle.real is not None and handle.real.real_compute is not None:
+        if handle.real is not None:
             times = ", ".join(f"{k} {v:.1f} s" for k, v in handle.real.real_compute.seconds.items())
             nodes = [n.name for n in handle.real.real_compute.nodes.nodes]
             print(f"real nodes {', '.join(nodes)} Ready ({times})")
         print(f"cluster up in {time.monotonic() - t0:.1f} s; {where}")
-        images = None
-        # the other releases' images, for an upgrade of the sample: built now, in the background (the
-        # all-real tier imported them all before it started)
-        if real and not all_real:
-            images = ReleaseImages.start(handle, [r for r in supported() if r != _sample_release()])
-            if images.process is not None:
-                print(
-                    f"building the nova images of {', '.join(images.releases)} in the background "
-                    f"(log: {images.process.log}); until they are served a pod of those releases waits in "
-                    "ErrImagePull, and the Nova's condition names it"
-                )
-        return _follow(handle, operator, stop, t0, metrics, images)
+        return _follow(handle, operator, stop, t0, metrics)
     finally:
         print("stopping ...", flush=True)
         handle.stop()
 
 
-def _launch_all_real(workdir: pathlib.Path | None, operator_image: str) -> SimHandle:
-    releases = supported()
+def _launch_all_real(workdir: pathlib.Path | None, operator_image: str | None) -> SimHandle:
+    releases = nova_image.releases()  # every supported release
     print(
         "starting a cluster of real nodes with the real Nova (etcd, kube-apiserver, controller-manager, "
-        f"scheduler; {', '.join(ALL_REAL_NODES)} real kubelets on containerd with kube-proxy and CoreDNS, "
-        "no kubelet stand-in; MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance on the host's "
-        "loopback)"
+        f"scheduler; {', '.join(NODE_NAMES)} real kubelets on containerd with kube-proxy and CoreDNS; "
+        "MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance on the host's loopback)"
     )
-    print(f"  the nova images of {', '.join(releases)} imported into every node")
-    print(f"  and the operator installed by its Helm chart (the chart's placement), from {operator_image}")
+    print(f"  the nova images of {', '.join(releases)} in every node")
+    if operator_image is not None:
+        print(f"  and the operator installed by its Helm chart (its own placement), from {operator_image}")
+    else:
+        print("  and the operator as a local process in the nodes' network (LOCAL_OPERATOR=1)")
     return launch_all_real(
         workdir,
         control_nodes=CONTROL_NODES,
@@ -289,10 +229,6 @@ def _launch_all_real(workdir: pathlib.Path | None, operator_image: str) -> SimHa
     )
 
 
-def _sample_release() -> str:
-    return str(yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())["spec"]["openStackRelease"])
-
-
 def _service_password() -> str:
     for doc in yaml.safe_load_all((SAMPLES / "secrets.yaml").read_text()):
         if doc["metadata"]["name"] == "nova-service-user":
@@ -300,29 +236,17 @@ def _service_password() -> str:
     raise KeyError("nova-service-user")
 
 
-def _start_chart(
-    handle: SimHandle, image: OperatorImage, bridge_port: int | None, operator_args: Sequence[str]
-) -> PodLogs:
+def _start_chart(handle: SimHandle, image: OperatorImage, operator_args: Sequence[str]) -> PodLogs:
     """The CRDs and the samples, then the operator by its chart (``realtier.operator_chart``): the
-    image imported into the real nodes, the compute API bridged to them at ``bridge_port`` (the
-    mixed tier; None in the all-real tier, where the operator's pods reach it by its name),
-    ``helm install``."""
+    image imported into the nodes, ``helm install``."""
     assert handle.real is not None
-    assert handle.real.real_compute is not None
     handle.apply(REPO / "config" / "crd")  # the chart holds the RBAC and the rest, not the CRDs
     _apply_real_samples(handle)
     t = time.monotonic()
     ref, archive = image
     import_image(handle.real.real_compute.nodes, ref, archive)
     imported = time.monotonic() - t
-    nova_api_url = None
-    if bridge_port is not None:
-        namespace, name, port = NOVA_SERVICE
-        bridge = ServiceBridge(handle.cluster.kube, namespace, name, port, handle.real.gateway, bridge_port)
-        bridge.start()
-        handle.teardown.insert(0, ("compute API bridge", bridge.stop))
-        nova_api_url = bridge.url
-    values = chart_values(ref, nova_api_url, operator_args)
+    values = chart_values(ref, operator_args)
     installed = install(handle.cluster.kubeconfig, handle.workdir, values)
     nodes = ", ".join(n.name for n in handle.real.real_compute.nodes.nodes)
     print(
@@ -361,9 +285,11 @@ def _start(handle: SimHandle, real: bool, metrics: int, operator_args: Sequence[
     if real:
         assert handle.real is not None
         _apply_real_samples(handle)
-        return handle.spawn(
-            "operator", handle.real.in_cluster_dns(operator_argv(handle, metrics, *operator_args))
-        )
+        argv = handle.real.in_cluster(operator_argv(handle, metrics, *operator_args))
+        operator = handle.spawn("operator", argv)
+        # its metrics listen on the nodes' network's loopback: the same port of the host's leads there
+        handle.real.real_compute.nodes.publish(metrics, "127.0.0.1", metrics)
+        return operator
     handle.create_gateway(NAMESPACE, "public-gateway")
     for node in handle.nodes[POOL]:
         c.label_node(node, POOL_NODE_LABELS)
@@ -383,7 +309,6 @@ def _follow(
     stop: threading.Event,
     t0: float,
     metrics: str,
-    images: ReleaseImages | None = None,
 ) -> int:
     """Print every condition change of the samples until Ctrl-C; once both are Ready, how to look."""
     c = handle.cluster
@@ -393,8 +318,6 @@ def _follow(
         if not operator.alive:
             print(f"the operator exited; the tail of its log:\n{operator.output(4000)}", file=sys.stderr)
             return 1
-        if images is not None and (line := images.poll()) is not None:
-            print(f"  {time.monotonic() - t0:6.1f}s  {line}", flush=True)
         if isinstance(operator, PodLogs):
             for line in operator.poll():
                 print(f"  {time.monotonic() - t0:6.1f}s  {line}", flush=True)
@@ -423,15 +346,10 @@ def _follow(
 
 
 def _print_openstack(handle: SimHandle) -> None:
-    """Register the compute API in Keystone (at its Service's ClusterIP, which the host reaches) and
-    write the clouds.yaml the openstack CLI reads."""
+    """Register the compute API in Keystone (``register_compute``: its public URL a port of the
+    host's loopback published to its Service) and write the clouds.yaml the openstack CLI reads."""
     assert handle.real is not None
-    if handle.real.kubelet is None:  # the all-real tier: the host reaches no ClusterIP
-        compute = register_compute(handle, NAMESPACE)
-    else:
-        svc = handle.cluster.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/nova")
-        compute = f"http://{svc['spec']['clusterIP']}:8774/v2.1"
-        handle.real.openstack.add_endpoint("compute", "nova", compute)
+    compute = register_compute(handle, NAMESPACE)
     clouds = clouds_yaml(handle, handle.workdir / "clouds.yaml", _service_password())
     cli = handle.real.openstack.venvs / "keystone" / "bin" / "openstack"
     print(f"clouds.yaml: {clouds}")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from prepare.plans import ci_plan, run_plan, sample_release
+from prepare.plans import ci_plan
 from prepare.runner import Runner, Stage
 
 REPO = Path(__file__).resolve().parents[3]
@@ -139,30 +139,18 @@ def _keys(lanes: list[list[Stage]]) -> list[list[str]]:
     return [[s.key for s in lane] for lane in lanes]
 
 
-def test_make_run_builds_only_what_its_mode_starts() -> None:
-    real = run_plan(standins=False, kubeconfig=False, make_venv=True)
-    assert _keys(real) == [["apt", "venv", "nova-venvs", "service-venvs", "images"], ["control-plane"]]
-    stages = {s.key: s for lane in real for s in lane}
-    release = sample_release()
-    assert stages["nova-venvs"].argv[-1] == release
-    assert stages["images"].argv[-1] == release
-    assert stages["control-plane"].env == {"ENVTEST_NO_KWOK": "1"}  # the real tier runs no kwok
-    standins = run_plan(standins=True, kubeconfig=False, make_venv=True)
-    assert _keys(standins) == [["venv"], ["control-plane"]]
-    assert standins[1][0].env == {}
-    assert _keys(run_plan(standins=False, kubeconfig=True, make_venv=True)) == [["venv"]]
-    assert _keys(run_plan(standins=False, kubeconfig=False, make_venv=False))[0][1] == "nova-venvs"
-
-
 def test_ci_builds_every_release_and_the_real_nodes_after_the_debian_packages() -> None:
     stages = {s.key: s for lane in ci_plan() for s in lane}
     assert stages["nova-venvs"].argv == ("bash", "tools/catalogs/ensure_venvs.sh")  # no release: all
     assert stages["realnode"].needs == ("apt",)
     assert stages["control-plane"].env == {}
-    # the real nodes' nova image of the sample's release, after its tree (the stage before it)
+    # the real nodes' nova image of every release, after their trees (the stage before it)
     python_lane = [s.key for s in ci_plan()[0]]
     assert python_lane.index("nova-oci-image") == python_lane.index("images") + 1
-    assert stages["nova-oci-image"].argv[-1] == sample_release()
+    assert stages["nova-oci-image"].argv == (".venv/bin/python", "-m", "realnode.nova_image")
+    # the operator's image for the chart, in a lane of its own after the Debian packages
+    assert _keys(ci_plan())[2] == ["operator-image"]
+    assert stages["operator-image"].needs == ("apt",)
 
 
 def test_repeated_stage_keys_are_refused(tmp_path: Path) -> None:

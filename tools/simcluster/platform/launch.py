@@ -100,7 +100,7 @@ class SimHandle:
     processes: list[ManagedProcess] = field(default_factory=list)
     # what ``stop()`` runs, in order, after the spawned processes and the stand-ins: (part, stop)
     teardown: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
-    real: Any = None  # the real-Nova tier (``simcluster.realtier.launch.RealTier``) when launched with it
+    real: Any = None  # the real-Nova tier (``simcluster.realtier.tier.RealTier``) when launched with it
     stop_seconds: dict[str, float] = field(default_factory=dict)  # what ``stop()`` took, by part
     _stopped: bool = field(default=False)
 

@@ -1,3 +1,5 @@
-"""The real tier: ``launch`` (``launch_real``: the simulated cluster whose pods run on the kubelet
-stand-in, beside the real servers), ``kubelet`` (the kubelet stand-in) and ``services`` (MariaDB,
-RabbitMQ, memcached, Keystone, Placement, Glance as host processes)."""
+"""The real-Nova tier: ``all_real`` (``launch_all_real``: the simulated control plane with every node
+a real kubelet on containerd, ``tools/realnode``, and the real servers on the host's loopback),
+``tier`` (``RealTier``, the handle's ``real``), ``operator_chart`` (the operator installed by its
+chart) and ``services`` (MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance as host
+processes)."""

@@ -1,4 +1,4 @@
-"""The all-real tier (issue 37 item 1): every node a real kubelet on containerd, no kubelet stand-in.
+"""The real-Nova tier's cluster: every node a real kubelet on containerd, on real servers.
 
 ``launch_all_real(workdir)`` starts, in this order:
 
@@ -7,8 +7,8 @@
    get their ServiceAccount tokens);
 2. the nodes, one ``realnode.RealNodes`` in one network namespace with kube-proxy and CoreDNS:
    ``control-0`` and ``control-1`` untainted (the Nova's control plane, the operator, CoreDNS land
-   there) and the pool's compute nodes labelled as the pool selects and tainted ``DEDICATED`` as
-   the mixed tier does (only the pool runs there), each with its ``ovsdb-server`` at its own
+   there) and the pool's compute nodes labelled as the pool selects and tainted ``DEDICATED``, which
+   the pool sample tolerates (only the pool runs there), each with its ``ovsdb-server`` at its own
    ``/run/openvswitch/db.sock``;
 3. MariaDB, RabbitMQ, memcached, Keystone, Placement, Glance and the network stand-in on the host's
    loopback (``LOOPBACK``, free ports): nothing of the cluster on the host's links, nftables or
@@ -28,11 +28,12 @@ nova asks for ``valid_interfaces = internal``). ``register_compute`` adds the co
 Nova's ``nova`` Service exists: ``internal`` by its name, ``public`` at a port of the host's loopback
 that ``RealNodes.publish`` leads to its ClusterIP inside the nodes' namespace.
 
-The handle's ``real`` is a ``RealTier`` without a kubelet stand-in (``kubelet`` None) whose
-``real_compute`` holds every node, and whose ``nodes_access`` (``realtier.node_access``) gives the
-tests what the stand-in gave them: a Service leading to a server of theirs on the host's loopback
-(``expose``), a DNS alias of a Service (``alias``), a Service reached from the host (``reach``).
-Processes that must resolve in-cluster names from the host (a local operator) have no way here.
+The handle's ``real`` is a ``RealTier`` (``realtier.tier``) whose ``real_compute`` holds every
+node, and whose ``nodes_access`` (``realtier.node_access``) gives the tests a Service leading to a
+server of theirs on the host's loopback (``expose``), a DNS alias of a Service (``alias``), a
+Service reached from the host (``reach``). A process of the host that must resolve and reach the
+cluster as a pod does (the operator run locally) runs through ``RealTier.in_cluster``: in the
+nodes' network namespace with the cluster's DNS.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ from realnode.nodes import RealNodes
 
 from simcluster.platform.controlplane import free_port
 from simcluster.platform.launch import SimHandle, install_dependency_crds, launch, start_standins
-from simcluster.realtier.launch import COMPUTE_IMAGE, DEFAULT_RELEASES, NOVA_IMAGE, RealTier
 from simcluster.realtier.node_access import NodeAccess
 from simcluster.realtier.real_compute import DEDICATED, OVERLAYS, RealCompute, nova_store
 from simcluster.realtier.services.backends import RealBackends
 from simcluster.realtier.services.openstack import OpenStackServices
 from simcluster.realtier.services.ovsdb import OvsdbServer
+from simcluster.realtier.tier import COMPUTE_IMAGE, DEFAULT_RELEASES, NOVA_IMAGE, RealTier
 
 LOOPBACK = "127.0.0.1"  # where the real servers listen on the host
 # Where the nodes and their pods reach them: on the nodes' namespace's ``lo``, outside its node
@@ -108,7 +109,7 @@ def launch_all_real(
     namespaces: Sequence[str] = ("openstack",),
     audit: bool = False,
 ) -> SimHandle:
-    """Start the all-real tier (see the module's text); ``handle.real`` is its ``RealTier``.
+    """Start the real-Nova tier's cluster (see the module's text); ``handle.real`` is its ``RealTier``.
 
     ``node_labels``: labels by node name (the pool's selector on the compute nodes); ``releases``:
     the nova images imported into every node (``image_aliases``: more names, each of a release's
@@ -216,14 +217,13 @@ def _add_nodes_and_servers(
     every = RealCompute(nodes, {k: round(v, 1) for k, v in startup.items()})
     real = RealTier(
         root,
-        None,
         backends,
         openstack,
+        kube,
+        every,
+        NodeAccess(nodes, kube, SERVERS_IP, LOOPBACK, set(ports.values())),
         control_nodes=controls,
         compute_nodes=computes,
-        kube=kube,
-        real_compute=every,
-        nodes_access=NodeAccess(nodes, kube, SERVERS_IP, LOOPBACK, set(ports.values())),
     )
     handle.real = real
     t = time.monotonic()
@@ -248,7 +248,6 @@ def register_compute(handle: SimHandle, namespace: str = "openstack") -> str:
     """The compute API of the Nova in ``namespace`` in Keystone's catalog (see the module's text),
     once its Service exists; its public URL."""
     real: RealTier = handle.real
-    assert real.real_compute is not None
     name, port, _ = COMPUTE_API
     svc = handle.cluster.kube.get(f"/api/v1/namespaces/{namespace}/services/{name}")
     published = free_port()

@@ -1,12 +1,7 @@
-"""A container's log as the real-Nova tier's tests read it: every run of the container (an earlier
-run's lines before the current's), whichever kind of node ran it.
-
-* On the kubelet stand-in: its files, ``<workdir>/kubelet/pods/<uid>/containers/<name>/<run>.log``
-  (each run's, kept as long as the pod).
-* On real nodes: the API server's ``pods/log`` (which the kubelet serves): the last ended run's
-  (``previous``, when the container restarted) and the current one's. A real kubelet keeps no run
-  before the last ended one, nor the log of a pod that is gone: ``follow`` keeps the current run's
-  in a file of the host as the kubelet streams it.
+"""A container's log as the real-Nova tier's tests read it: the API server's ``pods/log`` (which the
+kubelet serves), the last ended run's (``previous``, when the container restarted) before the current
+one's. A kubelet keeps no run before the last ended one, nor the log of a pod that is gone: ``follow``
+keeps the current run's in a file of the host as the kubelet streams it.
 """
 
 from __future__ import annotations
@@ -17,12 +12,6 @@ import urllib.parse
 from typing import Any
 
 from simcluster.client.kube import Kube, KubeError
-
-
-def standin_log(kubelet_dir: pathlib.Path, pod: dict[str, Any], container: str) -> str:
-    root = kubelet_dir / "pods" / pod["metadata"]["uid"] / "containers" / container
-    runs = sorted(root.glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)
-    return "".join(f.read_text(errors="replace") for f in runs)
 
 
 def _restarted(pod: dict[str, Any], container: str) -> bool:
@@ -53,7 +42,7 @@ def api_log(kube: Kube, pod: dict[str, Any], container: str) -> str:
 def follow(kube: Kube, pod: dict[str, Any], container: str, into: pathlib.Path) -> threading.Thread:
     """A thread that appends the current run's log of ``container`` to ``into`` as the kubelet
     streams it (``follow``), until the run ends (the kubelet ends the stream then): readable after
-    the pod is gone, as the stand-in's open file was."""
+    the pod is gone."""
     meta = pod["metadata"]
     query = urllib.parse.urlencode({"container": container, "follow": "true"})
     path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log?{query}"

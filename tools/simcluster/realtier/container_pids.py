@@ -1,7 +1,7 @@
 """The host's PIDs of a container's processes on a real node, for a test that injects a fault into
 them (a hang by SIGSTOP, a kill): ``ctr tasks ps`` on the pod's node lists them. The nodes share
 the host's PID namespace (each has its own mount and UTS namespaces only), so the PIDs are the
-host's. The kubelet stand-in's equivalent is its worker's process group."""
+host's."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""Between the host and the all-real tier's nodes (``simcluster.realtier.all_real``), beyond the
-servers' relay: what ``RealTier`` offers the tests with the meaning it has on the kubelet stand-in.
+"""Between the host and the real-Nova tier's nodes (``simcluster.realtier.all_real``), beyond the
+servers' relay: what ``RealTier`` offers the tests.
 
 * ``relay(port)``: a server of the host on the loopback at ``port`` is reached by the nodes and their
   pods at ``servers_ip:port`` (``RealNodes.relay``; once per port). ``RealTier.expose`` relays the
   port its Service leads to: a test's own server (a console, a gate in front of Placement, a
   brownfield database) listens on the loopback (``RealTier.host_address``).
-* ``reach(ip, port)``: the host's address for a ClusterIP and port, which the host does not reach
-  here: a port of its loopback published to it (``RealNodes.publish``; once per ClusterIP and port),
+* ``reach(ip, port)``: the host's address for a ClusterIP (or a pod's IP) and port, which the host
+  does not reach: a port of its loopback published to it (``RealNodes.publish``; once per ClusterIP and port),
   for a test's own HTTP calls to a Service.
 * ``alias(name, ip)``: pods resolve ``name`` (outside the cluster's domain) to ``ip``, by the
   cluster's CoreDNS (``realnode.dns_aliases``).

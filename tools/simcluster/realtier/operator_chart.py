@@ -1,8 +1,7 @@
 """The operator as its users run it (issue 37 item 3): installed by its Helm chart, from the image
-``tools/opimage`` builds, into the mixed tier as pods on the real compute nodes (``make run
-REAL_NODES=mixed``) or into the all-real tier (``make run REAL_NODES=1``,
-``simcluster.realtier.all_real``) where the chart's defaults place it (on the control nodes) and
-it reaches the compute API by its Service's name.
+``tools/opimage`` builds, into the real-Nova tier's cluster (``make run``, the tier's tests), where
+the chart's defaults place it (on the control nodes) and it reaches the compute API by its Service's
+name.
 
 The chart runs with its defaults (two replicas and leader election, its ServiceAccount and RBAC,
 probes, security context and memory limit) and only these values (``chart_values``):
@@ -10,23 +9,14 @@ probes, security context and memory limit) and only these values (``chart_values
 * ``image.repository``/``image.tag``: the image built here, imported into each real node's
   containerd (``import_image``); ``image.pullPolicy: IfNotPresent`` (the chart's default too, set so
   that no change of it makes the kubelet ask a registry these nodes do not have);
-* in the mixed tier only, ``nodeSelector`` (``realnode.c5c3.io/real``) and a toleration of the
-  pool's taint: the operator's pods on the real nodes. The mixed tier's only real nodes are the
-  compute pool's, tainted so that nothing else lands there, and its control nodes are the kubelet
-  stand-in's, which cannot run an image (it runs root trees that borrow the host's ``/usr``). In the
-  all-real tier the chart's defaults place the operator as in any cluster (the control nodes);
-* in the mixed tier only, ``novaApiUrl``: where the operator's pods reach the compute API. Its pods
-  run on the real nodes, which do not reach the stand-in's pod network; ``ServiceBridge`` relays a
-  port of the pod bridge's gateway to the ``nova`` Service (``NOVA_SERVICE``) for them. One Nova
-  (the sample's) only. In the all-real tier the operator's default (the Service's name) holds;
-* ``extraArgs``: ``--default-image-pull-policy IfNotPresent`` (the nova images are imported too: a
-  tag-named image would otherwise be pulled) and then the caller's flags (``make run ARGS=...``; a
+* ``extraArgs``: ``--default-image-pull-policy IfNotPresent`` (the nova images are in the nodes too:
+  a tag-named image would otherwise be pulled) and then the caller's flags (``make run ARGS=...``; a
   later flag wins), each ``--flag=value`` as the chart's schema wants (``joined``); but
   ``--leader-elect=false`` becomes the chart's ``leaderElection.enabled: false`` and one replica.
 
 ``install`` runs ``helm install`` (helm from ``DEPLOYTOOLS_BIN``) with its cache, configuration and
 data in the run's work directory (nothing in the user's home); ``deploy`` is the whole install into
-the all-real tier (the CRDs, the image into every node, ``helm install``), as the real-Nova tier's
+the real-Nova tier's cluster (the CRDs, the image into every node, ``helm install``), as the tier's
 tests use it. ``leader_metrics`` reads the /metrics of the pod that holds the Lease through the API
 server's pod proxy (the host reaches no pod IP there).
 """
@@ -41,14 +31,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from realnode.dns import REAL_NODE_LABEL
 from realnode.node import Node
 from realnode.nodes import RealNodes
 
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import CHART, run
 from simcluster.platform.operator import leading
-from simcluster.realtier.real_compute import DEDICATED, on_every_node
+from simcluster.realtier.real_compute import on_every_node
 
 CRDS = REPO / "config" / "crd"
 RELEASE = "nova-operator"
@@ -57,15 +46,7 @@ SELECTOR = f"app.kubernetes.io/name={RELEASE},app.kubernetes.io/instance={RELEAS
 CONTAINER = "manager"
 METRICS_SERVICE = f"{RELEASE}-metrics"
 METRICS_PORT = 8080  # the chart's container port ``metrics``
-NOVA_SERVICE = ("openstack", "nova", 8774)  # namespace, name, port: the sample Nova's compute API
 DEFAULT_ARGS = ("--default-image-pull-policy=IfNotPresent",)
-
-
-def toleration(taint: str) -> dict[str, str]:
-    """The toleration of one taint written ``key=value:Effect``."""
-    key, _, rest = taint.partition("=")
-    value, _, effect = rest.partition(":")
-    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
 
 
 def joined(args: Sequence[str]) -> list[str]:
@@ -87,11 +68,8 @@ WITHOUT_LEASE = frozenset({"--leader-elect=false", "--no-leader-elect"})
 WITH_LEASE = frozenset({"--leader-elect", "--leader-elect=true"})
 
 
-def chart_values(
-    image_ref: str, nova_api_url: str | None, operator_args: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The values ``make run`` installs the chart with (see the module's text): ``nova_api_url`` the
-    mixed tier's bridge, which also pins the pods to the real nodes; None in the all-real tier.
+def chart_values(image_ref: str, operator_args: Sequence[str] = ()) -> dict[str, Any]:
+    """The values ``make run`` installs the chart with (see the module's text).
 
     Leader election is the chart's to set, not a flag's: ``ARGS=--leader-elect=false`` (or
     ``--no-leader-elect``) becomes ``leaderElection.enabled: false`` with one replica, as the chart
@@ -107,10 +85,6 @@ def chart_values(
         elif flag.lower() in WITH_LEASE:
             lease = True
     values: dict[str, Any] = {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}}
-    if nova_api_url is not None:
-        values["nodeSelector"] = {REAL_NODE_LABEL: "true"}
-        values["tolerations"] = [toleration(DEDICATED)]
-        values["novaApiUrl"] = nova_api_url
     values["extraArgs"] = [*DEFAULT_ARGS, *(f for f in flags if f.lower() not in WITHOUT_LEASE | WITH_LEASE)]
     if lease is False:
         values["leaderElection"] = {"enabled": False}
@@ -168,11 +142,9 @@ def install(kubeconfig: pathlib.Path, workdir: pathlib.Path, values: dict[str, A
 def deploy(
     handle: Any, image_ref: str, archive: pathlib.Path, operator_args: Sequence[str] = ()
 ) -> dict[str, float]:
-    """The operator into the all-real tier of ``handle`` by its chart, with the chart's defaults
-    (``chart_values`` without a compute API URL): the CRDs, the image into every node, ``helm
-    install``. Its seconds, by step."""
+    """The operator into the real-Nova tier of ``handle`` by its chart (``chart_values``): the CRDs,
+    the image into every node, ``helm install``. Its seconds, by step."""
     assert handle.real is not None
-    assert handle.real.real_compute is not None
     seconds = {}
     t = time.monotonic()
     handle.apply(CRDS)  # the chart holds the RBAC and the rest, not the CRDs
@@ -181,7 +153,7 @@ def deploy(
     import_image(handle.real.real_compute.nodes, image_ref, archive)
     seconds["operator image import"] = time.monotonic() - t
     seconds["helm install"] = install(
-        handle.cluster.kubeconfig, handle.workdir, chart_values(image_ref, None, operator_args)
+        handle.cluster.kubeconfig, handle.workdir, chart_values(image_ref, operator_args)
     )
     return seconds
 

@@ -1,15 +1,11 @@
-"""The mixed real tier (issue 37): the pools' compute nodes as real nodes (``realnode.RealNodes``: a
-kubelet on containerd, kube-proxy, CoreDNS) beside the kubelet stand-in's control nodes, on the same
-control plane.
+"""The real-Nova tier's nodes (``realnode.RealNodes``: kubelets on containerd, kube-proxy, CoreDNS)
+and what its compute nodes need.
 
-* The nodes carry the names and labels the pool samples select and the taint the samples' pool
-  tolerates (``DEDICATED``), so the control plane's pods (which tolerate nothing of it) stay on the
-  stand-in's nodes; CoreDNS tolerates it.
-* The real servers listen on the stand-in's pod bridge gateway on the host; ``RealNodes.relay``
-  gives the nodes' namespace that same address and forwards its ports, so the Services'
-  EndpointSlices (and Keystone's catalog) naming that address work on both kinds of node.
-* Each node's ``ovsdb-server`` (the pool's wait-for-chassis) is bound at ``/run/openvswitch/db.sock``
-  of that node's own mount namespace, where the pool's hostPath finds it.
+* The compute nodes carry the names and labels the pool samples select and the taint the samples'
+  pool tolerates (``DEDICATED``), so the control plane's pods (which tolerate nothing of it) land
+  on the control nodes; CoreDNS tolerates it.
+* Each compute node's ``ovsdb-server`` (the pool's wait-for-chassis) is bound at
+  ``/run/openvswitch/db.sock`` of that node's own mount namespace, where the pool's hostPath finds it.
 * The nova image of each release (``realnode.nova_image``, from the image contract) is in every
   node from its start, under the names the samples use (``nova_store``: one store, copied per node).
 """
@@ -18,14 +14,12 @@ from __future__ import annotations
 
 import pathlib
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from realnode import nova_image, store
-from realnode.access import KubeletAccess
 from realnode.node import Node
-from realnode.nodes import Cluster, RealNodes
+from realnode.nodes import RealNodes
 from realnode.store import StoredImage
 
 # The taint the pool sample tolerates (config/samples/novacompute.yaml): only the pools run there.
@@ -37,7 +31,7 @@ OVSDB_SOCKET = "/run/openvswitch/db.sock"
 
 @dataclass
 class RealCompute:
-    """The real compute nodes of a mixed tier and what their start measured (seconds)."""
+    """The tier's real nodes and what their start measured (seconds)."""
 
     nodes: RealNodes
     seconds: dict[str, float] = field(default_factory=dict)
@@ -46,41 +40,6 @@ class RealCompute:
         """Node ``name``'s ``/run/openvswitch/db.sock`` as the host reaches it."""
         node = next(n for n in self.nodes.nodes if n.name == name)
         return self.nodes.mount_path(node, OVSDB_SOCKET)
-
-
-def start_real_compute(
-    cluster: Cluster,
-    workdir: pathlib.Path,
-    names: Sequence[str],
-    labels: Mapping[str, Mapping[str, str]],
-    gateway: str,
-    ports: Sequence[int],
-    images: Mapping[str, Sequence[str]],
-    access: KubeletAccess | None = None,
-) -> RealCompute:
-    """``names`` as real nodes (``labels`` by node), the host's ``gateway:ports`` reachable from them,
-    and ``images`` (release -> image names) in each from its start (``nova_store``); ``access``: the
-    control plane's way to their kubelets (``realnode.access``), when it was started with its flags."""
-    t0 = time.monotonic()
-    held = nova_store(images)
-    stored = round(time.monotonic() - t0, 1)
-    nodes = RealNodes(
-        cluster, workdir, names=names, taints=(DEDICATED,), overlays=OVERLAYS, access=access, store=held
-    )
-    nodes.start()
-    out = RealCompute(nodes, {"image store": stored, "nodes": round(nodes.startup_seconds, 1)})
-    try:
-        for name, own in labels.items():
-            if name in names:
-                cluster.kube.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": dict(own)}})
-        t = time.monotonic()
-        nodes.relay(gateway, ports)
-        out.seconds["relay"] = round(time.monotonic() - t, 1)
-    except BaseException:
-        nodes.stop()
-        raise
-    out.seconds["total"] = round(time.monotonic() - t0, 1)
-    return out
 
 
 def on_every_node(nodes: RealNodes, one: Callable[[Node], list[str]]) -> None:

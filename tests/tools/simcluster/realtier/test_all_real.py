@@ -1,5 +1,5 @@
-"""The all-real tier's plan without a cluster: the address the nodes reach the host's servers at, the
-catalog's URLs by interface, the compute API's registration, the names of the imported images, and
+"""The real-Nova tier's cluster without a cluster: the address the nodes reach the host's servers at,
+the catalog's URLs by interface, the compute API's registration, the names of the nodes' images, and
 the bring-up's wiring with every part (nodes, servers, stand-ins) faked."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from realnode.configs import POD_CIDR
 from realnode.nodes import API_IP
 from simcluster.platform.controlplane import SERVICE_CIDR
 from simcluster.realtier import all_real
-from simcluster.realtier.launch import RealTier
 from simcluster.realtier.real_compute import RealCompute
 from simcluster.realtier.services.openstack import interface_urls
+from simcluster.realtier.tier import RealTier
 
 
 def test_the_servers_address_is_none_of_the_nodes_namespaces_ranges_nor_the_hosts() -> None:
@@ -103,13 +103,7 @@ class _Handle:
 def test_the_compute_api_is_published_to_its_cluster_ip_and_registered_public_and_internal() -> None:
     nodes, openstack = _Nodes(), _OpenStack()
     handle = _Handle()
-    handle.real = RealTier(
-        None,
-        None,
-        None,
-        openstack,
-        real_compute=RealCompute(nodes),
-    )
+    handle.real = RealTier(None, None, openstack, None, RealCompute(nodes), None)  # type: ignore[arg-type]
     public = all_real.register_compute(handle, "openstack")
     ((port, target, target_port, address),) = nodes.published
     assert (target, target_port, address) == ("10.96.7.8", 8774, "127.0.0.1")
@@ -266,7 +260,6 @@ def test_the_bring_up_wires_nodes_servers_relay_services_and_images(monkeypatch:
     for name, target in {**targets, "memcached": 11212}.items():
         assert slices[name]["endpoints"][0]["addresses"] == [all_real.SERVERS_IP], name
         assert slices[name]["ports"][0]["port"] == target, name
-    assert handle.real.kubelet is None  # no stand-in
     assert set(handle.real.ovsdb) == {"compute-0", "compute-1"}
     # the pods go before the servers they use
     assert [part for part, _ in handle.teardown] == [

@@ -1,8 +1,7 @@
-"""What ``RealTier`` gives the real-Nova tier's tests on the all-real tier's nodes (``NodeAccess``),
-with the nodes faked: a test's server on the host's loopback behind a Service (its port relayed
-once), a Service reached from the host (a published port per ClusterIP and port), a DNS alias of a
-Service (its ClusterIP, the whole set each time); and on the kubelet stand-in the same calls keep
-their old meaning (the gateway, the ClusterIP)."""
+"""What ``RealTier`` gives the real-Nova tier's tests on its nodes (``NodeAccess``), with the nodes
+faked: a test's server on the host's loopback behind a Service (its port relayed once), a Service
+reached from the host (a published port per ClusterIP and port), a DNS alias of a Service (its
+ClusterIP, the whole set each time), a process of the host run as a pod resolves and reaches."""
 
 from __future__ import annotations
 
@@ -11,8 +10,9 @@ from typing import Any
 
 import pytest
 from simcluster.realtier import node_access
-from simcluster.realtier.launch import RealTier
 from simcluster.realtier.node_access import NodeAccess
+from simcluster.realtier.real_compute import RealCompute
+from simcluster.realtier.tier import RealTier
 
 SERVERS_IP, LOOPBACK = "10.86.0.1", "127.0.0.1"
 
@@ -46,14 +46,9 @@ class _Backends:
     address, reach = LOOPBACK, SERVERS_IP
 
 
-class _StandInBackends:
-    address, reach = "10.244.0.1", None
-
-
-def _tier(kube: _Kube, nodes: _Nodes | None) -> RealTier:
-    access = NodeAccess(nodes, kube, SERVERS_IP, LOOPBACK, {3306}) if nodes is not None else None  # type: ignore[arg-type]
-    backends = _Backends() if nodes is not None else _StandInBackends()
-    return RealTier(None, None, backends, None, kube=kube, nodes_access=access)  # type: ignore[arg-type]
+def _tier(kube: _Kube, nodes: _Nodes) -> RealTier:
+    access = NodeAccess(nodes, kube, SERVERS_IP, LOOPBACK, {3306})  # type: ignore[arg-type]
+    return RealTier(None, _Backends(), None, kube, RealCompute(nodes), access)  # type: ignore[arg-type]
 
 
 def test_a_tests_server_is_exposed_at_the_servers_address_and_its_port_relayed_once() -> None:
@@ -101,11 +96,23 @@ def test_an_alias_names_the_services_cluster_ip_and_cluster_dns_gets_every_alias
     ]
 
 
-def test_on_the_stand_in_a_service_is_reached_at_its_cluster_ip_and_servers_listen_on_the_gateway() -> None:
-    kube = _Kube()
-    real = _tier(kube, None)
-    assert real.host_address == real.gateway == "10.244.0.1"
-    assert real.server_ips == ("10.244.0.1",)
-    assert real.reach("openstack", "nova", 8774) == ("10.96.7.8", 8774)
-    with pytest.raises(RuntimeError):
-        real.alias("db.example.org", "openstack", "nova")  # neither the stand-in nor real nodes
+def test_a_host_process_runs_in_the_nodes_network_with_the_clusters_dns(tmp_path: Any) -> None:
+    from realnode import dns
+    from realnode.nodes import RealNodes
+
+    nodes = RealNodes(None, tmp_path)  # type: ignore[arg-type]
+    nodes.netns_holder = type("Holder", (), {"pid": 4242})()  # type: ignore[assignment]
+    real = RealTier(None, _Backends(), None, _Kube(), RealCompute(nodes), None)  # type: ignore[arg-type]
+    argv = real.in_cluster(["python", "-m", "nova_operator", "--kubeconfig", "k"], "openstack")
+    assert argv[:3] == ["nsenter", "--net=/proc/4242/ns/net", "--"]
+    # its own mount namespace, where /etc/resolv.conf is the pod's: the host's stays as it is
+    assert argv[3:7] == ["unshare", "--mount", "--propagation", "private"]
+    resolv = tmp_path / "resolv-openstack.conf"
+    assert argv[argv.index(str(resolv)) + 1 :] == ["python", "-m", "nova_operator", "--kubeconfig", "k"]
+    assert "mount --bind" in argv[argv.index("-c") + 1]
+    assert resolv.read_text() == dns.resolv_conf("openstack")
+    assert resolv.read_text().splitlines() == [
+        f"nameserver {dns.DNS_IP}",
+        "search openstack.svc.cluster.local svc.cluster.local cluster.local",
+        "options ndots:5",
+    ]

@@ -2,9 +2,8 @@
 
 ``RealBackends`` is the stand-in operators' ``Backend`` (``simcluster.standins``): a Database,
 User or Grant becomes the statement the mariadb-operator runs, a RabbitmqCluster's default user a
-real broker user. ``address`` is where the servers listen (the host's side of the pod bridge in the
-real tier; loopback for the tests of this package and the all-real tier) and ``reach`` where pods
-reach them, when that differs (the all-real tier: an address of the real nodes' namespace that
+real broker user. ``address`` is where the servers listen (the host's loopback) and ``reach`` where
+pods reach them, when that differs (the real-Nova tier: an address of the real nodes' namespace that
 ``RealNodes.relay`` leads to the host's loopback); the Services of the objects name ``reach``.
 
 With ``pki`` both servers speak TLS with its server certificate: MariaDB offers TLS on its port

@@ -9,7 +9,7 @@ image and network, and a compute entry per Nova (``add_endpoint("compute", ...)`
 
 Every catalog entry lists its URL as ``public``, ``internal`` and ``admin`` alike, unless
 ``internal_urls`` names another for its service type (``identity``, ``placement``, ``image``,
-``network``): then that one is the ``internal`` and ``admin`` URL, as the all-real tier registers the
+``network``): then that one is the ``internal`` and ``admin`` URL, as the real-Nova tier registers the
 in-cluster Service names the pods use (nova asks for ``valid_interfaces = internal``) beside the
 host's loopback URLs the user's shell uses.
 

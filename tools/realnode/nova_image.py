@@ -161,11 +161,31 @@ def mmdebstrap_command(out: pathlib.Path, novnc_deb: pathlib.Path) -> list[str]:
     ]
 
 
+KEEP = 2
+"""Archives of each kind kept besides the current one: each change of an image's inputs (the
+contract, a venv, this builder) leaves a new one, half a gigabyte for a release's image."""
+
+
+def used(current: pathlib.Path, pattern: str) -> pathlib.Path:
+    """``current`` marked as just used, and the archives in its directory that match ``pattern``
+    (the same kind: one release's images, or the bases) pruned to the ``KEEP`` most recently used
+    besides it."""
+    os.utime(current)
+    older = sorted(
+        (p for p in current.parent.glob(pattern) if p != current),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for stale in older[KEEP:]:
+        stale.unlink(missing_ok=True)
+    return current
+
+
 def base_layer(cache: pathlib.Path = CACHE, timings: Timings | None = None) -> pathlib.Path:
     """The base layer's tar (reproducible: mmdebstrap's tar with SOURCE_DATE_EPOCH=0)."""
     out = cache / f"base-{SUITE}-{base_key()}.tar"
     if out.exists():
-        return out
+        return used(out, f"base-{SUITE}-*.tar")
     if shutil.which("mmdebstrap") is None:
         raise NovaImageError("mmdebstrap is not installed: run tools/realnova/install.sh")
     t0 = time.monotonic()
@@ -199,7 +219,7 @@ def base_layer(cache: pathlib.Path = CACHE, timings: Timings | None = None) -> p
         partial.rename(out)
     if timings is not None:
         timings.add("base", t0)
-    return out
+    return used(out, f"base-{SUITE}-*.tar")
 
 
 def release_tree(release: str) -> pathlib.Path:
@@ -429,7 +449,7 @@ def build(release: str, cache: pathlib.Path = CACHE, timings: Timings | None = N
     timings.add(f"{release} tree", t0)
     out = cache / f"nova-{release}-{image_key(tree)}.tar"
     if out.exists():
-        return NovaImage(release, out)
+        return NovaImage(release, used(out, f"nova-{release}-*.tar"))
     base = base_layer(cache, timings)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=cache, prefix=f".{release}-") as tmp:
@@ -451,7 +471,7 @@ def build(release: str, cache: pathlib.Path = CACHE, timings: Timings | None = N
         write_layout(partial, release, [base, layer], config(env))
         partial.rename(out)
         timings.add(f"{release} pack", t0)
-    return NovaImage(release, out)
+    return NovaImage(release, used(out, f"nova-{release}-*.tar"))
 
 
 def import_command(image: NovaImage, *flags: str) -> list[str]:

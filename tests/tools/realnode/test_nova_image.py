@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import pathlib
 import tarfile
 
@@ -182,3 +183,45 @@ def test_a_cached_base_is_reused_without_mmdebstrap(
     cached.write_bytes(b"")
     monkeypatch.setattr(nova_image.shutil, "which", lambda name: None)
     assert nova_image.base_layer(tmp_path) == cached
+
+
+def test_a_used_archive_is_kept_with_the_most_recently_used_of_its_kind_only(tmp_path: pathlib.Path) -> None:
+    """Each change of an image's inputs leaves a new archive: the cache keeps the current one and
+    the ``KEEP`` most recently used others of the same kind, and no archive of another kind."""
+    ages = {f"nova-2026.1-{n}.tar": 100 * n for n in range(1, 6)}
+    others = ["nova-2025.2-1.tar", f"base-{nova_image.SUITE}-1.tar", "nova-2026.1-x.partial"]
+    for name in [*ages, *others]:
+        (tmp_path / name).write_bytes(b"")
+    for name, age in ages.items():
+        os.utime(tmp_path / name, (age, age))
+    current = tmp_path / "nova-2026.1-1.tar"  # the oldest, used again: it becomes the newest
+    assert nova_image.used(current, "nova-2026.1-*.tar") == current
+    kept = sorted(p.name for p in tmp_path.glob("nova-2026.1-*.tar"))
+    assert kept == ["nova-2026.1-1.tar", "nova-2026.1-4.tar", "nova-2026.1-5.tar"]
+    assert nova_image.KEEP == 2
+    assert all((tmp_path / name).exists() for name in others)
+    assert current.stat().st_mtime > 500
+
+
+def test_a_cached_image_is_marked_used_and_prunes_its_older_ones(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / ".image").write_text("marker")
+    monkeypatch.setattr(nova_image, "release_tree", lambda release: tree)
+    monkeypatch.setattr(nova_image, "path_env", lambda tree: {"PATH": "/usr/bin"})
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cached = cache / f"nova-2026.2-{nova_image.image_key(tree)}.tar"
+    cached.write_bytes(b"")
+    os.utime(cached, (1, 1))
+    stale = [cache / f"nova-2026.2-old{n}.tar" for n in range(3)]
+    for n, path in enumerate(stale):
+        path.write_bytes(b"")
+        os.utime(path, (10 + n, 10 + n))
+    image = nova_image.build("2026.2", cache)
+    assert image.tar == cached
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [cached.name, "nova-2026.2-old1.tar", "nova-2026.2-old2.tar"]
+    )

@@ -17,6 +17,7 @@ from tests.realnova.realcluster import (
     GROUP,
     JSON,
     NAMESPACE,
+    end_stopping,
     is_ready,
     not_ready_summary,
     pods,
@@ -156,17 +157,12 @@ class OwnNova:
         handle.real.backends.rabbitmq.ctl("delete_vhost", self.vhost)
 
 
-# The grace a pod of a scenario's own gets at its end: the kubelet sends SIGTERM, then SIGKILL a
-# second later, and releases the pod once its containers ended (0 would remove the object before
-# its processes are gone).
-END_GRACE = 1
-
-
 def delete_to_the_end(handle: SimHandle, path: str, instance: str, within: float = 240) -> None:
     """The object at ``path`` deleted, to the end of its finalizers, and every pod of ``instance``
-    gone. Those pods are not under test at a scenario's end: each is deleted again with ``END_GRACE``
-    rather than left to sleep out its role's stop (30 s, or 160 s of a 2026.1 nova-compute) before
-    the next scenario may start. The object's finalizers still run to their end as before."""
+    gone. Those pods are not under test at a scenario's end: each one stopping is ended
+    (``end_stopping``) rather than left to sleep out its role's stop (30 s, or 160 s of a 2026.1
+    nova-compute) before the next scenario may start. The object's finalizers still run to their
+    end as before."""
     kube = handle.cluster.kube
     try:
         kube.delete(path)
@@ -176,17 +172,7 @@ def delete_to_the_end(handle: SimHandle, path: str, instance: str, within: float
 
     def gone() -> bool:
         for pod in pods(handle, selector=f"app.kubernetes.io/instance={instance}"):
-            if pod["metadata"].get("deletionGracePeriodSeconds") == END_GRACE:
-                continue
-            try:
-                kube.request(
-                    "DELETE",
-                    f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
-                    {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": END_GRACE},
-                )
-            except KubeError as exc:
-                if exc.status != 404:
-                    raise
+            end_stopping(handle, pod)
         return _gone(handle, path, instance)
 
     wait_for(lambda: gone() or None, within=within, what=f"{instance} and its pods gone", handle=handle)

@@ -5,9 +5,12 @@ real OpenStack APIs through Keystone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -17,6 +20,7 @@ from typing import Any, TypeVar
 import yaml
 from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO
+from simcluster.realtier.container_pids import container_pids
 from simcluster.realtier.operator_chart import CONTAINER as OPERATOR_CONTAINER
 from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
 from simcluster.realtier.operator_chart import SELECTOR as OPERATOR_SELECTOR
@@ -145,6 +149,31 @@ class TierOperator:
             self.handle.real.container_log(pod, OPERATOR_CONTAINER)
             for pod in pods(self.handle, OPERATOR_NAMESPACE, OPERATOR_SELECTOR)
         )
+
+
+_KILLED: set[str] = set()  # the containers whose processes end_stopping killed
+
+
+def end_stopping(handle: SimHandle, pod: JSON) -> None:
+    """If ``pod`` is stopping (its deletion asked), the processes of each of its running containers
+    killed, once per container, as ``crictl stop --timeout 0`` on its node would: how the tier ends
+    a wait that tests nothing (a bus role sleeping ``manager_shutdown_timeout``, a nova-compute that
+    dropped its SIGTERM). A second delete with a shorter grace does not: a real kubelet does not cut
+    short a stop in progress (its SyncTerminatingPod runs without the pod worker's context,
+    kubernetes#113606)."""
+    assert handle.real is not None
+    if not pod["metadata"].get("deletionTimestamp"):
+        return
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        cid = status.get("containerID")
+        if not cid or "running" not in (status.get("state") or {}) or cid in _KILLED:
+            continue
+        _KILLED.add(cid)
+        # the pod or its node's task gone meanwhile: nothing left to end
+        with contextlib.suppress(subprocess.CalledProcessError, ValueError, StopIteration):
+            for pid in container_pids(handle.real.real_compute.nodes, pod, status["name"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def wait_for(

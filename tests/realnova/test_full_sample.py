@@ -13,12 +13,8 @@ the uWSGI options it sets (``httpKeepAliveTimeout: 30``, which once crash-looped
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import pathlib
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -29,7 +25,6 @@ import pytest
 from simcluster import SimHandle
 from simcluster.client.kube import KubeError
 from simcluster.platform.controlplane import REPO, free_port
-from simcluster.realtier.container_pids import container_pids
 from simcluster.realtier.services.mariadb import MariaDBServer
 from simcluster.realtier.services.pki import PKI, make_pki
 from simcluster.realtier.services.rabbitmq import RabbitMQServer
@@ -41,6 +36,7 @@ from tests.realnova.realcluster import (
     SAMPLES,
     OpenStackClient,
     compute_url,
+    end_stopping,
     is_ready,
     not_ready_summary,
     pods,
@@ -178,30 +174,13 @@ def full(minimal: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def _cut_short(handle: SimHandle) -> bool:
-    """Whether the full sample's pods are gone; the processes of each one still stopping are killed
-    (``container_pids``, as ``crictl stop --timeout 0`` on its node would), once per container. At
-    2026.1 the bus roles first sleep [DEFAULT] manager_shutdown_timeout (160 s, the sample leaves it):
-    a wait that tests nothing here (docs/operations.md, "How long a pod takes to stop"). A second
-    delete with a shorter grace would not end it: the kubelet does not cut short a stop in progress
-    (its SyncTerminatingPod runs without the pod worker's context, kubernetes#113606)."""
-    assert handle.real is not None
+    """Whether the full sample's pods are gone; each one still stopping is ended (``end_stopping``).
+    At 2026.1 the bus roles first sleep [DEFAULT] manager_shutdown_timeout (160 s, the sample leaves
+    it): a wait that tests nothing here (docs/operations.md, "How long a pod takes to stop")."""
     left = pods(handle, selector=f"app.kubernetes.io/instance={FULL}")
     for pod in left:
-        if not pod["metadata"].get("deletionTimestamp"):
-            continue
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            cid = status.get("containerID")
-            if not cid or "running" not in (status.get("state") or {}) or cid in _KILLED:
-                continue
-            _KILLED.add(cid)
-            with contextlib.suppress(subprocess.CalledProcessError, ValueError, StopIteration):
-                for pid in container_pids(handle.real.real_compute.nodes, pod, status["name"]):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+        end_stopping(handle, pod)
     return not left
-
-
-_KILLED: set[str] = set()  # containers whose processes _cut_short killed
 
 
 def _all() -> dict[str, object]:

@@ -27,7 +27,6 @@ from simcluster import SimHandle
 from simcluster.client.kube import KubeError
 
 from tests.realnova.cloud import request, upload_image
-from tests.realnova.own_nova import END_GRACE
 from tests.realnova.realcluster import (
     GROUP,
     JSON,
@@ -38,6 +37,7 @@ from tests.realnova.realcluster import (
     OpenStackClient,
     compute_url,
     conditions,
+    end_stopping,
     is_ready,
     not_ready_summary,
     pods,
@@ -195,7 +195,7 @@ def _delete_pool(p: Pools, name: str, rolled_in: set[str] | None = None) -> None
 
 def _cut_short_rolled_in(p: Pools, name: str, before: set[str], rolled_in: set[str]) -> None:
     """Each pod of the pool that was not there before its deletion, once released (deleting), is
-    deleted again with ``END_GRACE``, as ``kubectl delete --grace-period=1`` would.
+    ended (``end_stopping``: its processes killed, as ``crictl stop --timeout 0`` would).
 
     The deletion turns the pool term into one hold term per Draining node, a change of the pod
     template that rolls the DaemonSet (§9.2): a held node gets a new pod, released seconds later
@@ -209,17 +209,7 @@ def _cut_short_rolled_in(p: Pools, name: str, before: set[str], rolled_in: set[s
         if meta["name"] in before:
             continue
         rolled_in.add(meta["name"])
-        if not meta.get("deletionTimestamp") or meta.get("deletionGracePeriodSeconds") == END_GRACE:
-            continue
-        try:
-            p.kube.request(
-                "DELETE",
-                f"/api/v1/namespaces/{NAMESPACE}/pods/{meta['name']}",
-                {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": END_GRACE},
-            )
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
+        end_stopping(p.handle, pod)
 
 
 def _gone(p: Pools, path: str) -> bool:

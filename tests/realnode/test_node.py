@@ -14,7 +14,6 @@ CNI plugins and busybox-static; ``tools/realnode/build.sh`` builds the kubelet (
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import signal
@@ -39,7 +38,7 @@ from realnode.store import StoredImage
 from simcluster.client.kube import Kube, KubeError
 from simcluster.platform.controlplane import REPO
 from simcluster.platform.installtools import tool
-from simcluster.realtier.container_pids import container_pids
+from simcluster.realtier.container_pids import container_pids, send
 
 pytestmark = pytest.mark.realnova
 
@@ -583,9 +582,7 @@ def test_a_stopping_pod_whose_processes_are_killed_is_gone_before_its_grace_ends
     assert stopping["metadata"]["deletionGracePeriodSeconds"] == 600
     pids = container_pids(nodes, stopping, "main")  # the shell and its sleep of the moment
     assert pids
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):  # a sleep that ended meanwhile
-            os.kill(pid, signal.SIGKILL)
+    send(pids, signal.SIGKILL)  # a sleep that ended meanwhile is skipped
 
     def gone() -> bool:
         try:

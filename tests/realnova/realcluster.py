@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import yaml
 from simcluster import SimHandle
 from simcluster.platform.controlplane import REPO
-from simcluster.realtier.container_pids import container_pids
+from simcluster.realtier.container_pids import container_pids, send
 from simcluster.realtier.operator_chart import CONTAINER as OPERATOR_CONTAINER
 from simcluster.realtier.operator_chart import NAMESPACE as OPERATOR_NAMESPACE
 from simcluster.realtier.operator_chart import SELECTOR as OPERATOR_SELECTOR
@@ -171,9 +171,7 @@ def end_stopping(handle: SimHandle, pod: JSON) -> None:
         _KILLED.add(cid)
         # the pod or its node's task gone meanwhile: nothing left to end
         with contextlib.suppress(subprocess.CalledProcessError, ValueError, StopIteration):
-            for pid in container_pids(handle.real.real_compute.nodes, pod, status["name"]):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            send(container_pids(handle.real.real_compute.nodes, pod, status["name"]), signal.SIGKILL)
 
 
 def wait_for(

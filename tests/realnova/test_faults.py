@@ -17,8 +17,6 @@ Each test prints its recovery times (``faults: ...``). The module leaves the Nov
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import threading
 import time
@@ -28,7 +26,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from simcluster import SimHandle
-from simcluster.realtier.container_pids import container_pids
+from simcluster.realtier.container_pids import container_pids, send
 from simcluster.realtier.services.rabbitmq import amqp_answers
 
 from tests.realnova.realcluster import (
@@ -341,13 +339,7 @@ def _compute_process(handle: SimHandle, node: str) -> tuple[str, Callable[[int],
     (pod,) = [p for p in pods(handle, selector=POOL_COMPONENT) if p["spec"].get("nodeName") == node]
     pids = container_pids(handle.real.real_compute.nodes, pod, "nova-compute")
     assert pids, pod["metadata"]["name"]
-
-    def signal_all(sig: int) -> None:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-
-    return pod["metadata"]["name"], signal_all
+    return pod["metadata"]["name"], lambda sig: send(pids, sig)
 
 
 def _restarts(handle: SimHandle, pod: str) -> int:

@@ -5,6 +5,8 @@ host's."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 from typing import Any
 
@@ -25,3 +27,10 @@ def parse_tasks_ps(text: str) -> list[int]:
     """The PIDs of ``ctr tasks ps``'s table (a ``PID  INFO`` header, then a PID per line)."""
     lines = [line.split() for line in text.splitlines() if line.strip()]
     return [int(fields[0]) for fields in lines[1:] if fields[0].isdigit()]
+
+
+def send(pids: list[int], sig: int) -> None:
+    """``sig`` to each of ``pids``; one that ended meanwhile (a short-lived child) is skipped."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)

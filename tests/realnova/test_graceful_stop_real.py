@@ -1,11 +1,13 @@
 """Issue 38 item 4 on the real processes: a nova-compute whose pod is deleted with a build in flight
 stops gracefully, to the end, within the grace period the pool renders from its release.
 
-The module's pool (``graceful``, of the minimal Nova, on ``compute-2``) keeps its release's own stop:
-not the tier's ``manager_shutdown_timeout = 0``, so a 2026.1 nova-compute waits 160 s for its tasks
-on SIGTERM, and no ``terminationGracePeriodSeconds`` of its own, so the pod gets what the operator
-renders (the release's ``graceful_shutdown_timeout`` plus the margin: 200 s at 2026.1). nova logs
-the steps of its stop at DEBUG, so the pool sets ``debug``. It reaches Placement through a
+The module's pool (``graceful``, of the minimal Nova, on ``compute-2``) keeps its release's stop
+bound: no ``graceful_shutdown_timeout`` and no ``terminationGracePeriodSeconds`` of its own, so the
+pod gets what the operator renders (the release's ``graceful_shutdown_timeout`` plus the margin:
+200 s at 2026.1). Its nova-compute waits for its tasks on SIGTERM (not the tier's
+``manager_shutdown_timeout = 0``), for ``MANAGER_WAIT`` seconds rather than the release's 160: a
+wait longer than the old fixed 30 s shows the same, in a minute less of CI each time. nova logs the
+steps of its stop at DEBUG, so the pool sets ``debug``. It reaches Placement through a
 ``PlacementGate`` (``[placement] endpoint_override``), which holds the build's first read of its
 allocations until the test lets it go: the build is in flight when the pod is deleted, and stays so
 until nova-compute has logged the start of its stop.
@@ -35,6 +37,8 @@ from simcluster import SimHandle
 from simcluster.client.kube import KubeError
 
 from nova_operator import catalog
+from nova_operator.models.common import STOP_MARGIN_SECONDS
+from nova_operator.renderers.stops import graceful_shutdown_timeout
 from tests.realnova.cloud import request, upload_image
 from tests.realnova.own_nova import delete_to_the_end, wait_ready
 from tests.realnova.placement_gate import PlacementGate
@@ -59,6 +63,7 @@ GATE_SERVICE = "placement-gate"
 FLAVOR: dict[str, Any] = {"name": "graceful.tiny", "ram": 64, "vcpus": 1, "disk": 1}
 SELECTOR = f"app.kubernetes.io/instance={POOL_NAME},app.kubernetes.io/component=nova-compute"
 OLD_FIXED_GRACE = 30  # what the pool's pods had before item 4
+MANAGER_WAIT = 50  # [DEFAULT] manager_shutdown_timeout of the pool: longer than OLD_FIXED_GRACE
 # nova's own lines for the steps of a stop (nova/service.py, nova/compute/manager.py), in order
 STOP_STEPS = (
     "nova-compute service graceful shutdown started.",
@@ -85,7 +90,10 @@ class Stage:
 
 
 def _pool(workdir: pathlib.Path, gate_url: str) -> JSON:
-    extra = {"DEFAULT": {"debug": "true"}, "placement": {"endpoint_override": gate_url}}
+    extra = {
+        "DEFAULT": {"debug": "true", "manager_shutdown_timeout": str(MANAGER_WAIT)},
+        "placement": {"endpoint_override": gate_url},
+    }
     pool = yaml.safe_load(pool_on_fake_driver(workdir, extra).read_text())
     pool["metadata"]["name"] = POOL_NAME
     label = "example.org/compute-pool"
@@ -248,8 +256,9 @@ def _status(s: Stage) -> str:
 
 
 def _manager_wait(release: str) -> int:
-    """How long the release's nova-compute waits for its tasks on SIGTERM ([DEFAULT]
-    manager_shutdown_timeout, its default: the pool sets none)."""
+    """How long the pool's nova-compute waits for its tasks on SIGTERM: ``MANAGER_WAIT``, its
+    ``[DEFAULT] manager_shutdown_timeout``, an option the release must have (and default to a wait
+    its grace covers) for this scenario to show anything."""
     option = catalog.load_catalog(release).option("DEFAULT", "manager_shutdown_timeout")
     why = (
         f"nova {release} has no [DEFAULT] manager_shutdown_timeout: its nova-compute does not wait "
@@ -257,7 +266,8 @@ def _manager_wait(release: str) -> int:
     )
     assert option is not None, why
     assert option.default is not None, why
-    return int(option.default)
+    assert MANAGER_WAIT < int(option.default) < graceful_shutdown_timeout(release, None), option.default
+    return MANAGER_WAIT
 
 
 def test_a_compute_deleted_with_a_build_in_flight_stops_gracefully_to_the_end(stage: Stage) -> None:
@@ -267,7 +277,8 @@ def test_a_compute_deleted_with_a_build_in_flight_stops_gracefully_to_the_end(st
     assert wait > OLD_FIXED_GRACE  # what a fixed 30 s grace cut short
     pod = _running_pod(s)
     grace = int(pod["spec"]["terminationGracePeriodSeconds"])
-    assert grace > wait, f"the pod's grace ({grace} s) must cover the release's wait ({wait} s)"
+    assert grace == graceful_shutdown_timeout(release, None) + STOP_MARGIN_SECONDS  # the release's
+    assert grace > wait, f"the pod's grace ({grace} s) must cover nova-compute's wait ({wait} s)"
 
     # a build on HOST, held at its first read of its allocations: in flight
     s.gate.close()

@@ -51,6 +51,11 @@ QUICK_SHUTDOWN = {"DEFAULT": {"manager_shutdown_timeout": "0"}}
 # The tier's API rolls its three pods at once: one by one, each waiting out its readiness probe
 # (10 s delay, 15 s period), they made up about 50 s of every rollout of the minimal Nova.
 API_ROLLOUT = {"strategy": {"rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}}}
+# One uWSGI worker per API and metadata pod, not the default two: under --lazy-apps each worker
+# imports nova on its own (about 6 CPU-seconds each here), and at every rollout the API's three pods
+# and the metadata pod start together on two cores, the slowest part of the tier's rollouts. The
+# full sample (test_full_sample) runs several workers per pod.
+ONE_WORKER = {"uwsgi": {"processes": 1}}
 
 
 def tier_extra_config() -> dict[str, dict[str, str]]:
@@ -98,12 +103,14 @@ def tier_pool(workdir: pathlib.Path) -> pathlib.Path:
 
 def tier_nova(workdir: pathlib.Path) -> pathlib.Path:
     """The Nova of the ``minimal`` fixture: the minimal sample at ``RELEASE_UNDER_TEST`` (its release
-    and image tag), with ``tier_extra_config()`` and ``API_ROLLOUT``."""
+    and image tag), with ``tier_extra_config()``, ``API_ROLLOUT`` and ``ONE_WORKER``."""
     nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
     nova["spec"]["openStackRelease"] = RELEASE_UNDER_TEST
     nova["spec"]["image"]["tag"] = RELEASE_UNDER_TEST
     _add_extra_config(nova, tier_extra_config())
     nova["spec"].setdefault("api", {}).setdefault("deployment", {}).update(API_ROLLOUT)
+    for block in ("api", "metadata"):
+        nova["spec"].setdefault(block, {}).update(ONE_WORKER)
     path = workdir / "nova_minimal.yaml"
     path.write_text(yaml.safe_dump(nova, sort_keys=False))
     return path

@@ -1,7 +1,8 @@
 """The nova image of a release (``realnode.nova_image``: Debian base + the release's venv, built
 from the image contract) runs on a real node as the contract's uid with a read-only root: nova
-imports with Debian's Python, ``nova-manage`` and ``uwsgi`` start, ``nova-amqp-ready`` tells a
-connection to the broker's port from none, the noVNC page and the programs the Jobs use are there.
+imports with Debian's Python from its byte code, ``nova-manage`` and ``uwsgi`` start,
+``nova-amqp-ready`` tells a connection to the broker's port from none, the noVNC page and the
+programs the Jobs use are there.
 
 The image is built or taken from its cache (cold: minutes, once per machine; warm: a stat) and
 imported into the node's containerd here, so the import is measured on its own.
@@ -37,6 +38,9 @@ INSPECT = f"""
   echo "python=$(readlink -f "$(command -v python3)")"
   echo "nova=$(python3 -c 'import nova, nova.version; print(nova.version.version_string())')"
   echo "manage=$(nova-manage --version 2>&1)"
+  verbose=$(python3 -v -c 'import nova.compute.manager' 2>&1)
+  echo "stale=$(printf '%s\\n' "$verbose" | grep -c 'bytecode is stale')"
+  echo "cached=$(printf '%s\\n' "$verbose" | grep -c 'pyc matches ')"
   echo "uwsgi=$(uwsgi --version)"
   echo "novnc=$(test -f {contract.NOVNC_WEB}/vnc_lite.html && echo present)"
   echo "awk=$(echo one two | awk '{{print $2}}')"
@@ -157,6 +161,10 @@ def test_the_release_image_runs_nova_as_the_contracts_user_on_a_read_only_root(
     assert seen["python"] == "/usr/bin/python3.11", seen  # the venv runs the image's Debian interpreter
     assert seen["nova"] == version, seen
     assert seen["manage"] == version, seen
+    # nova's modules load from their byte code: none is compiled again at a process's start (the
+    # read-only root keeps nothing a process would compile)
+    assert seen["stale"] == "0", seen
+    assert int(seen["cached"]) > 500, seen
     assert seen["uwsgi"].startswith("2.0."), seen
     assert seen["novnc"] == "present", seen
     assert seen["awk"] == "two", seen

@@ -13,7 +13,8 @@ of ``docs/image-contract.md``), so the two cannot drift, and from that release's
 (``tools/catalogs/ensure_venvs.sh``: nova, uWSGI, PyMySQL, pymemcache, python-memcached,
 python-binary-memcached, built with Debian's interpreter):
 
-- the venv, relocated to the contract's ``/var/lib/openstack`` (its scripts' shebangs rewritten);
+- the venv, relocated to the contract's ``/var/lib/openstack`` (its scripts' shebangs rewritten),
+  its modules byte-compiled against their sources' hashes (``byte_compile``);
   nova's ``etc/nova/api-paste.ini`` comes with it, where ``OS_NOVA_CONFIG_FILES`` names it;
 - ``nova-amqp-ready`` at the contract's absolute path, from the operator's reference script;
 - ``/etc`` with the nova user and group (uid/gid 42424), ``nsswitch.conf``, the host's
@@ -131,6 +132,33 @@ def relocate(tree: pathlib.Path, old: str, new: str) -> None:
             script.write_bytes(body.replace(old.encode(), new.encode()))
 
 
+def byte_compile(interpreter: pathlib.Path, lib: pathlib.Path) -> None:
+    """Every module under ``lib`` compiled again, its ``.pyc`` checked against its source's hash.
+
+    pip writes timestamp ``.pyc`` files: each records its source's modification time. The image's
+    layer sets every file's time to 0 (a reproducible tar), so in the image no ``.pyc`` matched its
+    source and, on the read-only root, every nova process compiled each module it imports again, at
+    every start: 3.4 CPU-seconds to import nova's compute manager and API routes instead of 1.4."""
+    done = subprocess.run(
+        [
+            str(interpreter),
+            "-m",
+            "compileall",
+            "-q",
+            "-f",
+            "-j0",
+            "--invalidation-mode",
+            "checked-hash",
+            str(lib),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"compileall failed in {lib}:\n{(done.stdout + done.stderr)[-3000:]}")
+
+
 def build(release: str, data: dict[str, object]) -> pathlib.Path:
     venv = VENVS / release
     if not (venv / ".installed").is_file():
@@ -175,6 +203,7 @@ def build(release: str, data: dict[str, object]) -> pathlib.Path:
     probe = root / prefix.lstrip("/") / "bin" / "nova-amqp-ready"
     shutil.copyfile(AMQP_READY, probe)
     probe.chmod(0o755)
+    byte_compile(interpreter, root / prefix.lstrip("/") / "lib")
     path = [f"{prefix}/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
     missing = check(root, data, path)
     if missing:

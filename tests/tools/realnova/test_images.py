@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -111,3 +112,38 @@ def test_resolve_maps_the_merged_usr_links_to_the_host(
 def test_an_unknown_release_is_refused() -> None:
     with pytest.raises(SystemExit, match="unknown release"):
         images.releases(["1999.1"])
+
+
+def _imports_from(lib: pathlib.Path) -> str:
+    """``python -v``'s account of importing ``mod`` from ``lib`` as the image does: every file's
+    time 0 (the layer's), nothing written (a read-only root)."""
+    for path in lib.rglob("*"):
+        os.utime(path, (0, 0))
+    done = subprocess.run(
+        [sys.executable, "-v", "-c", "import mod"],
+        env={**os.environ, "PYTHONPATH": str(lib), "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stderr
+
+
+def test_byte_compiled_modules_are_used_from_a_layer_whose_times_are_zero(tmp_path: pathlib.Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "mod.py").write_text("VALUE = 1\n")
+    # as pip leaves a venv: .pyc files that record their sources' modification times
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(lib)], check=True)
+    assert "bytecode is stale for 'mod'" in _imports_from(lib)
+
+    images.byte_compile(pathlib.Path(sys.executable), lib)
+    said = _imports_from(lib)
+    assert "bytecode is stale" not in said, said
+    assert f"{importlib.util.cache_from_source(str(lib / 'mod.py'))} matches {lib / 'mod.py'}" in said, said
+
+
+def test_a_module_that_does_not_compile_fails_the_tree(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "broken.py").write_text("def (:\n")
+    with pytest.raises(SystemExit, match="compileall failed"):
+        images.byte_compile(pathlib.Path(sys.executable), tmp_path)

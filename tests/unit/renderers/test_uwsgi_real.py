@@ -14,9 +14,10 @@ import json
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -94,10 +95,35 @@ def _serve(proc: subprocess.Popen[bytes], port: int, log: Path) -> list[bytes]:
     pytest.fail(f"uwsgi never served on port {port}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def _await_log(proc: subprocess.Popen[bytes], log: Path, text: str) -> None:
-    """Until ``text`` is in the log (at most 60 s, or until uWSGI exits); the asserts say the rest."""
+PATHS = ("/one", "/two", '/three"quoted\\', "/four")
+
+
+def _records(log: Path, *, strict: bool = True) -> list[dict[str, Any]]:
+    """The log's JSON records; not ``strict``: a line that does not parse (still being written) is
+    left out rather than failing."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                if strict:
+                    raise
+    return out
+
+
+def _served(records: list[dict[str, Any]], path: str) -> bool:
+    """uWSGI's request line for ``path`` is among ``records``."""
+    return any(
+        r.get("name") == "uwsgi.request" and f"GET {path} => generated" in r.get("message", "")
+        for r in records
+    )
+
+
+def _await_log(proc: subprocess.Popen[bytes], done: Callable[[], bool]) -> None:
+    """Until ``done()`` (at most 60 s, or until uWSGI exits); the asserts say the rest."""
     for _ in range(600):
-        if text in log.read_text(errors="replace") or proc.poll() is not None:
+        if done() or proc.poll() is not None:
             return
         _pause(proc)
 
@@ -157,20 +183,17 @@ def test_under_json_logging_uwsgis_request_lines_are_json_records_and_the_apps_s
             conn.request("GET", path)
             conn.getresponse().read()
             conn.close()
-        # a worker writes its request line after the response went out: a SIGTERM that comes
+        # each worker writes its request line after the response went out: a SIGTERM that comes
         # first (a busy machine) loses the line, which is the test's race, not uWSGI's behaviour
-        _await_log(proc, log, "GET /four => generated")
-    records = []
+        _await_log(proc, lambda: all(_served(_records(log, strict=False), path) for path in PATHS))
+    records = _records(log)
     for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            records.append(json.loads(line))
-        else:  # no plain request line: uWSGI's own start and stop lines only
+        if not line.startswith("{"):  # no plain request line: uWSGI's own start and stop lines only
             assert "=> generated" not in line, line
     requests = [r for r in records if r.get("name") == "uwsgi.request"]
     assert all(r["levelname"] == "INFO" for r in requests)
-    served = [r["message"] for r in requests]
-    for path in ("/one", "/two", '/three"quoted\\', "/four"):
-        assert any(f"GET {path} => generated" in m for m in served), (path, served)
+    for path in PATHS:
+        assert _served(records, path), (path, [r["message"] for r in requests])
     # what the app writes to its stderr (nova's own JSON records) is not wrapped into uWSGI's
     app = [r["message"] for r in records if r.get("name") == "tinyapp"]
     assert app == ["/one", "/two", '/three"quoted\\', "/four"], records

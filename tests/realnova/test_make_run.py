@@ -5,7 +5,8 @@ each, the samples Ready, the operator's pods of its chart (its defaults, no pin)
 nodes, ``openstack compute service list`` through the printed ``clouds.yaml`` from this (the user's)
 shell listing the scheduler, the conductor and nova-compute on both compute nodes, up, the catalog's
 compute entry public on the host's loopback and internal by the Service's name; Ctrl-C ends with
-status 0 and leaves no process, mount, cgroup, link or table. It prints ``kubectl get pods -A -o
+status 0 and leaves no process, mount, cgroup, link or table, and of its work directory the logs
+alone. It prints ``kubectl get pods -A -o
 wide`` and each pod's memory (the kubelets' summary) against its limits.
 
 ``make run LOCAL_OPERATOR=1`` (marker ``long``): the same cluster with the operator as a local
@@ -186,11 +187,19 @@ class MakeRun:
     rc: int | None = None
 
     def assert_stopped_clean(self, traces: Traces) -> None:
-        """Ctrl-C ended it with 0 and left nothing of the run behind (``traces``: what its nodes were)."""
+        """Ctrl-C ended it with 0 and left nothing of the run behind but its logs (``traces``: what its
+        nodes were)."""
         assert self.rc == 0, self.log.read_text()[-4000:]
         time.sleep(1)
         tag = traces.cgroup_roots[0].split("-")[1]  # realnode-<tag>-<n>: the tag names its links too
         assert _left_behind(self.workdir, traces, tag) == []
+        # of the work directory the logs alone are left: the operator's, each node's kubelet
+        files = [p for p in self.workdir.rglob("*") if not p.is_dir()]
+        assert [p for p in files if p.is_symlink() or not p.name.endswith(".log")] == []
+        names = {p.name for p in files}
+        assert {"operator.log", "kubelet.log", "containerd.log", "etcd.log"} <= names, sorted(names)
+        kept = f"the run's logs are kept in {self.workdir.resolve()} ({len(files)} files"
+        assert kept in self.log.read_text()
 
 
 @contextlib.contextmanager

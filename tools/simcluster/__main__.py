@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from types import FrameType
 
 from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, launch
+from simcluster.platform.workdir import keep_logs_only
 from simcluster.run import run_against_kubeconfig, run_simulated
+
+WORKDIR_HELP = (
+    "directory for logs, kubeconfig and data (default: a new one in $TMPDIR); at exit everything in it "
+    "but the logs is removed"
+)
 
 
 def _pools(values: Sequence[str]) -> dict[str, int]:
@@ -67,6 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         print("stopping ...", flush=True)
         handle.stop()
+        print(keep_logs_only(handle.workdir).summary(), flush=True)
     return 0
 
 
@@ -97,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the simulated cluster and block until Ctrl-C")
     up.add_argument("--nodes", type=int, default=3, help="plain fake nodes (default 3)")
     up.add_argument("--pool", action="append", default=[], metavar="NAME=COUNT", help="fake nodes of a pool")
-    up.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
+    up.add_argument("--workdir", help=WORKDIR_HELP)
     up.add_argument("--no-standins", action="store_true", help="no dependency CRDs and stand-in controllers")
     up.add_argument("--no-openstack", action="store_true", help="no fake Keystone/Nova API")
     up.set_defaults(func=cmd_up)
@@ -106,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the operator: against $KUBECONFIG, or on a local cluster of real nodes serving the real "
         "Nova, with the samples applied",
     )
-    run.add_argument("--workdir", help="directory for logs, kubeconfig and data (default: a temp dir)")
+    run.add_argument("--workdir", help=WORKDIR_HELP)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--standins",

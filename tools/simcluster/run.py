@@ -14,7 +14,8 @@ no registry) with the chart's placement, and every condition change of the sampl
 NovaCompute is printed, with what becomes of the operator's pods, until both are Ready; then how to
 look, with a ``clouds.yaml`` for the ``openstack`` CLI (the compute API at a port of the host's
 loopback published to the ``nova`` Service). The pods' logs are followed through the API server into
-``<workdir>/operator.log`` (``realtier.pod_logs``). Ctrl-C stops everything that was started.
+``<workdir>/operator.log`` (``realtier.pod_logs``). Ctrl-C stops everything that was started and
+removes the work directory's data but its logs (``platform.workdir``).
 
 ``--local-operator`` (``make run LOCAL_OPERATOR=1``, for fast iteration): the operator runs as a
 local process of this tree instead, in the nodes' network namespace with the cluster's DNS
@@ -49,6 +50,7 @@ from simcluster.platform.controlplane import REPO, free_port
 from simcluster.platform.launch import SimHandle, launch
 from simcluster.platform.operator import PROGRAM, operator_argv
 from simcluster.platform.process import ManagedProcess
+from simcluster.platform.workdir import keep_logs_only
 from simcluster.realtier.all_real import CONTROL_NODES, launch_all_real, register_compute
 from simcluster.realtier.operator_chart import (
     CONTAINER,
@@ -205,6 +207,7 @@ def run_simulated(
     finally:
         print("stopping ...", flush=True)
         handle.stop()
+        print(keep_logs_only(handle.workdir).summary(), flush=True)
 
 
 def _launch_all_real(workdir: pathlib.Path | None, operator_image: str | None) -> SimHandle:

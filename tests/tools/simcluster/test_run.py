@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import sys
 from typing import NoReturn
@@ -43,6 +44,8 @@ def test_the_simulated_cluster_gets_the_same_flags(monkeypatch: pytest.MonkeyPat
     started: list[list[str]] = []
 
     class Handle:
+        workdir = pathlib.Path("/nonexistent/simcluster-test")  # nothing to keep the logs of
+
         def stop(self) -> None:
             pass
 

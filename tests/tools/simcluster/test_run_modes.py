@@ -29,6 +29,7 @@ BUILT = ("realnode.local/nova-operator:abc", pathlib.Path("/cache/nova-operator-
 
 class Handle:
     real = None
+    workdir = pathlib.Path("/nonexistent/simcluster-test")  # nothing to keep the logs of
 
     def stop(self) -> None:
         pass

@@ -64,7 +64,7 @@ c = socket.create_connection(("127.0.0.1", {AMQP_PORT})); a = s.accept(); time.s
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RealNodes, nova_image.NovaImage]]:
     image = nova_image.build(RELEASE)
-    cluster = SimCluster(pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries()).start()
+    cluster = SimCluster(pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries(), kwok=False).start()
     real = RealNodes(cluster, pathlib.Path(tmp_path_factory.mktemp("rn")))
     try:
         real.start()

@@ -43,7 +43,7 @@ REFUSED = re.compile(r"401|unauthori[sz]ed|authoriz|no basic auth credentials", 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RealNodes, Registry]]:
-    cluster = SimCluster(pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries()).start()
+    cluster = SimCluster(pathlib.Path(tmp_path_factory.mktemp("cp")), find_binaries(), kwok=False).start()
     nodes = RealNodes(cluster, pathlib.Path(tmp_path_factory.mktemp("rn")), dns=False)  # no name looked up
     workdir = pathlib.Path(tmp_path_factory.mktemp("registry"))
     registry = Registry(nodes, workdir, "puller", secrets.token_hex(12))

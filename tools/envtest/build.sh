@@ -7,8 +7,10 @@
 # ENVTEST_NO_KWOK=1 to skip kwok only (the real-Nova tier and `make run` have no fake nodes).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-# One build at a time per cache: a second caller waits for the first, then finds the binaries.
-source "$HERE/../lib/gocache.sh" .build.lock
+# One build at a time per cache: a second caller that finds a binary it wants missing waits for the
+# first, then finds the binaries (one that finds all it wants prints them at once, even during a build
+# of kwok).
+source "$HERE/../lib/gocache.sh"
 cd "$HERE"
 KV="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 KWOK_V="$(cd ../kwok && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
@@ -25,6 +27,7 @@ if [[ ${#missing[@]} -eq 0 ]] && { ((!kwok)) || [[ -f "$OUT/kwok-stages.yaml" ]]
   echo "$OUT"
   exit 0
 fi
+take_lock .build.lock
 LDF="$(k8s_ldflags "$KV" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
 mkdir -p "$OUT"
 go_build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$LDF" "$HERE"

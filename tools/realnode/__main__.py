@@ -29,7 +29,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def up(nodes: int, workdir: pathlib.Path) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     access = KubeletAccess(workdir / "access")  # kubectl logs, exec and port-forward
-    cluster = SimCluster(workdir / "control-plane", find_binaries(), extra_apiserver_args=access.prepare())
+    cluster = SimCluster(
+        workdir / "control-plane", find_binaries(), extra_apiserver_args=access.prepare(), kwok=False
+    )
     real: RealNodes | None = None
     try:
         cluster.start()

@@ -73,6 +73,10 @@ def accessible_control_plane(workdir: pathlib.Path) -> tuple[SimCluster, Kubelet
     their ServiceAccount tokens, and the access to hand to ``RealNodes``."""
     access = KubeletAccess(workdir / "access")
     cluster = SimCluster(
-        workdir / "cp", find_binaries(), extra_apiserver_args=access.prepare(), service_account_admission=True
+        workdir / "cp",
+        find_binaries(),
+        extra_apiserver_args=access.prepare(),
+        service_account_admission=True,
+        kwok=False,  # real nodes only
     ).start()
     return cluster, access

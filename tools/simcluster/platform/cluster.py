@@ -97,7 +97,7 @@ class SimCluster:
     def __post_init__(self) -> None:
         self.workdir = pathlib.Path(self.workdir)
         if self.bindir is None:
-            self.bindir = find_binaries()
+            self.bindir = find_binaries(kwok=self.kwok)
         needed = SIM_BINARIES if self.kwok else tuple(b for b in SIM_BINARIES if not b.startswith("kwok"))
         missing = [b for b in needed if not (self.bindir / b).exists()]
         if missing:

@@ -39,6 +39,19 @@ def _tier(nodeid: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
 
 
+TIER_ORDER = ("unit", "tools", "realnode", "realnova", "integration", "e2e")
+"""The order ``make test`` runs the tiers in: the tests without a cluster first (a mistake shows in
+minutes), then the real nodes' and the real-Nova tiers, then the bare control plane's and the
+simulated cluster's. The real tier is mostly waiting on nova, so CI builds what only the last two
+use (kwok, prometheus) in its idle time (``.ci/run``); a tier's own order within it stays."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {tier: i for i, tier in enumerate(TIER_ORDER)}
+    items.sort(key=lambda item: rank.get(_tier(item.nodeid), len(rank)))  # stable: within a tier as is
+
+
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     _STARTED[nodeid] = time.monotonic()
 

@@ -3,15 +3,17 @@
     python3 -m prepare run [--standins | --local-operator] [--workdir DIR] [--python PY]
                            [-- OPERATOR_FLAGS]                                        # make run
     python3 -m prepare ci                                                             # .ci/run
+    python3 -m prepare ci-later                                   # .ci/run, beside make test
 
 ``run`` prepares (see ``prepare.plans``) and then replaces itself with ``PY -m simcluster run``
 (``PY``: ``.venv/bin/python``, which the plan makes; ``--python`` names another interpreter and
 leaves ``.venv`` alone), with ``ENVTEST_BIN`` set to the binaries it found; with the operator by
 its chart (the real Nova's default), ``DEPLOYTOOLS_BIN`` set to helm's directory and the operator
 image it built handed on (``--operator-image``, ``--operator-image-archive``). ``ci`` prepares
-everything ``make test`` uses. Each stage's full output is in ``--logs`` (``.logs/make-run``,
-``.ci/logs``); a failed stage's log is printed with its path. Exit status: 1 when a stage failed,
-130 when interrupted (Ctrl-C, SIGTERM).
+what ``make test``'s first tiers use, ``ci-later`` the rest (``.ci/run`` runs it beside the tests).
+Each stage's full output is in ``--logs`` (``.logs/make-run``, ``.ci/logs``); a failed stage's
+log is printed with its path. Exit status: 1 when a stage failed, 130 when interrupted (Ctrl-C,
+SIGTERM).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from prepare.plans import REPO, Lanes, ci_plan, run_plan
+from prepare.plans import REPO, Lanes, ci_later_plan, ci_plan, run_plan
 from prepare.runner import Outcome, Runner
 
 GO_HOME = Path("/usr/local/go/bin")  # where this machine kind ships Go (.ci/run's note)
@@ -103,6 +105,11 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else _status(outcome)
 
 
+def cmd_ci_later(args: argparse.Namespace) -> int:
+    outcome = prepare("CI, beside the tests", ci_later_plan(), Path(args.logs))
+    return 0 if outcome.ok else _status(outcome)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m prepare", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ci = sub.add_parser("ci", help="everything make test uses")
     ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
     ci.set_defaults(func=cmd_ci)
+    later = sub.add_parser("ci-later", help="what only make test's later tiers use (kwok, prometheus)")
+    later.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
+    later.set_defaults(func=cmd_ci_later)
     args = parser.parse_args(argv)
     if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = f"{GO_HOME}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -146,10 +146,12 @@ def run_plan(*, standins: bool, kubeconfig: bool, make_venv: bool, chart: bool =
 
 
 def ci_plan() -> Lanes:
-    """``.ci/run``: everything ``make test`` uses, every release. The real tier runs on real nodes:
-    every release's nova image (an upgrade finds its image on the nodes) and the operator's image
-    (the chart installs it), the latter in a lane of its own once the Debian packages are in (its
-    cold build is downloads and pip more than CPU)."""
+    """``.ci/run``, before ``make test``: what the tiers ``make test`` runs first need, every release.
+    The real tier (with the real nodes' tier) runs first on real nodes: every release's nova image
+    (an upgrade finds its image on the nodes), the control plane without kwok, the nodes' binaries,
+    helm, kustomize and kubectl (the operator is installed by its chart) and the operator's image, the
+    latter in a lane of its own once the Debian packages are in (its cold build is downloads and pip
+    more than CPU). What only later tiers use is ``ci_later_plan``'s."""
     python = [
         apt(),
         project_venv(),
@@ -158,10 +160,20 @@ def ci_plan() -> Lanes:
         nova_images(None),
         nova_oci_image(None),
     ]
-    go = [
-        control_plane(kwok=True),
-        Stage("deploytools", "helm, kustomize, kubectl", ("bash", "tools/deploytools/build.sh")),
-        Stage("prometheus", "prometheus, promtool", ("bash", "tools/prometheus/build.sh")),
-        realnode_binaries(),
-    ]
+    go = [control_plane(kwok=False), realnode_binaries(), deploytools()]
     return [python, go, [operator_image()]]
+
+
+def ci_later_plan() -> Lanes:
+    """``.ci/run``, beside ``make test`` (at the lowest CPU priority): what only the tiers after the
+    real ones use, kwok (the simulated cluster of the e2e tier) and prometheus and promtool (the
+    monitoring tests of the integration and e2e tiers). The real tier is mostly waiting on nova (about
+    60 % of two cores idle), so they build in its idle time instead of before it; a test that needs
+    one before it is built waits for it through its build script's lock (``find_binaries(kwok=True)``,
+    ``platform.prometheus.bindir``)."""
+    return [
+        [
+            Stage("kwok", "kwok", ("bash", "tools/envtest/build.sh")),
+            Stage("prometheus", "prometheus, promtool", ("bash", "tools/prometheus/build.sh")),
+        ]
+    ]

@@ -39,6 +39,7 @@ from tests.realnova.realcluster import (
     conditions,
     end_stopping,
     is_ready,
+    not_ready_detail,
     not_ready_summary,
     pods,
     tier_pool,
@@ -500,7 +501,11 @@ def test_deleting_the_pool_removes_its_services_and_aggregates_and_leaves_the_no
     nova = kube.get(nova_path)
     assert nova["metadata"]["generation"] == nova_before["metadata"]["generation"]
     assert nova["spec"] == nova_before["spec"]
-    assert is_ready(env.handle, "novas", NOVA)
+    conds = conditions(env.handle, "novas", NOVA)  # as they were, not as a second look finds them
+    not_true = {
+        t: (c["status"], c.get("reason"), c.get("message")) for t, c in conds.items() if c["status"] != "True"
+    }
+    assert conds["Ready"]["status"] == "True", f"{not_true}\n{not_ready_detail(env.handle, 'novas', NOVA)}"
     assert _workloads(env, deployments) == workloads_before
     contract = nova["status"]["computeConfigSecretRef"]["name"]
     assert kube.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{contract}")["data"]  # the Nova's, not reaped

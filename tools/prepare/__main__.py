@@ -100,13 +100,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1  # not reached
 
 
+CI_PLANS = {
+    "ci": ("CI", ci_plan, "what make test's first tiers use (everything but kwok and prometheus)"),
+    "ci-later": (
+        "CI, beside the tests",
+        ci_later_plan,
+        "what only make test's last tiers use (kwok, prometheus)",
+    ),
+}
+"""``.ci/run``'s two plans: command -> (name in the lines, plan, help)."""
+
+
 def cmd_ci(args: argparse.Namespace) -> int:
-    outcome = prepare("CI", ci_plan(), Path(args.logs))
-    return 0 if outcome.ok else _status(outcome)
-
-
-def cmd_ci_later(args: argparse.Namespace) -> int:
-    outcome = prepare("CI, beside the tests", ci_later_plan(), Path(args.logs))
+    name, plan, _ = CI_PLANS[args.command]
+    outcome = prepare(name, plan(), Path(args.logs))
     return 0 if outcome.ok else _status(outcome)
 
 
@@ -126,12 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--logs", default=str(REPO / ".logs" / "make-run"), help="the stages' logs")
     run.add_argument("operator_args", nargs="*", help="flags for the operator, after --")
     run.set_defaults(func=cmd_run)
-    ci = sub.add_parser("ci", help="everything make test uses")
-    ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
-    ci.set_defaults(func=cmd_ci)
-    later = sub.add_parser("ci-later", help="what only make test's later tiers use (kwok, prometheus)")
-    later.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
-    later.set_defaults(func=cmd_ci_later)
+    for command, (_, _, text) in CI_PLANS.items():
+        ci = sub.add_parser(command, help=text)
+        ci.add_argument("--logs", default=str(REPO / ".ci" / "logs"), help="the stages' logs")
+        ci.set_defaults(func=cmd_ci)
     args = parser.parse_args(argv)
     if GO_HOME.is_dir() and str(GO_HOME) not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = f"{GO_HOME}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -56,6 +56,13 @@ API_ROLLOUT = {"strategy": {"rollingUpdate": {"maxSurge": "100%", "maxUnavailabl
 # and the metadata pod start together on two cores, the slowest part of the tier's rollouts. The
 # full sample (test_full_sample) runs several workers per pod.
 ONE_WORKER = {"uwsgi": {"processes": 1}}
+# With one worker, a request that waits on an RPC call holds the pod's probes behind it: a pool's
+# deletion rolls its DaemonSet (§9.2) while the pool disables its services, and the API's
+# ``set_host_enabled`` call to a nova-compute that is being replaced waited out the default 60 s,
+# long enough for the liveness probe to restart that API pod and for the Nova to turn not Ready
+# (seen twice in test_pools_real). 20 s keeps such a wait within one failed probe of each kind
+# (docs/operations.md, "Probes and resources").
+BOUNDED_RPC = {"DEFAULT": {"rpc_response_timeout": "20"}}
 
 
 def tier_extra_config() -> dict[str, dict[str, str]]:
@@ -103,11 +110,11 @@ def tier_pool(workdir: pathlib.Path) -> pathlib.Path:
 
 def tier_nova(workdir: pathlib.Path) -> pathlib.Path:
     """The Nova of the ``minimal`` fixture: the minimal sample at ``RELEASE_UNDER_TEST`` (its release
-    and image tag), with ``tier_extra_config()``, ``API_ROLLOUT`` and ``ONE_WORKER``."""
+    and image tag), with ``tier_extra_config()``, ``BOUNDED_RPC``, ``API_ROLLOUT`` and ``ONE_WORKER``."""
     nova = yaml.safe_load((SAMPLES / "nova_minimal.yaml").read_text())
     nova["spec"]["openStackRelease"] = RELEASE_UNDER_TEST
     nova["spec"]["image"]["tag"] = RELEASE_UNDER_TEST
-    _add_extra_config(nova, tier_extra_config())
+    _add_extra_config(nova, tier_extra_config(), BOUNDED_RPC)
     nova["spec"].setdefault("api", {}).setdefault("deployment", {}).update(API_ROLLOUT)
     for block in ("api", "metadata"):
         nova["spec"].setdefault(block, {}).update(ONE_WORKER)

@@ -199,7 +199,10 @@ class MakeRun:
         names = {p.name for p in files}
         assert {"operator.log", "kubelet.log", "containerd.log", "etcd.log"} <= names, sorted(names)
         kept = f"the run's logs are kept in {self.workdir.resolve()} ({len(files)} files"
-        assert kept in self.log.read_text()
+        removing = f"removing the run's data from {self.workdir.resolve()}, keeping its logs ..."
+        text = self.log.read_text()
+        assert kept in text
+        assert removing in text.split(kept)[0]  # said before the removal, then what it did
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pathlib
 import signal
@@ -73,7 +74,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         print("stopping ...", flush=True)
         handle.stop()
-        print(keep_logs_only(handle.workdir).summary(), flush=True)
+        print(keep_logs_only(handle.workdir, functools.partial(print, flush=True)).summary(), flush=True)
     return 0
 
 

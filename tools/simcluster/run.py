@@ -33,6 +33,7 @@ Lease over.
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import signal
@@ -207,7 +208,7 @@ def run_simulated(
     finally:
         print("stopping ...", flush=True)
         handle.stop()
-        print(keep_logs_only(handle.workdir).summary(), flush=True)
+        print(keep_logs_only(handle.workdir, functools.partial(print, flush=True)).summary(), flush=True)
 
 
 def _launch_all_real(workdir: pathlib.Path | None, operator_image: str | None) -> SimHandle:

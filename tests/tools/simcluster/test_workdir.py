@@ -50,8 +50,10 @@ def test_only_the_logs_are_left_and_nothing_outside_is_touched(tmp_path: pathlib
     outside.mkdir()
     _tree(root, outside)
 
-    kept = keep_logs_only(root)
+    said: list[str] = []
+    kept = keep_logs_only(root, said.append)
 
+    assert said == [f"removing the run's data from {root}, keeping its logs ..."]
     assert _left(root) == [
         "etcd.log",
         "real/realnodes/node-2/kubelet.log",
@@ -76,6 +78,52 @@ def test_a_second_pass_keeps_the_same_logs(tmp_path: pathlib.Path) -> None:
     again = keep_logs_only(root)
     assert (again.files, again.removed, again.failed) == (3, 0, ())
     assert len(_left(root)) == 3
+
+
+def test_a_tree_without_logs_goes_whole_and_deep_nesting_is_walked(tmp_path: pathlib.Path) -> None:
+    """An image layer's depth, a directory of many files, and a root that holds no log at all: the
+    root stays, empty; every byte of its regular files is counted freed."""
+    root = tmp_path / "run"
+    deep = root / "containerd" / "snapshots"
+    deep.mkdir(parents=True)
+    for _ in range(1200):  # deeper than Python's recursion limit
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom").write_bytes(b"b" * 100)
+    wide = root / "layer"
+    wide.mkdir()
+    for i in range(2000):
+        (wide / f"f{i}").write_bytes(b"w" * 10)
+    os.mkfifo(root / "fifo")
+
+    kept = keep_logs_only(root)
+
+    assert list(root.iterdir()) == []
+    assert (kept.files, kept.size, kept.removed, kept.failed) == (0, 0, 100 + 2000 * 10, ())
+
+
+def test_a_log_deep_below_keeps_its_directories_and_only_them(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "run"
+    pod = root / "node" / "varlog" / "pods" / "p" / "c"
+    pod.mkdir(parents=True)
+    (pod / "0.log").write_text("line\n")
+    (pod / "0.log.20261207-1").write_text("rotated, not a log by name\n")
+    (root / "node" / "varlog" / "pods" / "q").mkdir()  # a sibling without logs
+    (root / "node" / "varlog" / "pods" / "q" / "x").write_text("x")
+    (root / "node" / "containerd").mkdir()
+    (root / "node" / "containerd" / "meta.db").write_bytes(b"m" * 50)
+
+    kept = keep_logs_only(root)
+
+    assert _left(root) == ["node/varlog/pods/p/c/0.log"]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()) == [
+        "node",
+        "node/varlog",
+        "node/varlog/pods",
+        "node/varlog/pods/p",
+        "node/varlog/pods/p/c",
+    ]
+    assert (kept.files, kept.removed) == (1, len("rotated, not a log by name\n") + 1 + 50)
 
 
 def test_a_missing_directory_is_reported_not_raised(tmp_path: pathlib.Path) -> None:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import pathlib
 import signal
@@ -18,8 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from simcluster.platform.launch import SERVICE_PASSWORD, SERVICE_USER, launch
-from simcluster.platform.workdir import keep_logs_only
-from simcluster.run import run_against_kubeconfig, run_simulated
+from simcluster.run import run_against_kubeconfig, run_simulated, stop_keeping_logs
 
 WORKDIR_HELP = (
     "directory for logs, kubeconfig and data (default: a new one in $TMPDIR); at exit everything in it "
@@ -72,9 +70,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         while not stop.wait(1.0):
             pass
     finally:
-        print("stopping ...", flush=True)
-        handle.stop()
-        print(keep_logs_only(handle.workdir, functools.partial(print, flush=True)).summary(), flush=True)
+        stop_keeping_logs(handle)
     return 0
 
 

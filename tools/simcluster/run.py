@@ -206,9 +206,15 @@ def run_simulated(
         print(f"cluster up in {time.monotonic() - t0:.1f} s; {where}")
         return _follow(handle, operator, stop, t0, metrics)
     finally:
-        print("stopping ...", flush=True)
-        handle.stop()
-        print(keep_logs_only(handle.workdir, functools.partial(print, flush=True)).summary(), flush=True)
+        stop_keeping_logs(handle)
+
+
+def stop_keeping_logs(handle: SimHandle) -> None:
+    """Stop the cluster and remove its work directory but the logs, saying so as it goes (what
+    ``make run`` and ``simcluster up`` do at exit)."""
+    print("stopping ...", flush=True)
+    handle.stop()
+    print(keep_logs_only(handle.workdir, functools.partial(print, flush=True)).summary(), flush=True)
 
 
 def _launch_all_real(workdir: pathlib.Path | None, operator_image: str | None) -> SimHandle:

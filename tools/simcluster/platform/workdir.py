@@ -154,14 +154,12 @@ def _plan(root: Path, device: int) -> _Plan:
                 continue
     for here in reversed(order):  # every directory after those below it
         keeps[here] = keeps[here] or any(keeps[c] for c in children[here])
+    keeps[str(root)] = True  # the root stays, if need be empty
     for here in order:
         if not keeps[here]:
-            continue  # its parent removes it whole (the root always keeps itself)
+            continue  # its parent removes it whole
         plan.trees.extend(Path(c) for c in children[here] if not keeps[c])
         plan.loose.extend(Path(f) for f in loose[here])
-    if not keeps[str(root)]:  # no log at all: the root stays, empty
-        plan.trees.extend(Path(c) for c in children[str(root)])
-        plan.loose.extend(Path(f) for f in loose[str(root)])
     return plan
 
 
